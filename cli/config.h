@@ -1,0 +1,79 @@
+#pragma once
+// The run configuration: one table of keys drives the YAML loader, the command-line options, the
+// validation messages and the report's "config" section, so the four never disagree.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/report.h"
+
+namespace feedscope {
+
+struct RunConfig {
+  std::string dataset = "synthetic:3x32x32";
+  std::int64_t synthetic_samples = 8192;
+  std::string model = "mlp";
+  std::int64_t hidden = 512;
+  std::int64_t layers = 2;
+  std::int64_t classes = 10;
+  double lr = 0.05;
+  bool loader_only = false;
+  std::int64_t num_workers = 2;
+  std::int64_t batch_size = 64;
+  std::int64_t prefetch = 2;
+  bool pin_memory = true;
+  bool shuffle = true;
+  bool drop_last = false;
+  std::string device = "auto";
+  std::int64_t steps = 200;
+  double duration = 0;  // seconds; > 0 runs for a time instead of a step count
+  std::int64_t warmup = 10;
+  std::int64_t seed = 0;
+  std::string report_dir = "feedscope-report";
+  bool json = false;
+};
+
+// A bad key or value. what() names the key, the value, where it came from and what is allowed.
+class ConfigError : public std::invalid_argument {
+ public:
+  ConfigError(std::string key, const std::string& message)
+      : std::invalid_argument(message), key_(std::move(key)) {}
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
+};
+
+enum class KeyType { boolean, integer, number, text };
+
+struct KeyInfo {
+  std::string_view name;  // YAML key; the command-line option is --name with '-' for '_'
+  KeyType type;
+  std::string_view allowed;  // human text: "0 or more", "mlp|cnn"
+  std::string_view help;
+};
+const std::vector<KeyInfo>& config_keys();
+
+// Applies one key=value. `source` names where it came from ("config.yaml", "--num-workers") for
+// the message. Accepts '-' for '_' in the key. Throws ConfigError.
+void set_config_value(RunConfig& config, std::string_view key, const std::string& value,
+                      const std::string& source);
+
+// Applies a YAML document (a map of scalars) from text; `source` is its file name.
+void apply_yaml(RunConfig& config, const std::string& yaml_text, const std::string& source);
+// Reads and applies a YAML file; a missing or unreadable file is a ConfigError naming it.
+void apply_yaml_file(RunConfig& config, const std::string& path);
+
+// Checks the relations between keys (e.g. steps and duration); throws ConfigError.
+void validate_config(const RunConfig& config);
+
+// The effective configuration as typed key/value pairs, in table order.
+std::vector<std::pair<std::string, ConfigValue>> config_entries(const RunConfig& config);
+
+// "key1, key2, ..." of every key.
+std::string allowed_keys_text();
+
+}  // namespace feedscope

@@ -1,0 +1,23 @@
+#pragma once
+// One profiled run: dataset -> loader -> (trainer) with stage spans, then the diagnosis and
+// report.json. Shared by `feedscope run` and `feedscope demo`.
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "cli/config.h"
+#include "loader/dataset.h"
+#include "profiler/report.h"
+
+namespace feedscope {
+
+// Opens the dataset the config names. Throws DatasetError naming the value.
+std::shared_ptr<const Dataset> open_dataset(const RunConfig& config);
+
+// Runs, writes <report_dir>/report.json, and returns the report. `log` gets one line at the start.
+// Throws ConfigError/DatasetError (bad input), SampleError (bad data), DeviceError (device).
+Report run_profiled(const RunConfig& config, std::ostream& log);
+
+Environment gather_environment(const std::string& device);
+
+}  // namespace feedscope

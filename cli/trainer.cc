@@ -1,0 +1,134 @@
+#include "cli/trainer.h"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "pinned_memory/device_probe.h"
+#include "pinned_memory/errors.h"
+
+namespace feedscope {
+
+namespace {
+
+torch::Device resolve_device(const std::string& name) {
+  const bool cuda = torch::cuda::is_available();
+  if (name == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (name == "cpu") return torch::Device(torch::kCPU);
+  if (!cuda) {
+    const DeviceProbe probe = probe_cuda();
+    const std::string why = !probe.available() ? probe.unavailable_reason
+                                               : "this libtorch " + torch_version() +
+                                                     " was built without CUDA";
+    throw DeviceError("device '" + name + "' is not available: " + why +
+                      "; use --device cpu or auto");
+  }
+  torch::Device device(name);
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  if (device.has_index() && device.index() >= count)
+    throw DeviceError("device '" + name + "' does not exist: " + std::to_string(count) +
+                      " CUDA device(s) present");
+  return device;
+}
+
+torch::nn::Sequential make_mlp(std::int64_t in, std::int64_t hidden, std::int64_t layers,
+                               std::int64_t classes) {
+  torch::nn::Sequential net{torch::nn::Flatten()};
+  std::int64_t width = in;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    net->push_back(torch::nn::Linear(width, hidden));
+    net->push_back(torch::nn::ReLU());
+    width = hidden;
+  }
+  net->push_back(torch::nn::Linear(width, classes));
+  return net;
+}
+
+torch::nn::Sequential make_cnn(std::int64_t channels_in, std::int64_t channels,
+                               std::int64_t blocks, std::int64_t classes) {
+  torch::nn::Sequential net;
+  std::int64_t c = channels_in;
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    net->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, channels, 3).padding(1)));
+    net->push_back(torch::nn::ReLU());
+    if (i + 1 < blocks) net->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));
+    c = channels;
+  }
+  net->push_back(torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(1)));
+  net->push_back(torch::nn::Flatten());
+  net->push_back(torch::nn::Linear(c, classes));
+  return net;
+}
+
+class TorchTrainer final : public Trainer {
+ public:
+  explicit TorchTrainer(const TrainerOptions& o)
+      : options_(o), device_(resolve_device(o.device)) {
+    torch::manual_seed(o.seed);
+    const std::int64_t features = o.sample.elements();
+    if (o.model == "cnn") {
+      if (o.sample.shape.size() != 3)
+        throw std::invalid_argument("model cnn needs CxHxW samples, got " + o.sample.to_string());
+      net_ = make_cnn(o.sample.shape[0], o.hidden, o.layers, o.classes);
+      describe_ = "cnn " + std::to_string(o.layers) + "x conv" + std::to_string(o.hidden) + "-" +
+                  std::to_string(o.classes);
+    } else {
+      net_ = make_mlp(features, o.hidden, o.layers, o.classes);
+      describe_ = "mlp " + std::to_string(features);
+      for (std::int64_t i = 0; i < o.layers; ++i) describe_ += "-" + std::to_string(o.hidden);
+      describe_ += "-" + std::to_string(o.classes);
+    }
+    net_->to(device_);
+    for (const auto& p : net_->parameters()) parameters_ += p.numel();
+    optimizer_ = std::make_unique<torch::optim::SGD>(
+        net_->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
+    shape_.push_back(0);
+    shape_.insert(shape_.end(), o.sample.shape.begin(), o.sample.shape.end());
+  }
+
+  double step(const Batch& batch) override {
+    shape_[0] = batch.size;
+    const auto dtype = options_.sample.dtype == DType::uint8 ? torch::kUInt8 : torch::kFloat32;
+    // Views of the slab: no copy on the CPU; on CUDA the copy reads the (pinned) slab directly.
+    torch::Tensor x = torch::from_blob(batch.data, shape_, torch::TensorOptions().dtype(dtype));
+    torch::Tensor y = torch::from_blob(batch.labels, {batch.size},
+                                       torch::TensorOptions().dtype(torch::kInt64));
+    if (dtype != torch::kFloat32) x = x.to(torch::kFloat32);
+    const bool gpu = device_.is_cuda();
+    if (gpu) {
+      x = x.to(device_, /*non_blocking=*/batch.slab.pinned());
+      y = y.to(device_, /*non_blocking=*/batch.slab.pinned());
+    }
+    optimizer_->zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net_->forward(x), y);
+    loss.backward();
+    optimizer_->step();
+    // item() waits for the device, so the slab is free to reuse once step() returns.
+    return loss.item<double>();
+  }
+
+  std::string describe() const override { return describe_; }
+  std::int64_t parameters() const override { return parameters_; }
+  std::string device() const override { return device_.str(); }
+  bool on_gpu() const override { return device_.is_cuda(); }
+
+ private:
+  TrainerOptions options_;
+  torch::Device device_;
+  torch::nn::Sequential net_{nullptr};
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::vector<std::int64_t> shape_;
+  std::string describe_;
+  std::int64_t parameters_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options) {
+  return std::make_unique<TorchTrainer>(options);
+}
+
+std::string torch_version() { return TORCH_VERSION; }
+
+bool torch_cuda_available() { return torch::cuda::is_available(); }
+
+}  // namespace feedscope

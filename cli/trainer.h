@@ -1,0 +1,46 @@
+#pragma once
+// A built-in model trained with SGD on feedscope batches. libtorch stays inside trainer.cc: this
+// header is torch-free so the rest of the CLI compiles fast.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loader/batch_loader.h"
+
+namespace feedscope {
+
+struct TrainerOptions {
+  std::string model = "mlp";  // mlp | cnn
+  std::int64_t hidden = 512;
+  std::int64_t layers = 2;
+  std::int64_t classes = 10;
+  double lr = 0.05;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::uint64_t seed = 0;
+  SampleSpec sample;
+};
+
+// Not thread-safe: one training thread.
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // One forward/backward/optimizer step. The batch's memory may be reused once this returns: on
+  // a GPU the step waits for its work to finish. Returns the loss.
+  virtual double step(const Batch& batch) = 0;
+  virtual std::string describe() const = 0;  // "mlp 3072-512-512-10"
+  virtual std::int64_t parameters() const = 0;
+  virtual std::string device() const = 0;    // "cpu", "cuda:0"
+  virtual bool on_gpu() const = 0;
+};
+
+// Throws DeviceError when the device is not usable ("cuda" without a CUDA device or a CUDA
+// libtorch), ConfigError-free: options are validated by the config first.
+std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options);
+
+// The libtorch this binary runs with, and whether it can reach a CUDA device.
+std::string torch_version();
+bool torch_cuda_available();
+
+}  // namespace feedscope

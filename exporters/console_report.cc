@@ -1,0 +1,50 @@
+#include "exporters/console_report.h"
+
+#include <cstdio>
+
+namespace feedscope {
+
+namespace {
+std::string line(const char* format, auto... args) {
+  char buf[640];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return std::string(buf) + "\n";
+}
+}  // namespace
+
+std::string format_console_report(const Report& r, bool color) {
+  const char* bold = color ? "\033[1m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  const Diagnosis& d = r.diagnosis;
+  std::string out;
+  out += line("%sfeedscope: %s%s", bold, d.verdict.c_str(), reset);
+  out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
+              100 * d.data_stall_ratio, d.input_bound.c_str());
+  out += line("  throughput: %.1f samples/s, %.2f batches/s over %lld steps in %.2f s",
+              r.throughput.samples_per_s, r.throughput.batches_per_s,
+              static_cast<long long>(r.throughput.steps), r.throughput.wall_s);
+  out += line("  device: %s   model: %s", r.environment.device.c_str(), r.training.model.c_str());
+  if (r.training.first_loss && r.training.last_loss)
+    out += line("  loss: %.4f -> %.4f", *r.training.first_loss, *r.training.last_loss);
+  out += "\n";
+  out += line("  %-10s %8s %10s %10s %10s %8s", "stage", "count", "mean ms", "p95 ms", "busy s",
+              "share");
+  for (const StageStats& s : r.stages) {
+    if (s.count == 0) continue;
+    out += line("  %-10s %8lld %10.3f %10.3f %10.3f %7.1f%%", s.name.c_str(),
+                static_cast<long long>(s.count), s.mean_ms, s.p95_ms, s.busy_s, 100 * s.share);
+  }
+  out += "\n  evidence:\n";
+  for (const std::string& e : d.evidence) out += "    - " + e + "\n";
+  if (!d.recommendations.empty()) {
+    out += "  recommendations:\n";
+    for (const Recommendation& rec : d.recommendations) {
+      out += line("    - %s", rec.action.c_str());
+      out += line("      setting %s -> predicted %.0f samples/s (%.2fx)", rec.setting.c_str(),
+                  rec.predicted_samples_per_s, rec.predicted_speedup);
+    }
+  }
+  return out;
+}
+
+}  // namespace feedscope

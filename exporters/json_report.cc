@@ -1,0 +1,92 @@
+#include "exporters/json_report.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace feedscope {
+
+namespace {
+
+nlohmann::ordered_json config_json(const Report& r) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : r.config)
+    std::visit([&](const auto& v) { out[key] = v; }, value);
+  return out;
+}
+
+nlohmann::ordered_json optional_number(const std::optional<double>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+std::string report_to_json(const Report& r) {
+  nlohmann::ordered_json j;
+  j["schema"] = kReportSchema;
+  j["config"] = config_json(r);
+  const Environment& e = r.environment;
+  j["environment"] = {{"cpus", e.cpus},
+                      {"memory_bytes", e.memory_total_bytes},
+                      {"device", e.device},
+                      {"torch_version", e.torch_version},
+                      {"cuda_version", e.cuda_version},
+                      {"feedscope_version", e.feedscope_version},
+                      {"hostname", e.hostname}};
+  const Throughput& t = r.throughput;
+  j["throughput"] = {{"samples_per_s", t.samples_per_s},
+                     {"batches_per_s", t.batches_per_s},
+                     {"steps", t.steps},
+                     {"samples", t.samples},
+                     {"wall_s", t.wall_s}};
+  nlohmann::ordered_json stages = nlohmann::ordered_json::object();
+  for (const StageStats& s : r.stages) {
+    stages[s.name] = {{"busy_s", s.busy_s}, {"mean_ms", s.mean_ms}, {"p50_ms", s.p50_ms},
+                      {"p95_ms", s.p95_ms}, {"share", s.share},     {"count", s.count},
+                      {"lanes", s.lanes}};
+  }
+  j["stages"] = stages;
+  j["utilization"] = {{"cpu_process_ratio", r.utilization.cpu_process_ratio},
+                      {"cpu_system_ratio", r.utilization.cpu_system_ratio},
+                      {"rss_bytes_peak", r.utilization.rss_bytes_peak}};
+  j["training"] = {{"model", r.training.model},
+                   {"parameters", r.training.parameters},
+                   {"first_loss", optional_number(r.training.first_loss)},
+                   {"last_loss", optional_number(r.training.last_loss)}};
+  const Diagnosis& d = r.diagnosis;
+  nlohmann::ordered_json recs = nlohmann::ordered_json::array();
+  for (const Recommendation& rec : d.recommendations) {
+    recs.push_back({{"action", rec.action},
+                    {"setting", rec.setting},
+                    {"predicted_samples_per_s", rec.predicted_samples_per_s},
+                    {"predicted_speedup", rec.predicted_speedup},
+                    {"basis", rec.basis}});
+  }
+  j["diagnosis"] = {{"bottleneck", d.bottleneck},
+                    {"data_stall_ratio", d.data_stall_ratio},
+                    {"input_bound", d.input_bound},
+                    {"verdict", d.verdict},
+                    {"evidence", d.evidence},
+                    {"recommendations", recs}};
+  j["spans_dropped"] = r.spans_dropped;
+  return j.dump(2) + "\n";
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace feedscope

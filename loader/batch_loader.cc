@@ -1,0 +1,260 @@
+#include "loader/batch_loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <tbb/concurrent_queue.h>
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
+#include <tbb/task_group.h>
+
+#include "pinned_memory/host_allocator.h"
+
+namespace feedscope {
+
+namespace {
+constexpr std::size_t kLabelAlign = 64;
+
+std::size_t align_up(std::size_t value, std::size_t align) {
+  return (value + align - 1) / align * align;
+}
+}  // namespace
+
+struct BatchLoader::Impl {
+  // One in-flight batch. Indexed by its slab's id: a slab carries at most one batch at a time.
+  struct Job {
+    std::int64_t batch = -1;
+    std::size_t begin = 0;  // offset into plan
+    std::size_t count = 0;
+    Slab slab;
+    std::exception_ptr error;
+  };
+
+  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<const IndexSampler> sampler;
+  LoaderOptions options;
+  SpanRegistry* spans;
+  std::size_t sample_bytes;
+  std::size_t labels_offset;
+  std::shared_ptr<PinnedPool> pool;
+  std::vector<Job> jobs;
+
+  std::unique_ptr<tbb::global_control> parallelism;
+  std::unique_ptr<tbb::task_arena> arena;
+  tbb::task_group group;
+  // Below state is shared with worker threads.
+  tbb::concurrent_bounded_queue<int> done;  // slab ids of finished jobs
+  std::atomic<bool> stopping{false};
+
+  // Consumer-thread state.
+  std::vector<std::size_t> plan;  // this epoch's sample indexes
+  std::uint64_t epoch = 0;
+  std::int64_t batches = 0;
+  std::int64_t next_schedule = 0;
+  std::int64_t next_deliver = 0;
+  int in_flight = 0;
+  std::map<std::int64_t, int> ready;  // finished batches not yet delivered: batch -> job id
+
+  void fill(Job& job, LoadContext& ctx) {
+    const std::span<std::byte> slab = job.slab.bytes();
+    auto* labels = reinterpret_cast<std::int64_t*>(slab.data() + labels_offset);
+    for (std::size_t i = 0; i < job.count; ++i) {
+      if (stopping.load(std::memory_order_relaxed)) return;
+      const std::size_t index = plan[job.begin + i];
+      try {
+        labels[i] = dataset->load(index, slab.subspan(i * sample_bytes, sample_bytes), ctx);
+      } catch (const SampleError&) {
+        job.error = std::current_exception();
+        return;
+      } catch (const std::exception& e) {
+        job.error = std::make_exception_ptr(SampleError(index, dataset->describe(index), e.what()));
+        return;
+      }
+    }
+  }
+
+  void schedule(Slab slab) {
+    const int id = slab.id();
+    Job& job = jobs[static_cast<std::size_t>(id)];
+    job.batch = next_schedule++;
+    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
+    job.count = std::min(plan.size() - job.begin, static_cast<std::size_t>(options.batch_size));
+    job.slab = std::move(slab);
+    job.error = nullptr;
+    ++in_flight;
+    arena->execute([this, id] {
+      group.run([this, id] {
+        Job& j = jobs[static_cast<std::size_t>(id)];
+        LoadContext ctx{spans, LaneRole::worker, j.batch,
+                        std::max(0, tbb::this_task_arena::current_thread_index())};
+        fill(j, ctx);
+        done.push(id);
+      });
+    });
+  }
+
+  void top_up() {
+    const int max_in_flight = options.num_workers * options.prefetch;
+    while (next_schedule < batches && in_flight < max_in_flight) {
+      Slab slab = pool->try_acquire();
+      if (!slab) break;
+      schedule(std::move(slab));
+    }
+  }
+
+  // Waits for every in-flight job and drops its result.
+  void drain() {
+    stopping.store(true);
+    while (in_flight > 0) {
+      int id = -1;
+      done.pop(id);
+      jobs[static_cast<std::size_t>(id)].slab.reset();
+      --in_flight;
+    }
+    if (arena) arena->execute([this] { group.wait(); });
+    for (auto& [batch, id] : ready) jobs[static_cast<std::size_t>(id)].slab.reset();
+    ready.clear();
+    stopping.store(false);
+  }
+
+  Batch deliver(int id) {
+    Job& job = jobs[static_cast<std::size_t>(id)];
+    if (job.error) {
+      std::exception_ptr error = job.error;
+      job.error = nullptr;
+      job.slab.reset();
+      std::rethrow_exception(error);
+    }
+    Batch batch;
+    batch.index = job.batch;
+    batch.epoch = epoch;
+    batch.size = static_cast<std::int64_t>(job.count);
+    batch.data = job.slab.data();
+    batch.labels = reinterpret_cast<std::int64_t*>(job.slab.data() + labels_offset);
+    batch.slab = std::move(job.slab);
+    return batch;
+  }
+
+  [[noreturn]] void throw_exhausted() const {
+    throw LoaderError("all " + std::to_string(pool->slab_count()) +
+                      " batch slabs are held by batches still alive in the training loop; a "
+                      "slab returns to the pool when its batch (and any tensor viewing it) is "
+                      "freed: clone() batches you keep, or raise prefetch");
+  }
+};
+
+BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
+                         std::shared_ptr<const IndexSampler> sampler, LoaderOptions options,
+                         SpanRegistry* spans)
+    : impl_(std::make_unique<Impl>()) {
+  if (!dataset) throw std::invalid_argument("loader: no dataset");
+  if (!sampler) throw std::invalid_argument("loader: no index sampler");
+  if (options.num_workers < 0)
+    throw std::invalid_argument("num_workers: " + std::to_string(options.num_workers) +
+                                " is negative; allowed: 0 (load in the training thread) or more");
+  if (options.batch_size <= 0)
+    throw std::invalid_argument("batch_size: " + std::to_string(options.batch_size) +
+                                " is not allowed; allowed: 1 or more");
+  if (options.prefetch <= 0)
+    throw std::invalid_argument("prefetch: " + std::to_string(options.prefetch) +
+                                " is not allowed; allowed: 1 or more");
+  if (options.spare_slabs < 1) options.spare_slabs = 1;
+
+  Impl& s = *impl_;
+  s.dataset = std::move(dataset);
+  s.sampler = std::move(sampler);
+  s.options = options;
+  s.spans = spans;
+  s.sample_bytes = s.dataset->spec().bytes();
+  const std::size_t data_bytes = s.sample_bytes * static_cast<std::size_t>(options.batch_size);
+  s.labels_offset = align_up(data_bytes, kLabelAlign);
+  const std::size_t slab_bytes =
+      s.labels_offset + sizeof(std::int64_t) * static_cast<std::size_t>(options.batch_size);
+  const int slabs = std::max(1, options.num_workers * options.prefetch) + options.spare_slabs;
+  s.pool = PinnedPool::create(slab_bytes, slabs,
+                              options.pin_memory ? make_pinned_allocator() : make_page_allocator());
+  s.jobs.resize(static_cast<std::size_t>(slabs));
+  if (options.num_workers > 0) {
+    // One slot stays reserved for the consumer thread that submits work; the rest are workers.
+    // The default TBB market caps workers at cores-1, so ask for as many as configured.
+    s.parallelism = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism,
+        static_cast<std::size_t>(options.num_workers) + 1);
+    s.arena = std::make_unique<tbb::task_arena>(options.num_workers + 1, 1);
+  }
+  begin_epoch(0);
+}
+
+BatchLoader::~BatchLoader() {
+  impl_->drain();
+  if (impl_->arena) impl_->arena->terminate();
+}
+
+void BatchLoader::begin_epoch(std::uint64_t epoch) {
+  Impl& s = *impl_;
+  s.drain();
+  s.epoch = epoch;
+  s.plan = s.sampler->epoch_indices(epoch);
+  const auto batch = static_cast<std::size_t>(s.options.batch_size);
+  s.batches = static_cast<std::int64_t>(s.options.drop_last ? s.plan.size() / batch
+                                                            : (s.plan.size() + batch - 1) / batch);
+  s.next_schedule = 0;
+  s.next_deliver = 0;
+}
+
+std::optional<Batch> BatchLoader::next() {
+  Impl& s = *impl_;
+  if (s.next_deliver >= s.batches) return std::nullopt;
+
+  if (s.options.num_workers == 0) {
+    Slab slab = s.pool->try_acquire();
+    if (!slab) s.throw_exhausted();
+    const int id = slab.id();
+    s.next_schedule = s.next_deliver;
+    Impl::Job& job = s.jobs[static_cast<std::size_t>(id)];
+    job.batch = s.next_schedule++;
+    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(s.options.batch_size);
+    job.count = std::min(s.plan.size() - job.begin, static_cast<std::size_t>(s.options.batch_size));
+    job.slab = std::move(slab);
+    job.error = nullptr;
+    LoadContext ctx{s.spans, LaneRole::training, job.batch, 0};
+    s.fill(job, ctx);
+    ++s.next_deliver;
+    return s.deliver(id);
+  }
+
+  s.top_up();
+  for (;;) {
+    auto it = s.options.in_order ? s.ready.find(s.next_deliver) : s.ready.begin();
+    if (it != s.ready.end()) {
+      const int id = it->second;
+      s.ready.erase(it);
+      ++s.next_deliver;
+      Batch batch = s.deliver(id);
+      s.top_up();
+      return batch;
+    }
+    if (s.in_flight == 0) {
+      // Nothing is loading and nothing is ready, so every slab is held by the caller: waiting
+      // would never end.
+      s.top_up();
+      if (s.in_flight == 0) s.throw_exhausted();
+    }
+    int id = -1;
+    s.done.pop(id);
+    --s.in_flight;
+    s.ready.emplace(s.jobs[static_cast<std::size_t>(id)].batch, id);
+  }
+}
+
+std::size_t BatchLoader::batches_per_epoch() const { return static_cast<std::size_t>(impl_->batches); }
+const LoaderOptions& BatchLoader::options() const { return impl_->options; }
+const Dataset& BatchLoader::dataset() const { return *impl_->dataset; }
+const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }
+std::size_t BatchLoader::labels_offset() const { return impl_->labels_offset; }
+
+}  // namespace feedscope

@@ -1,0 +1,42 @@
+#include "pinned_memory/device_probe.h"
+
+#if FEEDSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace feedscope {
+
+std::string cuda_version_string(int version) {
+  if (version <= 0) return "none";
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+DeviceProbe probe_cuda() {
+  DeviceProbe probe;
+#if FEEDSCOPE_WITH_CUDA
+  probe.built_with_cuda = true;
+  cudaRuntimeGetVersion(&probe.runtime_version);
+  cudaDriverGetVersion(&probe.driver_version);
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    probe.unavailable_reason = std::string(cudaGetErrorName(status)) + ": " +
+                               cudaGetErrorString(status);
+    cudaGetLastError();  // clear it so later runtime calls start clean
+    return probe;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    probe.devices.push_back(CudaDevice{i, prop.name, prop.major, prop.minor,
+                                       static_cast<std::uint64_t>(prop.totalGlobalMem),
+                                       prop.multiProcessorCount});
+  }
+  if (probe.devices.empty()) probe.unavailable_reason = "no CUDA device found";
+#else
+  probe.unavailable_reason = "feedscope was built without CUDA (FEEDSCOPE_WITH_CUDA=OFF)";
+#endif
+  return probe;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,34 @@
+#pragma once
+// What CUDA can do on this machine, asked once. Never throws: a missing driver or device is an
+// answer ("unavailable: reason"), not an error.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace feedscope {
+
+struct CudaDevice {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  std::uint64_t memory_bytes = 0;
+  int multiprocessors = 0;
+};
+
+struct DeviceProbe {
+  bool built_with_cuda = false;
+  int runtime_version = 0;  // e.g. 13000 for 13.0; 0 when unknown
+  int driver_version = 0;   // 0 when there is no driver
+  std::vector<CudaDevice> devices;
+  std::string unavailable_reason;  // empty when at least one device is usable
+
+  bool available() const noexcept { return !devices.empty(); }
+};
+
+DeviceProbe probe_cuda();
+
+// "13.0" from 13000; "none" for 0.
+std::string cuda_version_string(int version);
+
+}  // namespace feedscope

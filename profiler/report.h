@@ -1,0 +1,87 @@
+#pragma once
+// The report of one run: DESIGN.md's report.json schema as plain structs, filled by the profiler
+// and written by the exporters. No JSON or torch types here.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace feedscope {
+
+inline constexpr const char* kReportSchema = "feedscope.report/1";
+
+using ConfigValue = std::variant<bool, std::int64_t, double, std::string>;
+
+struct Environment {
+  int cpus = 0;
+  std::uint64_t memory_total_bytes = 0;
+  std::string device;  // "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
+  std::string torch_version;
+  std::string cuda_version;  // "none" without CUDA
+  std::string feedscope_version;
+  std::string hostname;
+};
+
+struct Throughput {
+  double samples_per_s = 0;
+  double batches_per_s = 0;
+  std::int64_t steps = 0;  // measured steps, warm-up excluded
+  std::int64_t samples = 0;
+  double wall_s = 0;  // measured wall time, warm-up excluded
+};
+
+struct StageStats {
+  std::string name;
+  std::int64_t count = 0;  // spans
+  double busy_s = 0;       // sum of span durations
+  double mean_ms = 0;
+  double p50_ms = 0;
+  double p95_ms = 0;
+  double share = 0;  // busy_s / (wall_s x lanes): fraction of its threads' time
+  int lanes = 0;     // threads that ran the stage
+};
+
+struct Utilization {
+  double cpu_process_ratio = 0;  // process CPU time / (wall x cpus)
+  double cpu_system_ratio = 0;   // busy / total ticks of /proc/stat over the run
+  std::uint64_t rss_bytes_peak = 0;
+};
+
+struct Recommendation {
+  std::string action;   // one line a person acts on
+  std::string setting;  // "num_workers=2"
+  double predicted_samples_per_s = 0;
+  double predicted_speedup = 0;
+  std::string basis;  // how the prediction was made
+};
+
+struct Diagnosis {
+  std::string bottleneck;  // one of DESIGN.md's names
+  double data_stall_ratio = 0;
+  std::string input_bound;  // "no", "moderately", "highly" (TensorFlow profiler thresholds)
+  std::string verdict;
+  std::vector<std::string> evidence;
+  std::vector<Recommendation> recommendations;
+};
+
+struct TrainingSummary {
+  std::string model;  // "mlp 3072-512-512-10" or "none (loader only)"
+  std::int64_t parameters = 0;
+  std::optional<double> first_loss;  // of the first step, warm-up included
+  std::optional<double> last_loss;
+};
+
+struct Report {
+  std::vector<std::pair<std::string, ConfigValue>> config;
+  Environment environment;
+  Throughput throughput;
+  std::vector<StageStats> stages;  // every stage name, in pipeline order
+  Utilization utilization;
+  TrainingSummary training;
+  Diagnosis diagnosis;
+  std::uint64_t spans_dropped = 0;
+};
+
+}  // namespace feedscope

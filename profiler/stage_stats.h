@@ -1,0 +1,20 @@
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "loader/span_recorder.h"
+#include "profiler/report.h"
+
+namespace feedscope {
+
+// Statistics per stage over the window [begin_ns, end_ns): spans that start inside it count.
+// One entry per stage name, in pipeline order; stages with no span have count 0.
+std::vector<StageStats> compute_stage_stats(const std::vector<Span>& spans, std::int64_t begin_ns,
+                                            std::int64_t end_ns);
+
+const StageStats* find_stage(const std::vector<StageStats>& stages, Stage stage);
+
+// Percentile by linear interpolation between closest ranks (numpy's default); 0 when empty.
+double percentile(std::vector<double> values, double p);
+
+}  // namespace feedscope

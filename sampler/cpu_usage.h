@@ -1,0 +1,25 @@
+#pragma once
+// CPU usage between two moments, from /proc: the process (all its threads) and the whole system.
+#include <cstdint>
+#include <optional>
+
+#include "sampler/proc_fs.h"
+
+namespace feedscope {
+
+struct UsageSnapshot {
+  std::int64_t time_ns = 0;
+  std::optional<std::uint64_t> process_ticks;  // utime+stime of /proc/self/stat
+  std::optional<CpuTimes> system;              // aggregate line of /proc/stat
+};
+
+// `time_ns` is passed in so tests control the clock.
+UsageSnapshot take_usage_snapshot(const ProcFs& fs, std::int64_t time_ns);
+
+struct UsageRatios {
+  double process = 0;  // process CPU seconds / (wall seconds x cpus), 0..1
+  double system = 0;   // busy ticks / total ticks, 0..1
+};
+UsageRatios usage_between(const UsageSnapshot& begin, const UsageSnapshot& end, int cpus);
+
+}  // namespace feedscope

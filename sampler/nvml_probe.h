@@ -1,0 +1,13 @@
+#pragma once
+#include <string>
+
+namespace feedscope {
+
+// Whether NVML can be loaded at run time (dlopen of libnvidia-ml.so.1), and why not.
+struct NvmlProbe {
+  bool available = false;
+  std::string detail;  // driver version when available, the loader's reason otherwise
+};
+NvmlProbe probe_nvml();
+
+}  // namespace feedscope

@@ -1,0 +1,156 @@
+#include "sampler/proc_fs.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <thread>
+
+namespace feedscope {
+
+std::optional<std::string> ProcFs::read(const std::string& path) const {
+  const std::string full = root_ == "/" ? path : root_ + path;
+  std::ifstream in(full, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return out.str();
+}
+
+std::vector<std::string> ProcFs::list_dir(const std::string& path) const {
+  std::vector<std::string> names;
+  const std::string full = root_ == "/" ? path : root_ + path;
+  DIR* dir = ::opendir(full.c_str());
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+bool parse_u64(std::string_view text, std::uint64_t& value) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+std::vector<std::string_view> split_ws(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) fields.push_back(line.substr(start, i - start));
+  }
+  return fields;
+}
+
+std::string_view first_line(std::string_view text) {
+  return text.substr(0, std::min(text.find('\n'), text.size()));
+}
+
+// "Key:   123 kB" lines; returns the value in bytes when the unit is kB.
+std::optional<std::uint64_t> kb_field(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ':')
+      continue;
+    const auto fields = split_ws(line.substr(key.size() + 1));
+    std::uint64_t value = 0;
+    if (fields.empty() || !parse_u64(fields[0], value)) return std::nullopt;
+    const bool kb = fields.size() > 1 && fields[1] == "kB";
+    return kb ? value * 1024 : value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<CpuTimes> parse_cpu_times(const std::string& proc_stat) {
+  const auto fields = split_ws(first_line(proc_stat));
+  // cpu user nice system idle iowait irq softirq steal [guest guest_nice]
+  if (fields.size() < 9 || fields[0] != "cpu") return std::nullopt;
+  std::uint64_t v[8];
+  for (int i = 0; i < 8; ++i)
+    if (!parse_u64(fields[static_cast<std::size_t>(i) + 1], v[i])) return std::nullopt;
+  CpuTimes times;
+  times.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  times.total = times.busy + v[3] + v[4];
+  return times;
+}
+
+std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line) {
+  // The command name (field 2) is in parentheses and may contain spaces: parse after the last ')'.
+  const std::size_t close = stat_line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
+  // After ')': state(3) ... utime is field 14, stime 15 -> indexes 11 and 12 here.
+  if (fields.size() < 13) return std::nullopt;
+  std::uint64_t utime = 0, stime = 0;
+  if (!parse_u64(fields[11], utime) || !parse_u64(fields[12], stime)) return std::nullopt;
+  return utime + stime;
+}
+
+std::optional<MemInfo> parse_meminfo(const std::string& meminfo) {
+  const auto total = kb_field(meminfo, "MemTotal");
+  const auto available = kb_field(meminfo, "MemAvailable");
+  if (!total || !available) return std::nullopt;
+  return MemInfo{*total, *available};
+}
+
+std::optional<ProcessMemory> parse_process_status(const std::string& status) {
+  const auto rss = kb_field(status, "VmRSS");
+  const auto hwm = kb_field(status, "VmHWM");
+  if (!rss || !hwm) return std::nullopt;
+  return ProcessMemory{*rss, *hwm};
+}
+
+int online_cpus(const ProcFs& fs) {
+  if (fs.root() == "/") {
+    const unsigned n = std::thread::hardware_concurrency();
+    if (n > 0) return static_cast<int>(n);
+  }
+  // Fixture roots: count cpuN lines of /proc/stat.
+  const auto stat = fs.read("/proc/stat");
+  if (!stat) return 1;
+  int count = 0;
+  std::size_t pos = 0;
+  while ((pos = stat->find("\ncpu", pos)) != std::string::npos) {
+    pos += 4;
+    if (pos < stat->size() && (*stat)[pos] >= '0' && (*stat)[pos] <= '9') ++count;
+  }
+  return std::max(count, 1);
+}
+
+std::vector<std::string> block_devices(const ProcFs& fs) {
+  std::vector<std::string> devices;
+  for (const std::string& name : fs.list_dir("/sys/block")) {
+    if (name.rfind("loop", 0) == 0 || name.rfind("ram", 0) == 0 || name.rfind("zram", 0) == 0)
+      continue;
+    devices.push_back(name);
+  }
+  return devices;
+}
+
+long clock_ticks_per_second() noexcept {
+  static const long ticks = [] {
+    const long value = ::sysconf(_SC_CLK_TCK);
+    return value > 0 ? value : 100L;
+  }();
+  return ticks;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,53 @@
+#pragma once
+// Reads /proc (and /sys) under a configurable root, so tests run on fixture files. Every parser
+// returns std::nullopt on a missing or malformed file: a sampler reports "unavailable", it never
+// throws on the sampling path.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace feedscope {
+
+// Thread-safe: stateless apart from the root.
+class ProcFs {
+ public:
+  explicit ProcFs(std::string root = "/") : root_(std::move(root)) {}
+  const std::string& root() const noexcept { return root_; }
+  // The whole file, or nullopt when it cannot be read. `path` is absolute ("/proc/stat").
+  std::optional<std::string> read(const std::string& path) const;
+  std::vector<std::string> list_dir(const std::string& path) const;
+
+ private:
+  std::string root_;
+};
+
+// Aggregate "cpu" line of /proc/stat, in clock ticks.
+struct CpuTimes {
+  std::uint64_t busy = 0;   // user+nice+system+irq+softirq+steal
+  std::uint64_t total = 0;  // busy + idle + iowait
+};
+std::optional<CpuTimes> parse_cpu_times(const std::string& proc_stat);
+
+// utime+stime of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat line, in clock ticks.
+std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line);
+
+struct MemInfo {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t available_bytes = 0;
+};
+std::optional<MemInfo> parse_meminfo(const std::string& meminfo);
+
+// VmRSS and VmHWM (peak) from /proc/self/status, in bytes.
+struct ProcessMemory {
+  std::uint64_t rss_bytes = 0;
+  std::uint64_t rss_peak_bytes = 0;
+};
+std::optional<ProcessMemory> parse_process_status(const std::string& status);
+
+int online_cpus(const ProcFs& fs);
+// Whole block devices from /sys/block, without loop and ram devices.
+std::vector<std::string> block_devices(const ProcFs& fs);
+long clock_ticks_per_second() noexcept;
+
+}  // namespace feedscope

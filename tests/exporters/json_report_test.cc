@@ -1,0 +1,78 @@
+#include "exporters/json_report.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "exporters/console_report.h"
+
+namespace feedscope {
+namespace {
+
+Report sample_report() {
+  Report r;
+  r.config = {{"num_workers", std::int64_t{2}}, {"lr", 0.05}, {"pin_memory", true},
+              {"dataset", std::string("synthetic:784")}};
+  r.environment.cpus = 2;
+  r.environment.device = "cpu";
+  r.throughput = {1000.0, 15.6, 100, 6400, 6.4};
+  StageStats wait;
+  wait.name = "wait";
+  wait.count = 100;
+  wait.busy_s = 0.5;
+  r.stages = {wait};
+  r.training.first_loss = 2.3;
+  r.diagnosis.bottleneck = "cpu_compute";
+  r.diagnosis.verdict = "Not input-bound.";
+  r.diagnosis.evidence = {"data stall 7.8%"};
+  r.diagnosis.recommendations = {{"Use a GPU.", "device=cuda", 5000, 5.0, "upper bound"}};
+  return r;
+}
+
+TEST(JsonReportTest, HasTheStableTopLevelKeysAndTypedConfig) {
+  const auto j = nlohmann::json::parse(report_to_json(sample_report()));
+  EXPECT_EQ(j["schema"], "feedscope.report/1");
+  for (const char* key : {"config", "environment", "throughput", "stages", "utilization", "diagnosis"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["config"]["num_workers"], 2);
+  EXPECT_EQ(j["config"]["pin_memory"], true);
+  EXPECT_EQ(j["config"]["dataset"], "synthetic:784");
+  EXPECT_DOUBLE_EQ(j["throughput"]["samples_per_s"].get<double>(), 1000.0);
+  EXPECT_EQ(j["stages"]["wait"]["count"], 100);
+  EXPECT_TRUE(j["training"]["last_loss"].is_null());
+  EXPECT_EQ(j["diagnosis"]["recommendations"][0]["setting"], "device=cuda");
+  EXPECT_DOUBLE_EQ(j["diagnosis"]["recommendations"][0]["predicted_speedup"].get<double>(), 5.0);
+}
+
+TEST(JsonReportTest, AtomicWriteLeavesNoTemporaryAndNamesABadPath) {
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope-json-test";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "report.json").string();
+  write_file_atomically(path, "{}\n");
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "{}\n");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  try {
+    write_file_atomically("/nonexistent-dir/x/report.json", "{}");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x/report.json"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ConsoleReportTest, VerdictComesFirstAndEmptyStagesAreHidden) {
+  const std::string text = format_console_report(sample_report(), false);
+  EXPECT_EQ(text.rfind("feedscope: Not input-bound.", 0), 0u) << text;
+  EXPECT_NE(text.find("wait"), std::string::npos);
+  EXPECT_EQ(text.find("decode"), std::string::npos);
+  EXPECT_EQ(text.find("\033["), std::string::npos) << "no color codes when not a terminal";
+  EXPECT_NE(text.find("device=cuda"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedscope

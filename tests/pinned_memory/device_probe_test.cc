@@ -1,0 +1,37 @@
+#include "pinned_memory/device_probe.h"
+
+#include <gtest/gtest.h>
+
+namespace feedscope {
+namespace {
+
+TEST(DeviceProbeTest, EitherDevicesOrAReason) {
+  const DeviceProbe probe = probe_cuda();
+  if (probe.available()) {
+    EXPECT_TRUE(probe.unavailable_reason.empty());
+    for (const CudaDevice& d : probe.devices) {
+      EXPECT_FALSE(d.name.empty());
+      EXPECT_GT(d.memory_bytes, 0u);
+    }
+  } else {
+    EXPECT_FALSE(probe.unavailable_reason.empty()) << "no device must come with a reason";
+  }
+}
+
+TEST(DeviceProbeTest, VersionStrings) {
+  EXPECT_EQ(cuda_version_string(13000), "13.0");
+  EXPECT_EQ(cuda_version_string(12080), "12.8");
+  EXPECT_EQ(cuda_version_string(0), "none");
+}
+
+TEST(DeviceProbeGpuTest, DescribesEveryDevice) {
+  const DeviceProbe probe = probe_cuda();
+  if (!probe.available()) GTEST_SKIP() << "no CUDA device: " << probe.unavailable_reason;
+  for (const CudaDevice& d : probe.devices) {
+    EXPECT_GE(d.compute_major, 5);
+    EXPECT_GT(d.multiprocessors, 0);
+  }
+}
+
+}  // namespace
+}  // namespace feedscope
