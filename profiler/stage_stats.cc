@@ -7,15 +7,6 @@
 
 namespace feedscope {
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double rank = std::clamp(p, 0.0, 1.0) * static_cast<double>(values.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const auto hi = static_cast<std::size_t>(std::ceil(rank));
-  return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
-}
-
 std::vector<StageStats> compute_stage_stats(const std::vector<Span>& spans, std::int64_t begin_ns,
                                             std::int64_t end_ns) {
   std::array<std::vector<double>, kStageCount> durations_ms;

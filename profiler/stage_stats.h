@@ -4,6 +4,7 @@
 
 #include "loader/span_recorder.h"
 #include "profiler/report.h"
+#include "sampler/statistics.h"
 
 namespace feedscope {
 
@@ -13,8 +14,5 @@ std::vector<StageStats> compute_stage_stats(const std::vector<Span>& spans, std:
                                             std::int64_t end_ns);
 
 const StageStats* find_stage(const std::vector<StageStats>& stages, Stage stage);
-
-// Percentile by linear interpolation between closest ranks (numpy's default); 0 when empty.
-double percentile(std::vector<double> values, double p);
 
 }  // namespace feedscope

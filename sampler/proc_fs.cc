@@ -154,3 +154,106 @@ long clock_ticks_per_second() noexcept {
 }
 
 }  // namespace feedscope
+
+namespace feedscope {
+
+namespace {
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = std::min(text.find('\n', pos), text.size());
+    lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+bool to_u64(std::string_view text, std::uint64_t& value) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+bool to_double(std::string_view text, double& value) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+std::vector<std::string_view> fields_of(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) fields.push_back(line.substr(start, i - start));
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::vector<CpuTimes> parse_core_times(const std::string& proc_stat) {
+  std::vector<CpuTimes> cores;
+  for (const std::string_view line : lines_of(proc_stat)) {
+    if (line.size() < 4 || line.substr(0, 3) != "cpu" || line[3] < '0' || line[3] > '9') continue;
+    const auto f = fields_of(line);
+    std::uint64_t v[8];
+    bool ok = f.size() >= 9;
+    for (std::size_t i = 0; ok && i < 8; ++i) ok = to_u64(f[i + 1], v[i]);
+    if (!ok) return {};  // one malformed core line: per-core data is unavailable
+    cores.push_back(CpuTimes{v[0] + v[1] + v[2] + v[5] + v[6] + v[7],
+                             v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]});
+  }
+  return cores;
+}
+
+std::vector<DiskCounters> parse_diskstats(const std::string& diskstats,
+                                          const std::vector<std::string>& devices) {
+  std::vector<DiskCounters> out;
+  for (const std::string_view line : lines_of(diskstats)) {
+    const auto f = fields_of(line);
+    // major minor name reads merged sectors_read ms_reading writes merged sectors ms io_now io_ms
+    if (f.size() < 13) continue;
+    if (std::find(devices.begin(), devices.end(), f[2]) == devices.end()) continue;
+    DiskCounters d;
+    d.device = std::string(f[2]);
+    if (!to_u64(f[5], d.sectors_read) || !to_u64(f[12], d.io_time_ms)) continue;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io) {
+  for (const std::string_view line : lines_of(proc_io)) {
+    const auto f = fields_of(line);
+    std::uint64_t value = 0;
+    if (f.size() == 2 && f[0] == "read_bytes:" && to_u64(f[1], value)) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<Pressure> parse_pressure(const std::string& text) {
+  Pressure p;
+  bool some = false;
+  for (const std::string_view line : lines_of(text)) {
+    const auto f = fields_of(line);
+    if (f.size() < 5 || (f[0] != "some" && f[0] != "full")) continue;
+    double avg10 = 0;
+    std::uint64_t total = 0;
+    if (f[1].substr(0, 6) != "avg10=" || !to_double(f[1].substr(6), avg10)) return std::nullopt;
+    if (f[4].substr(0, 6) != "total=" || !to_u64(f[4].substr(6), total)) return std::nullopt;
+    if (f[0] == "some") {
+      p.some_avg10 = avg10;
+      p.some_total_us = total;
+      some = true;
+    } else {
+      p.full_avg10 = avg10;
+    }
+  }
+  if (!some) return std::nullopt;
+  return p;
+}
+
+}  // namespace feedscope

@@ -51,3 +51,31 @@ std::vector<std::string> block_devices(const ProcFs& fs);
 long clock_ticks_per_second() noexcept;
 
 }  // namespace feedscope
+
+namespace feedscope {
+
+// Per-core lines "cpuN ..." of /proc/stat, in core order.
+std::vector<CpuTimes> parse_core_times(const std::string& proc_stat);
+
+// One whole block device of /proc/diskstats.
+struct DiskCounters {
+  std::string device;
+  std::uint64_t sectors_read = 0;  // 512-byte units
+  std::uint64_t io_time_ms = 0;    // time spent doing I/O
+};
+// Rows of `devices` only (whole disks from block_devices()); others are skipped.
+std::vector<DiskCounters> parse_diskstats(const std::string& diskstats,
+                                          const std::vector<std::string>& devices);
+
+// read_bytes of /proc/self/io (bytes really fetched from storage).
+std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io);
+
+// /proc/pressure/<resource>: "some avg10=.. avg60=.. avg300=.. total=..", optional "full ...".
+struct Pressure {
+  double some_avg10 = 0;  // percent, as the kernel prints it
+  std::uint64_t some_total_us = 0;
+  std::optional<double> full_avg10;
+};
+std::optional<Pressure> parse_pressure(const std::string& text);
+
+}  // namespace feedscope

@@ -1,0 +1,25 @@
+#pragma once
+// Where GPU readings come from. Behind an interface so tests feed fabricated readings; the real
+// one loads NVML at run time (dlopen), so feedscope has no build dependency on the driver.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sampler/utilization_sample.h"
+
+namespace feedscope {
+
+// Called from the sampling thread only.
+class GpuSource {
+ public:
+  virtual ~GpuSource() = default;
+  // One reading per GPU; empty when unavailable.
+  virtual std::vector<GpuSample> read() = 0;
+  // Empty when available, otherwise why not ("libnvidia-ml.so.1: cannot open ...").
+  virtual std::string unavailable_reason() const = 0;
+};
+
+// NVML through dlopen("libnvidia-ml.so.1"). Never throws: without a driver it reports why.
+std::unique_ptr<GpuSource> make_nvml_source();
+
+}  // namespace feedscope

@@ -1,0 +1,60 @@
+#pragma once
+// One reading of every utilization source, taken by the sampling thread. Absent sources are
+// empty optionals / empty vectors, each with a reason in UtilizationSampler::unavailable().
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace feedscope {
+
+struct ThreadCpu {
+  int tid = 0;
+  std::string name;     // "worker 0", "training", or the kernel's comm for other threads
+  double ratio = 0;     // busy share of one core since the previous sample, 0..1
+};
+
+struct DiskSample {
+  std::string device;            // "vda", "nvme0n1"
+  std::uint64_t read_bytes_total = 0;
+  double read_bytes_per_s = 0;
+  double busy_ratio = 0;         // io_time delta / wall delta, 0..1
+};
+
+struct PressureSample {          // /proc/pressure/<resource>, avg10 as a ratio 0..1
+  double some_avg10 = 0;
+  std::optional<double> full_avg10;  // cpu has no "full" line on older kernels
+  std::uint64_t some_total_us = 0;
+};
+
+struct GpuSample {
+  int index = 0;
+  double util_ratio = 0;         // NVML utilization.gpu / 100: a kernel ran in the period
+  double memory_util_ratio = 0;  // NVML utilization.memory / 100
+  std::uint64_t memory_used_bytes = 0;
+  std::uint64_t memory_total_bytes = 0;
+  double pcie_tx_bytes_per_s = 0;
+  double pcie_rx_bytes_per_s = 0;
+  double sm_clock_mhz = 0;
+  double power_watts = 0;
+};
+
+struct UtilizationSample {
+  std::int64_t time_ns = 0;
+  std::optional<double> cpu_system_ratio;  // all cores, 0..1
+  std::vector<double> cpu_core_ratio;      // per core
+  std::optional<double> cpu_process_ratio; // process CPU / (wall x cpus), 0..1
+  std::vector<ThreadCpu> threads;
+  std::optional<std::uint64_t> memory_available_bytes;
+  std::optional<std::uint64_t> rss_bytes;
+  std::optional<std::uint64_t> rss_peak_bytes;
+  std::uint64_t pinned_bytes = 0;          // from the slab pool, set by the caller
+  std::vector<DiskSample> disks;
+  std::optional<std::uint64_t> process_read_bytes_total;  // /proc/self/io read_bytes
+  std::optional<PressureSample> cpu_pressure;
+  std::optional<PressureSample> io_pressure;
+  std::optional<PressureSample> memory_pressure;
+  std::vector<GpuSample> gpus;
+};
+
+}  // namespace feedscope

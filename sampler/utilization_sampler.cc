@@ -1,0 +1,282 @@
+#include "sampler/utilization_sampler.h"
+
+#include "sampler/statistics.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace feedscope {
+
+namespace {
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double ratio(std::uint64_t busy_delta, std::uint64_t total_delta) {
+  return total_delta == 0 ? 0.0
+                          : std::clamp(static_cast<double>(busy_delta) /
+                                           static_cast<double>(total_delta), 0.0, 1.0);
+}
+
+std::string trim_newline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
+
+}  // namespace
+
+UtilizationSampler::UtilizationSampler(Options options)
+    : options_(std::move(options)),
+      cpus_(online_cpus(options_.fs)),
+      block_devices_(block_devices(options_.fs)) {
+  if (!(options_.hz > 0) || options_.hz > 1000)
+    throw std::invalid_argument("sample_hz: " + std::to_string(options_.hz) +
+                                " is out of range; allowed: greater than 0, at most 1000");
+  ring_.resize(std::max<std::size_t>(options_.ring_capacity, 1));
+  if (!options_.gpu) {
+    note_unavailable("gpu", "GPU sampling not requested");
+  } else if (const std::string why = options_.gpu->unavailable_reason(); !why.empty()) {
+    note_unavailable("gpu", why);
+  }
+}
+
+UtilizationSampler::~UtilizationSampler() { stop(); }
+
+void UtilizationSampler::note_unavailable(const std::string& source, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  unavailable_.emplace(source, reason);  // the first reason stays
+}
+
+UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
+  const ProcFs& fs = options_.fs;
+  UtilizationSample s;
+  s.time_ns = now_ns;
+  Previous next;
+  next.time_ns = now_ns;
+  const bool have_previous = previous_.time_ns != 0 && now_ns > previous_.time_ns;
+  const double dt = have_previous ? static_cast<double>(now_ns - previous_.time_ns) / 1e9 : 0;
+  const double ticks = static_cast<double>(clock_ticks_per_second());
+
+  // CPU: system, per core.
+  if (const auto stat = fs.read("/proc/stat")) {
+    next.system = parse_cpu_times(*stat);
+    next.cores = parse_core_times(*stat);
+  }
+  if (!next.system) note_unavailable("cpu", "/proc/stat is missing or malformed");
+  if (have_previous && next.system && previous_.system)
+    s.cpu_system_ratio = ratio(next.system->busy - previous_.system->busy,
+                               next.system->total - previous_.system->total);
+  if (have_previous && next.cores.size() == previous_.cores.size()) {
+    for (std::size_t i = 0; i < next.cores.size(); ++i)
+      s.cpu_core_ratio.push_back(ratio(next.cores[i].busy - previous_.cores[i].busy,
+                                       next.cores[i].total - previous_.cores[i].total));
+  }
+
+  // CPU: the process and each of its threads.
+  if (const auto stat = fs.read("/proc/self/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
+  if (!next.process_ticks) note_unavailable("process_cpu", "/proc/self/stat is missing or malformed");
+  if (have_previous && next.process_ticks && previous_.process_ticks &&
+      *next.process_ticks >= *previous_.process_ticks)
+    s.cpu_process_ratio = std::clamp(
+        static_cast<double>(*next.process_ticks - *previous_.process_ticks) / ticks / (dt * cpus_),
+        0.0, 1.0);
+  const std::map<int, std::string> names =
+      options_.thread_names ? options_.thread_names() : std::map<int, std::string>{};
+  for (const std::string& entry : fs.list_dir("/proc/self/task")) {
+    const int tid = std::atoi(entry.c_str());
+    if (tid <= 0) continue;
+    const auto stat = fs.read("/proc/self/task/" + entry + "/stat");
+    const auto task_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
+    if (!task_ticks) continue;  // the thread ended between listing and reading
+    next.thread_ticks[tid] = *task_ticks;
+    const auto before = previous_.thread_ticks.find(tid);
+    if (!have_previous || before == previous_.thread_ticks.end() || *task_ticks < before->second)
+      continue;
+    ThreadCpu t;
+    t.tid = tid;
+    if (const auto it = names.find(tid); it != names.end()) {
+      t.name = it->second;
+    } else {
+      t.name = trim_newline(fs.read("/proc/self/task/" + entry + "/comm").value_or("?"));
+    }
+    t.ratio = std::clamp(static_cast<double>(*task_ticks - before->second) / ticks / dt, 0.0, 1.0);
+    s.threads.push_back(std::move(t));
+  }
+
+  // Memory.
+  if (const auto meminfo = fs.read("/proc/meminfo"))
+    if (const auto mem = parse_meminfo(*meminfo)) s.memory_available_bytes = mem->available_bytes;
+  if (!s.memory_available_bytes) note_unavailable("memory", "/proc/meminfo is missing or malformed");
+  if (const auto status = fs.read("/proc/self/status")) {
+    if (const auto mem = parse_process_status(*status)) {
+      s.rss_bytes = mem->rss_bytes;
+      s.rss_peak_bytes = mem->rss_peak_bytes;
+    }
+  }
+  if (!s.rss_bytes) note_unavailable("rss", "/proc/self/status is missing or malformed");
+  if (options_.pinned_bytes) s.pinned_bytes = options_.pinned_bytes();
+
+  // Disk I/O: whole block devices, and the process's own reads.
+  if (const auto diskstats = fs.read("/proc/diskstats")) {
+    for (DiskCounters& d : parse_diskstats(*diskstats, block_devices_)) {
+      DiskSample disk;
+      disk.device = d.device;
+      disk.read_bytes_total = d.sectors_read * 512;
+      const auto before = previous_.disks.find(d.device);
+      if (have_previous && before != previous_.disks.end() &&
+          d.sectors_read >= before->second.sectors_read && d.io_time_ms >= before->second.io_time_ms) {
+        disk.read_bytes_per_s =
+            static_cast<double>((d.sectors_read - before->second.sectors_read) * 512) / dt;
+        disk.busy_ratio = std::clamp(
+            static_cast<double>(d.io_time_ms - before->second.io_time_ms) / 1e3 / dt, 0.0, 1.0);
+      }
+      s.disks.push_back(std::move(disk));
+      next.disks.emplace(d.device, d);
+    }
+  } else {
+    note_unavailable("disk", "/proc/diskstats is missing");
+  }
+  if (const auto io = fs.read("/proc/self/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
+  if (!s.process_read_bytes_total) note_unavailable("process_io", "/proc/self/io is missing or malformed");
+
+  // Pressure stall information (kernels >= 4.20 with PSI enabled).
+  const auto pressure = [&](const char* resource) -> std::optional<PressureSample> {
+    const auto text = fs.read(std::string("/proc/pressure/") + resource);
+    const auto p = text ? parse_pressure(*text) : std::nullopt;
+    if (!p) {
+      note_unavailable(std::string("pressure_") + resource,
+                       std::string("/proc/pressure/") + resource +
+                           (text ? " is malformed" : " is missing (kernel without PSI)"));
+      return std::nullopt;
+    }
+    PressureSample out;
+    out.some_avg10 = p->some_avg10 / 100.0;
+    out.some_total_us = p->some_total_us;
+    if (p->full_avg10) out.full_avg10 = *p->full_avg10 / 100.0;
+    return out;
+  };
+  s.cpu_pressure = pressure("cpu");
+  s.io_pressure = pressure("io");
+  s.memory_pressure = pressure("memory");
+
+  // GPUs, at most 10 Hz whatever the sampling rate.
+  if (options_.gpu && options_.gpu->unavailable_reason().empty()) {
+    if (last_gpu_ns_ == 0 || now_ns - last_gpu_ns_ >= kGpuMinPeriodNs) {
+      last_gpu_ = options_.gpu->read();
+      last_gpu_ns_ = now_ns;
+    }
+    s.gpus = last_gpu_;
+  }
+
+  previous_ = std::move(next);
+  if (have_previous) record(s);
+  return s;
+}
+
+void UtilizationSampler::record(const UtilizationSample& s) {
+  std::lock_guard lock(mutex_);
+  ring_[ring_next_] = s;
+  ring_next_ = (ring_next_ + 1) % ring_.size();
+  ++total_samples_;
+  auto put = [&](const std::string& key, std::optional<double> value) {
+    if (value) series_[key].push_back(*value);
+  };
+  put("cpu_system_ratio", s.cpu_system_ratio);
+  put("cpu_process_ratio", s.cpu_process_ratio);
+  if (s.memory_available_bytes) put("memory_available_bytes", static_cast<double>(*s.memory_available_bytes));
+  if (s.rss_bytes) put("rss_bytes", static_cast<double>(*s.rss_bytes));
+  put("pinned_bytes", static_cast<double>(s.pinned_bytes));
+  if (!s.disks.empty()) {
+    double read = 0, busy = 0;
+    for (const DiskSample& d : s.disks) read += d.read_bytes_per_s, busy = std::max(busy, d.busy_ratio);
+    put("disk_read_bytes_per_s", read);
+    put("disk_busy_ratio", busy);
+  }
+  if (s.cpu_pressure) put("cpu_pressure_ratio", s.cpu_pressure->some_avg10);
+  if (s.io_pressure) put("io_pressure_ratio", s.io_pressure->some_avg10);
+  if (s.memory_pressure) put("memory_pressure_ratio", s.memory_pressure->some_avg10);
+  for (const GpuSample& g : s.gpus) {
+    const std::string gpu = "gpu" + std::to_string(g.index) + "_";
+    put(gpu + "util_ratio", g.util_ratio);
+    put(gpu + "memory_used_bytes", static_cast<double>(g.memory_used_bytes));
+    put(gpu + "pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s);
+  }
+  for (const ThreadCpu& t : s.threads) {
+    auto& [sum, count] = thread_busy_[t.name];
+    sum += t.ratio;
+    ++count;
+  }
+}
+
+void UtilizationSampler::start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(run_mutex_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void UtilizationSampler::stop() {
+  {
+    std::lock_guard lock(run_mutex_);
+    stopping_ = true;
+  }
+  run_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void UtilizationSampler::run() {
+  const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / options_.hz));
+  auto next = std::chrono::steady_clock::now();
+  std::unique_lock lock(run_mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    const UtilizationSample s = sample(steady_now_ns());
+    if (options_.on_sample && s.cpu_system_ratio) {
+      try {
+        options_.on_sample(s);
+      } catch (...) {
+        // A failing consumer (a full disk under timeseries.csv) must not stop the sampling.
+      }
+    }
+    lock.lock();
+    next += period;
+    run_cv_.wait_until(lock, next, [this] { return stopping_; });
+  }
+}
+
+std::vector<UtilizationSample> UtilizationSampler::recent() const {
+  std::lock_guard lock(mutex_);
+  std::vector<UtilizationSample> out;
+  const std::size_t n = std::min(total_samples_, ring_.size());
+  const std::size_t first = (ring_next_ + ring_.size() - n) % ring_.size();
+  for (std::size_t i = 0; i < n; ++i) out.push_back(ring_[(first + i) % ring_.size()]);
+  return out;
+}
+
+UtilizationSummary UtilizationSampler::summary() const {
+  std::lock_guard lock(mutex_);
+  UtilizationSummary out;
+  out.samples = total_samples_;
+  for (const auto& [key, values] : series_) {
+    SeriesSummary s;
+    s.count = values.size();
+    for (double v : values) s.mean += v, s.max = std::max(s.max, v);
+    s.mean /= static_cast<double>(std::max<std::size_t>(values.size(), 1));
+    s.p95 = percentile(values, 0.95);
+    out.series[key] = s;
+  }
+  for (const auto& [name, acc] : thread_busy_)
+    out.thread_busy_mean[name] = acc.first / static_cast<double>(std::max<std::size_t>(acc.second, 1));
+  out.unavailable = unavailable_;
+  return out;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,102 @@
+#pragma once
+// Samples CPU (system, per core, process, per thread), memory, disk I/O, pressure and GPUs on one
+// background thread at a fixed rate, into a fixed-size ring, with running series for summaries.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sampler/gpu_source.h"
+#include "sampler/proc_fs.h"
+#include "sampler/utilization_sample.h"
+
+namespace feedscope {
+
+// mean / p95 / max of one series over the whole run.
+struct SeriesSummary {
+  std::size_t count = 0;
+  double mean = 0;
+  double p95 = 0;
+  double max = 0;
+};
+
+struct UtilizationSummary {
+  std::size_t samples = 0;
+  std::map<std::string, SeriesSummary> series;    // "cpu_process_ratio", "gpu0_util_ratio", ...
+  std::map<std::string, double> thread_busy_mean;  // thread name -> mean busy ratio
+  std::map<std::string, std::string> unavailable;  // source -> reason
+};
+
+// Thread-safe: sample() is for the sampling thread (or a test driving it by hand); the readers
+// (latest, summary, recent) may be called from any thread while it runs.
+class UtilizationSampler {
+ public:
+  struct Options {
+    ProcFs fs;
+    double hz = 10;               // samples per second; GPU readings at most 10 Hz
+    std::size_t ring_capacity = 1024;
+    std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")
+    // Names for thread ids (loader lanes); other threads keep their kernel name.
+    std::function<std::map<int, std::string>()> thread_names;
+    std::function<std::uint64_t()> pinned_bytes;
+    // Called on the sampling thread with every sample (timeseries.csv, the metrics endpoint).
+    std::function<void(const UtilizationSample&)> on_sample;
+  };
+
+  explicit UtilizationSampler(Options options);
+  ~UtilizationSampler();  // stops the thread
+  UtilizationSampler(const UtilizationSampler&) = delete;
+  UtilizationSampler& operator=(const UtilizationSampler&) = delete;
+
+  // Reads every source at `now_ns` (passed in: tests control the clock), computes ratios against
+  // the previous call, stores and returns the sample. The first call only sets the baseline of
+  // the ratios.
+  UtilizationSample sample(std::int64_t now_ns);
+
+  void start();  // the background thread, at options.hz
+  void stop();   // joins it; idempotent
+
+  std::vector<UtilizationSample> recent() const;  // the ring, oldest first
+  UtilizationSummary summary() const;
+
+ private:
+  struct Previous {
+    std::int64_t time_ns = 0;
+    std::optional<CpuTimes> system;
+    std::vector<CpuTimes> cores;
+    std::optional<std::uint64_t> process_ticks;
+    std::map<int, std::uint64_t> thread_ticks;
+    std::map<std::string, DiskCounters> disks;
+  };
+  void run();
+  void record(const UtilizationSample& s);
+  void note_unavailable(const std::string& source, const std::string& reason);
+
+  Options options_;
+  int cpus_;
+  std::vector<std::string> block_devices_;
+  Previous previous_;              // sampling thread only
+  std::int64_t last_gpu_ns_ = 0;   // sampling thread only
+  std::vector<GpuSample> last_gpu_;
+
+  // Below state is shared with reader threads, guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::vector<UtilizationSample> ring_;
+  std::size_t ring_next_ = 0;
+  std::size_t total_samples_ = 0;
+  std::map<std::string, std::vector<double>> series_;
+  std::map<std::string, std::pair<double, std::size_t>> thread_busy_;
+  std::map<std::string, std::string> unavailable_;
+
+  std::mutex run_mutex_;
+  std::condition_variable run_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace feedscope

@@ -1,0 +1,225 @@
+#include "sampler/utilization_sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace feedscope {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::int64_t kSecond = 1'000'000'000;
+
+// A /proc and /sys tree in a temp folder that a test rewrites between two samples.
+class FakeProc {
+ public:
+  FakeProc() {
+    root_ = fs::temp_directory_path() /
+            ("feedscope-proc-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    for (const char* d : {"proc/self/task/101", "proc/self/task/102", "proc/pressure", "sys/block/sda",
+                          "sys/block/loop0"})
+      fs::create_directories(root_ / d);
+  }
+  ~FakeProc() { fs::remove_all(root_); }
+  void write(const std::string& path, const std::string& text) {
+    std::ofstream(root_ / path) << text;
+  }
+  void remove(const std::string& path) { fs::remove_all(root_ / path); }
+  // utime+stime = ticks, for /proc/<...>/stat.
+  static std::string task_stat(const std::string& name, int ticks) {
+    return "101 (" + name + ") S 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(ticks) +
+           " 0 0 0 20 0 1 0 0 0 0\n";
+  }
+  // cpu totals: busy user ticks and idle ticks on two cores.
+  void cpu(int busy0, int idle0, int busy1, int idle1) {
+    write("proc/stat", "cpu  " + std::to_string(busy0 + busy1) + " 0 0 " +
+                           std::to_string(idle0 + idle1) + " 0 0 0 0 0 0\n" +
+                           "cpu0 " + std::to_string(busy0) + " 0 0 " + std::to_string(idle0) +
+                           " 0 0 0 0 0 0\ncpu1 " + std::to_string(busy1) + " 0 0 " +
+                           std::to_string(idle1) + " 0 0 0 0 0 0\n");
+  }
+  void baseline() {
+    cpu(0, 0, 0, 0);
+    write("proc/self/stat", task_stat("feedscope", 0));
+    write("proc/self/task/101/stat", task_stat("feedscope", 0));
+    write("proc/self/task/101/comm", "feedscope\n");
+    write("proc/self/task/102/stat", task_stat("tbb_worker", 0));
+    write("proc/self/task/102/comm", "tbb_worker\n");
+    write("proc/meminfo", "MemTotal: 1000 kB\nMemAvailable: 600 kB\n");
+    write("proc/self/status", "VmHWM: 300 kB\nVmRSS: 200 kB\n");
+    write("proc/diskstats", "   8 0 sda 10 0 2048 5 0 0 0 0 0 100 0\n   8 1 sda1 10 0 2048 5 0 0 0 0 0 100 0\n"
+                            "   7 0 loop0 1 0 8 0 0 0 0 0 0 1 0\n");
+    write("proc/self/io", "rchar: 10\nread_bytes: 4096\n");
+    write("proc/pressure/io", "some avg10=12.50 avg60=1.00 avg300=0.10 total=5000\n"
+                              "full avg10=2.00 avg60=0.00 avg300=0.00 total=100\n");
+    write("proc/pressure/cpu", "some avg10=50.00 avg60=1.00 avg300=0.10 total=9000\n");
+    write("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  }
+  ProcFs fs() const { return ProcFs(root_.string()); }
+
+ private:
+  fs::path root_;
+};
+
+class FakeGpu final : public GpuSource {
+ public:
+  std::vector<GpuSample> read() override {
+    ++reads;
+    GpuSample g;
+    g.util_ratio = 0.75;
+    g.memory_used_bytes = 1 << 30;
+    return {g};
+  }
+  std::string unavailable_reason() const override { return ""; }
+  int reads = 0;
+};
+
+TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.thread_names = [] { return std::map<int, std::string>{{102, "worker 0"}}; };
+  o.pinned_bytes = [] { return std::uint64_t{1 << 20}; };
+  UtilizationSampler sampler(std::move(o));
+  const UtilizationSample first = sampler.sample(1 * kSecond);
+  EXPECT_FALSE(first.cpu_system_ratio) << "the first reading is only a baseline";
+
+  const long hz = clock_ticks_per_second();
+  proc.cpu(75, 25, 25, 75);  // core 0 75 % busy, core 1 25 %
+  proc.write("proc/self/stat", FakeProc::task_stat("feedscope", static_cast<int>(hz)));
+  proc.write("proc/self/task/102/stat", FakeProc::task_stat("tbb_worker", static_cast<int>(hz / 2)));
+  proc.write("proc/diskstats", "   8 0 sda 20 0 6144 5 0 0 0 0 0 350 0\n");  // +2 MiB, +250 ms
+  const UtilizationSample s = sampler.sample(2 * kSecond);  // one second later
+
+  ASSERT_TRUE(s.cpu_system_ratio);
+  EXPECT_DOUBLE_EQ(*s.cpu_system_ratio, 0.5);
+  ASSERT_EQ(s.cpu_core_ratio.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.cpu_core_ratio[0], 0.75);
+  EXPECT_DOUBLE_EQ(s.cpu_core_ratio[1], 0.25);
+  ASSERT_TRUE(s.cpu_process_ratio);
+  EXPECT_NEAR(*s.cpu_process_ratio, 0.5, 1e-9) << "1 CPU-second over 1 s on 2 cores";
+  bool saw_worker = false;
+  for (const ThreadCpu& t : s.threads) {
+    if (t.tid == 102) {
+      saw_worker = true;
+      EXPECT_EQ(t.name, "worker 0") << "loader lanes name their threads";
+      EXPECT_NEAR(t.ratio, 0.5, 0.02);
+    } else {
+      EXPECT_EQ(t.name, "feedscope") << "others keep the kernel's name";
+    }
+  }
+  EXPECT_TRUE(saw_worker);
+  EXPECT_EQ(*s.memory_available_bytes, 600u * 1024);
+  EXPECT_EQ(*s.rss_bytes, 200u * 1024);
+  EXPECT_EQ(*s.rss_peak_bytes, 300u * 1024);
+  EXPECT_EQ(s.pinned_bytes, 1u << 20);
+  ASSERT_EQ(s.disks.size(), 1u) << "partitions and loop devices are skipped";
+  EXPECT_EQ(s.disks[0].device, "sda");
+  EXPECT_DOUBLE_EQ(s.disks[0].read_bytes_per_s, 4096.0 * 512);
+  EXPECT_DOUBLE_EQ(s.disks[0].busy_ratio, 0.25);
+  EXPECT_EQ(*s.process_read_bytes_total, 4096u);
+  ASSERT_TRUE(s.io_pressure);
+  EXPECT_DOUBLE_EQ(s.io_pressure->some_avg10, 0.125);
+  EXPECT_DOUBLE_EQ(*s.io_pressure->full_avg10, 0.02);
+  EXPECT_FALSE(s.cpu_pressure->full_avg10);
+
+  const UtilizationSummary sum = sampler.summary();
+  EXPECT_EQ(sum.samples, 1u);
+  EXPECT_DOUBLE_EQ(sum.series.at("cpu_system_ratio").mean, 0.5);
+  EXPECT_NEAR(sum.thread_busy_mean.at("worker 0"), 0.5, 0.02);
+  EXPECT_EQ(sum.unavailable.at("gpu"), "GPU sampling not requested");
+}
+
+TEST(UtilizationSamplerTest, MissingAndMalformedFilesAreUnavailableNeverACrash) {
+  FakeProc proc;
+  proc.baseline();
+  proc.remove("proc/pressure");
+  proc.write("proc/diskstats", "garbage\n8 0\n");
+  proc.write("proc/self/io", "read_bytes: many\n");
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  sampler.sample(kSecond);
+  proc.write("proc/stat", "cpu 1 2\n");  // short line
+  proc.remove("proc/self/task/102");     // a thread ended
+  proc.remove("sys/block/sda");          // a device vanished
+  const UtilizationSample s = sampler.sample(2 * kSecond);
+  EXPECT_FALSE(s.cpu_system_ratio);
+  EXPECT_TRUE(s.disks.empty());
+  EXPECT_FALSE(s.process_read_bytes_total);
+  EXPECT_FALSE(s.io_pressure);
+  const auto unavailable = sampler.summary().unavailable;
+  EXPECT_NE(unavailable.at("pressure_io").find("kernel without PSI"), std::string::npos);
+  EXPECT_NE(unavailable.at("cpu").find("/proc/stat"), std::string::npos);
+  EXPECT_NE(unavailable.at("process_io").find("/proc/self/io"), std::string::npos);
+}
+
+TEST(UtilizationSamplerTest, GpuIsReadAtMostTenTimesASecond) {
+  FakeProc proc;
+  proc.baseline();
+  auto gpu = std::make_unique<FakeGpu>();
+  FakeGpu* fake = gpu.get();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.gpu = std::move(gpu);
+  o.hz = 100;
+  UtilizationSampler sampler(std::move(o));
+  for (int i = 1; i <= 100; ++i) sampler.sample(i * 10'000'000);  // 100 samples over 1 s
+  EXPECT_LE(fake->reads, 11);
+  EXPECT_GE(fake->reads, 9);
+  const auto recent = sampler.recent();
+  ASSERT_FALSE(recent.empty());
+  ASSERT_EQ(recent.back().gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(recent.back().gpus[0].util_ratio, 0.75);
+  EXPECT_DOUBLE_EQ(sampler.summary().series.at("gpu0_util_ratio").max, 0.75);
+}
+
+TEST(UtilizationSamplerTest, RingKeepsTheNewestSamplesInOrder) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.ring_capacity = 4;
+  UtilizationSampler sampler(std::move(o));
+  for (int i = 1; i <= 10; ++i) sampler.sample(i * kSecond);
+  const auto recent = sampler.recent();
+  ASSERT_EQ(recent.size(), 4u);
+  EXPECT_EQ(recent.front().time_ns, 7 * kSecond);
+  EXPECT_EQ(recent.back().time_ns, 10 * kSecond);
+  EXPECT_EQ(sampler.summary().samples, 9u);
+}
+
+TEST(UtilizationSamplerTest, RejectsABadRate) {
+  UtilizationSampler::Options o;
+  o.hz = 0;
+  EXPECT_THROW(UtilizationSampler{std::move(o)}, std::invalid_argument);
+}
+
+TEST(UtilizationSamplerTest, BackgroundThreadSamplesTheRealProcAndStops) {
+  UtilizationSampler::Options o;
+  o.hz = 200;
+  std::atomic<int> seen{0};
+  o.on_sample = [&](const UtilizationSample&) { ++seen; };
+  UtilizationSampler sampler(std::move(o));
+  sampler.start();
+  for (int i = 0; i < 400 && seen < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  sampler.stop();
+  sampler.stop();  // idempotent
+  EXPECT_GE(seen.load(), 3);
+  const auto summary = sampler.summary();
+  EXPECT_GE(summary.series.count("cpu_process_ratio"), 1u);
+}
+
+TEST(NvmlSourceTest, WithoutADriverSaysWhy) {
+  const auto nvml = make_nvml_source();
+  if (nvml->unavailable_reason().empty()) GTEST_SKIP() << "NVML is present on this machine";
+  EXPECT_TRUE(nvml->read().empty());
+  EXPECT_NE(nvml->unavailable_reason().find("libnvidia-ml"), std::string::npos)
+      << nvml->unavailable_reason();
+}
+
+}  // namespace
+}  // namespace feedscope
