@@ -68,6 +68,19 @@ void check_model(const std::string& key, const std::string& value, const std::st
   if (value != "mlp" && value != "cnn") fail(key, value, source, "is not a built-in model", "mlp | cnn");
 }
 
+void check_address(const std::string& key, const std::string& value, const std::string& source) {
+  constexpr std::string_view allowed = "HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464";
+  if (value.empty()) return;  // no endpoint
+  const std::size_t colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0) fail(key, value, source, "has no HOST:PORT", allowed);
+  int port = -1;
+  const char* begin = value.data() + colon + 1;
+  const char* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, port);
+  if (ec != std::errc() || ptr != end || port < 0 || port > 65535)
+    fail(key, value, source, "has a bad port", allowed);
+}
+
 void check_nonempty(const std::string& key, const std::string& value, const std::string& source) {
   if (value.empty()) fail(key, value, source, "is empty", "a directory path");
 }
@@ -115,6 +128,14 @@ const std::vector<KeySpec>& specs() {
        &RunConfig::seed, 0, kNoMax},
       {{"report_dir", KeyType::text, "a directory path", "where report.json is written"},
        &RunConfig::report_dir, 0, 0, check_nonempty},
+      {{"sample_hz", KeyType::number, "0 (off) to 1000", "utilization samples per second"},
+       &RunConfig::sample_hz, 0, 1000},
+      {{"metrics_addr", KeyType::text, "HOST:PORT (loopback unless you name another address)",
+        "serve Prometheus metrics"}, &RunConfig::metrics_addr, 0, 0, check_address},
+      {{"rank", KeyType::integer, "-1 (from $RANK) or 0 and more", "rank label of the metrics"},
+       &RunConfig::rank, -1, 1e6},
+      {{"host", KeyType::text, "a host name", "host label of the metrics (default: hostname)"},
+       &RunConfig::host},
       {{"json", KeyType::boolean, "on | off", "print report.json on stdout"}, &RunConfig::json},
   };
   return table;

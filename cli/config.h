@@ -33,6 +33,10 @@ struct RunConfig {
   std::int64_t warmup = 10;
   std::int64_t seed = 0;
   std::string report_dir = "feedscope-report";
+  double sample_hz = 10;  // utilization sampling; 0 turns the sampler off
+  std::string metrics_addr;  // HOST:PORT of the Prometheus endpoint; empty: no endpoint
+  std::int64_t rank = -1;    // -1: from $RANK (torchrun), else no rank label
+  std::string host;          // empty: this machine's hostname
   bool json = false;
 };
 

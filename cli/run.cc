@@ -5,12 +5,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <ostream>
 #include <thread>
 
 #include "cli/trainer.h"
 #include "exporters/json_report.h"
+#include "exporters/metrics_exporter.h"
+#include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
@@ -18,35 +21,87 @@
 #include "profiler/stage_stats.h"
 #include "sampler/cpu_usage.h"
 #include "sampler/proc_fs.h"
+#include "sampler/utilization_sampler.h"
 
 namespace feedscope {
 
 namespace {
 
-// Drains the span rings on its own thread so they never fill, however long the run.
+// Drains the span rings on its own thread so they never fill, however long the run, and streams
+// the fresh spans to the metrics endpoint when there is one.
 class SpanCollector {
  public:
-  explicit SpanCollector(SpanRegistry& registry)
-      : registry_(registry), thread_([this](std::stop_token stop) { loop(stop); }) {}
+  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns)
+      : registry_(registry), metrics_(metrics), begin_ns_(begin_ns),
+        thread_([this](std::stop_token stop) { loop(stop); }) {}
   ~SpanCollector() {
     thread_.request_stop();
     thread_.join();
-    registry_.collect();
+    drain();
   }
 
  private:
+  void drain() {
+    fresh_.clear();
+    registry_.collect(metrics_ ? &fresh_ : nullptr);
+    if (!metrics_) return;
+    for (const Span& span : fresh_) {
+      const double seconds = static_cast<double>(span.end_ns - span.begin_ns) / 1e9;
+      metrics_->observe_stage(span.stage, seconds);
+      if (span.stage == Stage::wait) wait_s_ += seconds;
+    }
+    const double elapsed = static_cast<double>(now_ns() - begin_ns_) / 1e9;
+    if (elapsed > 0) metrics_->set_data_stall_ratio(std::min(1.0, wait_s_ / elapsed));
+  }
   void loop(std::stop_token stop) {
     std::mutex m;
     std::condition_variable_any cv;
     std::unique_lock lock(m);
     while (!stop.stop_requested()) {
       cv.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
-      registry_.collect();
+      drain();
     }
   }
   SpanRegistry& registry_;
+  MetricsExporter* metrics_;
+  std::int64_t begin_ns_;
+  std::vector<Span> fresh_;
+  double wait_s_ = 0;
   std::jthread thread_;
 };
+
+std::unique_ptr<MetricsExporter> start_metrics(const RunConfig& config, const Environment& env,
+                                               std::ostream& log) {
+  if (config.metrics_addr.empty()) return nullptr;
+  MetricsExporter::Options o;
+  o.address = config.metrics_addr;
+  std::int64_t rank = config.rank;
+  if (rank < 0) {
+    if (const char* env_rank = std::getenv("RANK")) rank = std::atoll(env_rank);
+  }
+  if (rank >= 0) o.const_labels["rank"] = std::to_string(rank);
+  o.const_labels["host"] = config.host.empty() ? env.hostname : config.host;
+  o.version = env.feedscope_version;
+  o.torch_version = env.torch_version;
+  o.cuda_version = env.cuda_version;
+  auto metrics = std::make_unique<MetricsExporter>(o);
+  log << "feedscope: Prometheus metrics on http://" << metrics->address() << "/metrics" << std::endl;
+  return metrics;
+}
+
+void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
+  u.samples = summary.samples;
+  for (const auto& [name, st] : summary.series) u.series[name] = SeriesStats{st.mean, st.p95, st.max};
+  u.threads = summary.thread_busy_mean;
+  u.unavailable = summary.unavailable;
+  const auto mean = [&](const std::string& key) -> std::optional<double> {
+    const auto it = summary.series.find(key);
+    return it == summary.series.end() ? std::nullopt : std::optional<double>(it->second.mean);
+  };
+  u.disk_read_bytes_per_s = mean("disk_read_bytes_per_s");
+  u.io_pressure_ratio = mean("io_pressure_ratio");
+  u.gpu_util_ratio = mean("gpu0_util_ratio");
+}
 
 std::string hostname() {
   char name[256] = {};
@@ -129,20 +184,51 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
       << dataset->name() << " (" << dataset->size() << " samples), " << config.num_workers
       << " worker(s), batch " << config.batch_size << ", prefetch " << config.prefetch << ", "
-      << (config.duration > 0 ? std::to_string(config.duration) + " s"
+      << (config.duration > 0 ? std::to_string(static_cast<long long>(config.duration)) + " s"
                               : std::to_string(config.steps) + " steps")
       << " after " << config.warmup << " warm-up, device " << device << std::endl;
+
+  std::error_code ec;
+  std::filesystem::create_directories(config.report_dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot create report directory '" + config.report_dir +
+                             "': " + ec.message());
+  const std::filesystem::path report_dir(config.report_dir);
 
   const ProcFs fs;
   const int cpus = online_cpus(fs);
   Report report;
+  const std::int64_t run_begin = now_ns();
+  report.environment = gather_environment(device);
+  const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, report.environment, log);
+  std::unique_ptr<TimeseriesCsv> csv;
+  std::unique_ptr<UtilizationSampler> sampler;
+  if (config.sample_hz > 0) {
+    csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin);
+    UtilizationSampler::Options so;
+    so.hz = config.sample_hz;
+    so.gpu = make_nvml_source();
+    so.thread_names = [&spans] {
+      std::map<int, std::string> names;
+      for (const LaneInfo& lane : spans.lanes()) names[lane.tid] = lane.name;
+      return names;
+    };
+    const PinnedPool& pool = loader.pool();
+    so.pinned_bytes = [&pool] { return pool.pinned() ? std::uint64_t{pool.total_bytes()} : 0; };
+    so.on_sample = [&csv, &metrics](const UtilizationSample& sample) {
+      csv->write(sample);
+      if (metrics) metrics->update_utilization(sample);
+    };
+    sampler = std::make_unique<UtilizationSampler>(std::move(so));
+    sampler->start();
+  }
   std::int64_t measure_begin = now_ns();
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
   std::int64_t step = 0, measured_steps = 0, measured_samples = 0;
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
   {
-    SpanCollector collector(spans);
+    SpanCollector collector(spans, metrics.get(), run_begin);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
     for (;;) {
@@ -152,6 +238,10 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
         continue;
       }
       const std::int64_t step_begin = now_ns();
+      if (metrics) {
+        metrics->set_queue_batches("ready", loader.batches_ready());
+        metrics->set_queue_batches("in_flight", loader.batches_in_flight());
+      }
       spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin, step_begin);
       if (trainer) {
         const double loss = trainer->step(*batch);
@@ -165,6 +255,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       wait_begin = step_end;
       if (trainer) spans.record(LaneRole::training, Stage::step, index, step_begin, step_end);
       ++step;
+      if (metrics) metrics->add_batch(size);
       if (step <= config.warmup) {
         if (step == config.warmup) {
           measure_begin = step_end;
@@ -182,12 +273,17 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
     }
   }
+  if (sampler) {
+    sampler->stop();
+    fill_utilization(sampler->summary(), report.utilization);
+  } else {
+    report.utilization.unavailable["sampler"] = "sampling off (sample_hz 0)";
+  }
   const UsageSnapshot usage_end = take_usage_snapshot(fs, end);
   const UsageRatios usage = usage_between(usage_begin, usage_end, cpus);
   const double wall_s = static_cast<double>(end - measure_begin) / 1e9;
 
   report.config = config_entries(config);
-  report.environment = gather_environment(device);
   report.throughput.steps = measured_steps;
   report.throughput.samples = measured_samples;
   report.throughput.wall_s = wall_s;
@@ -215,14 +311,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   in.loader_only = config.loader_only;
   in.utilization = report.utilization;
   report.diagnosis = diagnose(in);
+  if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
-  std::error_code ec;
-  std::filesystem::create_directories(config.report_dir, ec);
-  if (ec)
-    throw std::runtime_error("cannot create report directory '" + config.report_dir +
-                             "': " + ec.message());
-  write_file_atomically((std::filesystem::path(config.report_dir) / "report.json").string(),
-                        report_to_json(report));
+  write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
   return report;
 }
 

@@ -50,9 +50,20 @@ std::string report_to_json(const Report& r) {
                       {"lanes", s.lanes}};
   }
   j["stages"] = stages;
-  j["utilization"] = {{"cpu_process_ratio", r.utilization.cpu_process_ratio},
-                      {"cpu_system_ratio", r.utilization.cpu_system_ratio},
-                      {"rss_bytes_peak", r.utilization.rss_bytes_peak}};
+  const Utilization& u = r.utilization;
+  nlohmann::ordered_json series = nlohmann::ordered_json::object();
+  for (const auto& [name, st] : u.series)
+    series[name] = {{"mean", st.mean}, {"p95", st.p95}, {"max", st.max}};
+  j["utilization"] = {{"cpu_process_ratio", u.cpu_process_ratio},
+                      {"cpu_system_ratio", u.cpu_system_ratio},
+                      {"rss_bytes_peak", u.rss_bytes_peak},
+                      {"disk_read_bytes_per_s", optional_number(u.disk_read_bytes_per_s)},
+                      {"io_pressure_ratio", optional_number(u.io_pressure_ratio)},
+                      {"gpu_util_ratio", optional_number(u.gpu_util_ratio)},
+                      {"samples", u.samples},
+                      {"series", series},
+                      {"threads", u.threads},
+                      {"unavailable", u.unavailable}};
   j["training"] = {{"model", r.training.model},
                    {"parameters", r.training.parameters},
                    {"first_loss", optional_number(r.training.first_loss)},

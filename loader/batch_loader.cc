@@ -252,6 +252,8 @@ std::optional<Batch> BatchLoader::next() {
 }
 
 std::size_t BatchLoader::batches_per_epoch() const { return static_cast<std::size_t>(impl_->batches); }
+int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
+int BatchLoader::batches_ready() const { return static_cast<int>(impl_->ready.size()); }
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }
 const Dataset& BatchLoader::dataset() const { return *impl_->dataset; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }

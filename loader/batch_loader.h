@@ -60,6 +60,8 @@ class BatchLoader {
   std::optional<Batch> next();
 
   std::size_t batches_per_epoch() const;
+  int batches_in_flight() const;  // scheduled on workers, not finished
+  int batches_ready() const;      // finished, waiting for next()
   const LoaderOptions& options() const;
   const Dataset& dataset() const;
   const PinnedPool& pool() const;

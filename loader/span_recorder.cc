@@ -92,9 +92,11 @@ void SpanRegistry::record(LaneRole role, Stage stage, std::int64_t batch, std::i
   }
 }
 
-void SpanRegistry::collect() {
+void SpanRegistry::collect(std::vector<Span>* fresh) {
   std::lock_guard lock(mutex_);
+  const std::size_t before = store_.size();
   for (Lane& lane : lanes_) lane.ring->drain(store_);
+  if (fresh) fresh->insert(fresh->end(), store_.begin() + static_cast<std::ptrdiff_t>(before), store_.end());
 }
 
 std::vector<Span> SpanRegistry::spans() {

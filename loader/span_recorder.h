@@ -72,7 +72,8 @@ class SpanRegistry {
               std::int64_t end_ns) noexcept;
 
   // Moves every recorded span into the registry's store; call periodically so rings never fill.
-  void collect();
+  // With `fresh`, the spans drained by this call are appended to it as well.
+  void collect(std::vector<Span>* fresh = nullptr);
   // All spans collected so far (collect() first), in no particular order.
   std::vector<Span> spans();
   std::vector<LaneInfo> lanes() const;

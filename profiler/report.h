@@ -2,6 +2,7 @@
 // The report of one run: DESIGN.md's report.json schema as plain structs, filled by the profiler
 // and written by the exporters. No JSON or torch types here.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,10 +44,24 @@ struct StageStats {
   int lanes = 0;     // threads that ran the stage
 };
 
+struct SeriesStats {
+  double mean = 0;
+  double p95 = 0;
+  double max = 0;
+};
+
 struct Utilization {
   double cpu_process_ratio = 0;  // process CPU time / (wall x cpus)
   double cpu_system_ratio = 0;   // busy / total ticks of /proc/stat over the run
   std::uint64_t rss_bytes_peak = 0;
+  // Means of the sampler's series; empty where the source was unavailable.
+  std::optional<double> disk_read_bytes_per_s;
+  std::optional<double> io_pressure_ratio;
+  std::optional<double> gpu_util_ratio;
+  std::size_t samples = 0;                        // sampler readings in the window
+  std::map<std::string, SeriesStats> series;      // every sampled series
+  std::map<std::string, double> threads;          // mean busy ratio per thread name
+  std::map<std::string, std::string> unavailable; // source -> reason
 };
 
 struct Recommendation {

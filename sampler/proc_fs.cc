@@ -1,25 +1,36 @@
 #include "sampler/proc_fs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 #include <thread>
 
 namespace feedscope {
 
 std::optional<std::string> ProcFs::read(const std::string& path) const {
+  // Plain read(2): /proc files report size 0, and iostreams cost more than the parsing.
   const std::string full = root_ == "/" ? path : root_ + path;
-  std::ifstream in(full, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return out.str();
+  const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 std::vector<std::string> ProcFs::list_dir(const std::string& path) const {

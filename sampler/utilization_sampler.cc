@@ -103,7 +103,10 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     if (const auto it = names.find(tid); it != names.end()) {
       t.name = it->second;
     } else {
-      t.name = trim_newline(fs.read("/proc/self/task/" + entry + "/comm").value_or("?"));
+      auto [cached, inserted] = kernel_names_.try_emplace(tid);
+      if (inserted)
+        cached->second = trim_newline(fs.read("/proc/self/task/" + entry + "/comm").value_or("?"));
+      t.name = cached->second;
     }
     t.ratio = std::clamp(static_cast<double>(*task_ticks - before->second) / ticks / dt, 0.0, 1.0);
     s.threads.push_back(std::move(t));

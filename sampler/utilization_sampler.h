@@ -83,6 +83,7 @@ class UtilizationSampler {
   Previous previous_;              // sampling thread only
   std::int64_t last_gpu_ns_ = 0;   // sampling thread only
   std::vector<GpuSample> last_gpu_;
+  std::map<int, std::string> kernel_names_;  // sampling thread only: comm by tid, read once
 
   // Below state is shared with reader threads, guarded by mutex_.
   mutable std::mutex mutex_;

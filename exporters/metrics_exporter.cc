@@ -1,0 +1,490 @@
+#include "exporters/metrics_exporter.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <prometheus/check_names.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace feedscope {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
+
+// DESIGN.md's bottleneck names; feedscope_bottleneck_info has one series for each.
+constexpr std::array<std::string_view, 6> kBottleneckNames = {
+    "storage_io", "cpu_preprocess", "host_to_device", "gpu_compute", "launch_overhead",
+    "cpu_compute"};
+
+// Labels this file puts on series itself; a constant label of the same name would make
+// prometheus-cpp throw on Family::Add, i.e. on an update.
+constexpr std::array<std::string_view, 12> kVariableLabelNames = {
+    "stage", "queue", "memory", "scope",      "core",    "thread",
+    "device", "gpu",  "bottleneck", "version", "torch", "cuda"};
+
+// 1-2-5 per decade, 10 µs .. 10 s: a span of a cached read and a cold multi-second step both
+// land in a bucket that tells them apart. Literals, so the `le` labels print short.
+const Histogram::BucketBoundaries kStageBuckets = {
+    1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2,
+    2e-2, 5e-2, 0.1,  0.2,  0.5,  1.0,  2.0,  5.0,  10.0};
+
+struct ParsedAddress {
+  std::string host;  // without brackets
+  bool ipv6 = false;
+  int port = 0;
+};
+
+[[noreturn]] void throw_malformed(const std::string& value, std::string_view why) {
+  throw MetricsError("metrics_addr: malformed address \"" + value + "\": " + std::string(why) +
+                     "; expected HOST:PORT or [IPv6]:PORT with a port 0..65535, e.g. "
+                     "127.0.0.1:9464");
+}
+
+bool is_hostname(std::string_view host) {
+  for (const char c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return !host.empty() && host.front() != '-' && host.front() != '.';
+}
+
+// Strict, because civetweb reads more than an address in its listening_ports option: "," lists
+// several ports, an "s" or "r" suffix turns on TLS or redirects.
+ParsedAddress parse_address(const std::string& value) {
+  ParsedAddress parsed;
+  std::string_view port_text;
+  if (!value.empty() && value.front() == '[') {
+    const auto close = value.find(']');
+    if (close == std::string::npos) throw_malformed(value, "no closing ']'");
+    parsed.host = value.substr(1, close - 1);
+    parsed.ipv6 = true;
+    in6_addr ignored{};
+    if (::inet_pton(AF_INET6, parsed.host.c_str(), &ignored) != 1)
+      throw_malformed(value, "\"" + parsed.host + "\" is not an IPv6 address");
+    if (close + 1 >= value.size() || value[close + 1] != ':') throw_malformed(value, "no :PORT");
+    port_text = std::string_view(value).substr(close + 2);
+  } else {
+    const auto colon = value.find(':');
+    if (colon == std::string::npos) throw_malformed(value, "no :PORT");
+    if (value.find(':', colon + 1) != std::string::npos)
+      throw_malformed(value, "more than one ':' (write an IPv6 address in brackets)");
+    parsed.host = value.substr(0, colon);
+    if (parsed.host.empty()) throw_malformed(value, "no host");
+    if (!is_hostname(parsed.host))
+      throw_malformed(value, "\"" + parsed.host + "\" is neither an IPv4 address nor a host name");
+    port_text = std::string_view(value).substr(colon + 1);
+  }
+  if (port_text.empty() || port_text.size() > 5) throw_malformed(value, "bad port");
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), parsed.port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || parsed.port < 0 ||
+      parsed.port > 65535)
+    throw_malformed(value, "bad port \"" + std::string(port_text) + "\"");
+  return parsed;
+}
+
+std::string format_address(const ParsedAddress& address, int port) {
+  const std::string host = address.ipv6 ? "[" + address.host + "]" : address.host;
+  return host + ":" + std::to_string(port);
+}
+
+// civetweb reports a failed bind only as "null context when constructing CivetServer", so bind
+// the address once more ourselves to learn the errno. Only for the message: nothing keeps it.
+std::string bind_failure_reason(const ParsedAddress& address, const std::string& server_what) {
+  addrinfo hints{};
+  hints.ai_family = address.ipv6 ? AF_INET6 : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* results = nullptr;
+  const std::string port = std::to_string(address.port);
+  if (const int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &results); rc != 0)
+    return std::string("cannot resolve the host: ") + ::gai_strerror(rc);
+  int error = 0;
+  for (const addrinfo* ai = results; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      error = errno;
+      continue;
+    }
+    const int one = 1;  // as civetweb binds
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    error = ::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+    ::close(fd);
+    if (error == 0) break;
+  }
+  ::freeaddrinfo(results);
+  if (error == EADDRINUSE)
+    return std::generic_category().message(error) + " (is another process using the port?)";
+  if (error != 0) return std::generic_category().message(error);
+  if (address.ipv6)
+    return "the HTTP server refused it (its civetweb may lack IPv6, as Debian 12's does; use an "
+           "IPv4 address)";
+  return "the HTTP server refused it (" + server_what + ")";
+}
+
+// civetweb's listener polls with a 2 s timeout and checks its stop flag only between polls, so
+// stopping it takes up to 2 s. A connection wakes the poll: connect until the server is gone.
+// Only for IPv4 listeners whose address we can connect to without resolving anything.
+void stop_server_promptly(std::unique_ptr<prometheus::Exposer>& exposer,
+                          std::optional<in_addr> wake_address, int port) {
+  if (!wake_address || port <= 0) {
+    exposer.reset();
+    return;
+  }
+  std::atomic<bool> stopped{false};
+  std::thread waker;
+  try {
+    waker = std::thread([&] {
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<std::uint16_t>(port));
+      addr.sin_addr = *wake_address;
+      // Bounded by the server's own 2 s: after that exposer.reset() has returned.
+      while (!stopped.load()) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+          ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+          ::close(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  } catch (const std::system_error&) {  // no thread: stop the slow way
+  }
+  exposer.reset();
+  stopped.store(true);
+  if (waker.joinable()) waker.join();
+}
+
+// The address to connect to for waking a listener bound to `host`, if it is IPv4 and literal.
+std::optional<in_addr> wake_address_for(const ParsedAddress& address) {
+  if (address.ipv6) return std::nullopt;
+  const std::string host = address.host == "0.0.0.0" || address.host == "localhost"
+                               ? std::string("127.0.0.1")
+                               : address.host;
+  in_addr ip{};
+  if (::inet_pton(AF_INET, host.c_str(), &ip) != 1) return std::nullopt;
+  return ip;
+}
+
+double clamp_ratio(double value) {  // NaN passes through: a broken reading stays visible
+  return value < 0 ? 0 : value > 1 ? 1 : value;
+}
+
+}  // namespace
+
+struct MetricsExporter::Impl {
+  // Registry before exposer: the exposer stops serving before the registry goes.
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string address;
+  std::optional<in_addr> wake_address;
+  int port = 0;
+  Labels const_labels;
+
+  // Series of the per-batch calls, all made at construction: an update is an index and an
+  // atomic, with prometheus-cpp's own histogram mutex as the only lock.
+  Counter* batches = nullptr;
+  Counter* samples = nullptr;
+  std::array<Histogram*, kStageCount> stage_seconds{};
+  std::array<Counter*, kStageCount> stage_busy{};
+  Gauge* data_stall = nullptr;
+  Family<Gauge>* queue_family = nullptr;
+  Gauge* queue_ready = nullptr;
+  Gauge* queue_in_flight = nullptr;
+  std::array<Counter*, 2> h2d{};  // [pageable, pinned]
+  Gauge* pinned_bytes = nullptr;
+
+  // Families whose series appear when a sample first names their device, GPU or thread.
+  Family<Gauge>* cpu = nullptr;
+  Family<Gauge>* thread_cpu = nullptr;
+  Family<Gauge>* memory_rss = nullptr;
+  Family<Gauge>* memory_available = nullptr;
+  Family<Counter>* disk_read = nullptr;
+  Family<Gauge>* disk_busy = nullptr;
+  Family<Gauge>* io_pressure = nullptr;
+  Family<Gauge>* gpu_util = nullptr;
+  Family<Gauge>* gpu_busy = nullptr;
+  Family<Gauge>* gpu_memory_used = nullptr;
+
+  // Below state is shared between the threads that call update_utilization / set_bottleneck.
+  // Both run at the sampling or diagnosis rate, not per batch, so one mutex each is cheap.
+  std::mutex utilization_mutex;
+  std::unordered_map<std::string, std::uint64_t> disk_last_read_bytes;
+  std::unordered_map<std::string, Gauge*> thread_series;
+
+  std::mutex bottleneck_mutex;
+  std::array<Gauge*, kBottleneckNames.size()> bottleneck{};
+
+  template <typename T>
+  Family<T>& family(prometheus::detail::Builder<T> builder, const std::string& name,
+                    const std::string& help) {
+    return builder.Name(name).Help(help).Labels(const_labels).Register(*registry);
+  }
+
+  void update_utilization(const UtilizationSample& sample);
+
+  ~Impl() { stop_server_promptly(exposer, wake_address, port); }
+};
+
+MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  const ParsedAddress parsed = parse_address(options.address);
+
+  for (const auto& [name, value] : options.const_labels) {
+    if (value.empty()) continue;
+    if (!prometheus::CheckLabelName(name))
+      throw MetricsError("metrics: constant label \"" + name +
+                         "\" is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, no "
+                         "leading __)");
+    for (const auto reserved : kVariableLabelNames)
+      if (name == reserved || name == "le")
+        throw MetricsError("metrics: constant label \"" + name +
+                           "\" clashes with a label feedscope sets itself");
+    m.const_labels.emplace(name, value);
+  }
+
+  try {
+    m.family(prometheus::BuildGauge(), "feedscope_build_info",
+             "feedscope build: its version and the torch and CUDA versions it runs with; always 1.")
+        .Add({{"version", options.version},
+              {"torch", options.torch_version},
+              {"cuda", options.cuda_version}})
+        .Set(1);
+
+    m.batches = &m.family(prometheus::BuildCounter(), "feedscope_batches_total",
+                          "Batches delivered to the training loop.")
+                     .Add({});
+    m.samples = &m.family(prometheus::BuildCounter(), "feedscope_samples_total",
+                          "Samples delivered to the training loop.")
+                     .Add({});
+
+    auto& stage_seconds =
+        m.family(prometheus::BuildHistogram(), "feedscope_stage_seconds",
+                 "Duration of one span of a pipeline stage (read, decode, transform, collate, h2d, "
+                 "wait, step) in seconds.");
+    auto& stage_busy = m.family(prometheus::BuildCounter(), "feedscope_stage_busy_seconds_total",
+                                "Summed span time of a pipeline stage over all its threads, in "
+                                "seconds; its rate is the busy threads of the stage.");
+    for (std::size_t i = 0; i < kStageNames.size(); ++i) {
+      const Labels labels{{"stage", std::string(kStageNames[i])}};
+      m.stage_seconds[i] = &stage_seconds.Add(labels, kStageBuckets);
+      m.stage_busy[i] = &stage_busy.Add(labels);
+    }
+
+    m.data_stall = &m.family(prometheus::BuildGauge(), "feedscope_data_stall_ratio",
+                             "Share of wall time the training loop waited for its next batch "
+                             "(wait / wall), 0..1.")
+                        .Add({});
+    m.queue_family = &m.family(prometheus::BuildGauge(), "feedscope_queue_batches",
+                               "Batches in a loader queue: ready (collated, waiting for the "
+                               "training loop) or in_flight (being loaded by the workers).");
+    m.queue_ready = &m.queue_family->Add({{"queue", "ready"}});
+    m.queue_in_flight = &m.queue_family->Add({{"queue", "in_flight"}});
+    m.pinned_bytes = &m.family(prometheus::BuildGauge(), "feedscope_pinned_bytes",
+                               "Bytes of page-locked host memory held by the batch slab pool.")
+                          .Add({});
+    auto& h2d = m.family(prometheus::BuildCounter(), "feedscope_h2d_bytes_total",
+                         "Bytes copied from host to device, by the kind of host memory they came "
+                         "from (pinned or pageable).");
+    m.h2d[0] = &h2d.Add({{"memory", "pageable"}});
+    m.h2d[1] = &h2d.Add({{"memory", "pinned"}});
+
+    m.cpu = &m.family(prometheus::BuildGauge(), "feedscope_cpu_utilization_ratio",
+                      "CPU busy share, 0..1. scope=system: all cores; scope=process: this process "
+                      "over all cores; scope=core: the core named by the core label.");
+    m.thread_cpu = &m.family(prometheus::BuildGauge(), "feedscope_thread_cpu_utilization_ratio",
+                             "Busy share of one core of a thread of this process (loader worker, "
+                             "training thread), 0..1; the mean where several threads share a "
+                             "name.");
+    m.memory_rss = &m.family(prometheus::BuildGauge(), "feedscope_memory_rss_bytes",
+                             "Resident set size of this process in bytes.");
+    m.memory_available = &m.family(prometheus::BuildGauge(), "feedscope_memory_available_bytes",
+                                   "Memory available for new allocations without swapping "
+                                   "(MemAvailable), in bytes.");
+    m.disk_read = &m.family(prometheus::BuildCounter(), "feedscope_disk_read_bytes_total",
+                            "Bytes read from a block device since boot, as the kernel counts "
+                            "them (all processes).");
+    m.disk_busy = &m.family(prometheus::BuildGauge(), "feedscope_disk_busy_ratio",
+                            "Share of the last sampling period a block device had I/O in "
+                            "progress, 0..1.");
+    m.io_pressure = &m.family(prometheus::BuildGauge(), "feedscope_io_pressure_ratio",
+                              "I/O pressure: share of time some task stalled on I/O, 10 s "
+                              "average (PSI io some avg10), 0..1.");
+    m.gpu_util = &m.family(prometheus::BuildGauge(), "feedscope_gpu_utilization_ratio",
+                           "Share of the sampling period in which a kernel ran on the GPU "
+                           "(NVML utilization.gpu), 0..1.");
+    m.gpu_busy = &m.family(prometheus::BuildGauge(), "feedscope_gpu_busy_ratio",
+                           "GPU busy share, 0..1; from NVML utilization.gpu, the busiest "
+                           "reading the sampler has.");
+    m.gpu_memory_used = &m.family(prometheus::BuildGauge(), "feedscope_gpu_memory_used_bytes",
+                                  "GPU memory in use (all processes), in bytes.");
+
+    auto& bottleneck = m.family(prometheus::BuildGauge(), "feedscope_bottleneck_info",
+                                "The bottleneck the diagnosis names now: 1 on its series, 0 on "
+                                "the others (all 0 before the first diagnosis).");
+    for (std::size_t i = 0; i < kBottleneckNames.size(); ++i)
+      m.bottleneck[i] = &bottleneck.Add({{"bottleneck", std::string(kBottleneckNames[i])}});
+  } catch (const std::invalid_argument& e) {
+    throw MetricsError(std::string("metrics: cannot create the metric families: ") + e.what());
+  }
+
+  try {
+    m.exposer = std::make_unique<prometheus::Exposer>(format_address(parsed, parsed.port));
+  } catch (const std::exception& e) {
+    throw MetricsError("metrics_addr: cannot listen on " + options.address + ": " +
+                       bind_failure_reason(parsed, e.what()));
+  }
+  m.exposer->RegisterCollectable(m.registry);
+  const std::vector<int> ports = m.exposer->GetListeningPorts();
+  m.port = ports.empty() ? parsed.port : ports.front();
+  m.address = format_address(parsed, m.port);
+  m.wake_address = wake_address_for(parsed);
+}
+
+MetricsExporter::~MetricsExporter() = default;
+
+std::string MetricsExporter::address() const { return impl_->address; }
+
+void MetricsExporter::add_batch(std::int64_t samples) {
+  impl_->batches->Increment();
+  if (samples > 0) impl_->samples->Increment(static_cast<double>(samples));
+}
+
+void MetricsExporter::observe_stage(Stage stage, double seconds) {
+  const auto i = static_cast<std::size_t>(stage);
+  if (i >= kStageNames.size() || !(seconds >= 0)) return;
+  impl_->stage_seconds[i]->Observe(seconds);
+  impl_->stage_busy[i]->Increment(seconds);
+}
+
+void MetricsExporter::set_data_stall_ratio(double ratio) {
+  impl_->data_stall->Set(clamp_ratio(ratio));
+}
+
+void MetricsExporter::set_queue_batches(std::string_view queue, double batches) {
+  if (queue == "ready") {
+    impl_->queue_ready->Set(batches);
+  } else if (queue == "in_flight") {
+    impl_->queue_in_flight->Set(batches);
+  } else {
+    try {  // a queue the loader does not have today: first sight adds its series
+      impl_->queue_family->Add({{"queue", std::string(queue)}}).Set(batches);
+    } catch (...) {
+    }
+  }
+}
+
+void MetricsExporter::add_h2d_bytes(bool pinned, double bytes) {
+  if (bytes > 0) impl_->h2d[pinned ? 1 : 0]->Increment(bytes);
+}
+
+void MetricsExporter::update_utilization(const UtilizationSample& sample) {
+  try {
+    impl_->update_utilization(sample);
+  } catch (...) {  // only std::bad_alloc can get here; a lost sample must not stop training
+  }
+}
+
+void MetricsExporter::Impl::update_utilization(const UtilizationSample& sample) {
+  std::lock_guard lock(utilization_mutex);
+  pinned_bytes->Set(static_cast<double>(sample.pinned_bytes));
+  if (sample.cpu_system_ratio)
+    cpu->Add({{"scope", "system"}}).Set(clamp_ratio(*sample.cpu_system_ratio));
+  if (sample.cpu_process_ratio)
+    cpu->Add({{"scope", "process"}}).Set(clamp_ratio(*sample.cpu_process_ratio));
+  for (std::size_t core = 0; core < sample.cpu_core_ratio.size(); ++core)
+    cpu->Add({{"scope", "core"}, {"core", std::to_string(core)}})
+        .Set(clamp_ratio(sample.cpu_core_ratio[core]));
+
+  // Threads come and go (a loader is rebuilt with other num_workers): series of threads absent
+  // from this sample are removed rather than left at their last value.
+  std::unordered_map<std::string, std::pair<double, int>> by_name;  // sum, count
+  for (const ThreadCpu& thread : sample.threads) {
+    auto& [sum, count] =
+        by_name[thread.name.empty() ? "tid " + std::to_string(thread.tid) : thread.name];
+    sum += thread.ratio;
+    ++count;
+  }
+  for (auto it = thread_series.begin(); it != thread_series.end();) {
+    if (by_name.count(it->first) == 0) {
+      thread_cpu->Remove(it->second);
+      it = thread_series.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [name, sum_count] : by_name) {
+    Gauge*& gauge = thread_series[name];
+    if (gauge == nullptr) gauge = &thread_cpu->Add({{"thread", name}});
+    gauge->Set(clamp_ratio(sum_count.first / sum_count.second));
+  }
+
+  if (sample.rss_bytes) memory_rss->Add({}).Set(static_cast<double>(*sample.rss_bytes));
+  if (sample.memory_available_bytes)
+    memory_available->Add({}).Set(static_cast<double>(*sample.memory_available_bytes));
+
+  for (const DiskSample& disk : sample.disks) {
+    // The kernel's counter is cumulative and prometheus-cpp's only increments: add the
+    // difference to the last reading. A smaller reading means the device's counter restarted
+    // (device re-added); counting from zero again is what rate() would make of it.
+    const auto last = disk_last_read_bytes.try_emplace(disk.device, 0).first;
+    const std::uint64_t previous = last->second;
+    const std::uint64_t delta =
+        disk.read_bytes_total >= previous ? disk.read_bytes_total - previous : disk.read_bytes_total;
+    Counter& counter = disk_read->Add({{"device", disk.device}});
+    if (delta > 0) counter.Increment(static_cast<double>(delta));
+    last->second = disk.read_bytes_total;
+    disk_busy->Add({{"device", disk.device}}).Set(clamp_ratio(disk.busy_ratio));
+  }
+
+  if (sample.io_pressure) io_pressure->Add({}).Set(clamp_ratio(sample.io_pressure->some_avg10));
+
+  for (const GpuSample& gpu : sample.gpus) {
+    const Labels labels{{"gpu", std::to_string(gpu.index)}};
+    gpu_util->Add(labels).Set(clamp_ratio(gpu.util_ratio));
+    gpu_busy->Add(labels).Set(clamp_ratio(gpu.util_ratio));
+    gpu_memory_used->Add(labels).Set(static_cast<double>(gpu.memory_used_bytes));
+  }
+}
+
+void MetricsExporter::set_bottleneck(std::string_view bottleneck) {
+  // One lock, so that two racing calls cannot leave two series at 1.
+  std::lock_guard lock(impl_->bottleneck_mutex);
+  for (std::size_t i = 0; i < kBottleneckNames.size(); ++i)
+    impl_->bottleneck[i]->Set(kBottleneckNames[i] == bottleneck ? 1 : 0);
+}
+
+std::string MetricsExporter::scrape_text() const {
+  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+}
+
+}  // namespace feedscope

@@ -1,0 +1,65 @@
+#pragma once
+// The Prometheus endpoint (prometheus-cpp pull Exposer): DESIGN.md's metrics, kept current while
+// a run goes on. prometheus-cpp stays out of this header.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <stdexcept>
+#include <string_view>
+
+#include "loader/stage.h"
+#include "sampler/utilization_sample.h"
+
+namespace feedscope {
+
+class MetricsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thread-safe: every update may come from any thread (the collector, the sampler, the training
+// loop). Updates never throw; construction throws MetricsError. The per-batch updates take no
+// lock of their own (observe_stage takes prometheus-cpp's per-histogram mutex);
+// update_utilization and set_bottleneck, called at the sampling and diagnosis rate, serialize on
+// one mutex each. Destruction stops the HTTP server (about 10 ms).
+class MetricsExporter {
+ public:
+  struct Options {
+    // HOST:PORT or [IPv6]:PORT (HOST an IPv4 address or a host name). Loopback unless the user
+    // names another address; port 0 picks a free port.
+    std::string address = "127.0.0.1:9464";
+    // Constant labels on every series, e.g. {"rank","0"},{"host","node1"}. Empty values are left out.
+    std::map<std::string, std::string> const_labels;
+    std::string version, torch_version, cuda_version;  // feedscope_build_info labels
+  };
+
+  // Binds and starts serving /metrics. Throws MetricsError naming the address when it is
+  // malformed or cannot be bound (e.g. the port is in use), or naming a constant label that is not
+  // a valid label name or clashes with a label the exporter sets (stage, gpu, …).
+  explicit MetricsExporter(Options options);
+  ~MetricsExporter();
+  MetricsExporter(const MetricsExporter&) = delete;
+  MetricsExporter& operator=(const MetricsExporter&) = delete;
+
+  // "127.0.0.1:9464": the bound address, with the real port when 0 was asked for.
+  std::string address() const;
+
+  void add_batch(std::int64_t samples);                      // batches_total, samples_total
+  void observe_stage(Stage stage, double seconds);           // stage_seconds, stage_busy_seconds_total
+  void set_data_stall_ratio(double ratio);
+  void set_queue_batches(std::string_view queue, double batches);  // queue="ready"|"in_flight"
+  void add_h2d_bytes(bool pinned, double bytes);             // memory="pinned"|"pageable"
+  void update_utilization(const UtilizationSample& sample);  // cpu, memory, disk, pressure, gpu
+  void set_bottleneck(std::string_view bottleneck);          // one series at 1, the others 0
+
+  // The exposition text of feedscope's metrics (for tests and promtool). A scrape of /metrics
+  // returns the same plus prometheus-cpp's own exposer_* families.
+  std::string scrape_text() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace feedscope

@@ -1,0 +1,86 @@
+#include "exporters/timeseries_csv.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace feedscope {
+
+namespace {
+
+std::string cell(std::optional<double> v) {
+  if (!v) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", *v);
+  return buf;
+}
+
+std::optional<double> as_double(std::optional<std::uint64_t> v) {
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
+
+}  // namespace
+
+TimeseriesCsv::TimeseriesCsv(const std::string& path, std::int64_t origin_ns)
+    : out_(path, std::ios::trunc), origin_ns_(origin_ns) {
+  if (!out_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+std::string TimeseriesCsv::header(const UtilizationSample& first) {
+  std::string h = "time_s,cpu_system_ratio,cpu_process_ratio,rss_bytes,memory_available_bytes,"
+                  "pinned_bytes,disk_read_bytes_per_s,disk_busy_ratio,process_read_bytes_total,"
+                  "cpu_pressure_ratio,io_pressure_ratio,memory_pressure_ratio";
+  for (std::size_t i = 0; i < first.cpu_core_ratio.size(); ++i)
+    h += ",core" + std::to_string(i) + "_ratio";
+  for (const GpuSample& g : first.gpus) {
+    const std::string p = ",gpu" + std::to_string(g.index) + "_";
+    h += p + "util_ratio" + p + "memory_util_ratio" + p + "memory_used_bytes" + p +
+         "pcie_tx_bytes_per_s" + p + "pcie_rx_bytes_per_s" + p + "sm_clock_mhz" + p + "power_watts";
+  }
+  return h + "\n";
+}
+
+std::string TimeseriesCsv::row(const UtilizationSample& s, std::int64_t origin_ns,
+                               std::size_t cores, std::size_t gpus) {
+  double read = 0, busy = 0;
+  for (const DiskSample& d : s.disks) read += d.read_bytes_per_s, busy = std::max(busy, d.busy_ratio);
+  const bool disks = !s.disks.empty();
+  std::string r = cell(static_cast<double>(s.time_ns - origin_ns) / 1e9);
+  r += "," + cell(s.cpu_system_ratio) + "," + cell(s.cpu_process_ratio) + "," +
+       cell(as_double(s.rss_bytes)) + "," + cell(as_double(s.memory_available_bytes)) + "," +
+       cell(static_cast<double>(s.pinned_bytes)) + "," +
+       cell(disks ? std::optional<double>(read) : std::nullopt) + "," +
+       cell(disks ? std::optional<double>(busy) : std::nullopt) + "," +
+       cell(as_double(s.process_read_bytes_total)) + "," +
+       cell(s.cpu_pressure ? std::optional<double>(s.cpu_pressure->some_avg10) : std::nullopt) + "," +
+       cell(s.io_pressure ? std::optional<double>(s.io_pressure->some_avg10) : std::nullopt) + "," +
+       cell(s.memory_pressure ? std::optional<double>(s.memory_pressure->some_avg10) : std::nullopt);
+  for (std::size_t i = 0; i < cores; ++i)
+    r += "," + cell(i < s.cpu_core_ratio.size() ? std::optional<double>(s.cpu_core_ratio[i]) : std::nullopt);
+  for (std::size_t i = 0; i < gpus; ++i) {
+    if (i < s.gpus.size()) {
+      const GpuSample& g = s.gpus[i];
+      r += "," + cell(g.util_ratio) + "," + cell(g.memory_util_ratio) + "," +
+           cell(static_cast<double>(g.memory_used_bytes)) + "," + cell(g.pcie_tx_bytes_per_s) +
+           "," + cell(g.pcie_rx_bytes_per_s) + "," + cell(g.sm_clock_mhz) + "," + cell(g.power_watts);
+    } else {
+      r += ",,,,,,,";
+    }
+  }
+  return r + "\n";
+}
+
+void TimeseriesCsv::write(const UtilizationSample& s) {
+  std::lock_guard lock(mutex_);
+  if (!header_written_) {
+    out_ << header(s);
+    cores_ = s.cpu_core_ratio.size();
+    gpus_ = s.gpus.size();
+    header_written_ = true;
+  }
+  out_ << row(s, origin_ns_, cores_, gpus_);
+  out_.flush();
+}
+
+}  // namespace feedscope
