@@ -22,12 +22,13 @@
 
 #include <prometheus/check_names.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "exporters/detail/http_server.h"
 
 namespace feedscope {
 namespace {
@@ -76,8 +77,7 @@ bool is_hostname(std::string_view host) {
   return !host.empty() && host.front() != '-' && host.front() != '.';
 }
 
-// Strict, because civetweb reads more than an address in its listening_ports option: "," lists
-// several ports, an "s" or "r" suffix turns on TLS or redirects.
+// Strict, so that a typo is an error naming the value rather than a bind to something unintended.
 ParsedAddress parse_address(const std::string& value) {
   ParsedAddress parsed;
   std::string_view port_text;
@@ -116,85 +116,6 @@ std::string format_address(const ParsedAddress& address, int port) {
   return host + ":" + std::to_string(port);
 }
 
-// civetweb reports a failed bind only as "null context when constructing CivetServer", so bind
-// the address once more ourselves to learn the errno. Only for the message: nothing keeps it.
-std::string bind_failure_reason(const ParsedAddress& address, const std::string& server_what) {
-  addrinfo hints{};
-  hints.ai_family = address.ipv6 ? AF_INET6 : AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* results = nullptr;
-  const std::string port = std::to_string(address.port);
-  if (const int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &results); rc != 0)
-    return std::string("cannot resolve the host: ") + ::gai_strerror(rc);
-  int error = 0;
-  for (const addrinfo* ai = results; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      error = errno;
-      continue;
-    }
-    const int one = 1;  // as civetweb binds
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    error = ::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
-    ::close(fd);
-    if (error == 0) break;
-  }
-  ::freeaddrinfo(results);
-  if (error == EADDRINUSE)
-    return std::generic_category().message(error) + " (is another process using the port?)";
-  if (error != 0) return std::generic_category().message(error);
-  if (address.ipv6)
-    return "the HTTP server refused it (its civetweb may lack IPv6, as Debian 12's does; use an "
-           "IPv4 address)";
-  return "the HTTP server refused it (" + server_what + ")";
-}
-
-// civetweb's listener polls with a 2 s timeout and checks its stop flag only between polls, so
-// stopping it takes up to 2 s. A connection wakes the poll: connect until the server is gone.
-// Only for IPv4 listeners whose address we can connect to without resolving anything.
-void stop_server_promptly(std::unique_ptr<prometheus::Exposer>& exposer,
-                          std::optional<in_addr> wake_address, int port) {
-  if (!wake_address || port <= 0) {
-    exposer.reset();
-    return;
-  }
-  std::atomic<bool> stopped{false};
-  std::thread waker;
-  try {
-    waker = std::thread([&] {
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(static_cast<std::uint16_t>(port));
-      addr.sin_addr = *wake_address;
-      // Bounded by the server's own 2 s: after that exposer.reset() has returned.
-      while (!stopped.load()) {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0) {
-          ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-          ::close(fd);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    });
-  } catch (const std::system_error&) {  // no thread: stop the slow way
-  }
-  exposer.reset();
-  stopped.store(true);
-  if (waker.joinable()) waker.join();
-}
-
-// The address to connect to for waking a listener bound to `host`, if it is IPv4 and literal.
-std::optional<in_addr> wake_address_for(const ParsedAddress& address) {
-  if (address.ipv6) return std::nullopt;
-  const std::string host = address.host == "0.0.0.0" || address.host == "localhost"
-                               ? std::string("127.0.0.1")
-                               : address.host;
-  in_addr ip{};
-  if (::inet_pton(AF_INET, host.c_str(), &ip) != 1) return std::nullopt;
-  return ip;
-}
-
 double clamp_ratio(double value) {  // NaN passes through: a broken reading stays visible
   return value < 0 ? 0 : value > 1 ? 1 : value;
 }
@@ -202,12 +123,10 @@ double clamp_ratio(double value) {  // NaN passes through: a broken reading stay
 }  // namespace
 
 struct MetricsExporter::Impl {
-  // Registry before exposer: the exposer stops serving before the registry goes.
+  // Registry before server: the server stops serving before the registry goes.
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<detail::HttpServer> server;
   std::string address;
-  std::optional<in_addr> wake_address;
-  int port = 0;
   Labels const_labels;
 
   // Series of the per-batch calls, all made at construction: an update is an index and an
@@ -251,8 +170,6 @@ struct MetricsExporter::Impl {
   }
 
   void update_utilization(const UtilizationSample& sample);
-
-  ~Impl() { stop_server_promptly(exposer, wake_address, port); }
 };
 
 MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>()) {
@@ -357,17 +274,24 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
     throw MetricsError(std::string("metrics: cannot create the metric families: ") + e.what());
   }
 
+  std::vector<detail::HttpServer::Route> routes;
+  routes.push_back({"/metrics", [&m] {
+                      return detail::HttpResponse{
+                          200, "text/plain; version=0.0.4; charset=utf-8",
+                          prometheus::TextSerializer().Serialize(m.registry->Collect())};
+                    }});
+  routes.push_back({"/", [] {  // as node_exporter: a person who opens the address finds the link
+                      return detail::HttpResponse{
+                          200, "text/html; charset=utf-8",
+                          "<html><head><title>feedscope</title></head><body><h1>feedscope</h1>"
+                          "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n"};
+                    }});
   try {
-    m.exposer = std::make_unique<prometheus::Exposer>(format_address(parsed, parsed.port));
-  } catch (const std::exception& e) {
-    throw MetricsError("metrics_addr: cannot listen on " + options.address + ": " +
-                       bind_failure_reason(parsed, e.what()));
+    m.server = std::make_unique<detail::HttpServer>(parsed.host, parsed.port, std::move(routes));
+  } catch (const detail::HttpServerError& e) {
+    throw MetricsError("metrics_addr: cannot listen on " + options.address + ": " + e.what());
   }
-  m.exposer->RegisterCollectable(m.registry);
-  const std::vector<int> ports = m.exposer->GetListeningPorts();
-  m.port = ports.empty() ? parsed.port : ports.front();
-  m.address = format_address(parsed, m.port);
-  m.wake_address = wake_address_for(parsed);
+  m.address = format_address(parsed, m.server->port());
 }
 
 MetricsExporter::~MetricsExporter() = default;

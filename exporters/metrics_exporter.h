@@ -1,6 +1,7 @@
 #pragma once
-// The Prometheus endpoint (prometheus-cpp pull Exposer): DESIGN.md's metrics, kept current while
-// a run goes on. prometheus-cpp stays out of this header.
+// The Prometheus endpoint: DESIGN.md's metrics in prometheus-cpp's registry, served over HTTP by
+// exporters/detail/http_server.h (why not prometheus-cpp's Exposer: see there), kept current
+// while a run goes on. prometheus-cpp stays out of this header.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,7 +23,7 @@ class MetricsError : public std::runtime_error {
 // loop). Updates never throw; construction throws MetricsError. The per-batch updates take no
 // lock of their own (observe_stage takes prometheus-cpp's per-histogram mutex);
 // update_utilization and set_bottleneck, called at the sampling and diagnosis rate, serialize on
-// one mutex each. Destruction stops the HTTP server (about 10 ms).
+// one mutex each. Destruction stops the HTTP server at once.
 class MetricsExporter {
  public:
   struct Options {
@@ -53,8 +54,7 @@ class MetricsExporter {
   void update_utilization(const UtilizationSample& sample);  // cpu, memory, disk, pressure, gpu
   void set_bottleneck(std::string_view bottleneck);          // one series at 1, the others 0
 
-  // The exposition text of feedscope's metrics (for tests and promtool). A scrape of /metrics
-  // returns the same plus prometheus-cpp's own exposer_* families.
+  // The exposition text of feedscope's metrics, exactly what a scrape of /metrics returns.
   std::string scrape_text() const;
 
  private:
