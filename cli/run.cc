@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -28,11 +29,15 @@ namespace feedscope {
 namespace {
 
 // Drains the span rings on its own thread so they never fill, however long the run, and streams
-// the fresh spans to the metrics endpoint when there is one.
+// the fresh spans to the metrics endpoint when there is one. With `on_window`, every `window_ns`
+// it also hands over the spans of the window just ended (the live diagnosis).
 class SpanCollector {
  public:
-  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns)
+  using WindowFn = std::function<void(const std::vector<Span>&, std::int64_t, std::int64_t)>;
+  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
+                WindowFn on_window = {}, std::int64_t window_ns = 5'000'000'000)
       : registry_(registry), metrics_(metrics), begin_ns_(begin_ns),
+        on_window_(std::move(on_window)), window_ns_(window_ns), window_begin_ns_(begin_ns),
         thread_([this](std::stop_token stop) { loop(stop); }) {}
   ~SpanCollector() {
     thread_.request_stop();
@@ -43,7 +48,9 @@ class SpanCollector {
  private:
   void drain() {
     fresh_.clear();
-    registry_.collect(metrics_ ? &fresh_ : nullptr);
+    const bool keep = metrics_ != nullptr || on_window_;
+    registry_.collect(keep ? &fresh_ : nullptr);
+    if (on_window_) window_.insert(window_.end(), fresh_.begin(), fresh_.end());
     if (!metrics_) return;
     for (const Span& span : fresh_) {
       const double seconds = static_cast<double>(span.end_ns - span.begin_ns) / 1e9;
@@ -60,12 +67,25 @@ class SpanCollector {
     while (!stop.stop_requested()) {
       cv.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
       drain();
+      const std::int64_t now = now_ns();
+      if (on_window_ && now - window_begin_ns_ >= window_ns_) {
+        try {
+          on_window_(window_, window_begin_ns_, now);
+        } catch (...) {  // a failed live estimate must not end the run; the final report decides
+        }
+        window_.clear();
+        window_begin_ns_ = now;
+      }
     }
   }
   SpanRegistry& registry_;
   MetricsExporter* metrics_;
   std::int64_t begin_ns_;
+  WindowFn on_window_;
+  std::int64_t window_ns_;
+  std::int64_t window_begin_ns_;
   std::vector<Span> fresh_;
+  std::vector<Span> window_;
   double wait_s_ = 0;
   std::jthread thread_;
 };
@@ -228,7 +248,27 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
   {
-    SpanCollector collector(spans, metrics.get(), run_begin);
+    // The bottleneck of the last window, for the endpoint's feedscope_bottleneck_info while the
+    // run goes on; the report's diagnosis is made over the whole measured run at the end.
+    SpanCollector::WindowFn live_diagnosis;
+    if (metrics)
+      live_diagnosis = [&](const std::vector<Span>& window, std::int64_t begin, std::int64_t end) {
+        DiagnosisInput in;
+        in.stages = compute_stage_stats(window, begin, end);
+        const StageStats* wait = find_stage(in.stages, Stage::wait);
+        in.wall_s = static_cast<double>(end - begin) / 1e9;
+        in.batches = wait ? wait->count : 0;
+        if (in.batches == 0) return;
+        in.batch_size = config.batch_size;
+        in.samples_per_s = static_cast<double>(in.batches * config.batch_size) / in.wall_s;
+        in.num_workers = static_cast<int>(config.num_workers);
+        in.cpus = cpus;
+        in.on_gpu = on_gpu;
+        in.loader_only = config.loader_only;
+        if (sampler) fill_utilization(sampler->summary(), in.utilization);
+        metrics->set_bottleneck(diagnose(in).bottleneck);
+      };
+    SpanCollector collector(spans, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
     for (;;) {

@@ -103,6 +103,25 @@ TEST(PrometheusIntegrationTest, RealServerScrapesARunningFeedscope) {
   ASSERT_EQ(up_json["data"]["result"].size(), 1u) << up.body;
   EXPECT_EQ(up_json["data"]["result"][0]["value"][1], "1") << up.body;
 
+  // The live diagnosis names one bottleneck while the run goes on (its first window ends 5 s
+  // after the start).
+  nlohmann::json bottleneck;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto r = http_get(prometheus_port,
+                                "/api/v1/query?query=feedscope_bottleneck_info%20%3D%3D%201");
+        if (r.status != 200) return false;
+        const auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (body.is_discarded()) return false;
+        bottleneck = body["data"]["result"];
+        return !bottleneck.empty();
+      },
+      deadline))
+      << "no bottleneck at 1 during the run\n" << feedscope.log();
+  ASSERT_EQ(bottleneck.size(), 1u) << bottleneck.dump();
+  const std::string name = bottleneck[0]["metric"].value("bottleneck", "");
+  EXPECT_TRUE(name == "cpu_compute" || name == "cpu_preprocess" || name == "storage_io") << name;
+
   prometheus.stop();
   feedscope.stop();
   std::filesystem::remove_all(dir);
