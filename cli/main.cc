@@ -1,4 +1,5 @@
 // The feedscope program: parses the command line, maps errors to DESIGN.md's exit codes.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
+#include "cli/interrupt.h"
 #include "cli/probe.h"
 #include "cli/run.h"
 #include "exporters/console_report.h"
@@ -55,10 +57,17 @@ struct RunOptions {
 int run_and_print(const RunConfig& config) {
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   std::ostream& human = config.json ? std::cerr : std::cout;
-  const Report report = run_profiled(config, std::cerr);
+  Report report;
+  {
+    const InterruptGuard interrupts;
+    report = run_profiled(config, std::cerr);
+  }
   human << "\n" << format_console_report(report, tty && !config.json);
   human << "\nreport: " << config.report_dir << "/report.json\n";
   if (config.json) std::cout << report_to_json(report);
+  // The shell's convention for a run ended by a signal, so scripts see it was not complete.
+  if (report.interrupted == "SIGINT") return 128 + SIGINT;
+  if (report.interrupted == "SIGTERM") return 128 + SIGTERM;
   return kDone;
 }
 

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <thread>
 
+#include "cli/interrupt.h"
 #include "cli/trainer.h"
 #include "exporters/json_report.h"
 #include "exporters/metrics_exporter.h"
@@ -244,7 +245,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   }
   std::int64_t measure_begin = now_ns();
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
-  std::int64_t step = 0, measured_steps = 0, measured_samples = 0;
+  std::int64_t step = 0, measured_steps = 0, measured_samples = 0, all_samples = 0;
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
   {
@@ -272,6 +273,19 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
     for (;;) {
+      if (const int signal = interrupt_signal(); signal != 0) {
+        report.interrupted = interrupt_signal_name(signal);
+        end = now_ns();
+        // Stopped in warm-up: report what ran rather than an empty window.
+        if (step <= config.warmup) {
+          measure_begin = run_begin;
+          measured_steps = step;
+          measured_samples = all_samples;
+        }
+        log << "feedscope: " << report.interrupted << ": stopping after " << step
+            << " steps; writing the partial report" << std::endl;
+        break;
+      }
       std::optional<Batch> batch = loader.next();
       if (!batch) {
         loader.begin_epoch(++epoch);
@@ -295,6 +309,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       wait_begin = step_end;
       if (trainer) spans.record(LaneRole::training, Stage::step, index, step_begin, step_end);
       ++step;
+      all_samples += size;
       if (metrics) metrics->add_batch(size);
       if (step <= config.warmup) {
         if (step == config.warmup) {

@@ -17,6 +17,9 @@ std::string format_console_report(const Report& r, bool color) {
   const char* reset = color ? "\033[0m" : "";
   const Diagnosis& d = r.diagnosis;
   std::string out;
+  if (!r.interrupted.empty())
+    out += line("feedscope: interrupted by %s: a partial report of the %lld steps measured",
+                r.interrupted.c_str(), static_cast<long long>(r.throughput.steps));
   out += line("%sfeedscope: %s%s", bold, d.verdict.c_str(), reset);
   out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
               100 * d.data_stall_ratio, d.input_bound.c_str());

@@ -84,6 +84,7 @@ std::string report_to_json(const Report& r) {
                     {"evidence", d.evidence},
                     {"recommendations", recs}};
   j["spans_dropped"] = r.spans_dropped;
+  j["interrupted"] = r.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.interrupted);
   return j.dump(2) + "\n";
 }
 

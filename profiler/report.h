@@ -97,6 +97,8 @@ struct Report {
   TrainingSummary training;
   Diagnosis diagnosis;
   std::uint64_t spans_dropped = 0;
+  // "SIGINT" or "SIGTERM" when the run was stopped early: the report covers the steps done.
+  std::string interrupted;
 };
 
 }  // namespace feedscope

@@ -46,9 +46,20 @@ class BackgroundProcess {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       exited_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return false;
     }
     return true;
+  }
+  void send_signal(int signal) {
+    if (running()) ::kill(pid_, signal);
+  }
+  // The exit code (128 + N for death by signal N), or -1 if it still runs after `timeout`.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return exited_ ? exit_code_ : -1;
   }
   std::string log() const {
     std::ifstream in(log_path_);
@@ -73,6 +84,7 @@ class BackgroundProcess {
   std::string log_path_;
   pid_t pid_ = -1;
   bool exited_ = false;
+  int exit_code_ = -1;
 };
 
 }  // namespace feedscope::testing
