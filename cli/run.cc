@@ -17,6 +17,7 @@
 #include "exporters/metrics_exporter.h"
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
+#include "loader/device_feeder.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/diagnosis.h"
@@ -197,6 +198,16 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
 
   SpanRegistry spans;
   BatchLoader loader(dataset, order, lo, &spans);
+  // On a GPU every batch goes through the copy stream; the engine's buffers are the slab's size.
+  std::unique_ptr<CopyEngine> engine;
+  if (on_gpu) {
+    CopyEngine::Options eo;
+    const std::string name = trainer->device();  // "cuda:N"
+    eo.device = name.find(':') == std::string::npos ? 0 : std::stoi(name.substr(name.find(':') + 1));
+    eo.buffer_bytes = loader.pool().slab_bytes();
+    engine = std::make_unique<CopyEngine>(eo);
+  }
+  DeviceFeeder feeder(loader, engine.get(), &spans);
   if (loader.batches_per_epoch() == 0)
     throw ConfigError("batch_size", "batch_size: " + std::to_string(config.batch_size) +
                                         " with drop_last leaves no batch in an epoch of " +
@@ -231,7 +242,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     so.gpu = make_nvml_source();
     so.thread_names = [&spans] {
       std::map<int, std::string> names;
-      for (const LaneInfo& lane : spans.lanes()) names[lane.tid] = lane.name;
+      for (const LaneInfo& lane : spans.lanes())
+        if (lane.tid != 0) names[lane.tid] = lane.name;  // 0: a stream's lane, no thread
       return names;
     };
     const PinnedPool& pool = loader.pool();
@@ -246,6 +258,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::int64_t measure_begin = now_ns();
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
   std::int64_t step = 0, measured_steps = 0, measured_samples = 0, all_samples = 0;
+  std::uint64_t h2d_reported[2] = {0, 0};  // by pinned: bytes already added to the metrics
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
   {
@@ -286,9 +299,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
             << " steps; writing the partial report" << std::endl;
         break;
       }
-      std::optional<Batch> batch = loader.next();
+      std::optional<DeviceBatch> batch = feeder.next();
       if (!batch) {
-        loader.begin_epoch(++epoch);
+        feeder.begin_epoch(++epoch);
         continue;
       }
       const std::int64_t step_begin = now_ns();
@@ -298,19 +311,29 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
       spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin, step_begin);
       if (trainer) {
-        const double loss = trainer->step(*batch);
-        if (!report.training.first_loss) report.training.first_loss = loss;
-        report.training.last_loss = loss;
+        trainer->step(*batch);
+        // Reading the loss waits for the device: once at the start, once at the end.
+        if (!report.training.first_loss) report.training.first_loss = trainer->last_loss();
       }
       const std::int64_t size = batch->size;
       const std::int64_t index = batch->index;
-      batch.reset();  // the slab goes back to the pool before the next wait
+      // The memory goes back before the next wait: the slab to the pool, the device buffer to
+      // the engine once the step's queued work is done.
+      batch->release_after(nullptr);
+      batch.reset();
       const std::int64_t step_end = now_ns();
       wait_begin = step_end;
       if (trainer) spans.record(LaneRole::training, Stage::step, index, step_begin, step_end);
       ++step;
       all_samples += size;
-      if (metrics) metrics->add_batch(size);
+      if (metrics) {
+        metrics->add_batch(size);
+        for (const bool pinned : {false, true}) {
+          const std::uint64_t total = feeder.h2d_bytes(pinned);
+          metrics->add_h2d_bytes(pinned, static_cast<double>(total - h2d_reported[pinned]));
+          h2d_reported[pinned] = total;
+        }
+      }
       if (step <= config.warmup) {
         if (step == config.warmup) {
           measure_begin = step_end;
@@ -350,6 +373,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   if (const auto status = fs.read("/proc/self/status"))
     if (const auto mem = parse_process_status(*status))
       report.utilization.rss_bytes_peak = mem->rss_peak_bytes;
+  if (trainer) report.training.last_loss = trainer->last_loss();
   report.training.model = trainer ? trainer->describe() : "none (loader only)";
   report.training.parameters = trainer ? trainer->parameters() : 0;
   report.spans_dropped = spans.dropped();

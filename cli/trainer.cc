@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "pinned_memory/copy_engine.h"
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
 
@@ -78,6 +79,7 @@ class TorchTrainer final : public Trainer {
       describe_ += "-" + std::to_string(o.classes);
     }
     net_->to(device_);
+    if (device_.is_cuda()) fence_ = std::make_unique<StepFence>(2);
     for (const auto& p : net_->parameters()) parameters_ += p.numel();
     optimizer_ = std::make_unique<torch::optim::SGD>(
         net_->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
@@ -85,26 +87,32 @@ class TorchTrainer final : public Trainer {
     shape_.insert(shape_.end(), o.sample.shape.begin(), o.sample.shape.end());
   }
 
-  double step(const Batch& batch) override {
+  void step(const DeviceBatch& batch) override {
     shape_[0] = batch.size;
     const auto dtype = options_.sample.dtype == DType::uint8 ? torch::kUInt8 : torch::kFloat32;
-    // Views of the slab: no copy on the CPU; on CUDA the copy reads the (pinned) slab directly.
-    torch::Tensor x = torch::from_blob(batch.data, shape_, torch::TensorOptions().dtype(dtype));
-    torch::Tensor y = torch::from_blob(batch.labels, {batch.size},
-                                       torch::TensorOptions().dtype(torch::kInt64));
-    if (dtype != torch::kFloat32) x = x.to(torch::kFloat32);
-    const bool gpu = device_.is_cuda();
-    if (gpu) {
-      x = x.to(device_, /*non_blocking=*/batch.slab.pinned());
-      y = y.to(device_, /*non_blocking=*/batch.slab.pinned());
+    // Views of the batch where it lives, the slab on the CPU or the engine's device buffer: no
+    // copy and no allocation for the input.
+    const auto where = torch::TensorOptions().device(batch.on_device ? device_ : torch::kCPU);
+    torch::Tensor x = torch::from_blob(batch.data, shape_, where.dtype(dtype));
+    torch::Tensor y = torch::from_blob(batch.labels, {batch.size}, where.dtype(torch::kInt64));
+    if (device_.is_cuda()) {
+      if (!batch.on_device) {  // no copy engine: a plain copy on the step's stream
+        x = x.to(device_);
+        y = y.to(device_);
+      }
+      fence_->wait_for_previous();
+      // libtorch queues on the legacy default stream unless told otherwise: wait there.
+      batch.order_before(nullptr);
     }
+    if (dtype != torch::kFloat32) x = x.to(torch::kFloat32);
     optimizer_->zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net_->forward(x), y);
-    loss.backward();
+    loss_ = torch::nn::functional::cross_entropy(net_->forward(x), y);
+    loss_.backward();
     optimizer_->step();
-    // item() waits for the device, so the slab is free to reuse once step() returns.
-    return loss.item<double>();
+    if (device_.is_cuda()) fence_->mark(nullptr);
   }
+
+  double last_loss() override { return loss_.defined() ? loss_.item<double>() : 0.0; }
 
   std::string describe() const override { return describe_; }
   std::int64_t parameters() const override { return parameters_; }
@@ -116,6 +124,8 @@ class TorchTrainer final : public Trainer {
   torch::Device device_;
   torch::nn::Sequential net_{nullptr};
   std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<StepFence> fence_;
+  torch::Tensor loss_;
   std::vector<std::int64_t> shape_;
   std::string describe_;
   std::int64_t parameters_ = 0;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/batch_loader.h"
+#include "loader/device_feeder.h"
 
 namespace feedscope {
 
@@ -26,9 +26,13 @@ struct TrainerOptions {
 class Trainer {
  public:
   virtual ~Trainer() = default;
-  // One forward/backward/optimizer step. The batch's memory may be reused once this returns: on
-  // a GPU the step waits for its work to finish. Returns the loss.
-  virtual double step(const Batch& batch) = 0;
+  // One forward/backward/optimizer step on a batch where the model lives. On a GPU the step's
+  // work is ordered after the batch's copy by an event and queued, not waited for: the host runs
+  // at most two steps ahead of the device (StepFence). The caller releases the batch after the
+  // step (release_after(nullptr)), so its buffer is reused only once the step is done.
+  virtual void step(const DeviceBatch& batch) = 0;
+  // The loss of the last step. Waits for the device: call it rarely, not every step.
+  virtual double last_loss() = 0;
   virtual std::string describe() const = 0;  // "mlp 3072-512-512-10"
   virtual std::int64_t parameters() const = 0;
   virtual std::string device() const = 0;    // "cpu", "cuda:0"

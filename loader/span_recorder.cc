@@ -59,6 +59,13 @@ SpanRing& SpanRegistry::ring(LaneRole role, std::uint16_t* lane) {
       return *cached.ring;
     }
   }
+  SpanRing& ring = add_lane(role, lane);
+  t_cache[t_cache_next] = CachedRing{generation_, &ring, *lane};
+  t_cache_next = (t_cache_next + 1) % kCacheSlots;
+  return ring;
+}
+
+SpanRing& SpanRegistry::add_lane(LaneRole role, std::uint16_t* lane) {
   std::lock_guard lock(mutex_);
   Lane& entry = lanes_.emplace_back();
   entry.info.id = static_cast<std::uint16_t>(lanes_.size() - 1);
@@ -73,10 +80,9 @@ SpanRing& SpanRegistry::ring(LaneRole role, std::uint16_t* lane) {
     case LaneRole::training: entry.info.name = "training"; break;
     case LaneRole::copy: entry.info.name = "copy stream"; break;
   }
-  entry.info.tid = static_cast<int>(::syscall(SYS_gettid));
+  // A stream lane has no thread of its own to watch in /proc.
+  entry.info.tid = role == LaneRole::copy ? 0 : static_cast<int>(::syscall(SYS_gettid));
   entry.ring = std::make_unique<SpanRing>(ring_capacity_);
-  t_cache[t_cache_next] = CachedRing{generation_, entry.ring.get(), entry.info.id};
-  t_cache_next = (t_cache_next + 1) % kCacheSlots;
   *lane = entry.info.id;
   return *entry.ring;
 }

@@ -70,6 +70,9 @@ class SpanRegistry {
   SpanRing& ring(LaneRole role, std::uint16_t* lane);
   void record(LaneRole role, Stage stage, std::int64_t batch, std::int64_t begin_ns,
               std::int64_t end_ns) noexcept;
+  // A lane that belongs to a stream rather than a thread (the copy stream, whose spans the
+  // training thread records after the fact). One thread at a time pushes to the returned ring.
+  SpanRing& add_lane(LaneRole role, std::uint16_t* lane);
 
   // Moves every recorded span into the registry's store; call periodically so rings never fill.
   // With `fresh`, the spans drained by this call are appended to it as well.

@@ -1,0 +1,141 @@
+#pragma once
+// The asynchronous host-to-device copy of batch slabs, on a CUDA stream of its own. The step's
+// stream waits for a copy with an event (never a host synchronize); a device buffer is reused
+// only after the step that read it is done, again through an event; a slab goes back to its pool
+// once its copy has completed. CUDA stays out of this header: streams are passed as void*
+// (a cudaStream_t; nullptr is the legacy default stream, the one libtorch uses unless told
+// otherwise).
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pinned_memory/pinned_pool.h"
+
+namespace feedscope {
+
+// Every device buffer is held by a live DeviceCopy: the caller keeps batches beyond the engine's
+// depth. Thrown by submit(), at once, instead of waiting for a release that cannot come.
+class CopyEngineExhausted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One completed copy, on the host's steady clock (loader/span_recorder.h's now_ns()).
+struct CopyTiming {
+  std::int64_t tag = -1;  // what submit() was given: the batch index
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+  std::size_t bytes = 0;
+  bool pinned = false;  // the source slab was page-locked
+};
+
+class CopyEngine;
+
+// A batch on the device: `bytes` of a slab, copied (or being copied) into a device buffer of the
+// engine. Move-only. Destruction releases the buffer after the work queued so far on the stream
+// given to release_after() (the legacy default stream if none was given). Must not outlive its
+// engine.
+class DeviceCopy {
+ public:
+  DeviceCopy() = default;
+  DeviceCopy(DeviceCopy&& other) noexcept;
+  DeviceCopy& operator=(DeviceCopy&& other) noexcept;
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  ~DeviceCopy() { release_after(nullptr); }
+
+  explicit operator bool() const noexcept { return engine_ != nullptr; }
+  std::byte* data() const noexcept { return data_; }  // device memory
+  std::size_t bytes() const noexcept { return bytes_; }
+  // Makes the work queued on `stream` from now on wait for this copy. Host does not block.
+  void order_before(void* stream) const;
+  // The buffer may be overwritten once the work queued on `stream` so far is done.
+  void release_after(void* stream) noexcept;
+
+ private:
+  friend class CopyEngine;
+  CopyEngine* engine_ = nullptr;
+  int buffer_ = -1;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Not thread-safe: one thread (the training thread) submits, reclaims and releases. Construction
+// throws DeviceError (no CUDA build, no device, an allocation that fails); it allocates every
+// device buffer once, up front. Destruction waits for the copies in flight, then frees.
+class CopyEngine {
+ public:
+  struct Options {
+    int device = 0;
+    std::size_t buffer_bytes = 0;  // the largest copy: the slab's size
+    // Device buffers: the batch the step reads, the one copying, one of slack. Fewer than 2
+    // cannot overlap the copy with the step.
+    int buffers = 3;
+  };
+  explicit CopyEngine(Options options);
+  ~CopyEngine();
+  CopyEngine(const CopyEngine&) = delete;
+  CopyEngine& operator=(const CopyEngine&) = delete;
+
+  // Queues the copy of the first `bytes` of `slab` on the copy stream and returns at once. The
+  // engine keeps the slab until the copy completes (reclaim() hands it back to its pool).
+  // Throws std::invalid_argument when `bytes` exceeds the buffer, CopyEngineExhausted when every
+  // buffer is held by a live DeviceCopy.
+  DeviceCopy submit(Slab slab, std::size_t bytes, std::int64_t tag);
+  // Returns the slabs of completed copies to their pools and appends their timings. Never blocks.
+  void reclaim(std::vector<CopyTiming>* timings = nullptr);
+  // Blocks until every queued copy is done (tests; shutdown).
+  void wait_idle();
+
+  int device() const noexcept { return options_.device; }
+  int buffers_in_use() const noexcept;
+  std::size_t device_bytes() const noexcept {
+    return options_.buffer_bytes * static_cast<std::size_t>(options_.buffers);
+  }
+
+ private:
+  friend class DeviceCopy;
+  struct Cuda;  // streams, events and buffers; defined where CUDA is included
+  struct InFlight {
+    Slab slab;
+    int buffer = -1;
+    std::int64_t tag = -1;
+    std::size_t bytes = 0;
+  };
+  void order_before(int buffer, void* stream) const;
+  void release(int buffer, void* stream) noexcept;
+
+  Options options_;
+  std::unique_ptr<Cuda> cuda_;
+  std::vector<bool> held_;  // buffer -> a live DeviceCopy has it
+  int next_buffer_ = 0;
+  std::deque<InFlight> in_flight_;  // submission order = completion order on one stream
+};
+
+// Whether this build and machine can run a CopyEngine; the reason when not.
+bool copy_engine_available(std::string* why_not = nullptr);
+
+// Bounds how far the host runs ahead of the device: mark() records an event on a stream after a
+// step; wait_for_previous() blocks until the step `depth` marks ago has finished. A step loop
+// that never synchronizes otherwise queues work without limit and its host-side step times mean
+// nothing; this keeps `depth` steps in flight, as frameworks do. Not thread-safe. A no-op
+// without CUDA.
+class StepFence {
+ public:
+  explicit StepFence(int depth = 2);
+  ~StepFence();
+  StepFence(const StepFence&) = delete;
+  StepFence& operator=(const StepFence&) = delete;
+  void mark(void* stream);
+  void wait_for_previous();
+
+ private:
+  struct Events;
+  std::unique_ptr<Events> events_;
+};
+
+}  // namespace feedscope
