@@ -14,14 +14,6 @@
 
 namespace feedscope {
 
-namespace {
-std::int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 DeviceCopy::DeviceCopy(DeviceCopy&& other) noexcept
     : engine_(std::exchange(other.engine_, nullptr)),
       buffer_(std::exchange(other.buffer_, -1)),
@@ -53,6 +45,14 @@ void DeviceCopy::release_after(void* stream) noexcept {
 }
 
 #if FEEDSCOPE_WITH_CUDA
+
+namespace {
+std::int64_t steady_now_ns() {  // loader/span_recorder.h's clock, which this module cannot see
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 struct CopyEngine::Cuda {
   // Timing events of one copy, taken from a pool at submit and returned at reclaim: a buffer's
