@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,7 @@
 #include "cli/interrupt.h"
 #include "cli/probe.h"
 #include "cli/run.h"
+#include "cli/sweep_command.h"
 #include "exporters/console_report.h"
 #include "exporters/json_report.h"
 #include "loader/batch_loader.h"
@@ -50,8 +52,26 @@ struct RunOptions {
   void apply(RunConfig& config) const {
     if (!config_file.empty()) apply_yaml_file(config, config_file);
     for (const auto& [key, opt] : options)
-      if (opt->count() > 0) set_config_value(config, key, values.at(key), opt->get_name());
+      if (opt->count() > 0 && !lists.count(key))
+        set_config_value(config, key, values.at(key), opt->get_name());
   }
+
+  // For sweep: these keys take comma lists ("0,1,2"), checked value by value by parse_grid.
+  std::map<std::string, std::string> lists;
+  void take_lists(std::initializer_list<const char*> keys) {
+    for (const char* key : keys)
+      if (options.at(key)->count() > 0) lists[key] = values.at(key);
+  }
+};
+
+// Options sweep and tune add to the run options.
+struct SearchOptions {
+  int repeats = 3;
+  double budget_s = 300;
+  std::int64_t max_workers = -1;  // -1: the CPU cores
+  std::int64_t max_batch_size = 0;
+  double ram_budget_mib = -1;  // -1: a quarter of the available memory
+  double min_gain = 0.03;
 };
 
 int run_and_print(const RunConfig& config) {
@@ -69,6 +89,13 @@ int run_and_print(const RunConfig& config) {
   if (report.interrupted == "SIGINT") return 128 + SIGINT;
   if (report.interrupted == "SIGTERM") return 128 + SIGTERM;
   return kDone;
+}
+
+std::uint64_t available_memory_bytes() {
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                               : std::uint64_t{1} << 30;
 }
 
 RunConfig demo_defaults() {
@@ -106,6 +133,32 @@ int main(int argc, char** argv) {
   RunOptions run_options;
   run_options.add_to(*run);
 
+  SearchOptions search;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "a grid over --num-workers, --batch-size, --prefetch, --pin-memory (comma lists)");
+  RunOptions sweep_options;
+  sweep_options.add_to(*sweep);
+  sweep->add_option("--repeats", search.repeats, "runs per point; the median is kept")
+      ->check(CLI::Range(1, 100));
+
+  CLI::App* tune = app.add_subcommand(
+      "tune", "automatic search from minimal parallelism, guided by the diagnosis");
+  RunOptions tune_options;
+  tune_options.add_to(*tune);
+  tune->add_option("--budget", search.budget_s, "time budget in seconds")
+      ->check(CLI::Range(1.0, 86400.0));
+  tune->add_option("--max-workers", search.max_workers, "at most this many workers [default: cores]")
+      ->check(CLI::Range(0, 256));
+  tune->add_option("--max-batch-size", search.max_batch_size,
+                   "let the tuner double the batch size up to this [default: fixed]")
+      ->check(CLI::Range(0, 1048576));
+  tune->add_option("--ram-budget-mib", search.ram_budget_mib,
+                   "slab memory bound in MiB [default: a quarter of available memory]")
+      ->check(CLI::Range(1.0, 1e9));
+  tune->add_option("--min-gain", search.min_gain,
+                   "a move is kept when it gains more than this ratio [default: 0.03]")
+      ->check(CLI::Range(0.0, 1.0));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -117,6 +170,25 @@ int main(int argc, char** argv) {
     if (*probe) {
       std::cout << (probe_json_out ? probe_json() : probe_text());
       return kDone;
+    }
+    if (*sweep || *tune) {
+      RunConfig config;
+      RunOptions& options = *sweep ? sweep_options : tune_options;
+      if (*sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
+      options.apply(config);
+      const InterruptGuard interrupts;
+      if (*sweep) return sweep_command(config, options.lists, search.repeats);
+      TuneOptions t;
+      t.time_budget_s = search.budget_s;
+      t.max_workers = search.max_workers >= 0 ? static_cast<int>(search.max_workers)
+                                              : static_cast<int>(std::thread::hardware_concurrency());
+      t.max_batch_size = search.max_batch_size;
+      t.min_gain = search.min_gain;
+      t.max_prefetch = 8;
+      t.ram_budget_bytes = search.ram_budget_mib > 0
+                               ? static_cast<std::uint64_t>(search.ram_budget_mib * (1 << 20))
+                               : available_memory_bytes() / 4;
+      return tune_command(config, t);
     }
     RunConfig config = *demo ? demo_defaults() : RunConfig{};
     (*demo ? demo_options : run_options).apply(config);

@@ -1,0 +1,98 @@
+#pragma once
+// `feedscope sweep`: a grid over num_workers x batch_size x prefetch x pin_memory, each point run
+// --repeats times (median kept), with the best configuration and the smallest one within 5 % of
+// it. The runner is passed in, so tests drive the sweep with fabricated reports.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/config.h"
+#include "profiler/report.h"
+
+namespace feedscope {
+
+// The knobs a sweep varies, each a list of values. An empty list keeps the base config's value.
+struct SweepGrid {
+  std::vector<std::int64_t> num_workers;
+  std::vector<std::int64_t> batch_size;
+  std::vector<std::int64_t> prefetch;
+  std::vector<bool> pin_memory;
+};
+
+// The grid's keys, in the order points are enumerated (the last varies fastest).
+inline constexpr const char* kGridKeys[] = {"num_workers", "batch_size", "prefetch", "pin_memory"};
+
+// Parses comma lists such as {"num_workers": "0,1,2,4"}. Each value is checked exactly as the
+// config checks it; a bad one is a ConfigError naming the key and the value. Duplicates are
+// dropped, order kept.
+SweepGrid parse_grid(const std::map<std::string, std::string>& lists);
+
+// Every combination of the grid over `base`, in grid order.
+std::vector<RunConfig> grid_points(const RunConfig& base, const SweepGrid& grid);
+
+struct SweepPoint {
+  std::int64_t num_workers = 0;
+  std::int64_t batch_size = 0;
+  std::int64_t prefetch = 0;
+  bool pin_memory = false;
+  std::vector<double> samples_per_s;  // one per repeat
+  double median_samples_per_s = 0;
+  std::string bottleneck;     // of the repeat nearest the median
+  double data_stall_ratio = 0;
+  std::uint64_t host_bytes = 0;  // slab memory the loader holds at this point
+  bool pinned = false;           // that memory is page-locked (pin_memory on a GPU run)
+
+  std::string label() const;  // "num_workers=2 batch_size=64 prefetch=2 pin_memory=on"
+};
+
+struct SweepResult {
+  std::vector<SweepPoint> points;  // the completed ones, in grid order
+  std::size_t planned = 0;
+  std::string interrupted;  // "SIGINT" when stopped early: the points done are kept
+  double wall_s = 0;
+  int best = -1;        // index of the highest median throughput
+  int economical = -1;  // fewest workers, then least slab memory, within 5 % of the best
+};
+
+struct SweepProgress {
+  std::size_t runs_done = 0;
+  std::size_t runs_total = 0;
+  double elapsed_s = 0;
+  double eta_s = 0;
+  const SweepPoint* finished = nullptr;  // set when a point's last repeat just finished
+  std::string running;                   // the label of the run starting now
+};
+
+struct SweepOptions {
+  int repeats = 3;
+  // Slab memory of one batch of `batch_size` samples (the loader's slab), for host_bytes.
+  std::function<std::uint64_t(std::int64_t batch_size)> slab_bytes;
+  std::function<void(const SweepProgress&)> on_progress;
+  // Polled between runs; also an interrupted report from the runner ends the sweep.
+  std::function<bool()> stop_requested;
+};
+
+using PointRunner = std::function<Report(const RunConfig&)>;
+
+// Runs every point `repeats` times through `run` and picks the best and economical points.
+SweepResult run_sweep(const RunConfig& base, const SweepGrid& grid, const SweepOptions& options,
+                      const PointRunner& run);
+
+// Median of the values (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> values);
+// Sets result.best and result.economical from the points' medians (within `tolerance` of best).
+void choose_best(SweepResult& result, double tolerance = 0.05);
+
+// Loader slab memory for `config`: slabs (workers x prefetch + 2 spare, as BatchLoader sizes its
+// pool) of one batch each, page-rounded.
+std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_bytes);
+
+std::string sweep_csv(const SweepResult& result);
+std::string sweep_json(const SweepResult& result, const RunConfig& base);
+std::string sweep_table(const SweepResult& result);
+// A config snippet of the chosen point's knobs, to paste into a run config.
+std::string yaml_snippet(const SweepPoint& point);
+
+}  // namespace feedscope

@@ -1,0 +1,26 @@
+#pragma once
+// The `sweep` and `tune` commands around cli/sweep.h and cli/tune.h: each point is a real
+// profiled run (run_profiled) in its own report directory; progress on stderr (a bar with ETA on
+// a terminal, plain lines otherwise); results on stdout and in the report directory.
+#include <map>
+#include <string>
+
+#include "cli/config.h"
+#include "cli/sweep.h"
+#include "cli/tune.h"
+
+namespace feedscope {
+
+// Writes sweep.csv, sweep.json and report.html (heatmaps) into base.report_dir after every point,
+// so an interrupted sweep keeps what it completed. Returns the exit code: 0, or 128 + the signal.
+int sweep_command(const RunConfig& base, const std::map<std::string, std::string>& grid_lists,
+                  int repeats);
+
+// Writes tune.json into base.report_dir. Returns the exit code as sweep_command does.
+int tune_command(const RunConfig& base, TuneOptions options);
+
+// The heatmap page: one num_workers x batch_size grid of median samples/s per (prefetch,
+// pin_memory) pair, each cell with its bottleneck. Self-contained (inline SVG, no script).
+std::string sweep_report_html(const SweepResult& result);
+
+}  // namespace feedscope
