@@ -1,6 +1,7 @@
 #include "exporters/chrome_trace.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -162,7 +163,9 @@ TEST(ChromeTraceTest, StringsAreEscapedForStrictJson) {
 }
 
 TEST(ChromeTraceTest, FileIsWrittenWholeAndABadPathIsNamed) {
-  const auto dir = std::filesystem::temp_directory_path() / "feedscope-chrome-trace-test";
+  // The pid keeps concurrent runs of the suite (other checkouts on this machine) apart.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("feedscope-chrome-trace-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "trace.json").string();
   write_chrome_trace_file(path, spans(), lanes(), nullptr, kOrigin);
