@@ -13,6 +13,7 @@
 
 #include "cli/interrupt.h"
 #include "cli/trainer.h"
+#include "exporters/chrome_trace.h"
 #include "exporters/json_report.h"
 #include "exporters/metrics_exporter.h"
 #include "exporters/timeseries_csv.h"
@@ -20,7 +21,9 @@
 #include "loader/device_feeder.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
+#include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
+#include "profiler/gpu_trace.h"
 #include "profiler/stage_stats.h"
 #include "sampler/cpu_usage.h"
 #include "sampler/proc_fs.h"
@@ -184,6 +187,24 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const bool on_gpu = trainer && trainer->on_gpu();
   const std::string device = trainer ? trainer->device() : "none (loader only)";
 
+  // --- GPU activity trace: CUPTI records the step's kernels, copies and syncs ----------------------
+  std::unique_ptr<GpuActivitySource> gpu_source;
+  std::string gpu_unavailable;
+  if (!trainer) {
+    gpu_unavailable = "loader only: no training step";
+  } else if (!on_gpu) {
+    const DeviceProbe cuda = probe_cuda();
+    if (!cuda.built_with_cuda)
+      gpu_unavailable = "built without CUDA";
+    else if (!cuda.available())
+      gpu_unavailable = "no CUDA device: " + cuda.unavailable_reason;
+    else
+      gpu_unavailable = "the step runs on the CPU";
+  } else {
+    gpu_source = make_cupti_source();
+  }
+  // --- end GPU activity trace ---------------------------------------------------------------------
+
   LoaderOptions lo;
   lo.num_workers = static_cast<int>(config.num_workers);
   lo.batch_size = static_cast<int>(config.batch_size);
@@ -254,6 +275,11 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     };
     sampler = std::make_unique<UtilizationSampler>(std::move(so));
     sampler->start();
+  }
+  // GPU trace: CUPTI's start-up stays out of the measured window.
+  if (gpu_source && !gpu_source->start()) {
+    gpu_unavailable = gpu_source->unavailable_reason();
+    gpu_source.reset();
   }
   std::int64_t measure_begin = now_ns();
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
@@ -351,6 +377,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
     }
   }
+  // GPU trace: stop before anything else runs on the device.
+  if (gpu_source) gpu_source->stop();
   if (sampler) {
     sampler->stop();
     fill_utilization(sampler->summary(), report.utilization);
@@ -378,6 +406,21 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.training.parameters = trainer ? trainer->parameters() : 0;
   report.spans_dropped = spans.dropped();
 
+  // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
+  const std::vector<Span> all_spans = spans.spans();
+  GpuActivity gpu_activity;
+  if (gpu_source) {
+    gpu_activity = gpu_source->collect();
+    std::vector<StepWindow> steps;
+    for (const Span& s : all_spans)
+      if (s.stage == Stage::step && s.begin_ns >= measure_begin && s.begin_ns < end)
+        steps.push_back({s.begin_ns, s.end_ns});
+    report.gpu_trace = summarize_gpu_trace(gpu_activity, std::move(steps));
+  } else {
+    report.gpu_trace_unavailable = gpu_unavailable;
+  }
+  // --- end GPU activity trace ---------------------------------------------------------------------
+
   DiagnosisInput in;
   in.stages = report.stages;
   in.wall_s = wall_s;
@@ -389,10 +432,15 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   in.on_gpu = on_gpu;
   in.loader_only = config.loader_only;
   in.utilization = report.utilization;
+  in.gpu_trace = report.gpu_trace;
+  in.model_parameters = report.training.parameters;
   report.diagnosis = diagnose(in);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
+  // Spans only when there was no GPU trace.
+  write_chrome_trace_file((report_dir / "trace.json").string(), all_spans, spans.lanes(),
+                          gpu_source ? &gpu_activity : nullptr, run_begin);
   return report;
 }
 

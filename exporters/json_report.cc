@@ -23,6 +23,41 @@ nlohmann::ordered_json optional_number(const std::optional<double>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
+// DESIGN.md's `gpu_trace`: the summary, or {"unavailable": reason} when there was no trace.
+nlohmann::ordered_json gpu_trace_json(const Report& r) {
+  if (!r.gpu_trace) {
+    const std::string reason = r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable;
+    return {{"unavailable", reason}};
+  }
+  const GpuTraceSummary& g = *r.gpu_trace;
+  return {{"steps", g.steps},
+          {"step_wall_s", g.step_wall_s},
+          {"kernels", g.kernels},
+          {"kernels_per_step", g.kernels_per_step},
+          {"mean_kernel_us", g.mean_kernel_us},
+          {"p50_kernel_us", g.p50_kernel_us},
+          {"p95_kernel_us", g.p95_kernel_us},
+          {"gpu_busy_s", g.gpu_busy_s},
+          {"gpu_busy_ratio", g.gpu_busy_ratio},
+          {"launch_gaps",
+           {{"count", g.launch_gaps},
+            {"mean_us", g.mean_gap_us},
+            {"p95_us", g.p95_gap_us},
+            {"share", g.gap_share}}},
+          {"launch_calls", {{"count", g.launch_calls}, {"mean_us", g.mean_launch_call_us}}},
+          {"syncs",
+           {{"count", g.syncs}, {"per_step", g.syncs_per_step}, {"wait_s", g.sync_wait_s}}},
+          {"h2d",
+           {{"pinned_bytes", g.h2d_pinned_bytes},
+            {"pageable_bytes", g.h2d_pageable_bytes},
+            {"other_bytes", g.h2d_other_bytes},
+            {"pinned_gbps", optional_number(g.h2d_pinned_gbps)},
+            {"pageable_gbps", optional_number(g.h2d_pageable_gbps)},
+            {"share", g.h2d_share}}},
+          {"d2h_bytes", g.d2h_bytes},
+          {"dropped", g.dropped}};
+}
+
 }  // namespace
 
 std::string report_to_json(const Report& r) {
@@ -64,6 +99,7 @@ std::string report_to_json(const Report& r) {
                       {"series", series},
                       {"threads", u.threads},
                       {"unavailable", u.unavailable}};
+  j["gpu_trace"] = gpu_trace_json(r);
   j["training"] = {{"model", r.training.model},
                    {"parameters", r.training.parameters},
                    {"first_loss", optional_number(r.training.first_loss)},

@@ -75,6 +75,153 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
   return r;
 }
 
+Recommendation with_prediction(Recommendation r, double rate, double measured) {
+  r.predicted_samples_per_s = rate;
+  r.predicted_speedup = measured > 0 ? rate / measured : 0;
+  return r;
+}
+
+// Which GPU-side limit the trace shows, for a run that is not input-bound.
+const char* gpu_bottleneck(const GpuTraceSummary& g, double step_share) {
+  const bool pageable_heavy = g.h2d_pageable_bytes > g.h2d_pinned_bytes;
+  const bool slow_pinned = g.h2d_pinned_gbps && *g.h2d_pinned_gbps < kAssumedPinnedGbps / 2;
+  if (g.h2d_share >= kH2dStepShare && (pageable_heavy || slow_pinned)) return "host_to_device";
+  if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
+  if (g.gpu_busy_ratio < kGpuBusyLow && step_share >= 0.5) return "launch_overhead";
+  return "gpu_compute";
+}
+
+void add_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
+  d.evidence.push_back(fmt("GPU busy %.0f%% of step time (union of kernels and copies over all "
+                           "streams); %.1f kernels per step, mean %.1f us, p95 %.1f us",
+                           100 * g.gpu_busy_ratio, g.kernels_per_step, g.mean_kernel_us,
+                           g.p95_kernel_us));
+  if (g.launch_gaps > 0)
+    d.evidence.push_back(fmt("GPU idle between launches %.0f%% of step time: %lld gaps, mean "
+                             "%.1f us, p95 %.1f us",
+                             100 * g.gap_share, static_cast<long long>(g.launch_gaps),
+                             g.mean_gap_us, g.p95_gap_us));
+  if (g.launch_calls > 0)
+    d.evidence.push_back(fmt("kernel launch calls take %.1f us of host time each",
+                             g.mean_launch_call_us));
+  if (g.h2d_pinned_bytes + g.h2d_pageable_bytes + g.h2d_other_bytes > 0) {
+    std::string rates;
+    if (g.h2d_pinned_gbps) rates += fmt(", pinned at %.1f GB/s", *g.h2d_pinned_gbps);
+    if (g.h2d_pageable_gbps) rates += fmt(", pageable at %.1f GB/s", *g.h2d_pageable_gbps);
+    d.evidence.push_back(fmt("H2D copies %.0f%% of step time: %.1f MB pinned, %.1f MB pageable%s",
+                             100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
+                             static_cast<double>(g.h2d_pageable_bytes) / 1e6, rates.c_str()));
+  }
+  if (g.syncs_per_step >= 1)
+    d.evidence.push_back(fmt("%.1f host syncs per step (%lld in all), blocking the host "
+                             "%.2f ms per step: the CPU cannot queue work ahead of the GPU",
+                             g.syncs_per_step, static_cast<long long>(g.syncs),
+                             g.sync_wait_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1)) * 1e3));
+  if (g.dropped > 0)
+    d.evidence.push_back(fmt("%llu GPU activity records were dropped: the GPU numbers are low "
+                             "bounds", static_cast<unsigned long long>(g.dropped)));
+}
+
+// Launch-bound step: the launches cost the same per step whatever the batch, while the GPU's
+// work grows with it, so a bigger batch fills the idle GPU almost for free.
+Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
+                            double loader_rate, double measured) {
+  const double busy_per_step = g.gpu_busy_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1));
+  int k = 2;
+  while (k < 16 && g.gpu_busy_ratio * k * 2 <= 1.0) k *= 2;
+  const double step_k = std::max(c.step, k * busy_per_step);
+  const double model_rate = step_k > 0 ? k * static_cast<double>(in.batch_size) / step_k : 0;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  Recommendation r;
+  r.setting = "batch_size=" + std::to_string(in.batch_size * k);
+  r.action = fmt("Raise batch_size from %lld to %lld: the step's %.0f launches cost the same at "
+                 "any batch, while the GPU is busy only %.0f%% of the step.",
+                 static_cast<long long>(in.batch_size), static_cast<long long>(in.batch_size * k),
+                 g.kernels_per_step, 100 * g.gpu_busy_ratio);
+  r.basis = fmt("what-if: launch cost fixed per step, GPU work linear in the batch: step(%dx) = "
+                "max(%.2f ms measured step, %d x %.2f ms GPU busy) = %.2f ms; capped by the "
+                "loader's %.0f samples/s",
+                k, c.step * 1e3, k, busy_per_step * 1e3, step_k * 1e3, loader_rate);
+  return with_prediction(std::move(r), rate, measured);
+}
+
+Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, double measured) {
+  const double cpu_step = 6.0 * static_cast<double>(in.model_parameters) *
+                          static_cast<double>(in.batch_size) /
+                          (kAssumedCpuFlopsPerCore * std::max(1, in.cpus));
+  const double rate = predicted_batches_per_s(Costs{c.worker, cpu_step}, in.num_workers, in.cpus,
+                                              false) * static_cast<double>(in.batch_size);
+  Recommendation r;
+  r.setting = "device=cpu";
+  r.action = fmt("Run the model on the CPU: with %lld parameters a step costs about %.0f FLOPs "
+                 "per sample, far less than its kernel launches.",
+                 static_cast<long long>(in.model_parameters),
+                 6.0 * static_cast<double>(in.model_parameters));
+  r.basis = fmt("what-if: CPU step = 6 x parameters x batch FLOPs at an assumed %.0f GFLOP/s per "
+                "core on %d cores, no launches; workers and step share the cores",
+                kAssumedCpuFlopsPerCore / 1e9, in.cpus);
+  return with_prediction(std::move(r), rate, measured);
+}
+
+Recommendation pin_memory(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
+                          double loader_rate, double measured) {
+  const double steps = static_cast<double>(std::max<std::int64_t>(g.steps, 1));
+  const bool measured_pinned = g.h2d_pinned_gbps.has_value();
+  const double pinned_gbps = measured_pinned ? *g.h2d_pinned_gbps : kAssumedPinnedGbps;
+  const double pageable_bytes = static_cast<double>(g.h2d_pageable_bytes) / steps;
+  const double pinned_s = pageable_bytes / (pinned_gbps * 1e9);
+  const double step_after = std::max(c.step - g.h2d_pageable_s_per_step + pinned_s, 1e-9);
+  const double model_rate = static_cast<double>(in.batch_size) / step_after;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  Recommendation r;
+  r.setting = "pin_memory=on";
+  r.action = fmt("Copy from pinned memory (pin_memory=on): %.1f MB per step come from pageable "
+                 "memory at %.1f GB/s, which the driver stages through a bounce buffer.",
+                 pageable_bytes / 1e6, g.h2d_pageable_gbps.value_or(0.0));
+  r.basis = fmt("what-if: the pageable copy time per step (%.2f ms) becomes the same bytes at the "
+                "%s pinned rate of %.1f GB/s (%.2f ms), copies still serial with the step; "
+                "capped by the loader's %.0f samples/s",
+                g.h2d_pageable_s_per_step * 1e3, measured_pinned ? "measured" : "assumed",
+                pinned_gbps, pinned_s * 1e3, loader_rate);
+  return with_prediction(std::move(r), rate, measured);
+}
+
+Recommendation smaller_copies(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
+                              double loader_rate, double measured) {
+  const double h2d_per_step = g.h2d_share * c.step;
+  const double step_after = std::max(c.step - 0.75 * h2d_per_step, 1e-9);
+  const double model_rate = static_cast<double>(in.batch_size) / step_after;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  Recommendation r;
+  r.setting = "uint8 batches, normalize on the GPU";
+  r.action = fmt("Copy less: H2D copies already come from pinned memory at %.1f GB/s and take "
+                 "%.0f%% of the step; send uint8 pixels and convert on the device.",
+                 g.h2d_pinned_gbps.value_or(0.0), 100 * g.h2d_share);
+  r.basis = "what-if: float32 to uint8 cuts the copied bytes and the copy time by 4x";
+  return with_prediction(std::move(r), rate, measured);
+}
+
+// Without the blocking wait the host queues the next launches while the GPU works, so the step
+// shrinks by the blocked time down to the GPU's own busy time.
+Recommendation remove_syncs(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
+                            double loader_rate, double measured) {
+  const double steps = static_cast<double>(std::max<std::int64_t>(g.steps, 1));
+  const double blocked = g.sync_wait_s / steps;
+  const double busy_per_step = g.gpu_busy_s / steps;
+  const double step_after = std::max({c.step - blocked, busy_per_step, 1e-9});
+  const double model_rate = static_cast<double>(in.batch_size) / step_after;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  Recommendation r;
+  r.setting = "no per-step sync";
+  r.action = fmt("Remove the per-step host sync (%.1f per step: .item(), .cpu(), "
+                 "torch::cuda::synchronize()); read the loss every N steps instead.",
+                 g.syncs_per_step);
+  r.basis = fmt("what-if: step = max(%.2f ms step - %.2f ms blocked, %.2f ms GPU busy); capped "
+                "by the loader's %.0f samples/s",
+                c.step * 1e3, blocked * 1e3, busy_per_step * 1e3, loader_rate);
+  return with_prediction(std::move(r), rate, measured);
+}
+
 }  // namespace
 
 const char* input_bound_class(double ratio) {
@@ -96,6 +243,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double h2d_s = busy(in, Stage::h2d);
   const double worker_capacity_s = wall * std::max(1, in.num_workers);
   const double cpu_saturation = in.utilization.cpu_process_ratio;
+  // A trace with no measured step says nothing about the step.
+  const GpuTraceSummary* gpu =
+      in.on_gpu && in.gpu_trace && in.gpu_trace->steps > 0 ? &*in.gpu_trace : nullptr;
 
   d.evidence.push_back(fmt("data stall %.1f%% of wall time (wait %.2f s of %.2f s)",
                            100 * d.data_stall_ratio, wait, wall));
@@ -123,9 +273,12 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     } else {
       d.bottleneck = "cpu_preprocess";
     }
+  } else if (gpu) {
+    d.bottleneck = gpu_bottleneck(*gpu, busy(in, Stage::step) / wall);
   } else {
     d.bottleneck = in.on_gpu ? "gpu_compute" : "cpu_compute";
   }
+  if (gpu) add_gpu_evidence(*gpu, d);
 
   const double loader_rate =
       predicted_batches_per_s(Costs{c.worker, 0}, std::max(1, in.num_workers), in.cpus,
@@ -152,9 +305,28 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                       "worker(s).", measured, std::max(1, in.num_workers));
   } else if (d.bottleneck == "storage_io") {
     d.verdict = fmt("Input-bound (%s): workers wait on storage reads.", d.input_bound.c_str());
-  } else if (d.bottleneck == "host_to_device") {
+  } else if (d.bottleneck == "host_to_device" && input_side) {
     d.verdict = fmt("Input-bound (%s): the host-to-device copy limits the pipeline.",
                     d.input_bound.c_str());
+  } else if (d.bottleneck == "host_to_device") {
+    d.verdict = fmt("Not input-bound: host-to-device copies take %.0f%% of the GPU step, mostly "
+                    "from %s memory.",
+                    100 * gpu->h2d_share,
+                    gpu->h2d_pageable_bytes > gpu->h2d_pinned_bytes ? "pageable" : "pinned");
+    if (gpu->h2d_pageable_bytes > 0)
+      d.recommendations.push_back(pin_memory(in, *gpu, c, loader_rate, measured));
+    else
+      d.recommendations.push_back(smaller_copies(in, *gpu, c, loader_rate, measured));
+  } else if (d.bottleneck == "launch_overhead") {
+    d.verdict = fmt("Not input-bound: the GPU step is bound by kernel launches%s, not GPU work: "
+                    "the GPU is busy %.0f%% of the step (%.0f kernels of %.1f us mean per step).",
+                    gpu->syncs_per_step >= 1 ? " and syncs" : "", 100 * gpu->gpu_busy_ratio,
+                    gpu->kernels_per_step, gpu->mean_kernel_us);
+    d.recommendations.push_back(bigger_batch(in, *gpu, c, loader_rate, measured));
+    if (in.model_parameters > 0 && in.model_parameters < kTinyModelParameters) {
+      Recommendation cpu = tiny_model_on_cpu(in, c, measured);
+      if (cpu.predicted_speedup > 1) d.recommendations.push_back(std::move(cpu));
+    }
   } else {
     const char* where = in.on_gpu ? "GPU" : "CPU";
     d.verdict = fmt("Not input-bound: the %s training step is the limit (%.0f%% of wall time); "
@@ -173,6 +345,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
               "load time";
     d.recommendations.push_back(r);
   }
+  if (gpu && !input_side && gpu->syncs_per_step >= 1)
+    d.recommendations.push_back(remove_syncs(in, *gpu, c, loader_rate, measured));
   return d;
 }
 

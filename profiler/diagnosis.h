@@ -2,6 +2,7 @@
 // Decides which stage holds the run back, from measured numbers only, and predicts what a change
 // would give with a simple what-if model of the pipeline (stated in each recommendation's basis).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "profiler/report.h"
@@ -11,6 +12,19 @@ namespace feedscope {
 // TensorFlow profiler's input-bound thresholds on the data stall ratio.
 inline constexpr double kModeratelyInputBound = 0.05;
 inline constexpr double kHighlyInputBound = 0.20;
+
+// GPU thresholds on profiler/gpu_trace.h's summary. Below ~20 us a kernel costs about what its
+// launch does (a few us of host API time plus the queueing around it), so the host sets the pace.
+inline constexpr double kShortKernelUs = 20.0;
+inline constexpr double kGpuBusyCompute = 0.8;  // at or above: the GPU's own work is the limit
+inline constexpr double kGpuBusyLow = 0.5;      // below, with the step dominating: host-bound
+inline constexpr double kH2dStepShare = 0.3;    // H2D copies this much of the step: copy-bound
+// Pinned host-to-device rate assumed when the run measured none: PCIe 3.0 x16 delivers about
+// 12 GB/s from pinned memory (PCIe 4.0 about twice that), so the prediction is conservative.
+inline constexpr double kAssumedPinnedGbps = 12.0;
+// CPU rate assumed for the "run the tiny model on the CPU" what-if, per core, in FLOP/s.
+inline constexpr double kAssumedCpuFlopsPerCore = 5e9;
+inline constexpr std::int64_t kTinyModelParameters = 1'000'000;
 
 struct DiagnosisInput {
   std::vector<StageStats> stages;
@@ -22,7 +36,11 @@ struct DiagnosisInput {
   int cpus = 1;
   bool on_gpu = false;
   bool loader_only = false;
+  std::int64_t model_parameters = 0;  // 0 when unknown
   Utilization utilization;
+  // From a GPU activity trace of the measured steps; without it a GPU step is taken as
+  // gpu_compute, as the CPU-side spans cannot tell launch-bound from compute-bound.
+  std::optional<GpuTraceSummary> gpu_trace;
 };
 
 Diagnosis diagnose(const DiagnosisInput& input);

@@ -81,6 +81,43 @@ struct Diagnosis {
   std::vector<Recommendation> recommendations;
 };
 
+// GPU activity over the measured steps (profiler/gpu_trace.h computes it from CUPTI records).
+// Durations in microseconds, ratios in 0..1, bytes and GB/s (1e9 bytes/s) as named.
+struct GpuTraceSummary {
+  std::int64_t steps = 0;     // step windows analysed
+  double step_wall_s = 0;     // their summed length: the denominator of every share below
+  std::int64_t kernels = 0;   // kernels that started inside a step
+  double kernels_per_step = 0;
+  double mean_kernel_us = 0;
+  double p50_kernel_us = 0;
+  double p95_kernel_us = 0;
+  double gpu_busy_s = 0;      // union of kernel, memcpy and memset time inside steps
+  double gpu_busy_ratio = 0;  // gpu_busy_s / step_wall_s
+  // Idle time between consecutive stretches of GPU activity within a step.
+  std::int64_t launch_gaps = 0;
+  double mean_gap_us = 0;
+  double p95_gap_us = 0;
+  double gap_share = 0;  // summed gaps / step_wall_s
+  // Host-blocking synchronizations that started inside a step: CUPTI synchronization records
+  // and synchronous runtime calls (cudaDeviceSynchronize, cudaMemcpy, ...), each counted once.
+  std::int64_t syncs = 0;
+  double syncs_per_step = 0;
+  double sync_wait_s = 0;  // host time blocked in them
+  std::int64_t launch_calls = 0;  // cudaLaunchKernel and friends inside steps
+  double mean_launch_call_us = 0;
+  // Copies from the first step's start to the last step's end: the copy stream runs ahead of
+  // the step, so its copies need not lie inside one.
+  std::uint64_t h2d_pinned_bytes = 0;
+  std::uint64_t h2d_pageable_bytes = 0;
+  std::uint64_t h2d_other_bytes = 0;
+  std::optional<double> h2d_pinned_gbps;    // bytes / summed copy time; none without copies
+  std::optional<double> h2d_pageable_gbps;
+  double h2d_share = 0;  // union of H2D copy time inside steps / step_wall_s
+  double h2d_pageable_s_per_step = 0;  // summed pageable H2D copy time, per step
+  std::uint64_t d2h_bytes = 0;
+  std::uint64_t dropped = 0;  // records the tracer lost
+};
+
 struct TrainingSummary {
   std::string model;  // "mlp 3072-512-512-10" or "none (loader only)"
   std::int64_t parameters = 0;
@@ -96,6 +133,8 @@ struct Report {
   Utilization utilization;
   TrainingSummary training;
   Diagnosis diagnosis;
+  std::optional<GpuTraceSummary> gpu_trace;
+  std::string gpu_trace_unavailable;  // why gpu_trace is empty
   std::uint64_t spans_dropped = 0;
   // "SIGINT" or "SIGTERM" when the run was stopped early: the report covers the steps done.
   std::string interrupted;

@@ -47,6 +47,48 @@ TEST(JsonReportTest, HasTheStableTopLevelKeysAndTypedConfig) {
   EXPECT_DOUBLE_EQ(j["diagnosis"]["recommendations"][0]["predicted_speedup"].get<double>(), 5.0);
 }
 
+TEST(JsonReportTest, GpuTraceIsTheReasonWhenThereIsNone) {
+  Report r = sample_report();
+  r.gpu_trace_unavailable = "the step runs on the CPU";
+  const auto j = nlohmann::json::parse(report_to_json(r));
+  ASSERT_TRUE(j.contains("gpu_trace"));
+  EXPECT_EQ(j["gpu_trace"], nlohmann::json({{"unavailable", "the step runs on the CPU"}}));
+}
+
+TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
+  Report r = sample_report();
+  GpuTraceSummary g;
+  g.steps = 10;
+  g.kernels = 400;
+  g.kernels_per_step = 40;
+  g.mean_kernel_us = 5.5;
+  g.gpu_busy_ratio = 0.2;
+  g.launch_gaps = 390;
+  g.mean_gap_us = 20;
+  g.syncs = 10;
+  g.syncs_per_step = 1;
+  g.h2d_pinned_bytes = 1'000'000;
+  g.h2d_pageable_bytes = 4'000'000'000;
+  g.h2d_pinned_gbps = 20.0;
+  g.dropped = 3;
+  r.gpu_trace = g;
+  const auto j = nlohmann::json::parse(report_to_json(r));
+  const auto& t = j["gpu_trace"];
+  EXPECT_FALSE(t.contains("unavailable"));
+  EXPECT_EQ(t["kernels"], 400);
+  EXPECT_DOUBLE_EQ(t["mean_kernel_us"].get<double>(), 5.5);
+  EXPECT_DOUBLE_EQ(t["gpu_busy_ratio"].get<double>(), 0.2);
+  EXPECT_EQ(t["launch_gaps"]["count"], 390);
+  EXPECT_DOUBLE_EQ(t["launch_gaps"]["mean_us"].get<double>(), 20.0);
+  EXPECT_EQ(t["syncs"]["count"], 10);
+  EXPECT_DOUBLE_EQ(t["syncs"]["per_step"].get<double>(), 1.0);
+  EXPECT_EQ(t["h2d"]["pinned_bytes"], 1'000'000);
+  EXPECT_EQ(t["h2d"]["pageable_bytes"], 4'000'000'000u);
+  EXPECT_DOUBLE_EQ(t["h2d"]["pinned_gbps"].get<double>(), 20.0);
+  EXPECT_TRUE(t["h2d"]["pageable_gbps"].is_null());
+  EXPECT_EQ(t["dropped"], 3);
+}
+
 TEST(JsonReportTest, AtomicWriteLeavesNoTemporaryAndNamesABadPath) {
   const auto dir = std::filesystem::temp_directory_path() / "feedscope-json-test";
   std::filesystem::create_directories(dir);

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -51,6 +53,37 @@ TEST_F(CliTest, RunWritesAReportWithTheSchemaAndStages) {
   const std::string bottleneck = j["diagnosis"]["bottleneck"];
   EXPECT_TRUE(bottleneck == "cpu_compute" || bottleneck == "cpu_preprocess") << bottleneck;
   EXPECT_FALSE(j["diagnosis"]["verdict"].get<std::string>().empty());
+}
+
+TEST_F(CliTest, CpuRunWritesASpanTraceAndSaysWhyThereIsNoGpuTrace) {
+  const auto r = run_process({kBinary, "run", "--dataset", "synthetic:64", "--hidden", "32",
+                              "--steps", "20", "--warmup", "2", "--batch-size", "16",
+                              "--num-workers", "1", "--device", "cpu",
+                              "--report-dir", (dir_ / "report").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_report();
+  ASSERT_TRUE(j["gpu_trace"].contains("unavailable")) << j["gpu_trace"].dump();
+  const std::string reason = j["gpu_trace"]["unavailable"];
+  EXPECT_TRUE(reason == "the step runs on the CPU" || reason.rfind("no CUDA device: ", 0) == 0 ||
+              reason == "built without CUDA")
+      << reason;
+  std::ifstream in(dir_ / "report" / "trace.json");
+  const auto trace = nlohmann::json::parse(in);
+  std::map<int, std::string> lanes;
+  int steps = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    EXPECT_EQ(e["pid"], 1) << "host only without a GPU trace: " << e.dump();
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes[e["tid"]] = e["args"]["name"];
+    if (e["ph"] == "X" && e["name"] == "step") {
+      ++steps;
+      EXPECT_GE(e["ts"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(steps, 22) << "warm-up steps are in the trace too";
+  std::set<std::string> names;
+  for (const auto& [tid, name] : lanes) names.insert(name);
+  EXPECT_TRUE(names.contains("training"));
+  EXPECT_TRUE(names.contains("worker 0"));
 }
 
 TEST_F(CliTest, TrainingLowersTheLoss) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "profiler/gpu_trace.h"
 #include "profiler/stage_stats.h"
 
 namespace feedscope {
@@ -99,6 +100,182 @@ TEST(DiagnosisTest, EvidenceCarriesTheMeasuredNumbers) {
   ASSERT_GE(d.evidence.size(), 3u);
   EXPECT_NE(d.evidence[0].find("66.7%"), std::string::npos) << d.evidence[0];
   EXPECT_NE(d.evidence[1].find("10.00 ms"), std::string::npos) << d.evidence[1];
+}
+
+// GPU runs: records fabricated the way CUPTI would report them, summarized by the real
+// summarize_gpu_trace over back-to-back `step` windows, then diagnosed.
+constexpr std::int64_t kUs = 1000;
+constexpr std::int64_t kMs = 1000 * kUs;
+
+struct GpuRun {
+  GpuActivity activity;
+  std::vector<StepWindow> steps;
+};
+
+// `steps` windows of `step_ns` each; fill(i, begin) adds step i's records.
+template <typename Fill>
+GpuRun gpu_run(int steps, std::int64_t step_ns, Fill&& fill) {
+  GpuRun run;
+  std::uint32_t correlation = 1;
+  for (int i = 0; i < steps; ++i) {
+    const std::int64_t begin = 1'000 * kMs + i * step_ns;
+    run.steps.push_back({begin, begin + step_ns});
+    fill(run.activity, begin, correlation);
+  }
+  return run;
+}
+
+DiagnosisInput with_trace(DiagnosisInput in, const GpuRun& run) {
+  in.gpu_trace = summarize_gpu_trace(run.activity, run.steps);
+  return in;
+}
+
+bool any_contains(const std::vector<std::string>& lines, const std::string& text) {
+  for (const std::string& line : lines)
+    if (line.find(text) != std::string::npos) return true;
+  return false;
+}
+
+const Recommendation* find_setting(const Diagnosis& d, const std::string& prefix) {
+  for (const Recommendation& r : d.recommendations)
+    if (r.setting.rfind(prefix, 0) == 0) return &r;
+  return nullptr;
+}
+
+TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
+  // A 3->100->3 MLP: each 1 ms step launches 40 kernels of 5 us (forward, backward, Adam), one
+  // every 25 us; the device is idle 80 % of the step.
+  const GpuRun run = gpu_run(100, 1 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                              std::uint32_t& corr) {
+    for (int k = 0; k < 40; ++k) {
+      const std::int64_t launch = begin + k * 25 * kUs;
+      a.runtime.push_back({"cudaLaunchKernel", launch, launch + 4 * kUs, 1, corr});
+      a.kernels.push_back({"void at::native::vectorized_elementwise_kernel<4>()",
+                           launch + 10 * kUs, launch + 15 * kUs, 0, 7, corr});
+      ++corr;
+    }
+  });
+  DiagnosisInput in = scenario(0.105, 100, 0.0, 0.0002, 0.00001, 0.001, 2, 8, true);
+  in.model_parameters = 3 * 100 + 100 + 100 * 3 + 3;
+  const Diagnosis d = diagnose(with_trace(in, run));
+  EXPECT_EQ(d.bottleneck, "launch_overhead") << d.verdict;
+  EXPECT_EQ(d.input_bound, "no");
+  EXPECT_TRUE(any_contains(d.evidence, "GPU busy 20% of step time")) << ::testing::PrintToString(d.evidence);
+  EXPECT_TRUE(any_contains(d.evidence, "40.0 kernels per step, mean 5.0 us"));
+  const Recommendation* batch = find_setting(d, "batch_size=");
+  ASSERT_NE(batch, nullptr);
+  // Busy 20 %: 4x the batch fills the GPU to 80 % under the fixed-launch-cost model, and the
+  // step stays max(1 ms, 4 x 0.2 ms) = 1 ms: 256 samples per ms.
+  EXPECT_EQ(batch->setting, "batch_size=256");
+  EXPECT_NEAR(batch->predicted_samples_per_s, 256'000, 1);
+  EXPECT_NEAR(batch->predicted_speedup, 256'000 / (6400 / 0.105), 0.01);
+  EXPECT_NE(batch->basis.find("launch cost fixed per step"), std::string::npos);
+  const Recommendation* cpu = find_setting(d, "device=cpu");
+  ASSERT_NE(cpu, nullptr) << "a 703-parameter model is cheaper on the CPU than its launches";
+  EXPECT_GT(cpu->predicted_speedup, 1.0);
+}
+
+TEST(DiagnosisTest, LongBackToBackMatrixKernelsAreGpuCompute) {
+  // 10 ms steps filled by five 2 ms GEMMs back to back.
+  const GpuRun run = gpu_run(50, 10 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                              std::uint32_t& corr) {
+    for (int k = 0; k < 5; ++k) {
+      a.kernels.push_back({"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32",
+                           begin + k * 2 * kMs, begin + (k + 1) * 2 * kMs, 0, 7, corr++});
+    }
+  });
+  const DiagnosisInput in = scenario(0.51, 50, 0.0, 0.002, 0.0001, 0.010, 4, 8, true);
+  const Diagnosis d = diagnose(with_trace(in, run));
+  EXPECT_EQ(d.bottleneck, "gpu_compute") << d.verdict;
+  EXPECT_TRUE(any_contains(d.evidence, "GPU busy 100% of step time"));
+  EXPECT_EQ(find_setting(d, "batch_size="), nullptr);
+  EXPECT_EQ(find_setting(d, "no per-step sync"), nullptr) << "no sync was recorded";
+}
+
+TEST(DiagnosisTest, LargePageableCopiesInTheStepAreHostToDeviceAndPinningHelps) {
+  // 200 ms steps: 400 MB from pageable memory at 2.5 GB/s (160 ms), then 20 ms of kernels.
+  const GpuRun run = gpu_run(10, 200 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                               std::uint32_t& corr) {
+    a.runtime.push_back({"cudaMemcpy", begin, begin + 160 * kMs, 1, corr});
+    a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pageable, 400'000'000, begin,
+                         begin + 160 * kMs, 0, 7, corr++});
+    a.kernels.push_back({"gemm", begin + 165 * kMs, begin + 185 * kMs, 0, 7, corr++});
+  });
+  const DiagnosisInput in = scenario(2.0, 10, 0.0, 0.002, 0.0, 0.200, 2, 8, true);
+  const Diagnosis d = diagnose(with_trace(in, run));
+  EXPECT_EQ(d.bottleneck, "host_to_device") << d.verdict;
+  EXPECT_EQ(d.input_bound, "no");
+  EXPECT_TRUE(any_contains(d.evidence, "4000.0 MB pageable")) << "10 steps x 400 MB";
+  EXPECT_TRUE(any_contains(d.evidence, "pageable at 2.5 GB/s"));
+  const Recommendation* pin = find_setting(d, "pin_memory=on");
+  ASSERT_NE(pin, nullptr);
+  // 400 MB at the assumed 12 GB/s pinned rate: 33.3 ms instead of 160 ms; step 73.3 ms.
+  const double step_after = 0.200 - 0.160 + 0.4 / kAssumedPinnedGbps;
+  EXPECT_NEAR(pin->predicted_samples_per_s, 64 / step_after, 1e-6);
+  EXPECT_NEAR(pin->predicted_speedup, (64 / step_after) / 320.0, 1e-9);
+  EXPECT_NE(pin->basis.find("assumed pinned rate"), std::string::npos) << pin->basis;
+}
+
+TEST(DiagnosisTest, MeasuredPinnedRateIsUsedForThePinMemoryPrediction) {
+  const GpuRun run = gpu_run(10, 200 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                               std::uint32_t& corr) {
+    a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pageable, 400'000'000, begin,
+                         begin + 160 * kMs, 0, 7, corr++});
+    // A small pinned copy at 20 GB/s: 20 MB in 1 ms.
+    a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pinned, 20'000'000, begin + 160 * kMs,
+                         begin + 161 * kMs, 0, 8, corr++});
+  });
+  const DiagnosisInput in = scenario(2.0, 10, 0.0, 0.002, 0.0, 0.200, 2, 8, true);
+  const Diagnosis d = diagnose(with_trace(in, run));
+  const Recommendation* pin = find_setting(d, "pin_memory=on");
+  ASSERT_NE(pin, nullptr);
+  EXPECT_NEAR(pin->predicted_samples_per_s, 64 / (0.200 - 0.160 + 0.4 / 20.0), 1e-6);
+  EXPECT_NE(pin->basis.find("measured pinned rate"), std::string::npos) << pin->basis;
+}
+
+TEST(DiagnosisTest, ASyncEveryIterationIsCountedAndCalledOut) {
+  // Each 10 ms step: 6 ms of kernels, then loss.item(): a D2H copy and cudaStreamSynchronize that
+  // blocks the host 3 ms (CUPTI reports the call and a synchronization record for it).
+  const GpuRun run = gpu_run(50, 10 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                              std::uint32_t& corr) {
+    a.kernels.push_back({"gemm", begin + 1 * kMs, begin + 7 * kMs, 0, 7, corr++});
+    a.memcpys.push_back({MemcpyKind::d2h, MemoryKind::device, 4, begin + 7 * kMs,
+                         begin + 7 * kMs + 5 * kUs, 0, 7, corr++});
+    a.runtime.push_back({"cudaStreamSynchronize", begin + 5 * kMs, begin + 8 * kMs, 1, corr});
+    a.syncs.push_back({SyncType::stream, begin + 5 * kMs, begin + 8 * kMs, 7, corr++});
+  });
+  const DiagnosisInput in = scenario(0.51, 50, 0.0, 0.002, 0.0001, 0.010, 4, 8, true);
+  const Diagnosis d = diagnose(with_trace(in, run));
+  const GpuTraceSummary s = summarize_gpu_trace(run.activity, run.steps);
+  EXPECT_EQ(s.syncs, 50);
+  EXPECT_DOUBLE_EQ(s.syncs_per_step, 1.0);
+  EXPECT_TRUE(any_contains(d.evidence, "1.0 host syncs per step (50 in all), blocking the host "
+                                       "3.00 ms per step"));
+  const Recommendation* sync = find_setting(d, "no per-step sync");
+  ASSERT_NE(sync, nullptr);
+  // Without the 3 ms wait: max(10 - 3 ms, 6 ms GPU busy) = 7 ms a step.
+  EXPECT_NEAR(sync->predicted_samples_per_s, 64 / 0.007, 1e-6);
+}
+
+TEST(DiagnosisTest, TraceDoesNotOverrideAnInputBoundRun) {
+  const GpuRun run = gpu_run(100, 10 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                               std::uint32_t& corr) {
+    a.kernels.push_back({"k", begin, begin + 5 * kUs, 0, 7, corr++});
+  });
+  const Diagnosis d = diagnose(
+      with_trace(scenario(3.0, 100, 0.001, 0.029, 0.020, 0.010, 1, 4, true), run));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_EQ(find_setting(d, "batch_size="), nullptr);
+}
+
+TEST(DiagnosisTest, TraceIsIgnoredForACpuStep) {
+  const GpuRun run = gpu_run(100, 10 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                               std::uint32_t& corr) {
+    a.kernels.push_back({"k", begin, begin + 5 * kUs, 0, 7, corr++});
+  });
+  const Diagnosis d = diagnose(
+      with_trace(scenario(5.0, 100, 0.0, 0.002, 0.0005, 0.049, 2, 2, false), run));
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
 }
 
 }  // namespace

@@ -1,0 +1,15 @@
+#pragma once
+// The GPU activity source that runs for real: CUPTI's Activity API, as libkineto's
+// CuptiActivityApi uses it. Only this header's factory is public; CUPTI stays in the .cc.
+#include <memory>
+
+#include "profiler/gpu_activity_source.h"
+
+namespace feedscope {
+
+// A CUPTI activity source. CUPTI delivers records to one process-wide set of callbacks, so one
+// source records at a time: a second one started meanwhile reports itself unavailable. In a build
+// without CUDA the source is always unavailable ("built without CUDA").
+std::unique_ptr<GpuActivitySource> make_cupti_source();
+
+}  // namespace feedscope

@@ -1,0 +1,60 @@
+#include "profiler/gpu_activity.h"
+
+#include <iterator>
+
+namespace feedscope {
+
+namespace {
+template <typename T>
+void move_append(std::vector<T>& to, std::vector<T>& from) {
+  if (to.empty()) {
+    to = std::move(from);
+  } else {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  }
+  from.clear();
+}
+}  // namespace
+
+void GpuActivity::append(GpuActivity&& more) {
+  move_append(kernels, more.kernels);
+  move_append(memcpys, more.memcpys);
+  move_append(memsets, more.memsets);
+  move_append(syncs, more.syncs);
+  move_append(runtime, more.runtime);
+  dropped += more.dropped;
+  more.dropped = 0;
+}
+
+const char* to_string(MemcpyKind kind) {
+  switch (kind) {
+    case MemcpyKind::h2d: return "HtoD";
+    case MemcpyKind::d2h: return "DtoH";
+    case MemcpyKind::d2d: return "DtoD";
+    case MemcpyKind::other: break;
+  }
+  return "other";
+}
+
+const char* to_string(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::pageable: return "pageable";
+    case MemoryKind::pinned: return "pinned";
+    case MemoryKind::device: return "device";
+    case MemoryKind::other: break;
+  }
+  return "other";
+}
+
+const char* to_string(SyncType type) {
+  switch (type) {
+    case SyncType::event: return "event";
+    case SyncType::stream: return "stream";
+    case SyncType::context: return "context";
+    case SyncType::stream_wait_event: return "stream_wait_event";
+    case SyncType::other: break;
+  }
+  return "other";
+}
+
+}  // namespace feedscope

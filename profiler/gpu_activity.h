@@ -1,0 +1,81 @@
+#pragma once
+// GPU activity records as plain structs, so the trace analysis, the diagnosis and the exporters
+// never see CUDA or CUPTI types and tests can fabricate records. Every timestamp is in the clock
+// of loader/span_recorder.h's now_ns() (steady_clock nanoseconds): a source converts on its side.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace feedscope {
+
+enum class MemcpyKind : std::uint8_t { h2d, d2h, d2d, other };
+enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
+// stream_wait_event orders two streams on the device; the host does not block on it.
+enum class SyncType : std::uint8_t { event, stream, context, stream_wait_event, other };
+
+struct KernelRecord {
+  std::string name;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t correlation_id = 0;
+};
+
+struct MemcpyRecord {
+  MemcpyKind kind = MemcpyKind::other;
+  MemoryKind src = MemoryKind::other;
+  std::uint64_t bytes = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t correlation_id = 0;
+};
+
+struct MemsetRecord {
+  std::uint64_t bytes = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t correlation_id = 0;
+};
+
+struct SyncRecord {
+  SyncType type = SyncType::other;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t correlation_id = 0;  // of the runtime call that waited, when there was one
+};
+
+struct RuntimeApiRecord {
+  std::string name;  // "cudaLaunchKernel", without CUPTI's "_v7000" version suffix
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t thread_id = 0;
+  std::uint32_t correlation_id = 0;
+};
+
+struct GpuActivity {
+  std::vector<KernelRecord> kernels;
+  std::vector<MemcpyRecord> memcpys;
+  std::vector<MemsetRecord> memsets;
+  std::vector<SyncRecord> syncs;
+  std::vector<RuntimeApiRecord> runtime;
+  std::uint64_t dropped = 0;  // records the source lost (full buffers), never seen here
+
+  bool empty() const {
+    return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&
+           runtime.empty();
+  }
+  // Moves every record of `more` to the end of this one.
+  void append(GpuActivity&& more);
+};
+
+const char* to_string(MemcpyKind kind);
+const char* to_string(MemoryKind kind);
+const char* to_string(SyncType type);
+
+}  // namespace feedscope

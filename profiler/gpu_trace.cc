@@ -1,0 +1,213 @@
+#include "profiler/gpu_trace.h"
+
+#include <algorithm>
+#include <array>
+#include <unordered_set>
+
+#include "sampler/statistics.h"
+
+namespace feedscope {
+
+namespace {
+
+struct Interval {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
+// Sorted, disjoint union of the intervals: concurrent kernels on several streams count once.
+// Intervals that only touch are joined unless `keep_touching` (back-to-back steps stay two).
+std::vector<Interval> merge(std::vector<Interval> v, bool keep_touching = false) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
+    return a.begin < b.begin;
+  });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.end <= i.begin) continue;
+    if (!out.empty() && (keep_touching ? i.begin < out.back().end : i.begin <= out.back().end)) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Calls fn for each piece of the disjoint, sorted `merged` that lies inside `w`, clipped to it.
+template <typename Fn>
+void for_each_piece(const std::vector<Interval>& merged, const StepWindow& w, Fn&& fn) {
+  // Disjoint and sorted by begin means sorted by end too.
+  auto it = std::upper_bound(merged.begin(), merged.end(), w.begin_ns,
+                             [](std::int64_t t, const Interval& i) { return t < i.end; });
+  for (; it != merged.end() && it->begin < w.end_ns; ++it)
+    fn(Interval{std::max(it->begin, w.begin_ns), std::min(it->end, w.end_ns)});
+}
+
+std::string_view base_name(std::string_view name) {
+  // CUPTI names per-thread default stream variants "cudaMemcpy_ptds", "cudaLaunchKernel_ptsz".
+  for (std::string_view suffix : {"_ptds", "_ptsz"})
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      return name.substr(0, name.size() - suffix.size());
+  return name;
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+bool is_synchronous_runtime_call(std::string_view name) {
+  static constexpr std::array<std::string_view, 14> kSync = {
+      "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
+      "cudaEventSynchronize",  "cudaMemcpy",            "cudaMemcpy2D",
+      "cudaMemcpy3D",          "cudaMemcpyToSymbol",    "cudaMemcpyFromSymbol",
+      "cudaMemcpyPeer",        "cudaMemcpy3DPeer",      "cudaMemcpyToArray",
+      "cudaMemcpyFromArray",   "cudaMemcpy2DToArray"};
+  const std::string_view base = base_name(name);
+  return std::find(kSync.begin(), kSync.end(), base) != kSync.end();
+}
+
+bool is_launch_runtime_call(std::string_view name) {
+  static constexpr std::array<std::string_view, 5> kLaunch = {
+      "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cudaGraphLaunch",
+      "cudaLaunch"};
+  const std::string_view base = base_name(name);
+  return std::find(kLaunch.begin(), kLaunch.end(), base) != kLaunch.end();
+}
+
+GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
+  GpuTraceSummary s;
+  s.dropped = a.dropped;
+  {
+    std::vector<Interval> w;
+    for (const StepWindow& x : windows) w.push_back({x.begin_ns, x.end_ns});
+    const std::size_t given = std::count_if(windows.begin(), windows.end(), [](const StepWindow& x) {
+      return x.end_ns > x.begin_ns;
+    });
+    windows.clear();
+    for (const Interval& i : merge(std::move(w), true)) windows.push_back({i.begin, i.end});
+    // Overlapping steps were merged for the time base, but each one is still a step.
+    s.steps = static_cast<std::int64_t>(given);
+  }
+  if (windows.empty()) return s;
+  std::int64_t wall_ns = 0;
+  for (const StepWindow& w : windows) wall_ns += w.end_ns - w.begin_ns;
+  s.step_wall_s = static_cast<double>(wall_ns) / 1e9;
+  const double steps = static_cast<double>(s.steps);
+
+  const auto in_step = [&windows](std::int64_t t) {
+    auto it = std::upper_bound(windows.begin(), windows.end(), t,
+                               [](std::int64_t v, const StepWindow& w) { return v < w.begin_ns; });
+    return it != windows.begin() && t < std::prev(it)->end_ns;
+  };
+
+  std::vector<double> kernel_us;
+  std::vector<Interval> busy;
+  busy.reserve(a.kernels.size() + a.memcpys.size() + a.memsets.size());
+  for (const KernelRecord& k : a.kernels) {
+    busy.push_back({k.start_ns, k.end_ns});
+    if (in_step(k.start_ns)) kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
+  }
+  s.kernels = static_cast<std::int64_t>(kernel_us.size());
+  s.kernels_per_step = static_cast<double>(s.kernels) / steps;
+  s.mean_kernel_us = mean(kernel_us);
+  s.p50_kernel_us = percentile(kernel_us, 0.50);
+  s.p95_kernel_us = percentile(kernel_us, 0.95);
+
+  std::vector<Interval> h2d;
+  for (const MemcpyRecord& m : a.memcpys) {
+    busy.push_back({m.start_ns, m.end_ns});
+    if (m.kind == MemcpyKind::h2d) h2d.push_back({m.start_ns, m.end_ns});
+  }
+  for (const MemsetRecord& m : a.memsets) busy.push_back({m.start_ns, m.end_ns});
+
+  const std::vector<Interval> merged = merge(std::move(busy));
+  std::int64_t busy_ns = 0, gap_ns = 0;
+  std::vector<double> gap_us;
+  for (const StepWindow& w : windows) {
+    std::int64_t prev_end = -1;
+    bool first = true;
+    for_each_piece(merged, w, [&](const Interval& piece) {
+      busy_ns += piece.end - piece.begin;
+      if (!first) {
+        gap_ns += piece.begin - prev_end;
+        gap_us.push_back(static_cast<double>(piece.begin - prev_end) / 1e3);
+      }
+      first = false;
+      prev_end = piece.end;
+    });
+  }
+  s.gpu_busy_s = static_cast<double>(busy_ns) / 1e9;
+  s.gpu_busy_ratio = static_cast<double>(busy_ns) / static_cast<double>(wall_ns);
+  s.launch_gaps = static_cast<std::int64_t>(gap_us.size());
+  s.mean_gap_us = mean(gap_us);
+  s.p95_gap_us = percentile(gap_us, 0.95);
+  s.gap_share = static_cast<double>(gap_ns) / static_cast<double>(wall_ns);
+
+  const std::vector<Interval> h2d_merged = merge(std::move(h2d));
+  std::int64_t h2d_ns = 0;
+  for (const StepWindow& w : windows)
+    for_each_piece(h2d_merged, w, [&](const Interval& p) { h2d_ns += p.end - p.begin; });
+  s.h2d_share = static_cast<double>(h2d_ns) / static_cast<double>(wall_ns);
+
+  // A synchronous call and the synchronization record CUPTI makes for it share a correlation id:
+  // count the call (its duration is what the host waited) and skip the record.
+  std::unordered_set<std::uint32_t> counted;
+  std::int64_t sync_ns = 0, launch_ns = 0;
+  for (const RuntimeApiRecord& r : a.runtime) {
+    if (!in_step(r.start_ns)) continue;
+    if (is_synchronous_runtime_call(r.name)) {
+      ++s.syncs;
+      sync_ns += r.end_ns - r.start_ns;
+      if (r.correlation_id != 0) counted.insert(r.correlation_id);
+    } else if (is_launch_runtime_call(r.name)) {
+      ++s.launch_calls;
+      launch_ns += r.end_ns - r.start_ns;
+    }
+  }
+  for (const SyncRecord& r : a.syncs) {
+    if (r.type == SyncType::stream_wait_event || !in_step(r.start_ns)) continue;
+    if (r.correlation_id != 0 && counted.contains(r.correlation_id)) continue;
+    ++s.syncs;
+    sync_ns += r.end_ns - r.start_ns;
+  }
+  s.syncs_per_step = static_cast<double>(s.syncs) / steps;
+  s.sync_wait_s = static_cast<double>(sync_ns) / 1e9;
+  if (s.launch_calls > 0)
+    s.mean_launch_call_us = static_cast<double>(launch_ns) / 1e3 / static_cast<double>(s.launch_calls);
+
+  const std::int64_t copies_begin = windows.front().begin_ns;
+  const std::int64_t copies_end = windows.back().end_ns;
+  std::int64_t pinned_ns = 0, pageable_ns = 0;
+  for (const MemcpyRecord& m : a.memcpys) {
+    if (m.start_ns < copies_begin || m.start_ns >= copies_end) continue;
+    const std::int64_t ns = std::max<std::int64_t>(m.end_ns - m.start_ns, 0);
+    if (m.kind == MemcpyKind::d2h) {
+      s.d2h_bytes += m.bytes;
+    } else if (m.kind == MemcpyKind::h2d) {
+      if (m.src == MemoryKind::pinned) {
+        s.h2d_pinned_bytes += m.bytes;
+        pinned_ns += ns;
+      } else if (m.src == MemoryKind::pageable) {
+        s.h2d_pageable_bytes += m.bytes;
+        pageable_ns += ns;
+      } else {
+        s.h2d_other_bytes += m.bytes;
+      }
+    }
+  }
+  // Bytes per nanosecond is GB/s.
+  if (pinned_ns > 0)
+    s.h2d_pinned_gbps = static_cast<double>(s.h2d_pinned_bytes) / static_cast<double>(pinned_ns);
+  if (pageable_ns > 0)
+    s.h2d_pageable_gbps =
+        static_cast<double>(s.h2d_pageable_bytes) / static_cast<double>(pageable_ns);
+  s.h2d_pageable_s_per_step = static_cast<double>(pageable_ns) / 1e9 / steps;
+  return s;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,183 @@
+#include "profiler/gpu_trace.h"
+
+#include <gtest/gtest.h>
+
+namespace feedscope {
+namespace {
+
+constexpr std::int64_t us = 1000;
+constexpr std::int64_t ms = 1000 * us;
+
+KernelRecord kernel(std::int64_t start, std::int64_t end, std::uint32_t stream = 7) {
+  KernelRecord k;
+  k.name = "k";
+  k.start_ns = start;
+  k.end_ns = end;
+  k.stream = stream;
+  return k;
+}
+
+MemcpyRecord copy(MemcpyKind kind, MemoryKind src, std::uint64_t bytes, std::int64_t start,
+                  std::int64_t end) {
+  MemcpyRecord m;
+  m.kind = kind;
+  m.src = src;
+  m.bytes = bytes;
+  m.start_ns = start;
+  m.end_ns = end;
+  return m;
+}
+
+RuntimeApiRecord api(const char* name, std::int64_t start, std::int64_t end,
+                     std::uint32_t correlation) {
+  RuntimeApiRecord r;
+  r.name = name;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation_id = correlation;
+  return r;
+}
+
+TEST(ActivityTraceTest, EmptyActivityGivesZerosNotNaN) {
+  const GpuTraceSummary s = summarize_gpu_trace({}, {{0, 10 * ms}, {20 * ms, 30 * ms}});
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_DOUBLE_EQ(s.step_wall_s, 0.020);
+  EXPECT_EQ(s.kernels, 0);
+  EXPECT_EQ(s.mean_kernel_us, 0);
+  EXPECT_EQ(s.gpu_busy_ratio, 0);
+  EXPECT_EQ(s.launch_gaps, 0);
+  EXPECT_EQ(s.syncs_per_step, 0);
+  EXPECT_FALSE(s.h2d_pinned_gbps);
+  EXPECT_FALSE(s.h2d_pageable_gbps);
+}
+
+TEST(ActivityTraceTest, NoStepsGivesNoRatios) {
+  GpuActivity a;
+  a.kernels.push_back(kernel(0, 5 * us));
+  a.dropped = 3;
+  const GpuTraceSummary s = summarize_gpu_trace(a, {});
+  EXPECT_EQ(s.steps, 0);
+  EXPECT_EQ(s.kernels, 0);
+  EXPECT_EQ(s.dropped, 3u);
+}
+
+TEST(ActivityTraceTest, OverlappingKernelsOnTwoStreamsCountOnce) {
+  GpuActivity a;
+  // Stream 1 busy [1, 5) ms, stream 2 busy [3, 7) ms: union [1, 7) = 6 ms, not 8.
+  a.kernels.push_back(kernel(1 * ms, 5 * ms, 1));
+  a.kernels.push_back(kernel(3 * ms, 7 * ms, 2));
+  // A memcpy inside the union adds nothing; one after a gap adds its length.
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pinned, 100, 4 * ms, 6 * ms));
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pinned, 100, 8 * ms, 9 * ms));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_NEAR(s.gpu_busy_s, 0.007, 1e-12);
+  EXPECT_NEAR(s.gpu_busy_ratio, 0.7, 1e-12);
+  EXPECT_EQ(s.kernels, 2);
+  EXPECT_NEAR(s.mean_kernel_us, 4000, 1e-9);
+  // The H2D share is the union of the two copies: 3 ms of 10.
+  EXPECT_NEAR(s.h2d_share, 0.3, 1e-12);
+}
+
+TEST(ActivityTraceTest, GapsAreIdleTimeBetweenActivityWithinAStep) {
+  GpuActivity a;
+  // Step 1: kernels at [0,1) [3,4) [4,5) ms -> one gap of 2 ms (3-4 and 4-5 touch).
+  a.kernels.push_back(kernel(0, 1 * ms));
+  a.kernels.push_back(kernel(3 * ms, 4 * ms));
+  a.kernels.push_back(kernel(4 * ms, 5 * ms));
+  // Step 2 starts at 10 ms: the idle time between the steps is no launch gap.
+  a.kernels.push_back(kernel(12 * ms, 13 * ms));
+  a.kernels.push_back(kernel(17 * ms, 18 * ms));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}, {10 * ms, 20 * ms}});
+  EXPECT_EQ(s.launch_gaps, 2);
+  EXPECT_NEAR(s.mean_gap_us, 3000, 1e-9);
+  EXPECT_NEAR(s.gap_share, 6.0 / 20.0, 1e-12);
+  EXPECT_NEAR(s.kernels_per_step, 2.5, 1e-12);
+}
+
+TEST(ActivityTraceTest, ActivityOutsideTheStepsIsLeftOutAndStraddlersAreClipped) {
+  GpuActivity a;
+  a.kernels.push_back(kernel(-5 * ms, -4 * ms));       // before: warm-up
+  a.kernels.push_back(kernel(-1 * ms, 2 * ms));        // straddles the step's begin
+  a.kernels.push_back(kernel(9 * ms, 12 * ms));        // straddles the step's end
+  a.kernels.push_back(kernel(11 * ms, 12 * ms, 3));    // between steps
+  a.kernels.push_back(kernel(100 * ms, 200 * ms));     // after the run
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}, {20 * ms, 30 * ms}});
+  // Inside: [0,2) and [9,10): 3 ms of a 20 ms step wall.
+  EXPECT_NEAR(s.gpu_busy_ratio, 3.0 / 20.0, 1e-12);
+  // Only kernels that start inside a step count: the one at 9 ms.
+  EXPECT_EQ(s.kernels, 1);
+  EXPECT_NEAR(s.mean_kernel_us, 3000, 1e-9);
+  EXPECT_EQ(s.launch_gaps, 1);
+}
+
+TEST(ActivityTraceTest, WindowsInAnyOrderGiveTheSameAnswer) {
+  GpuActivity a;
+  a.kernels.push_back(kernel(1 * ms, 2 * ms));
+  a.kernels.push_back(kernel(21 * ms, 23 * ms));
+  const GpuTraceSummary s1 = summarize_gpu_trace(a, {{0, 10 * ms}, {20 * ms, 30 * ms}});
+  const GpuTraceSummary s2 = summarize_gpu_trace(a, {{20 * ms, 30 * ms}, {0, 10 * ms}});
+  EXPECT_EQ(s1.kernels, 2);
+  EXPECT_EQ(s2.kernels, 2);
+  EXPECT_DOUBLE_EQ(s1.gpu_busy_ratio, s2.gpu_busy_ratio);
+  EXPECT_NEAR(s1.gpu_busy_ratio, 3.0 / 20.0, 1e-12);
+}
+
+TEST(ActivityTraceTest, H2dBytesSplitByPinnedAndPageableWithTheirBandwidth) {
+  GpuActivity a;
+  // 1 GB pinned in 50 ms = 20 GB/s; 300 MB pageable in 100 ms = 3 GB/s.
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pinned, 500'000'000, 0, 25 * ms));
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pinned, 500'000'000, 30 * ms, 55 * ms));
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pageable, 300'000'000, 60 * ms, 160 * ms));
+  a.memcpys.push_back(copy(MemcpyKind::d2h, MemoryKind::device, 4096, 170 * ms, 171 * ms));
+  a.memcpys.push_back(copy(MemcpyKind::d2d, MemoryKind::device, 1 << 20, 172 * ms, 173 * ms));
+  // After the last step: not part of the run's copies.
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pinned, 999, 500 * ms, 501 * ms));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 100 * ms}, {100 * ms, 200 * ms}});
+  EXPECT_EQ(s.h2d_pinned_bytes, 1'000'000'000u);
+  EXPECT_EQ(s.h2d_pageable_bytes, 300'000'000u);
+  EXPECT_EQ(s.d2h_bytes, 4096u);
+  ASSERT_TRUE(s.h2d_pinned_gbps);
+  ASSERT_TRUE(s.h2d_pageable_gbps);
+  EXPECT_NEAR(*s.h2d_pinned_gbps, 20.0, 1e-9);
+  EXPECT_NEAR(*s.h2d_pageable_gbps, 3.0, 1e-9);
+  EXPECT_NEAR(s.h2d_pageable_s_per_step, 0.050, 1e-12);
+}
+
+TEST(ActivityTraceTest, SyncCallAndItsSyncRecordCountOnce) {
+  GpuActivity a;
+  a.runtime.push_back(api("cudaStreamSynchronize", 1 * ms, 3 * ms, 42));
+  SyncRecord same;
+  same.type = SyncType::stream;
+  same.start_ns = 1 * ms;
+  same.end_ns = 3 * ms;
+  same.correlation_id = 42;
+  a.syncs.push_back(same);
+  // A device-side wait does not block the host.
+  SyncRecord wait_event = same;
+  wait_event.type = SyncType::stream_wait_event;
+  wait_event.correlation_id = 43;
+  a.syncs.push_back(wait_event);
+  // Synchronous copy (per-thread default stream variant) counts; its Async form does not.
+  a.runtime.push_back(api("cudaMemcpy_ptds", 4 * ms, 5 * ms, 44));
+  a.runtime.push_back(api("cudaMemcpyAsync", 6 * ms, 6 * ms + 5 * us, 45));
+  a.runtime.push_back(api("cudaLaunchKernel", 7 * ms, 7 * ms + 4 * us, 46));
+  a.runtime.push_back(api("cudaLaunchKernel", 8 * ms, 8 * ms + 6 * us, 47));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.syncs, 2);
+  EXPECT_NEAR(s.sync_wait_s, 0.003, 1e-12);
+  EXPECT_EQ(s.launch_calls, 2);
+  EXPECT_NEAR(s.mean_launch_call_us, 5.0, 1e-9);
+}
+
+TEST(ActivityTraceTest, RuntimeCallNames) {
+  EXPECT_TRUE(is_synchronous_runtime_call("cudaDeviceSynchronize"));
+  EXPECT_TRUE(is_synchronous_runtime_call("cudaEventSynchronize"));
+  EXPECT_TRUE(is_synchronous_runtime_call("cudaMemcpy"));
+  EXPECT_FALSE(is_synchronous_runtime_call("cudaMemcpyAsync"));
+  EXPECT_FALSE(is_synchronous_runtime_call("cudaStreamWaitEvent"));
+  EXPECT_TRUE(is_launch_runtime_call("cudaLaunchKernel_ptsz"));
+  EXPECT_FALSE(is_launch_runtime_call("cudaMalloc"));
+}
+
+}  // namespace
+}  // namespace feedscope
