@@ -1,4 +1,6 @@
 // Runs the real feedscope binary end to end: exit codes, messages, report.json.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,7 +23,8 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("feedscope-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("feedscope-cli-" + std::to_string(::getpid()) + "-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }

@@ -1,0 +1,103 @@
+// `feedscope sweep` and `feedscope tune` end to end on the real binary: bad grid values, a
+// complete small grid, and a sweep stopped with Ctrl-C that keeps its completed points.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/background_process.h"
+#include "tests/support/process.h"
+
+namespace feedscope {
+namespace {
+
+using testing::BackgroundProcess;
+using testing::run_process;
+
+class SweepCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("feedscope-sweep-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(SweepCliTest, BadGridValueExits2NamingIt) {
+  const auto r = run_process({FEEDSCOPE_BINARY, "sweep", "--num-workers", "0,1,x", "--report-dir",
+                              (dir_ / "out").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("num_workers: 'x'"), std::string::npos) << r.err;
+}
+
+TEST_F(SweepCliTest, SmallGridWritesEveryPointAndNamesTheBest) {
+  const auto r = run_process({FEEDSCOPE_BINARY, "sweep", "--num-workers", "0,1", "--batch-size",
+                              "16,32", "--repeats", "1", "--steps", "5", "--warmup", "1",
+                              "--hidden", "16", "--sample-hz", "0", "--report-dir",
+                              (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir_ / "out" / "sweep.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["completed_points"], 4);
+  EXPECT_TRUE(j["interrupted"].is_null());
+  EXPECT_FALSE(j["best"].is_null());
+  EXPECT_NE(r.out.find("best: num_workers="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("num_workers: "), std::string::npos) << "the YAML snippet";
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "out" / "report.html"));
+  EXPECT_NE(r.err.find("sweep: 4/4 runs"), std::string::npos) << "plain progress lines off a TTY\n"
+                                                               << r.err;
+}
+
+TEST_F(SweepCliTest, CtrlCKeepsTheCompletedPoints) {
+  BackgroundProcess sweep({FEEDSCOPE_BINARY, "sweep", "--num-workers", "0,1,2", "--repeats", "1",
+                           "--duration", "2", "--warmup", "1", "--hidden", "16", "--report-dir",
+                           (dir_ / "out").string()},
+                          (dir_ / "sweep.log").string());
+  ASSERT_TRUE(sweep.started());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // sweep.csv appears when the first point is done.
+  while (!std::filesystem::exists(dir_ / "out" / "sweep.csv") && sweep.running() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(sweep.running()) << sweep.log();
+  sweep.send_signal(SIGINT);
+  EXPECT_EQ(sweep.wait_exit(std::chrono::seconds(30)), 128 + SIGINT) << sweep.log();
+  std::ifstream in(dir_ / "out" / "sweep.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["interrupted"], "SIGINT");
+  EXPECT_GE(j["completed_points"].get<int>(), 1);
+  EXPECT_LT(j["completed_points"].get<int>(), 3);
+  EXPECT_EQ(j["planned_points"], 3);
+  std::ifstream csv(dir_ / "out" / "sweep.csv");
+  std::string line;
+  int rows = -1;  // the header
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, j["completed_points"].get<int>());
+}
+
+TEST_F(SweepCliTest, TunePrintsEachMoveAndTheResult) {
+  const auto r = run_process({FEEDSCOPE_BINARY, "tune", "--steps", "5", "--warmup", "1",
+                              "--hidden", "16", "--sample-hz", "0", "--max-workers", "1",
+                              "--budget", "120", "--report-dir", (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tune: [1] start at num_workers=0"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("best: num_workers="), std::string::npos) << r.out;
+  std::ifstream in(dir_ / "out" / "tune.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_GE(j["runs"].get<int>(), 1);
+  EXPECT_LE(j["best"]["num_workers"].get<int>(), 1);
+}
+
+}  // namespace
+}  // namespace feedscope
