@@ -14,6 +14,7 @@
 #include "cli/interrupt.h"
 #include "cli/trainer.h"
 #include "exporters/chrome_trace.h"
+#include "exporters/html_report.h"
 #include "exporters/json_report.h"
 #include "exporters/metrics_exporter.h"
 #include "exporters/timeseries_csv.h"
@@ -438,6 +439,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
+  write_file_atomically((report_dir / "report.html").string(),
+                        report_to_html(report, sampler ? sampler->recent() : std::vector<UtilizationSample>{},
+                                       run_begin));
   // Spans only when there was no GPU trace.
   write_chrome_trace_file((report_dir / "trace.json").string(), all_spans, spans.lanes(),
                           gpu_source ? &gpu_activity : nullptr, run_begin);

@@ -1,0 +1,283 @@
+#include "exporters/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <type_traits>
+#include <variant>
+
+namespace feedscope {
+
+namespace {
+
+std::string esc(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+// Colours that stay apart for the colour-blind (Okabe-Ito).
+constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
+                                    "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+
+struct Line {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (seconds, value)
+};
+
+// A line chart with a time axis. `max_y` 0 scales to the data; `percent` labels 0..1 as %.
+std::string line_chart(const std::string& title, const std::vector<Line>& lines, double max_y,
+                       bool percent, const std::string& unit) {
+  const int w = 720, h = 220, left = 56, right = 150, top = 28, bottom = 30;
+  const int pw = w - left - right, ph = h - top - bottom;
+  double max_t = 0, data_max = 0;
+  for (const Line& l : lines)
+    for (const auto& [t, v] : l.points) {
+      max_t = std::max(max_t, t);
+      if (std::isfinite(v)) data_max = std::max(data_max, v);
+    }
+  if (max_y <= 0) max_y = data_max > 0 ? data_max * 1.1 : 1;
+  if (max_t <= 0) max_t = 1;
+  std::ostringstream s;
+  s << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\""
+    << h << "\" role=\"img\" aria-label=\"" << esc(title) << "\">\n<text x=\"" << left
+    << "\" y=\"16\" font-weight=\"bold\">" << esc(title) << "</text>\n";
+  for (int i = 0; i <= 4; ++i) {
+    const double v = max_y * i / 4;
+    const int y = top + ph - ph * i / 4;
+    s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y << "\" y2=\"" << y
+      << "\" stroke=\"#e5e5e5\"/><text x=\"" << left - 6 << "\" y=\"" << y + 4
+      << "\" text-anchor=\"end\" class=\"axis\">"
+      << (percent ? fmt("%.0f%%", 100 * v) : fmt(v >= 100 ? "%.0f" : "%.1f", v)) << "</text>\n";
+  }
+  for (int i = 0; i <= 5; ++i) {
+    const double t = max_t * i / 5;
+    s << "<text x=\"" << left + pw * i / 5 << "\" y=\"" << h - 10
+      << "\" text-anchor=\"middle\" class=\"axis\">" << fmt(max_t >= 10 ? "%.0f s" : "%.1f s", t)
+      << "</text>\n";
+  }
+  if (!unit.empty())
+    s << "<text x=\"" << left << "\" y=\"" << top - 2 << "\" class=\"axis\" dx=\"4\">" << esc(unit)
+      << "</text>\n";
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const char* colour = kPalette[i % std::size(kPalette)];
+    std::string path;
+    for (const auto& [t, v] : lines[i].points) {
+      if (!std::isfinite(v)) continue;
+      const double x = left + pw * t / max_t;
+      const double y = top + ph - ph * std::clamp(v / max_y, 0.0, 1.0);
+      path += (path.empty() ? "M" : " L") + fmt("%.1f", x) + "," + fmt("%.1f", y);
+    }
+    if (!path.empty())
+      s << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << colour
+        << "\" stroke-width=\"1.6\"/>\n";
+    const int ly = top + 6 + static_cast<int>(i) * 16;
+    s << "<rect x=\"" << left + pw + 12 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"10\" fill=\""
+      << colour << "\"/><text x=\"" << left + pw + 26 << "\" y=\"" << ly + 1 << "\">"
+      << esc(lines[i].name) << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+// One horizontal bar per stage: its share of its threads' time, with the mean span.
+std::string stage_chart(const Report& r) {
+  std::vector<const StageStats*> shown;
+  for (const StageStats& st : r.stages)
+    if (st.count > 0) shown.push_back(&st);
+  const int w = 720, row = 26, left = 90, top = 30;
+  const int h = top + row * static_cast<int>(shown.size()) + 10, pw = 440;
+  std::ostringstream s;
+  s << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\""
+    << h << "\" role=\"img\" aria-label=\"stage breakdown\">\n<text x=\"" << left
+    << "\" y=\"16\" font-weight=\"bold\">Share of each stage's threads' time</text>\n";
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const StageStats& st = *shown[i];
+    const int y = top + static_cast<int>(i) * row;
+    const bool training = st.name == "wait" || st.name == "step";
+    const double share = std::clamp(st.share, 0.0, 1.0);
+    s << "<text x=\"" << left - 8 << "\" y=\"" << y + 15 << "\" text-anchor=\"end\">" << esc(st.name)
+      << "</text>\n<rect x=\"" << left << "\" y=\"" << y + 3 << "\" width=\"" << pw
+      << "\" height=\"16\" fill=\"#f0f0f0\"/>\n<rect x=\"" << left << "\" y=\"" << y + 3
+      << "\" width=\"" << fmt("%.1f", pw * share) << "\" height=\"16\" fill=\""
+      << (training ? (st.name == "wait" ? "#D55E00" : "#0072B2") : "#009E73") << "\"/>\n<text x=\""
+      << left + pw + 8 << "\" y=\"" << y + 15 << "\">" << fmt("%.1f%%", 100 * share) << "  ·  "
+      << fmt("%.3f ms mean", st.mean_ms) << "  ·  " << st.count << " spans"
+      << (st.lanes > 1 ? "  ·  " + std::to_string(st.lanes) + " threads" : "") << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+double seconds(std::int64_t t_ns, std::int64_t begin_ns) {
+  return static_cast<double>(t_ns - begin_ns) / 1e9;
+}
+
+}  // namespace
+
+std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
+                           std::int64_t run_begin_ns) {
+  const Diagnosis& d = r.diagnosis;
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    << "<title>feedscope: " << esc(d.bottleneck) << "</title>\n<style>\n"
+    << "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:980px;color:#1d1d1d;"
+       "padding:0 16px}\n"
+    << "h1{font-size:21px;margin:0 0 6px}h2{font-size:16px;margin:26px 0 8px;border-bottom:1px "
+       "solid #ddd;padding-bottom:4px}\n"
+    << ".verdict{font-size:17px;background:#f3f7fb;border-left:4px solid #0072B2;padding:10px "
+       "14px}\n.tag{display:inline-block;background:#0072B2;color:#fff;border-radius:3px;padding:1px "
+       "7px;margin-right:6px}\n"
+    << "table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eee;"
+       "text-align:left}th{background:#f6f6f6}td.n{text-align:right;font-variant-numeric:"
+       "tabular-nums}\n"
+    << "svg.chart{font:12px system-ui,sans-serif;display:block;margin:10px 0}.axis{fill:#666;"
+       "font-size:11px}\n.warn{color:#a33}</style></head><body>\n";
+
+  h << "<h1>feedscope report</h1>\n";
+  if (!r.interrupted.empty())
+    h << "<p class=\"warn\">Interrupted by " << esc(r.interrupted) << ": a partial report of "
+      << r.throughput.steps << " steps.</p>\n";
+  h << "<p class=\"verdict\"><span class=\"tag\">" << esc(d.bottleneck) << "</span>"
+    << esc(d.verdict) << "</p>\n";
+  h << "<p>" << fmt("%.1f", r.throughput.samples_per_s) << " samples/s, "
+    << fmt("%.2f", r.throughput.batches_per_s) << " batches/s over " << r.throughput.steps
+    << " steps in " << fmt("%.2f", r.throughput.wall_s) << " s. Data stall "
+    << fmt("%.1f%%", 100 * d.data_stall_ratio) << " (input-bound: " << esc(d.input_bound)
+    << ").</p>\n";
+
+  h << "<h2>Evidence</h2>\n<ul>\n";
+  for (const std::string& e : d.evidence) h << "<li>" << esc(e) << "</li>\n";
+  h << "</ul>\n";
+  if (!d.recommendations.empty()) {
+    h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "
+         "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
+    for (const Recommendation& rec : d.recommendations)
+      h << "<tr><td>" << esc(rec.action) << "</td><td><code>" << esc(rec.setting)
+        << "</code></td><td class=\"n\">" << fmt("%.0f", rec.predicted_samples_per_s)
+        << "</td><td class=\"n\">" << fmt("%.2fx", rec.predicted_speedup) << "</td><td>"
+        << esc(rec.basis) << "</td></tr>\n";
+    h << "</table>\n";
+  }
+
+  h << "<h2>Stages</h2>\n" << stage_chart(r);
+  h << "<table><tr><th>stage</th><th>spans</th><th>mean ms</th><th>p50 ms</th><th>p95 ms</th>"
+       "<th>busy s</th><th>share</th></tr>\n";
+  for (const StageStats& st : r.stages) {
+    if (st.count == 0) continue;
+    h << "<tr><td>" << esc(st.name) << "</td><td class=\"n\">" << st.count << "</td><td class=\"n\">"
+      << fmt("%.3f", st.mean_ms) << "</td><td class=\"n\">" << fmt("%.3f", st.p50_ms)
+      << "</td><td class=\"n\">" << fmt("%.3f", st.p95_ms) << "</td><td class=\"n\">"
+      << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * st.share)
+      << "</td></tr>\n";
+  }
+  h << "</table>\n";
+
+  h << "<h2>Utilization over time</h2>\n";
+  if (series.empty()) {
+    h << "<p>No utilization samples (sampling off, or the run was shorter than one period).</p>\n";
+  } else {
+    Line system{"CPU, all cores", {}}, process{"CPU, this process", {}}, io{"I/O pressure", {}};
+    std::map<int, Line> gpus;
+    std::map<std::string, Line> threads;
+    std::map<std::string, Line> disks;
+    for (const UtilizationSample& u : series) {
+      const double t = seconds(u.time_ns, run_begin_ns);
+      if (u.cpu_system_ratio) system.points.push_back({t, *u.cpu_system_ratio});
+      if (u.cpu_process_ratio) process.points.push_back({t, *u.cpu_process_ratio});
+      if (u.io_pressure) io.points.push_back({t, u.io_pressure->some_avg10});
+      for (const GpuSample& g : u.gpus) {
+        Line& l = gpus[g.index];
+        l.name = "GPU " + std::to_string(g.index);
+        l.points.push_back({t, g.util_ratio});
+      }
+      for (const ThreadCpu& th : u.threads) {
+        // Loader lanes and the training thread; other threads (the sampler, TBB's spares) are
+        // noise here.
+        if (th.name != "training" && th.name.rfind("worker ", 0) != 0) continue;
+        Line& l = threads[th.name];
+        l.name = th.name;
+        l.points.push_back({t, th.ratio});
+      }
+      for (const DiskSample& disk : u.disks) {
+        Line& l = disks[disk.device];
+        l.name = disk.device;
+        l.points.push_back({t, disk.read_bytes_per_s / 1e6});
+      }
+    }
+    std::vector<Line> usage = {system, process};
+    for (auto& [i, l] : gpus) usage.push_back(l);
+    if (!io.points.empty()) usage.push_back(io);
+    h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "");
+    std::vector<Line> thread_lines;
+    for (auto& [name, l] : threads) thread_lines.push_back(l);
+    if (!thread_lines.empty())
+      h << line_chart("Busy share of one core, per thread", thread_lines, 1.0, true, "");
+    std::vector<Line> disk_lines;
+    for (auto& [name, l] : disks) disk_lines.push_back(l);
+    if (!disk_lines.empty()) h << line_chart("Disk reads", disk_lines, 0, false, "MB/s");
+  }
+
+  h << "<h2>GPU trace</h2>\n";
+  if (r.gpu_trace) {
+    const GpuTraceSummary& g = *r.gpu_trace;
+    h << "<table>\n<tr><td>GPU busy (kernels and copies) of step time</td><td class=\"n\">"
+      << fmt("%.1f%%", 100 * g.gpu_busy_ratio) << "</td></tr>\n<tr><td>kernels per step</td><td "
+      << "class=\"n\">" << fmt("%.1f", g.kernels_per_step) << "</td></tr>\n<tr><td>mean / p95 "
+      << "kernel</td><td class=\"n\">" << fmt("%.1f", g.mean_kernel_us) << " / "
+      << fmt("%.1f µs", g.p95_kernel_us) << "</td></tr>\n<tr><td>launch gaps, share of step"
+      << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * g.gap_share) << "</td></tr>\n<tr><td>"
+      << "host syncs per step</td><td class=\"n\">" << fmt("%.2f", g.syncs_per_step)
+      << "</td></tr>\n<tr><td>H2D pinned / pageable</td><td class=\"n\">"
+      << fmt("%.1f", static_cast<double>(g.h2d_pinned_bytes) / 1e6) << " / "
+      << fmt("%.1f MB", static_cast<double>(g.h2d_pageable_bytes) / 1e6) << "</td></tr>\n</table>\n";
+  } else {
+    h << "<p>Unavailable: " << esc(r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable)
+      << "</p>\n";
+  }
+
+  const Environment& e = r.environment;
+  h << "<h2>Environment</h2>\n<table>\n<tr><td>device</td><td>" << esc(e.device)
+    << "</td></tr>\n<tr><td>CPUs</td><td>" << e.cpus << "</td></tr>\n<tr><td>memory</td><td>"
+    << fmt("%.1f GiB", static_cast<double>(e.memory_total_bytes) / (1 << 30)) << "</td></tr>\n"
+    << "<tr><td>torch / CUDA</td><td>" << esc(e.torch_version) << " / " << esc(e.cuda_version)
+    << "</td></tr>\n<tr><td>host</td><td>" << esc(e.hostname) << "</td></tr>\n<tr><td>model</td><td>"
+    << esc(r.training.model) << "</td></tr>\n</table>\n";
+  h << "<h2>Configuration</h2>\n<table>\n";
+  for (const auto& [key, value] : r.config) {
+    std::string text;
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>) text = v ? "on" : "off";
+          else if constexpr (std::is_same_v<T, std::string>) text = v;
+          else if constexpr (std::is_same_v<T, double>) text = fmt("%g", v);
+          else text = std::to_string(v);
+        },
+        value);
+    h << "<tr><td>" << esc(key) << "</td><td>" << esc(text) << "</td></tr>\n";
+  }
+  h << "</table>\n<p class=\"axis\">feedscope " << esc(e.feedscope_version)
+    << " · report.json holds the same numbers; trace.json opens in Perfetto.</p>\n</body></html>\n";
+  return h.str();
+}
+
+}  // namespace feedscope

@@ -1,0 +1,64 @@
+#include "exporters/html_report.h"
+
+#include <gtest/gtest.h>
+
+namespace feedscope {
+namespace {
+
+Report sample_report() {
+  Report r;
+  r.diagnosis.bottleneck = "cpu_preprocess";
+  r.diagnosis.verdict = "Input-bound <highly>: workers decode & transform";
+  r.diagnosis.evidence = {"data stall 42% of wall time"};
+  Recommendation rec;
+  rec.action = "Raise num_workers";
+  rec.setting = "num_workers=2";
+  rec.predicted_samples_per_s = 900;
+  rec.predicted_speedup = 1.8;
+  rec.basis = "workers scale until the step";
+  r.diagnosis.recommendations = {rec};
+  StageStats decode;
+  decode.name = "decode";
+  decode.count = 10;
+  decode.share = 0.7;
+  decode.mean_ms = 3.5;
+  StageStats idle;
+  idle.name = "h2d";
+  r.stages = {decode, idle};
+  r.config = {{"num_workers", std::int64_t{1}}, {"pin_memory", true}, {"dataset", std::string("images:/d")}};
+  r.gpu_trace_unavailable = "no CUDA device: none found";
+  return r;
+}
+
+TEST(HtmlReportTest, VerdictFirstEscapedAndEverySectionPresent) {
+  const std::string html = report_to_html(sample_report(), {}, 0);
+  const auto verdict = html.find("Input-bound &lt;highly&gt;: workers decode &amp; transform");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, html.find("Evidence")) << "the verdict comes first";
+  EXPECT_EQ(html.find("<highly>"), std::string::npos);
+  for (const char* part : {"Recommendations", "num_workers=2", "1.80x", "Stages", "decode",
+                           "Utilization over time", "no CUDA device: none found", "images:/d"})
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  EXPECT_EQ(html.find(">h2d<"), std::string::npos) << "stages without spans are left out";
+}
+
+TEST(HtmlReportTest, SelfContainedWithChartsFromTheSamples) {
+  std::vector<UtilizationSample> series(3);
+  for (int i = 0; i < 3; ++i) {
+    series[static_cast<std::size_t>(i)].time_ns = 1'000'000'000LL * (i + 1);
+    series[static_cast<std::size_t>(i)].cpu_system_ratio = 0.25 * i;
+    series[static_cast<std::size_t>(i)].cpu_process_ratio = 0.1;
+    series[static_cast<std::size_t>(i)].threads = {{11, "worker 0", 0.9}, {12, "tbb_spare", 0.5}};
+  }
+  const std::string html = report_to_html(sample_report(), series, 0);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg")) << "no network fetch";
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_NE(html.find("CPU, all cores"), std::string::npos);
+  EXPECT_NE(html.find(">worker 0<"), std::string::npos);
+  EXPECT_EQ(html.find("tbb_spare"), std::string::npos) << "only loader lanes and training";
+  EXPECT_NE(html.find("<path d=\"M"), std::string::npos) << "lines are drawn";
+}
+
+}  // namespace
+}  // namespace feedscope
