@@ -37,7 +37,10 @@ void DataErrorLog::add(std::uint64_t attempted, std::vector<BadSample>& bad) {
   errors_.bad += bad.size();
   for (BadSample& b : bad) {
     if (errors_.examples.size() >= max_examples_) break;
-    errors_.examples.push_back(std::move(b));
+    // A bad file fails again every epoch; the examples should show different ones.
+    const bool known = std::any_of(errors_.examples.begin(), errors_.examples.end(),
+                                   [&](const BadSample& e) { return e.index == b.index; });
+    if (!known) errors_.examples.push_back(std::move(b));
   }
   bad.clear();
 }

@@ -52,7 +52,7 @@ struct BadSample {
 struct DataErrors {
   std::uint64_t bad = 0;
   std::uint64_t attempted = 0;  // samples whose load was tried, bad ones included
-  std::vector<BadSample> examples;
+  std::vector<BadSample> examples;  // the first bad samples, one per sample index
   double ratio() const noexcept {
     return attempted ? static_cast<double>(bad) / static_cast<double>(attempted) : 0.0;
   }

@@ -523,7 +523,13 @@ MakeRecordsResult make_records_dataset(const MakeRecordsOptions& o) {
   w.variable = o.variable;
   w.shard_bytes = o.shard_bytes;
   w.num_classes = o.classes;
-  RecordWriter writer(o.out, w);
+  std::unique_ptr<RecordWriter> made;
+  try {
+    made = std::make_unique<RecordWriter>(o.out, w);
+  } catch (const DatasetError& e) {
+    throw DatasetError(std::string("--out: ") + e.what());
+  }
+  RecordWriter& writer = *made;
   for (std::uint64_t i = 0; i < o.count; ++i)
     writer.append(made_record_label(o, i), made_record_payload(o, i));
   writer.finish();

@@ -88,6 +88,22 @@ struct TrainingSummary {
   std::optional<double> last_loss;
 };
 
+struct DataErrorExample {
+  std::uint64_t index = 0;
+  std::string file;  // the sample's source: file (and record)
+  std::string message;
+};
+
+// Samples that failed to load, under the run's bad-sample policy.
+struct DataErrorsSummary {
+  std::string policy = "fail";  // fail | skip
+  double max_bad_ratio = 0;
+  std::uint64_t count = 0;      // bad samples
+  std::uint64_t attempted = 0;  // samples whose load was tried
+  double ratio = 0;             // count / attempted
+  std::vector<DataErrorExample> examples;  // the first few
+};
+
 struct Report {
   std::vector<std::pair<std::string, ConfigValue>> config;
   Environment environment;
@@ -96,6 +112,7 @@ struct Report {
   Utilization utilization;
   TrainingSummary training;
   Diagnosis diagnosis;
+  DataErrorsSummary data_errors;
   std::uint64_t spans_dropped = 0;
 };
 
