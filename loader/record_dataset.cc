@@ -131,7 +131,7 @@ RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
   std::memcpy(&footer, body + body_bytes, sizeof footer);
   if (std::memcmp(footer.magic, kIndexEndMagic, sizeof footer.magic) != 0)
     throw fail(index_path, "bad end magic: truncated or overwritten");
-  if (crc32_of(body, body_bytes) != footer.body_crc)
+  if (crc32c(body, body_bytes) != footer.body_crc)
     throw fail(index_path, "checksum mismatch in the shard table or record entries");
 
   std::vector<IndexShard> table(h.shard_count);
@@ -256,7 +256,7 @@ std::int64_t RecordDataset::load(std::size_t index, std::span<std::byte> out,
                             std::to_string(e.length) + " bytes, label " + std::to_string(e.label) +
                             "): corrupt header or mixed-up files");
     const std::uint32_t crc =
-        crc32_of(out.data(), e.length, crc32_of(&h, kRecordCrcPrefix));
+        crc32c(out.data(), e.length, crc32c(&h, kRecordCrcPrefix));
     if (crc != h.crc)
       throw SampleError(index, describe(index),
                         "checksum mismatch (stored " + hex32(h.crc) + ", computed " + hex32(crc) +
@@ -412,7 +412,7 @@ void RecordWriter::append(std::int64_t label, std::span<const std::byte> payload
   h.record = s.entries.size();
   h.label = label;
   h.length = static_cast<std::uint32_t>(payload.size());
-  h.crc = crc32_of(payload.data(), payload.size(), crc32_of(&h, kRecordCrcPrefix));
+  h.crc = crc32c(payload.data(), payload.size(), crc32c(&h, kRecordCrcPrefix));
   s.entries.push_back(IndexEntry{s.offset, static_cast<std::uint32_t>(s.table.size() - 1),
                                  h.length, label});
   s.put(&h, sizeof h);
@@ -438,7 +438,7 @@ void RecordWriter::finish() {
   const std::size_t table_bytes = s.table.size() * sizeof(IndexShard);
   const std::size_t entry_bytes = s.entries.size() * sizeof(IndexEntry);
   IndexFooter footer{};
-  footer.body_crc = crc32_of(s.entries.data(), entry_bytes, crc32_of(s.table.data(), table_bytes));
+  footer.body_crc = crc32c(s.entries.data(), entry_bytes, crc32c(s.table.data(), table_bytes));
   std::memcpy(footer.magic, kIndexEndMagic, sizeof footer.magic);
 
   const std::string final_path = (s.dir / kIndexFileName).string();

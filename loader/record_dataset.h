@@ -15,7 +15,7 @@ namespace feedscope {
 
 // Thread-safe for load(): each record is one preadv on its shard's descriptor, opened once, so
 // workers share no file offset and take no lock. Opening checks the index and every shard
-// header; a record's bytes are checked (CRC32) when it is loaded.
+// header; a record's bytes are checked (CRC32C) when it is loaded.
 class RecordDataset final : public Dataset {
  public:
   // Throws DatasetError naming the file: missing directory or index, bad magic or version, a

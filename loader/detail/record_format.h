@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include <zlib.h>
+#include "loader/detail/crc32c.h"
 
 namespace feedscope::detail {
 
@@ -41,7 +41,7 @@ struct ShardHeader {
   std::uint64_t record_count;
   SampleLayout layout;
   std::uint32_t reserved;
-  std::uint32_t header_crc;  // crc32 of the bytes before it
+  std::uint32_t header_crc;  // CRC32C of the bytes before it
 };
 static_assert(sizeof(ShardHeader) == 88);
 
@@ -49,7 +49,7 @@ struct RecordHeader {
   std::uint64_t record;  // global record number
   std::int64_t label;
   std::uint32_t length;  // payload bytes
-  std::uint32_t crc;     // crc32 of the 20 bytes before it, continued over the payload
+  std::uint32_t crc;     // CRC32C of the 20 bytes before it, continued over the payload
 };
 static_assert(sizeof(RecordHeader) == 24);
 inline constexpr std::size_t kRecordCrcPrefix = 20;
@@ -82,20 +82,15 @@ struct IndexEntry {
 static_assert(sizeof(IndexEntry) == 24);
 
 struct IndexFooter {
-  std::uint32_t body_crc;  // crc32 of the shard table and the entries
+  std::uint32_t body_crc;  // CRC32C of the shard table and the entries
   std::uint32_t reserved;
   char magic[8];
 };
 static_assert(sizeof(IndexFooter) == 16);
 
-inline std::uint32_t crc32_of(const void* data, std::size_t bytes, std::uint32_t crc = 0) {
-  return static_cast<std::uint32_t>(
-      ::crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(bytes)));
-}
-
 template <typename Header>
 std::uint32_t header_crc(const Header& h) {
-  return crc32_of(&h, offsetof(Header, header_crc));
+  return crc32c(&h, offsetof(Header, header_crc));
 }
 
 inline std::string shard_file_name(std::uint32_t shard) {
