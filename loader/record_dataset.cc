@@ -165,10 +165,10 @@ RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
     Shard& shard = shards_[s];
     shard.path = (dir_ / shard_file_name(s)).string();
     shard.bytes = table[s].bytes;
-    shard.fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (shard.fd < 0) throw fail(shard.path, "cannot open (" + errno_text(errno) + ")");
+    shard.fd = Descriptor(::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (shard.fd.get() < 0) throw fail(shard.path, "cannot open (" + errno_text(errno) + ")");
     struct stat st {};
-    if (::fstat(shard.fd, &st) != 0) throw fail(shard.path, "cannot stat: " + errno_text(errno));
+    if (::fstat(shard.fd.get(), &st) != 0) throw fail(shard.path, "cannot stat: " + errno_text(errno));
     if (static_cast<std::uint64_t>(st.st_size) != shard.bytes) {
       std::string why = "is " + std::to_string(st.st_size) + " bytes; the index expects " +
                         std::to_string(shard.bytes);
@@ -188,7 +188,7 @@ RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
     }
     ShardHeader sh{};
     std::string error;
-    if (!pread_all(shard.fd, &sh, sizeof sh, 0, error))
+    if (!pread_all(shard.fd.get(), &sh, sizeof sh, 0, error))
       throw fail(shard.path, "cannot read the header: " + error);
     if (std::memcmp(sh.magic, kShardMagic, sizeof sh.magic) != 0)
       throw fail(shard.path, "bad magic: not a feedscope records shard");
@@ -202,9 +202,16 @@ RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
   }
 }
 
-RecordDataset::~RecordDataset() {
-  for (Shard& s : shards_)
-    if (s.fd >= 0) ::close(s.fd);
+RecordDataset::Descriptor& RecordDataset::Descriptor::operator=(Descriptor&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+RecordDataset::Descriptor::~Descriptor() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::int64_t RecordDataset::load(std::size_t index, std::span<std::byte> out,
@@ -231,12 +238,12 @@ std::int64_t RecordDataset::load(std::size_t index, std::span<std::byte> out,
       } else {
         v[n++] = {out.data() + (got - sizeof h), want - got};
       }
-      const ssize_t r = ::preadv(shard.fd, v, n, static_cast<off_t>(e.offset + got));
+      const ssize_t r = ::preadv(shard.fd.get(), v, n, static_cast<off_t>(e.offset + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw SampleError(index, describe(index), "read failed: " + errno_text(errno));
       if (r == 0) {
         struct stat st {};
-        const std::string now = ::fstat(shard.fd, &st) == 0
+        const std::string now = ::fstat(shard.fd.get(), &st) == 0
                                     ? " (the file is now " + std::to_string(st.st_size) + " bytes)"
                                     : "";
         throw SampleError(index, describe(index),
@@ -287,7 +294,7 @@ std::uint64_t RecordDataset::total_bytes() const noexcept {
 std::uint64_t RecordDataset::evict_page_cache() const {
   std::uint64_t bytes = 0;
   for (const Shard& s : shards_) {
-    const int err = ::posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED);
+    const int err = ::posix_fadvise(s.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
     if (err != 0)
       throw std::runtime_error(s.path + ": posix_fadvise(DONTNEED) failed: " + errno_text(err));
     bytes += s.bytes;

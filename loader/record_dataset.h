@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loader/dataset.h"
@@ -21,7 +22,6 @@ class RecordDataset final : public Dataset {
   // Throws DatasetError naming the file: missing directory or index, bad magic or version, a
   // checksum-failed index or shard header, a shard whose size or header disagrees with the index.
   explicit RecordDataset(std::filesystem::path dir);
-  ~RecordDataset() override;
   RecordDataset(const RecordDataset&) = delete;
   RecordDataset& operator=(const RecordDataset&) = delete;
 
@@ -57,9 +57,22 @@ class RecordDataset final : public Dataset {
     std::uint32_t length;
     std::int64_t label;
   };
+  // Closes its descriptor, so a constructor that throws half-way leaks none.
+  class Descriptor {
+   public:
+    Descriptor() = default;
+    explicit Descriptor(int fd) noexcept : fd_(fd) {}
+    Descriptor(Descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    Descriptor& operator=(Descriptor&& other) noexcept;
+    ~Descriptor();
+    int get() const noexcept { return fd_; }
+
+   private:
+    int fd_ = -1;
+  };
   struct Shard {
     std::string path;
-    int fd = -1;
+    Descriptor fd;
     std::uint64_t bytes = 0;
   };
   std::filesystem::path dir_;

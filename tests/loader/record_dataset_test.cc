@@ -248,8 +248,13 @@ TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
   TempDir dir;
   write_fixed(dir.path());
   fs::remove(dir / "shard-00007.rec");
+  const auto open_fds = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator());
+  };
+  const auto fds = open_fds();
   std::string what = open_error(dir.path());
   EXPECT_TRUE(contains(what, (dir / "shard-00007.rec").string())) << what;
+  EXPECT_EQ(open_fds(), fds) << "shards 0..6 were opened before the failure and must be closed";
   fs::remove(dir / "records.index");
   what = open_error(dir.path());
   EXPECT_TRUE(contains(what, (dir / "records.index").string())) << what;
