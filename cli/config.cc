@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <variant>
 
@@ -81,6 +84,11 @@ void check_address(const std::string& key, const std::string& value, const std::
     fail(key, value, source, "has a bad port", allowed);
 }
 
+void check_bad_sample(const std::string& key, const std::string& value, const std::string& source) {
+  if (value != "fail" && value != "skip")
+    fail(key, value, source, "is not a bad-sample policy", "fail | skip");
+}
+
 void check_nonempty(const std::string& key, const std::string& value, const std::string& source) {
   if (value.empty()) fail(key, value, source, "is empty", "a directory path");
 }
@@ -132,8 +140,18 @@ const std::vector<KeySpec>& specs() {
        &RunConfig::sample_hz, 0, 1000},
       {{"metrics_addr", KeyType::text, "HOST:PORT (loopback unless you name another address)",
         "serve Prometheus metrics"}, &RunConfig::metrics_addr, 0, 0, check_address},
-      {{"rank", KeyType::integer, "-1 (from $RANK) or 0 and more", "rank label of the metrics"},
+      {{"rank", KeyType::integer, "-1 (from $RANK, else 0) or 0 and more",
+        "this process's rank: its share of the data and the metrics label"},
        &RunConfig::rank, -1, 1e6},
+      {{"world_size", KeyType::integer, "0 (from $WORLD_SIZE, else 1) or 1 and more",
+        "processes sharing the data: each rank loads 1/world_size of every epoch"},
+       &RunConfig::world_size, 0, 1e6},
+      {{"bad_sample", KeyType::text, "fail | skip",
+        "a sample that fails to load stops the run (fail) or is left out (skip)"},
+       &RunConfig::bad_sample, 0, 0, check_bad_sample},
+      {{"max_bad_ratio", KeyType::number, "0 to 1",
+        "skip: the run stops once more than this share of samples failed"},
+       &RunConfig::max_bad_ratio, 0, 1},
       {{"host", KeyType::text, "a host name", "host label of the metrics (default: hostname)"},
        &RunConfig::host},
       {{"json", KeyType::boolean, "on | off", "print report.json on stdout"}, &RunConfig::json},
@@ -288,12 +306,53 @@ void apply_yaml_file(RunConfig& config, const std::string& path) {
 }
 
 void validate_config(const RunConfig& config) {
+  resolve_placement(config);
   if (config.model == "cnn" && config.dataset.rfind("synthetic:", 0) == 0) {
     const auto shape = parse_shape(config.dataset.substr(10));
     if (shape.size() != 3 || shape[1] < 4 || shape[2] < 4)
       throw ConfigError("model", "model: 'cnn' needs CxHxW samples of at least 4x4, and dataset '" +
                                      config.dataset + "' is not; allowed: mlp for other shapes");
   }
+}
+
+namespace {
+
+// An integer from the environment, or nullopt when unset; a ConfigError names the variable.
+std::optional<std::int64_t> env_integer(const char* name, std::int64_t min) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
+  std::int64_t v = 0;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, v);
+  if (ec != std::errc() || ptr != end || v < min)
+    throw ConfigError(name, std::string("$") + name + ": '" + text + "' is not allowed; allowed: " +
+                                std::to_string(min) + " or more");
+  return v;
+}
+
+}  // namespace
+
+Placement resolve_placement(const RunConfig& config) {
+  Placement p;
+  if (config.rank >= 0) {
+    p.rank = config.rank;
+    p.labelled = true;
+  } else if (const auto rank = env_integer("RANK", 0)) {
+    p.rank = *rank;
+    p.labelled = true;
+  }
+  if (config.world_size > 0) {
+    p.world_size = config.world_size;
+  } else if (const auto world = env_integer("WORLD_SIZE", 1)) {
+    p.world_size = *world;
+  }
+  if (p.rank >= p.world_size)
+    throw ConfigError("rank", "rank: " + std::to_string(p.rank) + " is not below world_size " +
+                                  std::to_string(p.world_size) + " (rank from " +
+                                  (config.rank >= 0 ? "--rank or the config" : "$RANK") + ", world_size from " +
+                                  (config.world_size > 0 ? "--world-size or the config" : "$WORLD_SIZE or 1") +
+                                  "); allowed: 0 to " + std::to_string(p.world_size - 1));
+  return p;
 }
 
 std::vector<std::pair<std::string, ConfigValue>> config_entries(const RunConfig& config) {

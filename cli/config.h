@@ -35,7 +35,10 @@ struct RunConfig {
   std::string report_dir = "feedscope-report";
   double sample_hz = 10;  // utilization sampling; 0 turns the sampler off
   std::string metrics_addr;  // HOST:PORT of the Prometheus endpoint; empty: no endpoint
-  std::int64_t rank = -1;    // -1: from $RANK (torchrun), else no rank label
+  std::int64_t rank = -1;    // -1: from $RANK (torchrun), else 0 and no rank label
+  std::int64_t world_size = 0;  // 0: from $WORLD_SIZE (torchrun), else 1
+  std::string bad_sample = "fail";  // fail | skip
+  double max_bad_ratio = 0.01;
   std::string host;          // empty: this machine's hostname
   bool json = false;
 };
@@ -73,6 +76,16 @@ void apply_yaml_file(RunConfig& config, const std::string& path);
 
 // Checks the relations between keys (e.g. steps and duration); throws ConfigError.
 void validate_config(const RunConfig& config);
+
+// This process's share of a multi-process job, from rank/world_size or torchrun's $RANK and
+// $WORLD_SIZE. `labelled` tells whether a rank was given at all (the metrics label it).
+struct Placement {
+  std::int64_t rank = 0;
+  std::int64_t world_size = 1;
+  bool labelled = false;
+};
+// Throws ConfigError naming the key or the variable: a bad $RANK/$WORLD_SIZE, rank >= world_size.
+Placement resolve_placement(const RunConfig& config);
 
 // The effective configuration as typed key/value pairs, in table order.
 std::vector<std::pair<std::string, ConfigValue>> config_entries(const RunConfig& config);

@@ -20,6 +20,7 @@
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
 #include "loader/device_feeder.h"
+#include "loader/record_dataset.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
@@ -101,11 +102,8 @@ std::unique_ptr<MetricsExporter> start_metrics(const RunConfig& config, const En
   if (config.metrics_addr.empty()) return nullptr;
   MetricsExporter::Options o;
   o.address = config.metrics_addr;
-  std::int64_t rank = config.rank;
-  if (rank < 0) {
-    if (const char* env_rank = std::getenv("RANK")) rank = std::atoll(env_rank);
-  }
-  if (rank >= 0) o.const_labels["rank"] = std::to_string(rank);
+  const Placement placement = resolve_placement(config);
+  if (placement.labelled) o.const_labels["rank"] = std::to_string(placement.rank);
   o.const_labels["host"] = config.host.empty() ? env.hostname : config.host;
   o.version = env.feedscope_version;
   o.torch_version = env.torch_version;
@@ -149,8 +147,9 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
     o.seed = static_cast<std::uint64_t>(config.seed);
     return std::make_shared<SyntheticDataset>(o);
   }
+  if (kind == "records") return std::make_shared<RecordDataset>(spec.substr(colon + 1));
   throw DatasetError("dataset: '" + spec + "': the " + kind +
-                     " reader is not in this build yet; allowed now: synthetic:SHAPE");
+                     " reader is not in this build yet; allowed now: records:DIR | synthetic:SHAPE");
 }
 
 Environment gather_environment(const std::string& device) {
@@ -212,8 +211,16 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   lo.prefetch = static_cast<int>(config.prefetch);
   lo.pin_memory = config.pin_memory && on_gpu;  // pinning only helps a device copy
   lo.drop_last = config.drop_last;
+  lo.bad_sample = config.bad_sample == "skip" ? BadSamplePolicy::skip : BadSamplePolicy::fail;
+  lo.max_bad_ratio = config.max_bad_ratio;
+  const Placement placement = resolve_placement(config);
   std::shared_ptr<const IndexSampler> order;
-  if (config.shuffle)
+  if (placement.world_size > 1)
+    order = std::make_shared<DistributedSampler>(
+        dataset->size(), static_cast<std::size_t>(placement.rank),
+        static_cast<std::size_t>(placement.world_size), config.shuffle,
+        static_cast<std::uint64_t>(config.seed), config.drop_last);
+  else if (config.shuffle)
     order = std::make_shared<RandomSampler>(dataset->size(), static_cast<std::uint64_t>(config.seed));
   else
     order = std::make_shared<SequentialSampler>(dataset->size());
@@ -233,14 +240,20 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   if (loader.batches_per_epoch() == 0)
     throw ConfigError("batch_size", "batch_size: " + std::to_string(config.batch_size) +
                                         " with drop_last leaves no batch in an epoch of " +
-                                        std::to_string(dataset->size()) + " samples");
+                                        std::to_string(order->epoch_indices(0).size()) +
+                                        " samples" +
+                                        (placement.world_size > 1 ? " on this rank" : ""));
 
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
       << dataset->name() << " (" << dataset->size() << " samples), " << config.num_workers
       << " worker(s), batch " << config.batch_size << ", prefetch " << config.prefetch << ", "
       << (config.duration > 0 ? std::to_string(static_cast<long long>(config.duration)) + " s"
                               : std::to_string(config.steps) + " steps")
-      << " after " << config.warmup << " warm-up, device " << device << std::endl;
+      << " after " << config.warmup << " warm-up, device " << device;
+  if (placement.world_size > 1)
+    log << ", rank " << placement.rank << " of " << placement.world_size << " ("
+        << loader.batches_per_epoch() << " batches per epoch)";
+  log << std::endl;
 
   std::error_code ec;
   std::filesystem::create_directories(config.report_dir, ec);
@@ -312,6 +325,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     SpanCollector collector(spans, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
+    std::int64_t epoch_batches = 0;
     for (;;) {
       if (const int signal = interrupt_signal(); signal != 0) {
         report.interrupted = interrupt_signal_name(signal);
@@ -328,9 +342,20 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
       std::optional<DeviceBatch> batch = feeder.next();
       if (!batch) {
+        // Under skip with max_bad_ratio 1 an epoch of only bad samples would otherwise spin.
+        if (epoch_batches == 0) {
+          DataErrors errors = loader.data_errors();
+          std::string what = "bad data: epoch " + std::to_string(epoch) +
+                             " delivered no sample; " + std::to_string(errors.bad) + " of " +
+                             std::to_string(errors.attempted) + " samples failed to load";
+          if (!errors.examples.empty()) what += "; first: " + errors.examples.front().message;
+          throw BadDataError(what, std::move(errors));
+        }
+        epoch_batches = 0;
         feeder.begin_epoch(++epoch);
         continue;
       }
+      ++epoch_batches;
       const std::int64_t step_begin = now_ns();
       if (metrics) {
         metrics->set_queue_batches("ready", loader.batches_ready());
@@ -406,6 +431,14 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.training.model = trainer ? trainer->describe() : "none (loader only)";
   report.training.parameters = trainer ? trainer->parameters() : 0;
   report.spans_dropped = spans.dropped();
+  const DataErrors errors = loader.data_errors();
+  report.data_errors.policy = config.bad_sample;
+  report.data_errors.max_bad_ratio = config.max_bad_ratio;
+  report.data_errors.count = errors.bad;
+  report.data_errors.attempted = errors.attempted;
+  report.data_errors.ratio = errors.ratio();
+  for (const BadSample& b : errors.examples)
+    report.data_errors.examples.push_back({b.index, b.source, b.message});
 
   // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
   const std::vector<Span> all_spans = spans.spans();

@@ -119,6 +119,16 @@ std::string report_to_json(const Report& r) {
                     {"verdict", d.verdict},
                     {"evidence", d.evidence},
                     {"recommendations", recs}};
+  const DataErrorsSummary& de = r.data_errors;
+  nlohmann::ordered_json examples = nlohmann::ordered_json::array();
+  for (const DataErrorExample& ex : de.examples)
+    examples.push_back({{"index", ex.index}, {"file", ex.file}, {"message", ex.message}});
+  j["data_errors"] = {{"policy", de.policy},
+                      {"max_bad_ratio", de.max_bad_ratio},
+                      {"count", de.count},
+                      {"attempted", de.attempted},
+                      {"ratio", de.ratio},
+                      {"examples", examples}};
   j["spans_dropped"] = r.spans_dropped;
   j["interrupted"] = r.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.interrupted);
   return j.dump(2) + "\n";

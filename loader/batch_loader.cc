@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,7 +23,32 @@ constexpr std::size_t kLabelAlign = 64;
 std::size_t align_up(std::size_t value, std::size_t align) {
   return (value + align - 1) / align * align;
 }
+
+std::string percent(double ratio) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g%%", ratio * 100.0);
+  return text;
+}
 }  // namespace
+
+void DataErrorLog::add(std::uint64_t attempted, std::vector<BadSample>& bad) {
+  std::lock_guard lock(mutex_);
+  errors_.attempted += attempted;
+  errors_.bad += bad.size();
+  for (BadSample& b : bad) {
+    if (errors_.examples.size() >= max_examples_) break;
+    // A bad file fails again every epoch; the examples should show different ones.
+    const bool known = std::any_of(errors_.examples.begin(), errors_.examples.end(),
+                                   [&](const BadSample& e) { return e.index == b.index; });
+    if (!known) errors_.examples.push_back(std::move(b));
+  }
+  bad.clear();
+}
+
+DataErrors DataErrorLog::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return errors_;
+}
 
 struct BatchLoader::Impl {
   // One in-flight batch. Indexed by its slab's id: a slab carries at most one batch at a time.
@@ -30,8 +56,11 @@ struct BatchLoader::Impl {
     std::int64_t batch = -1;
     std::size_t begin = 0;  // offset into plan
     std::size_t count = 0;
+    std::size_t attempted = 0;  // loads tried
+    std::size_t filled = 0;     // samples written, bad ones left out
     Slab slab;
     std::exception_ptr error;
+    std::vector<BadSample> bad;  // this job's bad samples, moved to the log on delivery
   };
 
   std::shared_ptr<const Dataset> dataset;
@@ -58,33 +87,55 @@ struct BatchLoader::Impl {
   std::int64_t next_deliver = 0;
   int in_flight = 0;
   std::map<std::int64_t, int> ready;  // finished batches not yet delivered: batch -> job id
+  std::unique_ptr<DataErrorLog> errors;
+  std::exception_ptr over_ratio;  // sticky BadDataError: the data is beyond tolerance for good
+
+  // Returns whether the job goes on after this bad sample.
+  bool bad_sample(Job& job, const SampleError& error, std::exception_ptr thrown) {
+    job.bad.push_back(BadSample{error.index(), error.source(), error.what()});
+    if (options.bad_sample == BadSamplePolicy::skip) return true;
+    job.error = std::move(thrown);
+    return false;
+  }
 
   void fill(Job& job, LoadContext& ctx) {
     const std::span<std::byte> slab = job.slab.bytes();
     auto* labels = reinterpret_cast<std::int64_t*>(slab.data() + labels_offset);
+    std::size_t filled = 0;
     for (std::size_t i = 0; i < job.count; ++i) {
       if (stopping.load(std::memory_order_relaxed)) return;
       const std::size_t index = plan[job.begin + i];
+      job.attempted = i + 1;
       try {
-        labels[i] = dataset->load(index, slab.subspan(i * sample_bytes, sample_bytes), ctx);
-      } catch (const SampleError&) {
-        job.error = std::current_exception();
-        return;
+        // A bad sample's slot is overwritten by the next good one: the batch stays compact.
+        labels[filled] =
+            dataset->load(index, slab.subspan(filled * sample_bytes, sample_bytes), ctx);
+        ++filled;
+      } catch (const SampleError& e) {
+        if (!bad_sample(job, e, std::current_exception())) break;
       } catch (const std::exception& e) {
-        job.error = std::make_exception_ptr(SampleError(index, dataset->describe(index), e.what()));
-        return;
+        SampleError wrapped(index, dataset->describe(index), e.what());
+        if (!bad_sample(job, wrapped, std::make_exception_ptr(wrapped))) break;
       }
     }
+    job.filled = filled;
+  }
+
+  void prepare(Job& job, Slab slab) {
+    job.batch = next_schedule++;
+    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
+    job.count = std::min(plan.size() - job.begin, static_cast<std::size_t>(options.batch_size));
+    job.attempted = 0;
+    job.filled = 0;
+    job.slab = std::move(slab);
+    job.error = nullptr;
+    job.bad.clear();
   }
 
   void schedule(Slab slab) {
     const int id = slab.id();
     Job& job = jobs[static_cast<std::size_t>(id)];
-    job.batch = next_schedule++;
-    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
-    job.count = std::min(plan.size() - job.begin, static_cast<std::size_t>(options.batch_size));
-    job.slab = std::move(slab);
-    job.error = nullptr;
+    prepare(job, std::move(slab));
     ++in_flight;
     arena->execute([this, id] {
       group.run([this, id] {
@@ -121,22 +172,49 @@ struct BatchLoader::Impl {
     stopping.store(false);
   }
 
-  Batch deliver(int id) {
+  // Accounts the job's bad samples, then hands out its batch; nullopt when skipping left it empty.
+  std::optional<Batch> deliver(int id) {
     Job& job = jobs[static_cast<std::size_t>(id)];
+    const bool had_bad = !job.bad.empty();
+    errors->add(job.attempted, job.bad);
     if (job.error) {
       std::exception_ptr error = job.error;
       job.error = nullptr;
       job.slab.reset();
       std::rethrow_exception(error);
     }
+    if (had_bad && !over_ratio) check_ratio();
+    if (over_ratio) {
+      job.slab.reset();
+      std::rethrow_exception(over_ratio);
+    }
+    if (job.filled == 0) {
+      job.slab.reset();
+      return std::nullopt;
+    }
     Batch batch;
     batch.index = job.batch;
     batch.epoch = epoch;
-    batch.size = static_cast<std::int64_t>(job.count);
+    batch.size = static_cast<std::int64_t>(job.filled);
     batch.data = job.slab.data();
     batch.labels = reinterpret_cast<std::int64_t*>(job.slab.data() + labels_offset);
     batch.slab = std::move(job.slab);
     return batch;
+  }
+
+  // Only a new bad sample can push the ratio up, so this runs only when one arrived.
+  void check_ratio() {
+    DataErrors e = errors->snapshot();
+    const double budget = options.max_bad_ratio *
+                          static_cast<double>(std::max<std::uint64_t>(e.attempted, options.bad_ratio_floor));
+    if (static_cast<double>(e.bad) <= budget) return;
+    std::string what = "bad data: " + std::to_string(e.bad) + " of " + std::to_string(e.attempted) +
+                       " samples failed to load (" + percent(e.ratio()) +
+                       "), over max_bad_ratio " + percent(options.max_bad_ratio);
+    if (e.attempted < options.bad_ratio_floor)
+      what += " of the first " + std::to_string(options.bad_ratio_floor) + " samples";
+    if (!e.examples.empty()) what += "; first: " + e.examples.front().message;
+    over_ratio = std::make_exception_ptr(BadDataError(what, std::move(e)));
   }
 
   [[noreturn]] void throw_exhausted() const {
@@ -162,6 +240,9 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
   if (options.prefetch <= 0)
     throw std::invalid_argument("prefetch: " + std::to_string(options.prefetch) +
                                 " is not allowed; allowed: 1 or more");
+  if (!(options.max_bad_ratio >= 0.0 && options.max_bad_ratio <= 1.0))
+    throw std::invalid_argument("max_bad_ratio: " + std::to_string(options.max_bad_ratio) +
+                                " is not allowed; allowed: 0 to 1");
   if (options.spare_slabs < 1) options.spare_slabs = 1;
 
   Impl& s = *impl_;
@@ -169,6 +250,7 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
   s.sampler = std::move(sampler);
   s.options = options;
   s.spans = spans;
+  s.errors = std::make_unique<DataErrorLog>(options.error_examples);
   s.sample_bytes = s.dataset->spec().bytes();
   const std::size_t data_bytes = s.sample_bytes * static_cast<std::size_t>(options.batch_size);
   s.labels_offset = align_up(data_bytes, kLabelAlign);
@@ -208,35 +290,36 @@ void BatchLoader::begin_epoch(std::uint64_t epoch) {
 
 std::optional<Batch> BatchLoader::next() {
   Impl& s = *impl_;
-  if (s.next_deliver >= s.batches) return std::nullopt;
+  if (s.over_ratio) std::rethrow_exception(s.over_ratio);
 
   if (s.options.num_workers == 0) {
-    Slab slab = s.pool->try_acquire();
-    if (!slab) s.throw_exhausted();
-    const int id = slab.id();
-    s.next_schedule = s.next_deliver;
-    Impl::Job& job = s.jobs[static_cast<std::size_t>(id)];
-    job.batch = s.next_schedule++;
-    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(s.options.batch_size);
-    job.count = std::min(s.plan.size() - job.begin, static_cast<std::size_t>(s.options.batch_size));
-    job.slab = std::move(slab);
-    job.error = nullptr;
-    LoadContext ctx{s.spans, LaneRole::training, job.batch, 0};
-    s.fill(job, ctx);
-    ++s.next_deliver;
-    return s.deliver(id);
+    while (s.next_deliver < s.batches) {
+      Slab slab = s.pool->try_acquire();
+      if (!slab) s.throw_exhausted();
+      const int id = slab.id();
+      s.next_schedule = s.next_deliver;
+      Impl::Job& job = s.jobs[static_cast<std::size_t>(id)];
+      s.prepare(job, std::move(slab));
+      LoadContext ctx{s.spans, LaneRole::training, job.batch, 0};
+      s.fill(job, ctx);
+      ++s.next_deliver;
+      if (std::optional<Batch> batch = s.deliver(id)) return batch;
+    }
+    return std::nullopt;
   }
 
   s.top_up();
   for (;;) {
+    if (s.next_deliver >= s.batches) return std::nullopt;
     auto it = s.options.in_order ? s.ready.find(s.next_deliver) : s.ready.begin();
     if (it != s.ready.end()) {
       const int id = it->second;
       s.ready.erase(it);
       ++s.next_deliver;
-      Batch batch = s.deliver(id);
+      std::optional<Batch> batch = s.deliver(id);
       s.top_up();
-      return batch;
+      if (batch) return batch;
+      continue;
     }
     if (s.in_flight == 0) {
       // Nothing is loading and nothing is ready, so every slab is held by the caller: waiting
@@ -257,6 +340,8 @@ int BatchLoader::batches_ready() const { return static_cast<int>(impl_->ready.si
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }
 const Dataset& BatchLoader::dataset() const { return *impl_->dataset; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }
+std::shared_ptr<const PinnedPool> BatchLoader::shared_pool() const { return impl_->pool; }
+DataErrors BatchLoader::data_errors() const { return impl_->errors->snapshot(); }
 std::size_t BatchLoader::labels_offset() const { return impl_->labels_offset; }
 
 }  // namespace feedscope

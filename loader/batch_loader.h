@@ -4,8 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "loader/dataset.h"
 #include "loader/index_sampler.h"
@@ -13,6 +16,12 @@
 #include "pinned_memory/pinned_pool.h"
 
 namespace feedscope {
+
+// What a worker does with a sample whose load() throws.
+enum class BadSamplePolicy : std::uint8_t {
+  fail,  // the batch's SampleError reaches next()
+  skip,  // leave the sample out of its batch, count it, go on (up to max_bad_ratio)
+};
 
 struct LoaderOptions {
   int num_workers = 2;  // 0 = load in the calling (training) thread
@@ -22,6 +31,57 @@ struct LoaderOptions {
   bool drop_last = false;
   bool in_order = true;  // false: deliver batches as they finish
   int spare_slabs = 2;   // slabs beyond the in-flight ones: the batch in use and the one copying
+  BadSamplePolicy bad_sample = BadSamplePolicy::fail;
+  // skip: next() throws BadDataError once bad > max_bad_ratio x max(attempted, bad_ratio_floor).
+  // The floor is a grace budget: before `bad_ratio_floor` samples were attempted, the ratio of so
+  // few would be noise (one bad file first would be a ratio of 1), so up to
+  // max_bad_ratio x bad_ratio_floor bad samples pass; after it, the true ratio decides.
+  double max_bad_ratio = 0.01;
+  std::size_t bad_ratio_floor = 1000;
+  std::size_t error_examples = 10;  // bad samples whose index, file and message are kept
+};
+
+// One sample that failed to load.
+struct BadSample {
+  std::size_t index = 0;
+  std::string source;   // the file (and record) it came from
+  std::string message;  // the full SampleError text
+};
+
+// Counts of bad samples and the first few of them, over the loader's life (all epochs).
+struct DataErrors {
+  std::uint64_t bad = 0;
+  std::uint64_t attempted = 0;  // samples whose load was tried, bad ones included
+  std::vector<BadSample> examples;  // the first bad samples, one per sample index
+  double ratio() const noexcept {
+    return attempted ? static_cast<double>(bad) / static_cast<double>(attempted) : 0.0;
+  }
+};
+
+// Thread-safe: written by the loader's consumer thread, read from any thread (a report, a
+// metrics endpoint). Counted when a batch is delivered, so the counts are reproducible.
+class DataErrorLog {
+ public:
+  explicit DataErrorLog(std::size_t max_examples) : max_examples_(max_examples) {}
+  void add(std::uint64_t attempted, std::vector<BadSample>& bad);
+  DataErrors snapshot() const;
+
+ private:
+  const std::size_t max_examples_;
+  mutable std::mutex mutex_;
+  DataErrors errors_;
+};
+
+// More bad samples than LoaderOptions::max_bad_ratio tolerates under the skip policy. The
+// message gives the counts and names the first bad sample's file.
+class BadDataError : public std::runtime_error {
+ public:
+  BadDataError(const std::string& what, DataErrors errors)
+      : std::runtime_error(what), errors_(std::move(errors)) {}
+  const DataErrors& errors() const noexcept { return errors_; }
+
+ private:
+  DataErrors errors_;
 };
 
 // One batch: `size` samples of the dataset's SampleSpec, contiguous in `data`, then `size` int64
@@ -56,7 +116,10 @@ class BatchLoader {
 
   // Starts an epoch; abandons what is left of the previous one. Workers persist across epochs.
   void begin_epoch(std::uint64_t epoch);
-  // The next batch of the current epoch, or nullopt at its end. Rethrows a worker's SampleError.
+  // The next batch of the current epoch, or nullopt at its end. Under the fail policy, rethrows
+  // a worker's SampleError; under skip, a batch may hold fewer samples (bad ones left out; a
+  // batch left empty is not delivered, so Batch::index may jump) and next() throws BadDataError
+  // once the bad ratio is over its bound.
   std::optional<Batch> next();
 
   std::size_t batches_per_epoch() const;
@@ -65,6 +128,10 @@ class BatchLoader {
   const LoaderOptions& options() const;
   const Dataset& dataset() const;
   const PinnedPool& pool() const;
+  // The pool itself, for whoever must watch it after the loader is gone.
+  std::shared_ptr<const PinnedPool> shared_pool() const;
+  // Bad samples so far; thread-safe.
+  DataErrors data_errors() const;
   // Byte offset of the labels within a slab.
   std::size_t labels_offset() const;
 

@@ -125,6 +125,22 @@ struct TrainingSummary {
   std::optional<double> last_loss;
 };
 
+struct DataErrorExample {
+  std::uint64_t index = 0;
+  std::string file;  // the sample's source: file (and record)
+  std::string message;
+};
+
+// Samples that failed to load, under the run's bad-sample policy.
+struct DataErrorsSummary {
+  std::string policy = "fail";  // fail | skip
+  double max_bad_ratio = 0;
+  std::uint64_t count = 0;      // bad samples
+  std::uint64_t attempted = 0;  // samples whose load was tried
+  double ratio = 0;             // count / attempted
+  std::vector<DataErrorExample> examples;  // the first few
+};
+
 struct Report {
   std::vector<std::pair<std::string, ConfigValue>> config;
   Environment environment;
@@ -135,6 +151,7 @@ struct Report {
   Diagnosis diagnosis;
   std::optional<GpuTraceSummary> gpu_trace;
   std::string gpu_trace_unavailable;  // why gpu_trace is empty
+  DataErrorsSummary data_errors;
   std::uint64_t spans_dropped = 0;
   // "SIGINT" or "SIGTERM" when the run was stopped early: the report covers the steps done.
   std::string interrupted;

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
 namespace feedscope {
 namespace {
@@ -156,6 +159,77 @@ TEST(ConfigTest, ExampleConfigsInTheRepositoryLoad) {
     EXPECT_NO_THROW(apply_yaml_file(c, entry.path().string())) << entry.path();
     EXPECT_NO_THROW(validate_config(c)) << entry.path();
   }
+}
+
+TEST(ConfigTest, BadSamplePolicyAndRatioAreChecked) {
+  RunConfig c;
+  set_config_value(c, "bad-sample", "skip", "--bad-sample");
+  set_config_value(c, "max_bad_ratio", "0.25", "--max-bad-ratio");
+  EXPECT_EQ(c.bad_sample, "skip");
+  EXPECT_DOUBLE_EQ(c.max_bad_ratio, 0.25);
+  try {
+    set_config_value(c, "bad_sample", "ignore", "run.yaml:3");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "bad_sample");
+    EXPECT_NE(std::string(e.what()).find("fail | skip"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(set_config_value(c, "max_bad_ratio", "1.5", "x"), ConfigError);
+  EXPECT_THROW(set_config_value(c, "max_bad_ratio", "-0.1", "x"), ConfigError);
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(ConfigTest, PlacementComesFromKeysElseTorchrunVariables) {
+  ScopedEnv rank("RANK", nullptr), world("WORLD_SIZE", nullptr);
+  RunConfig c;
+  Placement p = resolve_placement(c);
+  EXPECT_EQ(p.rank, 0);
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_FALSE(p.labelled);
+  {
+    ScopedEnv r("RANK", "3"), w("WORLD_SIZE", "8");
+    p = resolve_placement(c);
+    EXPECT_EQ(p.rank, 3);
+    EXPECT_EQ(p.world_size, 8);
+    EXPECT_TRUE(p.labelled);
+    set_config_value(c, "world_size", "2", "--world-size");
+    try {
+      resolve_placement(c);
+      FAIL() << "rank 3 of 2 accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "rank");
+      EXPECT_NE(std::string(e.what()).find("rank: 3 is not below world_size 2"), std::string::npos);
+    }
+    set_config_value(c, "rank", "1", "--rank");
+    EXPECT_EQ(resolve_placement(c).rank, 1);
+  }
+  {
+    ScopedEnv w("WORLD_SIZE", "zero");
+    try {
+      resolve_placement(RunConfig{});
+      FAIL();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("$WORLD_SIZE: 'zero'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(set_config_value(c, "world_size", "-1", "x"), ConfigError);
 }
 
 }  // namespace

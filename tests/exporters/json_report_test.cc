@@ -35,7 +35,8 @@ Report sample_report() {
 TEST(JsonReportTest, HasTheStableTopLevelKeysAndTypedConfig) {
   const auto j = nlohmann::json::parse(report_to_json(sample_report()));
   EXPECT_EQ(j["schema"], "feedscope.report/1");
-  for (const char* key : {"config", "environment", "throughput", "stages", "utilization", "diagnosis"})
+  for (const char* key : {"config", "environment", "throughput", "stages", "utilization", "diagnosis",
+                          "data_errors"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["config"]["num_workers"], 2);
   EXPECT_EQ(j["config"]["pin_memory"], true);
@@ -87,6 +88,26 @@ TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
   EXPECT_DOUBLE_EQ(t["h2d"]["pinned_gbps"].get<double>(), 20.0);
   EXPECT_TRUE(t["h2d"]["pageable_gbps"].is_null());
   EXPECT_EQ(t["dropped"], 3);
+}
+
+TEST(JsonReportTest, DataErrorsCarryCountsAndTheFirstExamples) {
+  Report r = sample_report();
+  EXPECT_EQ(nlohmann::json::parse(report_to_json(r))["data_errors"]["count"], 0);
+  r.data_errors.policy = "skip";
+  r.data_errors.max_bad_ratio = 0.01;
+  r.data_errors.count = 2;
+  r.data_errors.attempted = 400;
+  r.data_errors.ratio = 0.005;
+  r.data_errors.examples = {{17, "/d/shard-00000.rec record 17 at byte 88", "checksum mismatch"}};
+  const auto j = nlohmann::json::parse(report_to_json(r))["data_errors"];
+  EXPECT_EQ(j["policy"], "skip");
+  EXPECT_EQ(j["count"], 2);
+  EXPECT_EQ(j["attempted"], 400);
+  EXPECT_DOUBLE_EQ(j["ratio"].get<double>(), 0.005);
+  ASSERT_EQ(j["examples"].size(), 1u);
+  EXPECT_EQ(j["examples"][0]["index"], 17);
+  EXPECT_EQ(j["examples"][0]["file"], "/d/shard-00000.rec record 17 at byte 88");
+  EXPECT_EQ(j["examples"][0]["message"], "checksum mismatch");
 }
 
 TEST(JsonReportTest, AtomicWriteLeavesNoTemporaryAndNamesABadPath) {

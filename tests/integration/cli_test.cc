@@ -170,5 +170,95 @@ TEST_F(CliTest, HelpAndVersionExit0) {
   EXPECT_EQ(run_process({kBinary}).exit_code, 2) << "a subcommand is required";
 }
 
+std::vector<std::string> records_run(const std::filesystem::path& data, const std::filesystem::path& report) {
+  return {kBinary, "run", "--dataset", "records:" + data.string(), "--loader-only", "--steps", "20",
+          "--warmup", "0", "--batch-size", "16", "--sample-hz", "0", "--report-dir", report.string()};
+}
+
+TEST_F(CliTest, MakeDatasetRecordsThenRunLoadsIt) {
+  const auto data = dir_ / "records";
+  const auto made = run_process({kBinary, "make-dataset", "records", "--out", data.string(),
+                                 "--count", "300", "--sample-bytes", "256", "--shard-bytes",
+                                 "16KiB", "--variable", "--classes", "3", "--seed", "5"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_NE(made.out.find("300 records in 5 shard(s)"), std::string::npos) << made.out;
+  EXPECT_TRUE(std::filesystem::exists(data / "records.index"));
+  EXPECT_TRUE(std::filesystem::exists(data / "shard-00004.rec"));
+  const auto r = run_process(records_run(data, dir_ / "report"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_report();
+  EXPECT_EQ(j["config"]["dataset"], "records:" + data.string());
+  EXPECT_GT(j["stages"]["read"]["count"].get<int>(), 0);
+  EXPECT_GE(j["data_errors"]["attempted"].get<int>(), j["throughput"]["samples"].get<int>());
+  EXPECT_EQ(j["data_errors"]["count"], 0);
+  EXPECT_EQ(j["data_errors"]["policy"], "fail");
+}
+
+TEST_F(CliTest, CorruptRecordIsExit3NamingTheShardOrSkippedWithinTheRatio) {
+  const auto data = dir_ / "records";
+  ASSERT_EQ(run_process({kBinary, "make-dataset", "records", "--out", data.string(), "--count",
+                         "200", "--sample-bytes", "256"}).exit_code, 0);
+  {
+    // Record 3 spans bytes 928..1207 of shard 0 (88-byte header, 280-byte records).
+    std::fstream f(data / "shard-00000.rec", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x5a');
+  }
+  const std::string shard = (data / "shard-00000.rec").string();
+  const auto fail = run_process(records_run(data, dir_ / "report"));
+  EXPECT_EQ(fail.exit_code, 3) << fail.err;
+  EXPECT_NE(fail.err.find(shard + " record 3"), std::string::npos) << fail.err;
+  EXPECT_NE(fail.err.find("checksum mismatch"), std::string::npos) << fail.err;
+
+  auto skip_args = records_run(data, dir_ / "report");
+  skip_args.insert(skip_args.end(), {"--bad-sample", "skip"});
+  const auto skip = run_process(skip_args);
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  const auto j = read_report();
+  EXPECT_GE(j["data_errors"]["count"].get<int>(), 1);
+  EXPECT_EQ(j["data_errors"]["examples"][0]["index"], 3);
+  EXPECT_NE(j["data_errors"]["examples"][0]["file"].get<std::string>().find(shard), std::string::npos);
+
+  skip_args.insert(skip_args.end(), {"--max-bad-ratio", "0"});
+  const auto over = run_process(skip_args);
+  EXPECT_EQ(over.exit_code, 3) << over.err;
+  EXPECT_NE(over.err.find("over max_bad_ratio"), std::string::npos) << over.err;
+  EXPECT_NE(over.err.find(shard), std::string::npos) << over.err;
+}
+
+TEST_F(CliTest, MakeDatasetRecordsBadValuesExit2NamingTheOption) {
+  const auto out = (dir_ / "r").string();
+  const auto zero = run_process({kBinary, "make-dataset", "records", "--out", out, "--count", "0",
+                                 "--sample-bytes", "8"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--count"), std::string::npos) << zero.err;
+  const auto text = run_process({kBinary, "make-dataset", "records", "--out", out, "--count", "4",
+                                 "--sample-bytes", "many"});
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.err.find("--sample-bytes"), std::string::npos) << text.err;
+  const auto missing = run_process({kBinary, "make-dataset", "records", "--count", "4"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--out"), std::string::npos) << missing.err;
+  ASSERT_EQ(run_process({kBinary, "make-dataset", "records", "--out", out, "--count", "4",
+                         "--sample-bytes", "8"}).exit_code, 0);
+  const auto again = run_process({kBinary, "make-dataset", "records", "--out", out, "--count", "4",
+                                  "--sample-bytes", "8"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--out"), std::string::npos) << again.err;
+}
+
+TEST_F(CliTest, RankLoadsItsShareOfTheDataset) {
+  const auto r = run_process({kBinary, "run", "--dataset", "synthetic:16", "--synthetic-samples",
+                              "1000", "--loader-only", "--steps", "3", "--warmup", "0",
+                              "--batch-size", "50", "--rank", "1", "--world-size", "4",
+                              "--sample-hz", "0", "--report-dir", (dir_ / "report").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 4 (5 batches per epoch)"), std::string::npos) << r.err;
+  EXPECT_EQ(read_report()["config"]["world_size"], 4);
+  const auto bad = run_process({kBinary, "run", "--rank", "4", "--world-size", "4"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("rank: 4 is not below world_size 4"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace feedscope

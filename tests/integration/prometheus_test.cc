@@ -46,7 +46,7 @@ TEST(PrometheusIntegrationTest, RealServerScrapesARunningFeedscope) {
 
   // A run long enough to outlast the test; the test stops it.
   BackgroundProcess feedscope({kBinary, "run", "--metrics-addr", "127.0.0.1:0", "--rank", "3",
-                               "--host", "testhost", "--duration", "300", "--hidden", "64",
+                               "--world-size", "4", "--host", "testhost", "--duration", "300", "--hidden", "64",
                                "--report-dir", (dir / "report").string()},
                               (dir / "feedscope.log").string());
   ASSERT_TRUE(feedscope.started());

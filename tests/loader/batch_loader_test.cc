@@ -6,9 +6,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include "tests/loader/index_dataset.h"
 
 namespace feedscope {
 namespace {
@@ -68,7 +71,29 @@ std::vector<float> drain_epoch(BatchLoader& loader, std::vector<std::int64_t>* b
   return values;
 }
 
+using testing::IndexDataset;
+
+// The dataset indexes one epoch delivered, decoded from the batch bytes; checks every label and
+// that batches come numbered 0, 1, 2, ... in order.
+std::vector<std::size_t> drain_indexes(BatchLoader& loader) {
+  std::vector<std::size_t> indexes;
+  std::int64_t expected_batch = 0;
+  while (auto batch = loader.next()) {
+    EXPECT_EQ(batch->index, expected_batch++);
+    const std::size_t bytes = loader.dataset().spec().bytes();
+    for (std::int64_t i = 0; i < batch->size; ++i) {
+      const std::size_t index = IndexDataset::decode(batch->data + static_cast<std::size_t>(i) * bytes);
+      EXPECT_EQ(batch->labels[i], IndexDataset::label_of(index));
+      indexes.push_back(index);
+    }
+  }
+  return indexes;
+}
+
+enum class Order { sequential, random, distributed };
+
 struct Grid {
+  Order order;
   int workers;
   int prefetch;
   bool drop_last;
@@ -78,35 +103,99 @@ class EverySampleOnceTest : public ::testing::TestWithParam<Grid> {};
 
 TEST_P(EverySampleOnceTest, EachEpochVisitsEverySampleExactlyOnce) {
   const Grid g = GetParam();
-  constexpr std::size_t kSize = 103;  // not a multiple of the batch size
-  auto dataset = std::make_shared<CountingDataset>(kSize);
-  auto sampler = std::make_shared<RandomSampler>(kSize, 42);
+  constexpr std::size_t kSize = 103;  // prime: not a multiple of the batch size or world size
+  constexpr int kBatch = 10;
+  constexpr std::size_t kWorld = 3;
+  auto dataset = std::make_shared<IndexDataset>(kSize);
   LoaderOptions o;
   o.num_workers = g.workers;
   o.prefetch = g.prefetch;
-  o.batch_size = 10;
+  o.batch_size = kBatch;
   o.drop_last = g.drop_last;
-  BatchLoader loader(dataset, sampler, o);
+  const std::size_t ranks = g.order == Order::distributed ? kWorld : 1;
+  std::vector<std::unique_ptr<BatchLoader>> loaders;
+  for (std::size_t rank = 0; rank < ranks; ++rank) {
+    std::shared_ptr<const IndexSampler> sampler;
+    if (g.order == Order::sequential) sampler = std::make_shared<SequentialSampler>(kSize);
+    if (g.order == Order::random) sampler = std::make_shared<RandomSampler>(kSize, 42);
+    // drop_last applies twice here, as in PyTorch: the sampler cuts 103 to 102 (34 per rank),
+    // then the loader drops each rank's partial batch of 4.
+    if (g.order == Order::distributed)
+      sampler = std::make_shared<DistributedSampler>(kSize, rank, kWorld, true, 42, g.drop_last);
+    loaders.push_back(std::make_unique<BatchLoader>(dataset, sampler, o));
+  }
+  std::vector<std::size_t> previous;
   for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
-    loader.begin_epoch(epoch);
-    std::vector<std::int64_t> order;
-    const std::vector<float> values = drain_epoch(loader, &order);
-    const std::set<float> unique(values.begin(), values.end());
-    EXPECT_EQ(unique.size(), values.size()) << "a sample came twice";
-    EXPECT_EQ(values.size(), g.drop_last ? 100u : kSize);
-    for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<std::int64_t>(i));
+    std::map<std::size_t, int> seen;
+    std::vector<std::size_t> all;
+    for (auto& loader : loaders) {
+      loader->begin_epoch(epoch);
+      const std::vector<std::size_t> mine = drain_indexes(*loader);
+      for (std::size_t i : mine) ++seen[i];
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    for (const auto& [index, count] : seen) ASSERT_LT(index, kSize);
+    if (g.order == Order::distributed) {
+      // torch: 103 over 3 ranks is 35 each with 2 padded repeats; with drop_last, 3 full
+      // batches per rank and no repeats.
+      EXPECT_EQ(all.size(), g.drop_last ? 90u : 105u);
+      std::size_t repeats = 0;
+      for (const auto& [index, count] : seen) repeats += static_cast<std::size_t>(count - 1);
+      EXPECT_EQ(repeats, g.drop_last ? 0u : 2u);
+      EXPECT_EQ(seen.size(), g.drop_last ? 90u : kSize);
+    } else {
+      EXPECT_EQ(all.size(), g.drop_last ? 100u : kSize);
+      EXPECT_EQ(seen.size(), all.size()) << "a sample came twice";
+    }
+    if (g.order == Order::sequential) {
+      for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], i);
+    } else if (epoch > 0) {
+      EXPECT_NE(all, previous) << "a new epoch reshuffles";
+    }
+    previous = all;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorkersPrefetchDropLast, EverySampleOnceTest,
-                         ::testing::Values(Grid{0, 1, false}, Grid{0, 1, true}, Grid{1, 1, false},
-                                           Grid{1, 4, true}, Grid{2, 2, false}, Grid{2, 2, true},
-                                           Grid{4, 3, false}, Grid{8, 1, true}),
+std::vector<Grid> full_grid() {
+  std::vector<Grid> grid;
+  for (Order order : {Order::sequential, Order::random, Order::distributed})
+    for (int workers : {0, 1, 2, 4})
+      for (int prefetch : {1, 2, 4})
+        for (bool drop_last : {false, true}) grid.push_back({order, workers, prefetch, drop_last});
+  return grid;
+}
+
+INSTANTIATE_TEST_SUITE_P(SamplerWorkersPrefetchDropLast, EverySampleOnceTest,
+                         ::testing::ValuesIn(full_grid()),
                          [](const ::testing::TestParamInfo<Grid>& info) {
                            const Grid& g = info.param;
-                           return "workers" + std::to_string(g.workers) + "_prefetch" +
-                                  std::to_string(g.prefetch) + (g.drop_last ? "_droplast" : "");
+                           const char* order = g.order == Order::sequential ? "sequential"
+                                               : g.order == Order::random   ? "random"
+                                                                            : "distributed";
+                           return std::string(order) + "_workers" + std::to_string(g.workers) +
+                                  "_prefetch" + std::to_string(g.prefetch) +
+                                  (g.drop_last ? "_droplast" : "");
                          });
+
+TEST(BatchLoaderTest, SameSeedSameOrderDifferentEpochDifferentOrder) {
+  auto dataset = std::make_shared<IndexDataset>(97);
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.batch_size = 8;
+  const auto run = [&](std::shared_ptr<const IndexSampler> sampler, std::uint64_t epoch) {
+    BatchLoader loader(dataset, std::move(sampler), o);
+    loader.begin_epoch(epoch);
+    return drain_indexes(loader);
+  };
+  for (std::size_t rank : {0u, 1u}) {
+    const auto make = [&](std::uint64_t seed) -> std::shared_ptr<const IndexSampler> {
+      if (rank == 0) return std::make_shared<RandomSampler>(97, seed);
+      return std::make_shared<DistributedSampler>(97, 1, 2, true, seed, false);
+    };
+    EXPECT_EQ(run(make(5), 2), run(make(5), 2));
+    EXPECT_NE(run(make(5), 2), run(make(5), 3));
+  }
+}
 
 TEST(BatchLoaderTest, SameSeedSameOrderAcrossWorkerCounts) {
   auto dataset = std::make_shared<CountingDataset>(64);
@@ -244,6 +333,164 @@ TEST(BatchLoaderTest, RejectsBadOptionsNamingTheKey) {
   o.num_workers = 1;
   o.batch_size = 0;
   EXPECT_THROW(BatchLoader(dataset, sampler, o), std::invalid_argument);
+}
+
+LoaderOptions skip_options(int workers, int batch_size, double max_bad_ratio) {
+  LoaderOptions o;
+  o.num_workers = workers;
+  o.batch_size = batch_size;
+  o.bad_sample = BadSamplePolicy::skip;
+  o.max_bad_ratio = max_bad_ratio;
+  return o;
+}
+
+TEST(BatchLoaderTest, SkipPolicyCompactsTheBatchAndRecordsTheExamples) {
+  for (int workers : {0, 2}) {
+    auto dataset = std::make_shared<IndexDataset>(40, std::set<std::size_t>{3, 4, 17});
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(40), skip_options(workers, 10, 1.0));
+    std::vector<std::int64_t> sizes;
+    std::vector<std::size_t> indexes;
+    while (auto batch = loader.next()) {
+      sizes.push_back(batch->size);
+      for (std::int64_t i = 0; i < batch->size; ++i) {
+        const std::size_t index = IndexDataset::decode(batch->data + static_cast<std::size_t>(i) * 32);
+        EXPECT_EQ(batch->labels[i], IndexDataset::label_of(index));
+        indexes.push_back(index);
+      }
+    }
+    EXPECT_EQ(sizes, (std::vector<std::int64_t>{8, 9, 10, 10}));
+    std::vector<std::size_t> expected;
+    for (std::size_t i = 0; i < 40; ++i)
+      if (i != 3 && i != 4 && i != 17) expected.push_back(i);
+    EXPECT_EQ(indexes, expected) << "later samples shift down in order";
+    const DataErrors errors = loader.data_errors();
+    EXPECT_EQ(errors.bad, 3u);
+    EXPECT_EQ(errors.attempted, 40u);
+    ASSERT_EQ(errors.examples.size(), 3u);
+    EXPECT_EQ(errors.examples[0].index, 3u);
+    EXPECT_EQ(errors.examples[2].index, 17u);
+    EXPECT_EQ(errors.examples[2].source, "/data/part-17.bin");
+    EXPECT_NE(errors.examples[2].message.find("checksum mismatch"), std::string::npos);
+    EXPECT_NE(errors.examples[2].message.find("/data/part-17.bin"), std::string::npos);
+  }
+}
+
+TEST(BatchLoaderTest, SkipPolicyPassesOverAnEmptiedBatchAndKeepsOnlyTheFirstExamples) {
+  std::set<std::size_t> bad;
+  for (std::size_t i = 4; i < 8; ++i) bad.insert(i);  // all of batch 2
+  auto dataset = std::make_shared<IndexDataset>(12, bad);
+  LoaderOptions o = skip_options(1, 2, 1.0);
+  o.error_examples = 2;
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(12), o);
+  std::vector<std::int64_t> batches;
+  while (auto batch = loader.next()) batches.push_back(batch->index);
+  EXPECT_EQ(batches, (std::vector<std::int64_t>{0, 1, 4, 5})) << "no empty batch is delivered";
+  const DataErrors errors = loader.data_errors();
+  EXPECT_EQ(errors.bad, 4u);
+  ASSERT_EQ(errors.examples.size(), 2u);
+  EXPECT_EQ(errors.examples[1].index, 5u);
+}
+
+TEST(BatchLoaderTest, SkipPolicyThrowsBadDataErrorOnceOverTheRatio) {
+  // Every 10th sample is bad (10 %); tolerance 5 % with a floor of 100: the 6th bad sample, at
+  // 60 attempted, exceeds 0.05 x 100, whatever the worker count.
+  std::set<std::size_t> bad;
+  for (std::size_t i = 0; i < 1000; i += 10) bad.insert(i);
+  for (int workers : {0, 1, 3}) {
+    auto dataset = std::make_shared<IndexDataset>(1000, bad);
+    LoaderOptions o = skip_options(workers, 10, 0.05);
+    o.bad_ratio_floor = 100;
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(1000), o);
+    int delivered = 0;
+    try {
+      while (loader.next()) ++delivered;
+      FAIL() << "10 % bad data passed a 5 % tolerance";
+    } catch (const BadDataError& e) {
+      EXPECT_EQ(delivered, 5);
+      EXPECT_EQ(e.errors().bad, 6u);
+      EXPECT_EQ(e.errors().attempted, 60u);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("6 of 60"), std::string::npos) << what;
+      EXPECT_NE(what.find("/data/part-0.bin"), std::string::npos) << "names the first file: " << what;
+    }
+    EXPECT_THROW(loader.next(), BadDataError) << "bad data stays bad";
+  }
+}
+
+TEST(BatchLoaderTest, OneEarlyBadSampleDoesNotAbortUnderTheRatioFloor) {
+  auto dataset = std::make_shared<IndexDataset>(500, std::set<std::size_t>{0});
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(500), skip_options(2, 16, 0.01));
+  EXPECT_EQ(drain_indexes(loader).size(), 499u);
+  EXPECT_EQ(loader.data_errors().bad, 1u);
+}
+
+TEST(BatchLoaderTest, FailPolicyThrowsTheSampleErrorNamingTheFile) {
+  for (int workers : {0, 2}) {
+    auto dataset = std::make_shared<IndexDataset>(30, std::set<std::size_t>{12});
+    LoaderOptions o;
+    o.num_workers = workers;
+    o.batch_size = 5;
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(30), o);
+    int delivered = 0;
+    try {
+      while (loader.next()) ++delivered;
+      FAIL() << "a bad sample passed the fail policy";
+    } catch (const SampleError& e) {
+      EXPECT_EQ(delivered, 2);
+      EXPECT_EQ(e.index(), 12u);
+      EXPECT_NE(std::string(e.what()).find("/data/part-12.bin"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(loader.data_errors().bad, 1u);
+    EXPECT_TRUE(loader.next()) << "the loader goes on past the failed batch if asked";
+  }
+}
+
+// Counts loads running right now, so a test sees whether any outlived the loader.
+class ActiveDataset final : public Dataset {
+ public:
+  explicit ActiveDataset(std::size_t n) : inner_(n) {}
+  std::size_t size() const override { return inner_.size(); }
+  const SampleSpec& spec() const override { return inner_.spec(); }
+  std::int64_t num_classes() const override { return inner_.num_classes(); }
+  std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const override {
+    ++active;
+    ++loads;
+    const std::int64_t label = inner_.load(index, out, ctx);
+    --active;
+    return label;
+  }
+  std::string describe(std::size_t index) const override { return inner_.describe(index); }
+  std::string name() const override { return "active"; }
+  mutable std::atomic<int> active{0};
+  mutable std::atomic<int> loads{0};
+
+ private:
+  IndexDataset inner_;
+};
+
+TEST(BatchLoaderTest, DestructionWithSlabsInFlightAndABatchHeldJoinsAndReturnsEverySlab) {
+  auto dataset = std::make_shared<ActiveDataset>(200000);
+  std::shared_ptr<const PinnedPool> pool;
+  std::optional<Batch> held;
+  {
+    LoaderOptions o;
+    o.num_workers = 3;
+    o.batch_size = 512;
+    o.prefetch = 4;
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(200000), o);
+    pool = loader.shared_pool();
+    held = loader.next();
+    ASSERT_TRUE(held);
+    ASSERT_GT(loader.batches_in_flight(), 0) << "next() refills the pipeline before returning";
+    EXPECT_GE(pool->slabs_in_use(), 1 + loader.batches_in_flight());
+  }
+  EXPECT_EQ(dataset->active.load(), 0) << "a worker was still loading after the destructor";
+  const int loads = dataset->loads.load();
+  EXPECT_EQ(pool->slabs_in_use(), 1) << "only the held batch keeps its slab";
+  EXPECT_EQ(IndexDataset::decode(held->data + 32 * 511), 511u) << "the held batch is intact";
+  held.reset();
+  EXPECT_EQ(pool->slabs_in_use(), 0);
+  EXPECT_EQ(dataset->loads.load(), loads) << "nothing loads once the loader is gone";
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
 #include <numeric>
 
 namespace feedscope {
@@ -30,6 +33,88 @@ TEST(IndexSamplerTest, RandomOrderIsPinnedAcrossPlatforms) {
   // Our own Fisher-Yates over mt19937_64 (fully specified by the standard): this exact order must
   // never change silently, or runs stop being reproducible across releases.
   EXPECT_EQ(RandomSampler(6, 1).epoch_indices(0), (std::vector<std::size_t>{2, 3, 0, 4, 5, 1}));
+}
+
+using Indices = std::vector<std::size_t>;
+
+TEST(DistributedSamplerTest, MatchesPyTorchWithoutShuffle) {
+  // torch.utils.data.DistributedSampler(range(10), num_replicas=3, rank=r, shuffle=False):
+  // pads with 0, 1 to 12 indices, then strides by 3.
+  EXPECT_EQ(DistributedSampler(10, 0, 3, false, 0, false).epoch_indices(0), (Indices{0, 3, 6, 9}));
+  EXPECT_EQ(DistributedSampler(10, 1, 3, false, 0, false).epoch_indices(0), (Indices{1, 4, 7, 0}));
+  EXPECT_EQ(DistributedSampler(10, 2, 3, false, 0, false).epoch_indices(0), (Indices{2, 5, 8, 1}));
+  // drop_last cuts to 9: index 9 is nobody's this epoch.
+  EXPECT_EQ(DistributedSampler(10, 0, 3, false, 0, true).epoch_indices(0), (Indices{0, 3, 6}));
+  EXPECT_EQ(DistributedSampler(10, 2, 3, false, 0, true).epoch_indices(0), (Indices{2, 5, 8}));
+}
+
+TEST(DistributedSamplerTest, PadsByRepeatingWhenRanksOutnumberSamples) {
+  // PyTorch repeats the whole list as often as needed: 0 1 0 1 0 over 5 ranks.
+  for (std::size_t r = 0; r < 5; ++r) {
+    const DistributedSampler s(2, r, 5, false, 0, false);
+    EXPECT_EQ(s.num_samples(), 1u);
+    EXPECT_EQ(s.epoch_indices(0), (Indices{r % 2}));
+    EXPECT_TRUE(DistributedSampler(2, r, 5, false, 0, true).epoch_indices(0).empty());
+  }
+}
+
+TEST(DistributedSamplerTest, RanksCoverThePermutationWithPyTorchCounts) {
+  for (std::size_t n : {0u, 1u, 7u, 100u, 101u}) {
+    for (std::size_t world : {1u, 2u, 3u, 8u}) {
+      for (bool drop_last : {false, true}) {
+        std::map<std::size_t, int> seen;
+        std::size_t total = 0;
+        for (std::size_t r = 0; r < world; ++r) {
+          const DistributedSampler s(n, r, world, true, 9, drop_last);
+          const Indices mine = s.epoch_indices(4);
+          ASSERT_EQ(mine.size(), s.num_samples()) << "every rank the same count";
+          for (std::size_t i : mine) ++seen[i];
+          total += mine.size();
+        }
+        const std::size_t expect_total =
+            drop_last ? n / world * world : (n + world - 1) / world * world;
+        EXPECT_EQ(total, expect_total) << n << " samples, world " << world;
+        if (drop_last) {
+          for (const auto& [i, c] : seen) EXPECT_EQ(c, 1) << "no repeats with drop_last";
+        } else {
+          EXPECT_EQ(seen.size(), n) << "the union is the dataset";
+          std::size_t repeats = 0;
+          for (const auto& [i, c] : seen) repeats += static_cast<std::size_t>(c - 1);
+          EXPECT_EQ(repeats, expect_total - n) << "padding is exactly what evens the split";
+        }
+        for (const auto& [i, c] : seen) EXPECT_LT(i, n);
+      }
+    }
+  }
+}
+
+TEST(DistributedSamplerTest, ShuffleIsSharedAcrossRanksAndSeededWithSeedPlusEpoch) {
+  const DistributedSampler r0(50, 0, 2, true, 3, false), r1(50, 1, 2, true, 3, false);
+  EXPECT_EQ(r0.epoch_indices(1), DistributedSampler(50, 0, 2, true, 3, false).epoch_indices(1));
+  EXPECT_NE(r0.epoch_indices(1), r0.epoch_indices(2)) << "a new epoch reshuffles";
+  // PyTorch seeds its generator with seed + epoch, so (seed 4, epoch 0) is (seed 3, epoch 1).
+  EXPECT_EQ(DistributedSampler(50, 0, 2, true, 4, false).epoch_indices(0), r0.epoch_indices(1));
+  // Interleaving the ranks rebuilds one permutation shared by both.
+  Indices merged;
+  const Indices a = r0.epoch_indices(7), b = r1.epoch_indices(7);
+  for (std::size_t i = 0; i < a.size(); ++i) merged.insert(merged.end(), {a[i], b[i]});
+  EXPECT_EQ(merged, seeded_permutation(50, 3 + 7));
+  EXPECT_NE(merged, SequentialSampler(50).epoch_indices(0));
+}
+
+TEST(DistributedSamplerTest, RejectsBadRankAndWorldSizeNamingTheValue) {
+  try {
+    DistributedSampler(10, 2, 2, false, 0, false);
+    FAIL() << "rank 2 of 2 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank: 2"), std::string::npos) << e.what();
+  }
+  try {
+    DistributedSampler(10, 0, 0, false, 0, false);
+    FAIL() << "world_size 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("world_size: 0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
