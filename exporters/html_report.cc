@@ -66,7 +66,8 @@ std::string line_chart(const std::string& title, const std::vector<Line>& lines,
     s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y << "\" y2=\"" << y
       << "\" stroke=\"#e5e5e5\"/><text x=\"" << left - 6 << "\" y=\"" << y + 4
       << "\" text-anchor=\"end\" class=\"axis\">"
-      << (percent ? fmt("%.0f%%", 100 * v) : fmt(v >= 100 ? "%.0f" : "%.1f", v)) << "</text>\n";
+      << (percent ? fmt("%.0f%%", 100 * v) : fmt(max_y >= 100 ? "%.0f" : max_y >= 10 ? "%.1f" : "%.2f", v))
+      << "</text>\n";
   }
   for (int i = 0; i <= 5; ++i) {
     const double t = max_t * i / 5;
@@ -103,8 +104,8 @@ std::string stage_chart(const Report& r) {
   std::vector<const StageStats*> shown;
   for (const StageStats& st : r.stages)
     if (st.count > 0) shown.push_back(&st);
-  const int w = 720, row = 26, left = 90, top = 30;
-  const int h = top + row * static_cast<int>(shown.size()) + 10, pw = 440;
+  const int w = 900, row = 26, left = 90, top = 30;
+  const int h = top + row * static_cast<int>(shown.size()) + 10, pw = 420;
   std::ostringstream s;
   s << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\""
     << h << "\" role=\"img\" aria-label=\"stage breakdown\">\n<text x=\"" << left

@@ -333,11 +333,13 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                     "the loader waits on it.",
                     where, 100 * busy(in, Stage::step) / wall);
     Recommendation r;
-    r.setting = in.on_gpu ? "step" : "device=cuda";
-    r.action = fmt("Speed up the step itself (%s); the loader can deliver %.0f samples/s, %.1fx "
-                   "the current rate.",
+    // Not a loader setting, and no prediction of how fast a faster step would be: what is known
+    // is how far the loader would keep up, so that is the number given, as an upper bound.
+    r.setting = "step";
+    r.action = fmt("Speed up the step itself (%s); the loader has headroom up to %.0f samples/s "
+                   "(%.1fx the current rate) before it becomes the limit.",
                    in.on_gpu ? "mixed precision, a bigger batch, a leaner model"
-                             : "a GPU, a leaner model",
+                             : "a GPU if there is one, a leaner model",
                    loader_rate, measured > 0 ? loader_rate / measured : 0.0);
     r.predicted_samples_per_s = loader_rate;
     r.predicted_speedup = measured > 0 ? loader_rate / measured : 0;
