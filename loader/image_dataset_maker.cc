@@ -98,15 +98,19 @@ std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int 
   for (std::size_t i = 0; i < w * h; ++i)
     for (int c = 0; c < 3; ++c) img[3 * i + static_cast<std::size_t>(c)] = base[static_cast<std::size_t>(c)];
   std::vector<float> sx(w), cx(w), sy(h), cy(h);
+  // The first few waves shade; the rest are fine texture (grass, fabric, bark) that costs JPEG
+  // bits the way real detail does.
   const int waves = 3 + static_cast<int>(rng.randint(0, 2));
-  for (int k = 0; k < waves; ++k) {
-    const double period = rng.uniform(30.0, 400.0);
+  const int textures = 6;
+  for (int k = 0; k < waves + textures; ++k) {
+    const bool texture = k >= waves;
+    const double period = texture ? rng.uniform(2.5, 12.0) : rng.uniform(30.0, 400.0);
     const double angle = rng.uniform(0.0, std::numbers::pi);
     const double fx = 2 * std::numbers::pi / period * std::cos(angle);
     const double fy = 2 * std::numbers::pi / period * std::sin(angle);
     const double phase = rng.uniform(0.0, 2 * std::numbers::pi);
     std::array<float, 3> amp;
-    for (float& a : amp) a = static_cast<float>(rng.uniform(-35.0, 35.0));
+    for (float& a : amp) a = static_cast<float>(texture ? rng.uniform(-9.0, 9.0) : rng.uniform(-35.0, 35.0));
     for (std::size_t x = 0; x < w; ++x) sx[x] = static_cast<float>(std::sin(fx * static_cast<double>(x))), cx[x] = static_cast<float>(std::cos(fx * static_cast<double>(x)));
     for (std::size_t y = 0; y < h; ++y) sy[y] = static_cast<float>(std::sin(fy * static_cast<double>(y) + phase)), cy[y] = static_cast<float>(std::cos(fy * static_cast<double>(y) + phase));
     for (std::size_t y = 0; y < h; ++y) {
@@ -154,16 +158,27 @@ std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int 
     }
   }
 
-  // Sensor-like noise: triangular, a few grey levels wide, luminance-heavy as in real photos.
+  // Grain: fine noise plus coarser 2x2 mottling. Energy at mid frequencies, where JPEG's
+  // quantisation steps are small, is what makes real photos cost 100-200 KB at quality 90.
+  const std::size_t gw = w / 2 + 1, gw4 = w / 4 + 1;
+  std::vector<float> mottle(gw * (h / 2 + 1)), blotch(gw4 * (h / 4 + 1));
+  for (float& m : mottle) m = static_cast<float>(rng.uniform(-1.0, 1.0));
+  for (float& m : blotch) m = static_cast<float>(rng.uniform(-1.0, 1.0));
   std::vector<std::uint8_t> out(w * h * 3);
-  const float noise = static_cast<float>(rng.uniform(5.0, 9.0));
-  for (std::size_t i = 0; i < w * h; ++i) {
-    const std::uint64_t bits = rng.next();
-    const float luma = (static_cast<float>(bits & 0xFF) + static_cast<float>((bits >> 8) & 0xFF) - 255.0f) / 255.0f;
-    for (int c = 0; c < 3; ++c) {
-      const float chroma = (static_cast<float>((bits >> (16 + 8 * c)) & 0xFF) - 127.5f) / 127.5f;
-      const float v = img[3 * i + static_cast<std::size_t>(c)] + noise * (luma + 0.35f * chroma);
-      out[3 * i + static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+  const float fine = static_cast<float>(rng.uniform(16.0, 20.0));
+  const float coarse = static_cast<float>(rng.uniform(16.0, 22.0));
+  const float blotchy = static_cast<float>(rng.uniform(12.0, 18.0));
+  for (std::size_t y = 0; y < h; ++y) {
+    for (std::size_t x = 0; x < w; ++x) {
+      const std::size_t i = y * w + x;
+      const std::uint64_t bits = rng.next();
+      const float luma = (static_cast<float>(bits & 0xFF) + static_cast<float>((bits >> 8) & 0xFF) - 255.0f) / 255.0f;
+      const float grain = fine * luma + coarse * mottle[(y / 2) * gw + x / 2] + blotchy * blotch[(y / 4) * gw4 + x / 4];
+      for (int c = 0; c < 3; ++c) {
+        const float chroma = (static_cast<float>((bits >> (16 + 8 * c)) & 0xFF) - 127.5f) / 127.5f;
+        const float v = img[3 * i + static_cast<std::size_t>(c)] + grain + 1.2f * fine * chroma;
+        out[3 * i + static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+      }
     }
   }
   return out;
