@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
+#include "cli/make_dataset.h"
 #include "cli/probe.h"
 #include "cli/run.h"
 #include "exporters/console_report.h"
@@ -97,6 +98,8 @@ int main(int argc, char** argv) {
   RunOptions run_options;
   run_options.add_to(*run);
 
+  const MakeDatasetCommand make_dataset(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -105,6 +108,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (make_dataset.chosen()) {
+      make_dataset.run(std::cout);
+      return kDone;
+    }
     if (*probe) {
       std::cout << (probe_json_out ? probe_json() : probe_text());
       return kDone;

@@ -15,6 +15,7 @@
 #include "exporters/metrics_exporter.h"
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
+#include "loader/image_folder_dataset.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/diagnosis.h"
@@ -123,8 +124,16 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
     o.seed = static_cast<std::uint64_t>(config.seed);
     return std::make_shared<SyntheticDataset>(o);
   }
+  if (kind == "images") {
+    ImageFolderDataset::Options o;
+    o.root = spec.substr(colon + 1);
+    o.train = config.image_pipeline != "eval";
+    o.size = static_cast<int>(config.image_size);
+    o.seed = static_cast<std::uint64_t>(config.seed);
+    return std::make_shared<ImageFolderDataset>(o);
+  }
   throw DatasetError("dataset: '" + spec + "': the " + kind +
-                     " reader is not in this build yet; allowed now: synthetic:SHAPE");
+                     " reader is not in this build yet; allowed now: images:DIR | synthetic:SHAPE");
 }
 
 Environment gather_environment(const std::string& device) {
