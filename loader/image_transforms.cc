@@ -114,10 +114,12 @@ void ResizeNormalize::plan_axis(Axis& axis, int domain_begin, int domain_size, d
   const double support = filterscale;  // the triangle's support is 1
   const double ss = 1.0 / filterscale;
   axis.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  axis.fixed = domain_size >= axis.ksize;
   const auto n = static_cast<std::size_t>(window_size);
+  const auto ksize = static_cast<std::size_t>(axis.ksize);
   axis.first.resize(n);
   axis.count.resize(n);
-  axis.weights.resize(n * static_cast<std::size_t>(axis.ksize));
+  axis.weights.assign(n * ksize, 0.0f);
   axis.min = domain_begin + domain_size;
   axis.max = domain_begin;
   for (int k = 0; k < window_size; ++k) {
@@ -125,17 +127,20 @@ void ResizeNormalize::plan_axis(Axis& axis, int domain_begin, int domain_size, d
     // (int) truncates toward zero, as PIL's C does.
     const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
     const int xmax = std::min(static_cast<int>(center + support + 0.5), domain_size);
-    const int taps = std::max(xmax - xmin, 0);
-    float* w = axis.weights.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(axis.ksize);
-    const int kept = std::min(taps, axis.ksize);
+    const int taps = std::min(std::max(xmax - xmin, 0), axis.ksize);
+    // With fixed taps, start early enough that ksize pixels fit in the domain; the extra ones
+    // get zero weight.
+    const int start = axis.fixed ? std::min(xmin, domain_size - axis.ksize) : xmin;
+    float* w = axis.weights.data() + static_cast<std::size_t>(k) * ksize;
     double total = 0.0;
-    for (int x = 0; x < kept; ++x) total += triangle((x + xmin - center + 0.5) * ss);
-    for (int x = 0; x < kept; ++x)
-      w[x] = total != 0.0 ? static_cast<float>(triangle((x + xmin - center + 0.5) * ss) / total) : 0.0f;
-    axis.first[static_cast<std::size_t>(k)] = domain_begin + xmin;
-    axis.count[static_cast<std::size_t>(k)] = kept;
-    axis.min = std::min(axis.min, domain_begin + xmin);
-    axis.max = std::max(axis.max, domain_begin + xmin + kept);
+    for (int x = xmin; x < xmin + taps; ++x) total += triangle((x - center + 0.5) * ss);
+    for (int x = xmin; x < xmin + taps; ++x)
+      w[x - start] = total != 0.0 ? static_cast<float>(triangle((x - center + 0.5) * ss) / total) : 0.0f;
+    const int count = axis.fixed ? axis.ksize : taps;
+    axis.first[static_cast<std::size_t>(k)] = domain_begin + start;
+    axis.count[static_cast<std::size_t>(k)] = count;
+    axis.min = std::min(axis.min, domain_begin + start);
+    axis.max = std::max(axis.max, domain_begin + start + count);
   }
 }
 
@@ -148,57 +153,67 @@ PixelRect ResizeNormalize::prepare(const ResizeGeometry& g) {
   return PixelRect{x_.min, y_.min, x_.max - x_.min, y_.max - y_.min};
 }
 
+namespace {
+
+// One output row of the horizontal pass: taps `K` wide when K > 0 (unrolled), else per pixel.
+template <int K>
+void horizontal(const float* row, int out_w, const int* first, const int* count, const float* weights,
+                int ksize, int origin, bool flip, const float* mul, const float* add, float* o,
+                std::size_t plane) {
+  for (int x = 0; x < out_w; ++x) {
+    const float* p = row + static_cast<std::size_t>(first[x] - origin) * 3;
+    const float* w = weights + static_cast<std::size_t>(x) * static_cast<std::size_t>(ksize);
+    float r = 0, g = 0, b = 0;
+    const int n = K > 0 ? K : count[x];
+    for (int k = 0; k < n; ++k) {
+      r += w[k] * p[3 * k];
+      g += w[k] * p[3 * k + 1];
+      b += w[k] * p[3 * k + 2];
+    }
+    const auto xo = static_cast<std::size_t>(flip ? out_w - 1 - x : x);
+    o[xo] = r * mul[0] + add[0];
+    o[plane + xo] = g * mul[1] + add[1];
+    o[2 * plane + xo] = b * mul[2] + add[2];
+  }
+}
+
+}  // namespace
+
 void ResizeNormalize::run(const std::uint8_t* rgb, std::size_t stride, int origin_x, int origin_y,
                           bool flip, const Normalization& normalization, float* out) {
   const int out_w = static_cast<int>(x_.first.size());
   const int out_h = static_cast<int>(y_.first.size());
-  const int rows = y_.max - y_.min;
-  const std::size_t row_floats = static_cast<std::size_t>(out_w) * 3;
-  // One more row at the end accumulates the vertical pass.
-  const std::size_t needed = row_floats * static_cast<std::size_t>(rows + 1);
-  if (rows_.size() < needed) rows_.resize(needed);
-
-  // Horizontal pass over just the rows the vertical taps read.
-  for (int r = 0; r < rows; ++r) {
-    const std::uint8_t* src = rgb + static_cast<std::size_t>(y_.min + r - origin_y) * stride;
-    float* dst = rows_.data() + static_cast<std::size_t>(r) * row_floats;
-    for (int x = 0; x < out_w; ++x) {
-      const std::uint8_t* p = src + static_cast<std::size_t>(x_.first[static_cast<std::size_t>(x)] - origin_x) * 3;
-      const float* w = x_.weights.data() + static_cast<std::size_t>(x) * static_cast<std::size_t>(x_.ksize);
-      float r0 = 0, g0 = 0, b0 = 0;
-      for (int k = 0, n = x_.count[static_cast<std::size_t>(x)]; k < n; ++k) {
-        r0 += w[k] * p[3 * k];
-        g0 += w[k] * p[3 * k + 1];
-        b0 += w[k] * p[3 * k + 2];
-      }
-      dst[3 * x] = r0;
-      dst[3 * x + 1] = g0;
-      dst[3 * x + 2] = b0;
-    }
-  }
-
+  const std::size_t row_floats = static_cast<std::size_t>(x_.max - x_.min) * 3;
+  if (row_.size() < row_floats) row_.resize(row_floats);
   // ToTensor's /255 and Normalize folded into one multiply-add per value.
   float mul[3], add[3];
-  for (int c = 0; c < 3; ++c) {
-    mul[c] = 1.0f / (255.0f * normalization.std[static_cast<std::size_t>(c)]);
-    add[c] = -normalization.mean[static_cast<std::size_t>(c)] / normalization.std[static_cast<std::size_t>(c)];
+  for (std::size_t c = 0; c < 3; ++c) {
+    mul[c] = 1.0f / (255.0f * normalization.std[c]);
+    add[c] = -normalization.mean[c] / normalization.std[c];
   }
   const std::size_t plane = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(out_h);
-  float* acc = rows_.data() + row_floats * static_cast<std::size_t>(rows);
+  const std::uint8_t* columns = rgb + static_cast<std::size_t>(x_.min - origin_x) * 3;
+  float* row = row_.data();
   for (int y = 0; y < out_h; ++y) {
+    // Vertical pass over the columns the horizontal taps read: contiguous, so it vectorizes.
     const float* w = y_.weights.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(y_.ksize);
-    const float* base = rows_.data() + static_cast<std::size_t>(y_.first[static_cast<std::size_t>(y)] - y_.min) * row_floats;
-    std::fill(acc, acc + row_floats, 0.0f);
+    const int top = y_.first[static_cast<std::size_t>(y)] - origin_y;
+    std::fill(row, row + row_floats, 0.0f);
     for (int k = 0, n = y_.count[static_cast<std::size_t>(y)]; k < n; ++k) {
       const float wk = w[k];
-      const float* src = base + static_cast<std::size_t>(k) * row_floats;
-      for (std::size_t i = 0; i < row_floats; ++i) acc[i] += wk * src[i];
+      if (wk == 0.0f) continue;
+      const std::uint8_t* src = columns + static_cast<std::size_t>(top + k) * stride;
+      for (std::size_t i = 0; i < row_floats; ++i) row[i] += wk * static_cast<float>(src[i]);
     }
     float* o = out + static_cast<std::size_t>(y) * static_cast<std::size_t>(out_w);
-    for (int x = 0; x < out_w; ++x) {
-      const int xo = flip ? out_w - 1 - x : x;
-      for (int c = 0; c < 3; ++c)
-        o[static_cast<std::size_t>(c) * plane + static_cast<std::size_t>(xo)] = acc[3 * x + c] * mul[c] + add[c];
+    const int* first = x_.first.data();
+    const int* count = x_.count.data();
+    const float* weights = x_.weights.data();
+    switch (x_.fixed ? x_.ksize : 0) {
+      case 3: horizontal<3>(row, out_w, first, count, weights, 3, x_.min, flip, mul, add, o, plane); break;
+      case 5: horizontal<5>(row, out_w, first, count, weights, 5, x_.min, flip, mul, add, o, plane); break;
+      case 7: horizontal<7>(row, out_w, first, count, weights, 7, x_.min, flip, mul, add, o, plane); break;
+      default: horizontal<0>(row, out_w, first, count, weights, x_.ksize, x_.min, flip, mul, add, o, plane);
     }
   }
 }

@@ -58,7 +58,7 @@ struct Normalization {
 };
 
 // Resamples RGB uint8 pixels with PIL's antialiased bilinear (triangle) filter, separably and in
-// float, then optionally mirrors, scales to [0, 1], normalizes and writes planar float (CHW).
+// float (vertical pass first, one row at a time, so it vectorizes and stays in L1), then mirrors, scales to [0, 1], normalizes and writes planar float (CHW).
 // Not thread-safe: one per worker; keeps its tap tables and row buffer between images, so steady
 // state allocates nothing.
 class ResizeNormalize {
@@ -73,6 +73,10 @@ class ResizeNormalize {
  private:
   struct Axis {
     int ksize = 0;
+    // Every output pixel reads exactly ksize source pixels (zero weights pad the short ones), so
+    // the inner loop has a constant trip count the compiler unrolls; false only when the domain
+    // is narrower than ksize.
+    bool fixed = false;
     std::vector<int> first;  // first source pixel of each output pixel's taps
     std::vector<int> count;
     std::vector<float> weights;  // ksize per output pixel
@@ -81,7 +85,7 @@ class ResizeNormalize {
   static void plan_axis(Axis& axis, int domain_begin, int domain_size, double box0, double box1,
                         int out_size, int window_begin, int window_size);
   Axis x_, y_;
-  std::vector<float> rows_;  // horizontally resampled rows, interleaved RGB
+  std::vector<float> row_;  // one vertically resampled row, interleaved RGB
 };
 
 }  // namespace feedscope

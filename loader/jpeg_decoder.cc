@@ -198,10 +198,12 @@ DecodedRegion JpegDecoder::decode_region(std::span<const std::uint8_t> data, int
 
 int JpegDecoder::choose_scale(int crop_width, int crop_height, int out_width, int out_height) noexcept {
   if (crop_width <= 0 || crop_height <= 0) return 8;
-  // ceil(8 * out / crop) in integers: the smallest M with crop * M / 8 >= out.
+  // ceil(8 * out / crop) in integers: the smallest M with crop * M / 8 >= out; then up to a
+  // power of two.
   const long mx = (8L * out_width + crop_width - 1) / crop_width;
   const long my = (8L * out_height + crop_height - 1) / crop_height;
-  return static_cast<int>(std::clamp(std::max(mx, my), 1L, 8L));
+  const long m = std::max(mx, my);
+  return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
 }
 
 bool has_end_of_image(std::span<const std::uint8_t> data) noexcept {

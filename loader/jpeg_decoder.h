@@ -62,8 +62,10 @@ class JpegDecoder {
   DecodedRegion decode_region(std::span<const std::uint8_t> data, int scale_num, PixelRect rect,
                               std::vector<std::uint8_t>& rgb);
 
-  // The smallest M (1..8) such that a crop_width x crop_height crop scaled by M/8 still covers
-  // out_width x out_height, so the resize that follows only ever shrinks.
+  // The smallest M of 1, 2, 4, 8 such that a crop_width x crop_height crop scaled by M/8 still
+  // covers out_width x out_height, so the resize that follows only ever shrinks. Only those four
+  // scales have SIMD inverse DCTs in libjpeg-turbo; 3/8, 5/8, 6/8 and 7/8 run plain C and decode
+  // slower than the full size does (bench/image_bench.cc, BM_DecodeScaled).
   static int choose_scale(int crop_width, int crop_height, int out_width, int out_height) noexcept;
   // libjpeg's size of a `size`-pixel dimension scaled by scale_num/8 (rounded up).
   static int scaled_size(int size, int scale_num) noexcept { return (size * scale_num + 7) / 8; }

@@ -175,7 +175,7 @@ TEST(ImageFolderDatasetTest, FlipsAboutHalfTheTime) {
 
 TEST(ImageFolderDatasetTest, EvalMatchesAFullDecodeResizedAndCentreCropped) {
   TempDir dir;
-  const auto file = small_jpeg(300, 225, 4);
+  const auto file = small_jpeg(600, 450, 4);
   write(dir.path() / "a/1.jpg", file);
   ImageFolderDataset d(options_for(dir.path(), false, 112));  // resize 128, crop 112
   const auto x = load(d, 0);
@@ -185,9 +185,9 @@ TEST(ImageFolderDatasetTest, EvalMatchesAFullDecodeResizedAndCentreCropped) {
   std::vector<std::uint8_t> rgb;
   decoder.decode(file, rgb);
   ResizeNormalize resize;
-  resize.prepare(resize_center_crop_geometry(300, 225, 128, 112));
+  resize.prepare(resize_center_crop_geometry(600, 450, 128, 112));
   std::vector<float> expected(x.size());
-  resize.run(rgb.data(), 300 * 3, 0, 0, false, Normalization{}, expected.data());
+  resize.run(rgb.data(), 600 * 3, 0, 0, false, Normalization{}, expected.data());
   double sum = 0;
   for (std::size_t i = 0; i < x.size(); ++i) sum += std::fabs(x[i] - expected[i]);
   // The dataset decodes at 4/8 scale in the DCT domain, which drops the pixel-level grain a
