@@ -2,6 +2,7 @@
 // JPEGs (ImageNet-like), plus the whole BatchLoader at 1 and 2 workers. Set FEEDSCOPE_BENCH_IMAGES
 // to a make-dataset folder to use it instead of a fresh one. Compare ratios: the machine is noisy.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -10,29 +10,6 @@
 namespace feedscope {
 namespace {
 
-TEST(SampleRngTest, StreamsDependOnTheKeysOnly) {
-  SampleRng a(1, 2, 3), b(1, 2, 3), c(1, 3, 2), d(2, 2, 3);
-  const std::uint64_t first = a.next();
-  EXPECT_EQ(first, b.next());
-  EXPECT_NE(first, c.next());
-  EXPECT_NE(first, d.next());
-  SampleRng r(9);
-  double sum = 0;
-  int counts[5] = {};
-  for (int i = 0; i < 50000; ++i) {
-    const double u = r.uniform();
-    ASSERT_GE(u, 0.0);
-    ASSERT_LT(u, 1.0);
-    sum += u;
-    const auto k = r.randint(-2, 2);
-    ASSERT_GE(k, -2);
-    ASSERT_LE(k, 2);
-    ++counts[k + 2];
-  }
-  EXPECT_NEAR(sum / 50000, 0.5, 0.01);
-  for (const int n : counts) EXPECT_NEAR(n / 50000.0, 0.2, 0.015);
-}
-
 // torchvision's RandomResizedCrop.get_params written out again, on the standard library's RNG,
 // to compare distributions with.
 struct ReferenceCrop {
