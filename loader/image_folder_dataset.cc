@@ -159,6 +159,17 @@ ImageFolderDataset::ImageFolderDataset(Options options)
   const fs::path canonical = fs::canonical(root, ec);
   if (ec) throw DatasetError("images: '" + root + "': " + ec.message());
 
+  try {
+    list(canonical);
+  } catch (const fs::filesystem_error& e) {
+    // Advancing a directory iterator throws (e.g. a folder removed while listing).
+    throw DatasetError("images: cannot list '" + root + "': " + e.what());
+  }
+}
+
+void ImageFolderDataset::list(const std::filesystem::path& canonical) {
+  const std::string& root = options_.root;
+  std::error_code ec;
   Lister lister(canonical);
   for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
     std::error_code type_ec;

@@ -2,6 +2,7 @@
 // `images:DIR`: JPEG files in torchvision's ImageFolder layout, loaded with torchvision's ImageNet
 // transforms, each sample decoded and transformed straight into the batch slab.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@ class ImageFolderDataset final : public Dataset {
 
  private:
   struct Workers;
+  void list(const std::filesystem::path& canonical_root);
   Options options_;
   SampleSpec spec_;
   int resize_ = 0;  // eval only
