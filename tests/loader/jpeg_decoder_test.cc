@@ -213,6 +213,25 @@ TEST(JpegDecoderTest, BadHeaderIsAnErrorWithLibjpegsMessage) {
   EXPECT_NE(decode_error(header_only), "");
 }
 
+TEST(JpegDecoderTest, HugeClaimedSizeIsRefusedBeforeAllocating) {
+  auto file = photo_jpeg(64, 48);
+  // Baseline SOF0: FF C0, length (2), precision (1), height (2), width (2).
+  std::size_t sof = 0;
+  while (!(file[sof] == 0xFF && file[sof + 1] == 0xC0)) ++sof;
+  file[sof + 5] = 0xF0, file[sof + 6] = 0x00;  // height 61440
+  file[sof + 7] = 0xF0, file[sof + 8] = 0x00;  // width 61440
+  JpegDecoder decoder;
+  EXPECT_EQ(decoder.read_header(file).width, 0xF000);
+  std::vector<std::uint8_t> rgb;
+  try {
+    decoder.decode(file, rgb);
+    ADD_FAILURE() << "decoded";
+  } catch (const JpegError& e) {
+    EXPECT_NE(std::string(e.what()).find("pixel limit"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(rgb.capacity(), 1u << 20);
+}
+
 TEST(JpegDecoderTest, DecoderIsReusableAfterAnError) {
   const auto good = photo_jpeg(64, 48);
   auto bad = good;
@@ -223,6 +242,45 @@ TEST(JpegDecoderTest, DecoderIsReusableAfterAnError) {
   EXPECT_THROW(decoder.decode(bad, again), JpegError);
   decoder.decode(good, again);
   EXPECT_TRUE(std::equal(rgb.begin(), rgb.begin() + 64 * 48 * 3, again.begin()));
+}
+
+TEST(JpegDecoderTest, MangledFilesEitherDecodeOrThrowJpegError) {
+  // Whatever the damage (cut anywhere, bytes flipped anywhere, header included), the decoder
+  // throws JpegError or returns pixels; it never crashes or throws anything else, and it stays
+  // usable. Run under AddressSanitizer this also checks memory safety.
+  JpegEncodeOptions progressive;
+  progressive.progressive = true;
+  const std::vector<std::vector<std::uint8_t>> files = {photo_jpeg(96, 72), photo_jpeg(96, 72, progressive)};
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> rgb;
+  int thrown = 0, decoded = 0;
+  for (std::uint64_t n = 0; n < 400; ++n) {
+    SampleRng rng(n);
+    auto bytes = files[n % 2];
+    if (rng.bernoulli(0.3)) bytes.resize(static_cast<std::size_t>(rng.randint(0, static_cast<std::int64_t>(bytes.size()))));
+    const int flips = static_cast<int>(rng.randint(0, 6));
+    for (int f = 0; f < flips && !bytes.empty(); ++f)
+      bytes[static_cast<std::size_t>(rng.randint(0, static_cast<std::int64_t>(bytes.size()) - 1))] =
+          static_cast<std::uint8_t>(rng.next());
+    try {
+      const int scale = n % 3 == 0 ? 4 : 8;
+      if (n % 2) {
+        decoder.decode(bytes, rgb);
+      } else {
+        const JpegHeader h = decoder.read_header(bytes);
+        const int w = JpegDecoder::scaled_size(h.width, scale), ht = JpegDecoder::scaled_size(h.height, scale);
+        decoder.decode_region(bytes, scale, PixelRect{w / 4, ht / 4, std::max(1, w / 2), std::max(1, ht / 2)}, rgb);
+      }
+      ++decoded;
+    } catch (const JpegError&) {
+      ++thrown;
+    } catch (const std::invalid_argument&) {
+      ++thrown;  // a mangled header can shrink the image below the asked-for region
+    }
+  }
+  EXPECT_GT(thrown, 50);
+  EXPECT_GT(decoded, 50);
+  EXPECT_NO_THROW(decoder.decode(files[0], rgb));
 }
 
 TEST(JpegDecoderTest, GrayscaleDecodesToRgb) {
