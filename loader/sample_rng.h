@@ -29,7 +29,7 @@ class SampleRng {
   double uniform(double lo, double hi) noexcept { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [lo, hi], both included; unbiased (Lemire's multiply-and-reject).
   std::int64_t randint(std::int64_t lo, std::int64_t hi) noexcept {
-    const std::uint64_t range = static_cast<std::uint64_t>(hi - lo) + 1;
+    const std::uint64_t range = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
     if (range == 0) return static_cast<std::int64_t>(next());  // the whole 64-bit range
     unsigned __int128 m = static_cast<unsigned __int128>(next()) * range;
     auto low = static_cast<std::uint64_t>(m);
@@ -40,7 +40,7 @@ class SampleRng {
         low = static_cast<std::uint64_t>(m);
       }
     }
-    return lo + static_cast<std::int64_t>(m >> 64);
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + static_cast<std::uint64_t>(m >> 64));
   }
   bool bernoulli(double p) noexcept { return uniform() < p; }
 
