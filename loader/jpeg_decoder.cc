@@ -36,6 +36,15 @@ void emit_message(j_common_ptr cinfo, int msg_level) {
     case JWRN_BOGUS_ICC:    // a broken ICC profile, not broken pixels
       ++cinfo->err->num_warnings;
       return;
+    case JWRN_EXTRANEOUS_DATA:
+      // Junk between the last scan and the end-of-image marker (some writers pad there) follows
+      // complete pixels. Treating it as an error would also make a file fail only for the crops
+      // that reach its bottom rows, as only those read on to the marker.
+      if (cinfo->err->msg_parm.i[1] == 0xD9) {
+        ++cinfo->err->num_warnings;
+        return;
+      }
+      error_exit(cinfo);
     default:
       error_exit(cinfo);
   }

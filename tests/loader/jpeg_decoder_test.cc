@@ -204,6 +204,26 @@ TEST(JpegDecoderTest, CorruptEntropyDataIsAnError) {
   }
 }
 
+TEST(JpegDecoderTest, PaddingBeforeTheEndMarkerIsNotCorruption) {
+  const auto file = photo_jpeg(64, 48);
+  const std::vector<std::uint8_t> junk(100, 0x5A);  // more than the entropy decoder reads ahead
+  auto padded = file;
+  padded.insert(padded.end() - 2, junk.begin(), junk.end());  // before FF D9
+  EXPECT_EQ(decode_error(padded), "");
+  std::vector<std::uint8_t> a, b;
+  JpegDecoder decoder;
+  decoder.decode(file, a);
+  decoder.decode(padded, b);
+  EXPECT_EQ(a, b);
+  // The same junk in front of any other marker (a comment here) is damage.
+  auto before_comment = file;
+  std::vector<std::uint8_t> tail = junk;
+  tail.insert(tail.end(), {0xFF, 0xFE, 0x00, 0x04, 'h', 'i'});
+  before_comment.insert(before_comment.end() - 2, tail.begin(), tail.end());
+  EXPECT_NE(decode_error(before_comment).find("extraneous bytes before marker 0xfe"), std::string::npos)
+      << decode_error(before_comment);
+}
+
 TEST(JpegDecoderTest, BadHeaderIsAnErrorWithLibjpegsMessage) {
   auto file = photo_jpeg(64, 48);
   file[0] = 0x12;
