@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +195,52 @@ TEST(ImageFolderDatasetTest, EvalMatchesAFullDecodeResizedAndCentreCropped) {
   // triangle filter only damps: within 3 grey levels on average (a wrong crop or scale is 20+).
   EXPECT_LT(sum / static_cast<double>(x.size()), 3.0 / 255 / 0.226);
   EXPECT_GT(sum, 0.0) << "a DCT-scaled decode should not be bit-identical to full decode + resize";
+}
+
+TEST(ImageFolderDatasetTest, GrayscaleCmykAndProgressiveFilesLoadAsRgb) {
+  TempDir dir;
+  const int w = 80, h = 60;
+  const auto rgb = synthetic_photo(w, h, 0, 2, 9, 0);
+  std::vector<std::uint8_t> grey(static_cast<std::size_t>(w * h)), cmyk(static_cast<std::size_t>(w * h * 4));
+  for (std::size_t i = 0; i < grey.size(); ++i) {
+    grey[i] = rgb[3 * i];
+    // Adobe's inverted CMYK of a pure grey: no colour ink, black = the grey level.
+    cmyk[4 * i] = cmyk[4 * i + 1] = cmyk[4 * i + 2] = 255;
+    cmyk[4 * i + 3] = rgb[3 * i];
+  }
+  JpegEncodeOptions o;
+  o.components = 1;
+  write(dir.path() / "a/grey.jpg", encode_jpeg(grey, w, h, o));
+  o.components = 4;
+  write(dir.path() / "a/cmyk.jpg", encode_jpeg(cmyk, w, h, o));
+  o.components = 3;
+  o.progressive = true;
+  write(dir.path() / "a/progressive.jpg", encode_jpeg(rgb, w, h, o));
+  for (const bool train : {true, false}) {
+    ImageFolderDataset d(options_for(dir.path(), train, 32));
+    ASSERT_EQ(d.size(), 3u);
+    const Normalization n;
+    for (std::size_t i = 0; i < 2; ++i) {  // cmyk.jpg, grey.jpg: grey pixels, R = G = B
+      const auto x = load(d, i);
+      for (std::size_t p = 0; p < 32 * 32; ++p) {
+        const float r = x[p] * n.std[0] + n.mean[0];
+        const float g = x[1024 + p] * n.std[1] + n.mean[1];
+        const float b = x[2048 + p] * n.std[2] + n.mean[2];
+        ASSERT_NEAR(r, g, 2.0f / 255) << d.path(i);
+        ASSERT_NEAR(r, b, 2.0f / 255) << d.path(i);
+      }
+    }
+    if (!train) {
+      // Both hold the same grey levels (and eval crops both alike), so the CMYK inversion and
+      // black channel are read right.
+      const auto from_cmyk = load(d, 0), from_grey = load(d, 1);
+      double diff = 0;
+      for (std::size_t p = 0; p < from_cmyk.size(); ++p) diff += std::fabs(from_cmyk[p] - from_grey[p]);
+      EXPECT_LT(diff / static_cast<double>(from_cmyk.size()), 3.0 / 255 / 0.225);
+    }
+    const auto x = load(d, 2);
+    EXPECT_TRUE(std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); }));
+  }
 }
 
 TEST(ImageFolderDatasetTest, TruncatedAndCorruptFilesThrowSampleErrorNamingTheFile) {
