@@ -29,7 +29,7 @@ struct ImageDatasetSummary {
 void validate(const ImageDatasetOptions& options);
 
 // Writes out/<class>/<image>.jpg for images 0..count-1, image i in class i % classes, in parallel.
-// The same options give byte-identical files. Throws DatasetError for bad options and
+// The same options give byte-identical files (with the same build of this library and libm). Throws DatasetError for bad options and
 // std::runtime_error naming the file for I/O failures.
 ImageDatasetSummary make_image_dataset(const ImageDatasetOptions& options);
 
