@@ -54,6 +54,10 @@ void check_dataset(const std::string& key, const std::string& value, const std::
   }
 }
 
+void check_image_pipeline(const std::string& key, const std::string& value, const std::string& source) {
+  if (value != "train" && value != "eval") fail(key, value, source, "is not an image pipeline", "train | eval");
+}
+
 void check_device(const std::string& key, const std::string& value, const std::string& source) {
   constexpr std::string_view allowed = "auto | cpu | cuda | cuda:N";
   if (value == "auto" || value == "cpu" || value == "cuda") return;
@@ -100,6 +104,11 @@ const std::vector<KeySpec>& specs() {
         "what to load"}, &RunConfig::dataset, 0, 0, check_dataset},
       {{"synthetic_samples", KeyType::integer, "1 to 100000000",
         "samples in a synthetic dataset"}, &RunConfig::synthetic_samples, 1, 1e8},
+      {{"image_pipeline", KeyType::text, "train | eval",
+        "images:DIR transforms: RandomResizedCrop + flip, or Resize + CenterCrop"},
+       &RunConfig::image_pipeline, 0, 0, check_image_pipeline},
+      {{"image_size", KeyType::integer, "8 to 1024", "output side of images:DIR samples"},
+       &RunConfig::image_size, 8, 1024},
       {{"model", KeyType::text, "mlp | cnn", "built-in model to train"}, &RunConfig::model, 0, 0,
        check_model},
       {{"hidden", KeyType::integer, "1 to 65536", "hidden width of the mlp / channels of the cnn"},

@@ -15,6 +15,8 @@ namespace feedscope {
 struct RunConfig {
   std::string dataset = "synthetic:3x32x32";
   std::int64_t synthetic_samples = 8192;
+  std::string image_pipeline = "train";  // images:DIR: train (random crop + flip) | eval
+  std::int64_t image_size = 224;
   std::string model = "mlp";
   std::int64_t hidden = 512;
   std::int64_t layers = 2;

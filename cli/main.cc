@@ -16,6 +16,7 @@
 
 #include "cli/config.h"
 #include "cli/interrupt.h"
+#include "cli/make_dataset.h"
 #include "cli/probe.h"
 #include "cli/run.h"
 #include "cli/sweep_command.h"
@@ -117,42 +118,6 @@ RunConfig demo_defaults() {
   return c;
 }
 
-// `make-dataset records`: adds the subcommand to `parent`; the returned function runs it when it
-// was the one parsed, and returns nullopt otherwise.
-std::function<std::optional<int>()> add_make_records(CLI::App& parent) {
-  auto options = std::make_shared<MakeRecordsOptions>();
-  auto out = std::make_shared<std::string>();
-  CLI::App* cmd = parent.add_subcommand(
-      "records", "checksummed record shards plus an index (docs/records-format.md)");
-  cmd->add_option("--out", *out, "output directory (must not hold a dataset yet)")->required();
-  cmd->add_option("--count", options->count, "records")->required()->check(CLI::Range(
-      std::uint64_t{1}, std::uint64_t{1} << 40));
-  cmd->add_option("--sample-bytes", options->sample_bytes,
-                  "bytes per record (with --variable: at most)")
-      ->required()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 30));
-  cmd->add_option("--shard-bytes", options->shard_bytes,
-                  "close a shard before it passes this size; accepts KiB, MiB, GiB")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
-  cmd->add_flag("--variable", options->variable,
-                "record lengths uniform in [sample-bytes/2, sample-bytes], zero-padded on read");
-  cmd->add_option("--classes", options->classes, "labels are uniform in 0..K-1")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
-  cmd->add_option("--seed", options->seed, "the dataset is a pure function of it")
-      ->capture_default_str();
-  return [cmd, options, out]() -> std::optional<int> {
-    if (!*cmd) return std::nullopt;
-    options->out = *out;
-    const MakeRecordsResult made = make_records_dataset(*options);
-    std::cout << "feedscope: wrote " << made.records << " records in " << made.shards
-              << " shard(s), " << made.bytes << " bytes, to " << *out << "\n";
-    return kDone;
-  };
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,9 +164,7 @@ int main(int argc, char** argv) {
   tune->add_option("--min-gain", search.min_gain,
                    "a move is kept when it gains more than this ratio [default: 0.03]")
       ->check(CLI::Range(0.0, 1.0));
-  CLI::App* make_dataset = app.add_subcommand("make-dataset", "write a dataset to load");
-  make_dataset->require_subcommand(1);
-  const auto make_records = add_make_records(*make_dataset);
+  const MakeDatasetCommand make_dataset(app);
 
   try {
     app.parse(argc, argv);
@@ -211,6 +174,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (make_dataset.chosen()) {
+      make_dataset.run(std::cout);
+      return kDone;
+    }
     if (*probe) {
       std::cout << (probe_json_out ? probe_json() : probe_text());
       return kDone;
@@ -234,7 +201,6 @@ int main(int argc, char** argv) {
                                : available_memory_bytes() / 4;
       return tune_command(config, t);
     }
-    if (const std::optional<int> code = make_records()) return *code;
     RunConfig config = *demo ? demo_defaults() : RunConfig{};
     (*demo ? demo_options : run_options).apply(config);
     return run_and_print(config);

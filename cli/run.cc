@@ -21,6 +21,7 @@
 #include "loader/batch_loader.h"
 #include "loader/device_feeder.h"
 #include "loader/record_dataset.h"
+#include "loader/image_folder_dataset.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
@@ -148,8 +149,16 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
     return std::make_shared<SyntheticDataset>(o);
   }
   if (kind == "records") return std::make_shared<RecordDataset>(spec.substr(colon + 1));
-  throw DatasetError("dataset: '" + spec + "': the " + kind +
-                     " reader is not in this build yet; allowed now: records:DIR | synthetic:SHAPE");
+  if (kind == "images") {
+    ImageFolderDataset::Options o;
+    o.root = spec.substr(colon + 1);
+    o.train = config.image_pipeline != "eval";
+    o.size = static_cast<int>(config.image_size);
+    o.seed = static_cast<std::uint64_t>(config.seed);
+    return std::make_shared<ImageFolderDataset>(o);
+  }
+  throw DatasetError("dataset: '" + spec + "': unknown kind '" + kind +
+                     "'; allowed: images:DIR | records:DIR | synthetic:SHAPE");
 }
 
 Environment gather_environment(const std::string& device) {

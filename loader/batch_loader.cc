@@ -54,6 +54,7 @@ struct BatchLoader::Impl {
   // One in-flight batch. Indexed by its slab's id: a slab carries at most one batch at a time.
   struct Job {
     std::int64_t batch = -1;
+    std::uint64_t epoch = 0;
     std::size_t begin = 0;  // offset into plan
     std::size_t count = 0;
     std::size_t attempted = 0;  // loads tried
@@ -123,6 +124,7 @@ struct BatchLoader::Impl {
 
   void prepare(Job& job, Slab slab) {
     job.batch = next_schedule++;
+    job.epoch = epoch;
     job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
     job.count = std::min(plan.size() - job.begin, static_cast<std::size_t>(options.batch_size));
     job.attempted = 0;
@@ -141,7 +143,7 @@ struct BatchLoader::Impl {
       group.run([this, id] {
         Job& j = jobs[static_cast<std::size_t>(id)];
         LoadContext ctx{spans, LaneRole::worker, j.batch,
-                        std::max(0, tbb::this_task_arena::current_thread_index())};
+                        std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
         fill(j, ctx);
         done.push(id);
       });
@@ -300,7 +302,7 @@ std::optional<Batch> BatchLoader::next() {
       s.next_schedule = s.next_deliver;
       Impl::Job& job = s.jobs[static_cast<std::size_t>(id)];
       s.prepare(job, std::move(slab));
-      LoadContext ctx{s.spans, LaneRole::training, job.batch, 0};
+      LoadContext ctx{s.spans, LaneRole::training, job.batch, 0, job.epoch};
       s.fill(job, ctx);
       ++s.next_deliver;
       if (std::optional<Batch> batch = s.deliver(id)) return batch;

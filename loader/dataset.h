@@ -30,6 +30,7 @@ struct LoadContext {
   LaneRole role = LaneRole::worker;
   std::int64_t batch = -1;
   int worker = 0;  // 0..num_workers-1, for per-worker scratch buffers
+  std::uint64_t epoch = 0;  // with the index, seeds per-sample randomness (augmentation)
 };
 
 // Thread-safe: load() is called from many worker threads at once.

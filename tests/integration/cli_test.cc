@@ -260,5 +260,67 @@ TEST_F(CliTest, RankLoadsItsShareOfTheDataset) {
   EXPECT_NE(bad.err.find("rank: 4 is not below world_size 4"), std::string::npos) << bad.err;
 }
 
+TEST_F(CliTest, MakeDatasetImagesThenLoadAndTrainOnIt) {
+  const std::string data = (dir_ / "images").string();
+  const auto made = run_process({kBinary, "make-dataset", "images", "--out", data, "--count", "12",
+                                 "--size", "64x48", "--classes", "3", "--seed", "2"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_NE(made.out.find("wrote 12 JPEG files"), std::string::npos) << made.out;
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data)) files += e.is_regular_file();
+  EXPECT_EQ(files, 12);
+
+  const auto loaded = run_process({kBinary, "run", "--dataset", "images:" + data, "--loader-only",
+                                   "--steps", "4", "--warmup", "0", "--batch-size", "4",
+                                   "--image-size", "32", "--report-dir", (dir_ / "report").string()});
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  const auto j = read_report();
+  EXPECT_EQ(j["throughput"]["samples"], 16);
+  EXPECT_GE(j["stages"]["decode"]["count"].get<int>(), 16);
+  EXPECT_GE(j["stages"]["transform"]["count"].get<int>(), 16);
+  EXPECT_EQ(j["config"]["image_pipeline"], "train");
+
+  const auto trained = run_process({kBinary, "run", "--dataset", "images:" + data, "--model", "cnn",
+                                    "--hidden", "8", "--layers", "2", "--steps", "3", "--warmup", "0",
+                                    "--batch-size", "4", "--image-size", "64", "--image-pipeline", "eval",
+                                    "--report-dir", (dir_ / "cnn").string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_NE(trained.err.find("stem/2"), std::string::npos) << "a 64x64 input gets a stride-2 stem: " << trained.err;
+}
+
+TEST_F(CliTest, MakeDatasetBadOptionsExit2NamingTheOption) {
+  const std::string out = (dir_ / "x").string();
+  const auto count = run_process({kBinary, "make-dataset", "images", "--out", out, "--count", "0"});
+  EXPECT_EQ(count.exit_code, 2);
+  EXPECT_NE(count.err.find("--count: 0"), std::string::npos) << count.err;
+  const auto size = run_process({kBinary, "make-dataset", "images", "--out", out, "--count", "2", "--size", "0x5"});
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_NE(size.err.find("--size: 0x5"), std::string::npos) << size.err;
+  const auto quality =
+      run_process({kBinary, "make-dataset", "images", "--out", out, "--count", "2", "--quality", "101"});
+  EXPECT_EQ(quality.exit_code, 2);
+  EXPECT_NE(quality.err.find("--quality: 101"), std::string::npos) << quality.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_EQ(run_process({kBinary, "make-dataset", "images", "--count", "2"}).exit_code, 2) << "--out is required";
+  EXPECT_EQ(run_process({kBinary, "make-dataset"}).exit_code, 2) << "a kind is required";
+}
+
+TEST_F(CliTest, CorruptImageIsExit3NamingTheFile) {
+  const std::string data = (dir_ / "images").string();
+  ASSERT_EQ(run_process({kBinary, "make-dataset", "images", "--out", data, "--count", "4", "--size", "64x48",
+                         "--classes", "2"}).exit_code, 0);
+  const auto victim = std::filesystem::path(data) / "class_0001" / "img_00000001.jpg";
+  std::filesystem::resize_file(victim, std::filesystem::file_size(victim) * 6 / 10);
+  const auto r = run_process({kBinary, "run", "--dataset", "images:" + data, "--loader-only", "--steps", "2",
+                              "--warmup", "0", "--batch-size", "4", "--num-workers", "1",
+                              "--image-size", "32", "--report-dir", (dir_ / "report").string()});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find(victim.string()), std::string::npos) << r.err;
+  const auto missing = run_process({kBinary, "run", "--dataset", "images:" + (dir_ / "nope").string(),
+                                    "--loader-only", "--steps", "1"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no such directory"), std::string::npos) << missing.err;
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -28,7 +28,7 @@ class CountingDataset final : public Dataset {
     ScopedSpan span(ctx.spans, ctx.role, Stage::read, ctx.batch);
     if (index == fail_index) throw std::runtime_error("checksum mismatch");
     if (concurrency_goal > 0) wait_for_peers();
-    const float value = static_cast<float>(index);
+    const float value = static_cast<float>(value_is_epoch ? ctx.epoch : index);
     std::memcpy(out.data(), &value, sizeof value);
     return static_cast<std::int64_t>(index % 7);
   }
@@ -38,6 +38,7 @@ class CountingDataset final : public Dataset {
   std::string name() const override { return "counting"; }
 
   std::size_t fail_index = static_cast<std::size_t>(-1);
+  bool value_is_epoch = false;  // sample value = the epoch the loader says it is loading
   int concurrency_goal = 0;
   mutable std::atomic<int> peak{0};
 
@@ -211,6 +212,29 @@ TEST(BatchLoaderTest, SameSeedSameOrderAcrossWorkerCounts) {
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
+}
+
+TEST(BatchLoaderTest, TellsTheDatasetWhichEpochItLoads) {
+  // Per-sample augmentation is seeded by (seed, epoch, index), so the epoch must reach load().
+  auto dataset = std::make_shared<CountingDataset>(20);
+  dataset->value_is_epoch = true;
+  auto sampler = std::make_shared<SequentialSampler>(20);
+  for (int workers : {0, 2}) {
+    LoaderOptions o;
+    o.num_workers = workers;
+    o.batch_size = 6;
+    BatchLoader loader(dataset, sampler, o);
+    for (const std::uint64_t epoch : {3u, 4u}) {
+      loader.begin_epoch(epoch);
+      std::size_t samples = 0;
+      while (auto batch = loader.next()) {
+        const auto* data = reinterpret_cast<const float*>(batch->data);
+        for (std::int64_t i = 0; i < batch->size; ++i, ++samples)
+          EXPECT_EQ(data[i], static_cast<float>(epoch)) << workers << " workers";
+      }
+      EXPECT_EQ(samples, 20u);
+    }
+  }
 }
 
 TEST(BatchLoaderTest, OutOfOrderModeStillDeliversEverything) {

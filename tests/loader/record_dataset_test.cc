@@ -13,7 +13,7 @@
 
 #include "loader/batch_loader.h"
 #include "tests/loader/index_dataset.h"
-#include "tests/loader/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace feedscope {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "loader/record_dataset.h"
-#include "tests/loader/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace feedscope {
 namespace {

@@ -1,0 +1,271 @@
+#include "loader/image_folder_dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include <tbb/enumerable_thread_specific.h>
+
+#include "loader/jpeg_decoder.h"
+#include "loader/sample_rng.h"
+
+namespace feedscope {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// torchvision's IMG_EXTENSIONS, JPEG part: compared lower-cased.
+bool has_jpeg_extension(const std::string& name) {
+  const auto ends_with = [&](std::string_view suffix) {
+    if (name.size() < suffix.size()) return false;
+    for (std::size_t i = 0; i < suffix.size(); ++i) {
+      const char c = name[name.size() - suffix.size() + i];
+      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != suffix[i]) return false;
+    }
+    return true;
+  };
+  return ends_with(".jpg") || ends_with(".jpeg");
+}
+
+// One directory's JPEG files, as os.walk yields them.
+struct Folder {
+  std::string path;
+  std::vector<std::string> files;
+};
+
+class Lister {
+ public:
+  explicit Lister(const fs::path& root_canonical) : root_(root_canonical.string()) {
+    if (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  }
+
+  // os.walk(dir, followlinks=True), minus symlinks out of the root and second visits.
+  void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& visited, std::vector<Folder>& out) {
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) != 0) return;
+    if (!visited.emplace(st.st_dev, st.st_ino).second) {
+      ++skipped;  // a loop, or a folder reached twice
+      return;
+    }
+    Folder folder{dir, {}};
+    std::vector<std::string> subdirs;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      std::string name = e.path().filename().string();
+      std::error_code type_ec;
+      if (e.is_directory(type_ec)) {
+        if (stays_inside(e)) subdirs.push_back(std::move(name));
+        else ++skipped;
+      } else if (e.is_regular_file(type_ec)) {
+        if (has_jpeg_extension(name) && stays_inside(e)) folder.files.push_back(std::move(name));
+        else ++skipped;
+      }
+    }
+    if (ec) throw DatasetError("images: cannot list '" + dir + "': " + ec.message());
+    std::sort(folder.files.begin(), folder.files.end());
+    std::sort(subdirs.begin(), subdirs.end());
+    out.push_back(std::move(folder));
+    for (const std::string& sub : subdirs) walk(dir + "/" + sub, visited, out);
+  }
+
+  // A symlink is followed only when its target is inside the root.
+  bool stays_inside(const fs::directory_entry& e) const {
+    std::error_code ec;
+    if (!e.is_symlink(ec)) return true;
+    const std::string target = fs::canonical(e.path(), ec).string();
+    if (ec) return false;
+    if (root_ == "/") return true;
+    return target == root_ || (target.size() > root_.size() && target.compare(0, root_.size(), root_) == 0 &&
+                               target[root_.size()] == '/');
+  }
+
+  std::size_t skipped = 0;
+
+ private:
+  std::string root_;
+};
+
+// A file descriptor closed on every path.
+struct File {
+  int fd = -1;
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads the whole file into `buffer` (grown, never shrunk); returns its size.
+std::size_t read_file(const std::string& path, std::vector<std::uint8_t>& buffer, std::string& error) {
+  File file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) {
+    error = std::string("cannot open: ") + std::strerror(errno);
+    return 0;
+  }
+  struct stat st{};
+  if (::fstat(file.fd, &st) != 0) {
+    error = std::string("cannot stat: ") + std::strerror(errno);
+    return 0;
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (buffer.size() < size) buffer.resize(size);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(file.fd, buffer.data() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = std::string("cannot read: ") + std::strerror(errno);
+      return 0;
+    }
+    if (n == 0) break;  // shrank since fstat: decode what is there, and let the decoder judge it
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+// What each loading thread keeps between samples.
+struct ImageFolderDataset::Workers {
+  struct Scratch {
+    JpegDecoder decoder;
+    ResizeNormalize resize;
+    std::vector<std::uint8_t> file;
+    std::vector<std::uint8_t> pixels;
+  };
+  tbb::enumerable_thread_specific<Scratch> local;
+};
+
+ImageFolderDataset::ImageFolderDataset(Options options)
+    : options_(std::move(options)), workers_(std::make_unique<Workers>()) {
+  const std::string& root = options_.root;
+  if (options_.size < 8 || options_.size > 4096)
+    throw DatasetError("images: output size " + std::to_string(options_.size) + " is not allowed; allowed: 8 to 4096");
+  spec_.shape = {3, options_.size, options_.size};
+  spec_.dtype = DType::float32;
+  resize_ = (options_.size * 256 + 112) / 224;  // 224 -> 256, as torchvision's ImageNet reference
+
+  std::error_code ec;
+  if (root.empty()) throw DatasetError("images: no directory given; expected images:DIR");
+  const fs::file_status status = fs::status(root, ec);
+  if (ec || !fs::exists(status)) throw DatasetError("images: '" + root + "': no such directory");
+  if (!fs::is_directory(status)) throw DatasetError("images: '" + root + "' is not a directory");
+  const fs::path canonical = fs::canonical(root, ec);
+  if (ec) throw DatasetError("images: '" + root + "': " + ec.message());
+
+  try {
+    list(canonical);
+  } catch (const fs::filesystem_error& e) {
+    // Advancing a directory iterator throws (e.g. a folder removed while listing).
+    throw DatasetError("images: cannot list '" + root + "': " + e.what());
+  }
+}
+
+void ImageFolderDataset::list(const std::filesystem::path& canonical) {
+  const std::string& root = options_.root;
+  std::error_code ec;
+  Lister lister(canonical);
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    std::error_code type_ec;
+    if (!e.is_directory(type_ec)) continue;
+    if (lister.stays_inside(e)) classes_.push_back(e.path().filename().string());
+    else ++lister.skipped;
+  }
+  if (ec) throw DatasetError("images: cannot list '" + root + "': " + ec.message());
+  if (classes_.empty())
+    throw DatasetError("images: '" + root + "' has no class folders; expected the ImageFolder layout, "
+                       "DIR/<class>/<image>.jpg");
+  std::sort(classes_.begin(), classes_.end());
+
+  std::string prefix = root;
+  while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+  std::vector<std::string> empty;
+  for (std::size_t label = 0; label < classes_.size(); ++label) {
+    std::vector<Folder> folders;
+    std::set<std::pair<dev_t, ino_t>> visited;
+    lister.walk(prefix + "/" + classes_[label], visited, folders);
+    // sorted(os.walk(...)): folders in path order, files sorted within each.
+    std::sort(folders.begin(), folders.end(), [](const Folder& a, const Folder& b) { return a.path < b.path; });
+    const std::size_t before = paths_.size();
+    for (const Folder& folder : folders)
+      for (const std::string& file : folder.files) {
+        paths_.push_back(folder.path + "/" + file);
+        labels_.push_back(static_cast<std::int32_t>(label));
+      }
+    if (paths_.size() == before) empty.push_back(classes_[label]);
+  }
+  if (!empty.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < empty.size() && i < 10; ++i) names += (i ? ", " : "") + empty[i];
+    if (empty.size() > 10) names += ", ... (" + std::to_string(empty.size()) + " in all)";
+    throw DatasetError("images: '" + root + "': no .jpg/.jpeg files in class folder(s) " + names);
+  }
+  skipped_ = lister.skipped;
+}
+
+ImageFolderDataset::~ImageFolderDataset() = default;
+
+std::int64_t ImageFolderDataset::load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const {
+  if (index >= paths_.size())
+    throw SampleError(index, name(), "index out of range (size " + std::to_string(paths_.size()) + ")");
+  if (out.size() != spec_.bytes())
+    throw SampleError(index, paths_[index], "output is " + std::to_string(out.size()) + " bytes, the sample " +
+                                                std::to_string(spec_.bytes()));
+  const std::string& path = paths_[index];
+  Workers::Scratch& w = workers_->local.local();
+
+  std::size_t bytes = 0;
+  {
+    ScopedSpan span(ctx.spans, ctx.role, Stage::read, ctx.batch);
+    std::string error;
+    bytes = read_file(path, w.file, error);
+    if (!error.empty()) throw SampleError(index, path, error);
+  }
+  const std::span<const std::uint8_t> data(w.file.data(), bytes);
+
+  bool flip = false;
+  DecodedRegion region;
+  try {
+    ScopedSpan span(ctx.spans, ctx.role, Stage::decode, ctx.batch);
+    const JpegHeader header = w.decoder.read_header(data);
+    if (!has_end_of_image(data))
+      throw JpegError("no end-of-image marker: the file is truncated (" + std::to_string(bytes) + " bytes)");
+    SampleRng rng(options_.seed, ctx.epoch, index);
+    ResizeGeometry geometry;
+    if (options_.train) {
+      geometry = resized_crop_geometry(random_resized_crop_box(header.width, header.height, rng, options_.crop),
+                                       options_.size);
+      flip = rng.bernoulli(options_.flip_probability);
+    } else {
+      geometry = resize_center_crop_geometry(header.width, header.height, resize_, options_.size);
+    }
+    const int scale = choose_jpeg_scale(geometry);
+    geometry = scale_geometry(geometry, scale, JpegDecoder::scaled_size(header.width, scale),
+                              JpegDecoder::scaled_size(header.height, scale));
+    const PixelRect needed = w.resize.prepare(geometry);
+    region = w.decoder.decode_region(data, scale, needed, w.pixels);
+  } catch (const JpegError& e) {
+    throw SampleError(index, path, e.what());
+  }
+  {
+    // Crop, resize, flip and normalize write the slab directly: this is the collate as well.
+    ScopedSpan span(ctx.spans, ctx.role, Stage::transform, ctx.batch);
+    w.resize.run(w.pixels.data(), static_cast<std::size_t>(region.rect.width) * 3, region.rect.x, region.rect.y,
+                 flip, options_.normalization, reinterpret_cast<float*>(out.data()));
+  }
+  return labels_[index];
+}
+
+std::string ImageFolderDataset::describe(std::size_t index) const {
+  return index < paths_.size() ? paths_[index] : name() + "#" + std::to_string(index);
+}
+
+std::string ImageFolderDataset::name() const { return "images:" + options_.root; }
+
+}  // namespace feedscope

@@ -1,0 +1,132 @@
+// feedscope's images:DIR samples against torchvision's own transforms on the same files: the eval
+// pipeline as is, the train pipeline with feedscope's crop and flip handed to torchvision's
+// F.resized_crop / F.hflip. Needs Debian's /usr/bin/python3 with torchvision; skipped without.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "loader/image_dataset_maker.h"
+#include "loader/image_folder_dataset.h"
+#include "loader/jpeg_decoder.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace feedscope {
+namespace {
+
+// argv: samples.bin crops.txt. Each crops.txt line: path top left height width flip (-1 for
+// eval). Prints "mean max" per sample, in grey levels. Exit 77: torchvision missing.
+constexpr const char* kReference = R"(
+import sys
+try:
+    import numpy as np
+    from PIL import Image
+    from torchvision import transforms
+    import torchvision.transforms.functional as F
+except ImportError:
+    sys.exit(77)
+norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+evaluate = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), norm])
+ours = np.fromfile(sys.argv[1], dtype=np.float32).reshape(-1, 3, 224, 224)
+std = np.array([0.229, 0.224, 0.225]).reshape(3, 1, 1)
+for k, line in enumerate(open(sys.argv[2])):
+    path, i, j, h, w, flip = line.split()
+    img = Image.open(path).convert('RGB')
+    if int(flip) < 0:
+        ref = evaluate(img).numpy()
+    else:
+        img = F.resized_crop(img, int(i), int(j), int(h), int(w), [224, 224],
+                             transforms.InterpolationMode.BILINEAR)
+        if int(flip):
+            img = F.hflip(img)
+        ref = norm(F.to_tensor(img)).numpy()
+    d = np.abs(ref - ours[k]) * std * 255
+    print(d.mean(), d.max())
+)";
+
+struct Sample {
+  std::string line;
+  int scale = 8;
+};
+
+TEST(TorchvisionParityTest, SamplesMatchTorchvisionsTransforms) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  testing::TempDir dir;
+  ImageDatasetOptions make;
+  make.out = dir / "small";
+  make.count = 6;
+  make.classes = 2;
+  make_image_dataset(make);  // 500x375: ImageNet's usual size, decoded at full scale
+  make.out = dir / "large";
+  make.count = 2;
+  make.width = 1200;
+  make.height = 900;
+  make_image_dataset(make);  // large enough for the DCT-domain downscale
+
+  std::ofstream bin(dir / "samples.bin", std::ios::binary), crops(dir / "crops.txt");
+  std::vector<Sample> samples;
+  JpegDecoder decoder;
+  std::vector<float> out(3 * 224 * 224);
+  for (const char* sub : {"small", "large"}) {
+    for (const bool train : {true, false}) {
+      ImageFolderDataset::Options o;
+      o.root = dir / sub;
+      o.train = train;
+      o.seed = 5;
+      const ImageFolderDataset d(o);
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        LoadContext ctx;
+        ctx.epoch = 2;
+        d.load(i, std::as_writable_bytes(std::span(out)), ctx);
+        bin.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() * 4));
+        std::ifstream in(d.path(i), std::ios::binary);
+        const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const JpegHeader h = decoder.read_header(bytes);
+        std::ostringstream line;
+        Sample s;
+        if (train) {
+          SampleRng rng(5, 2, i);  // the dataset's own draw, repeated
+          const CropBox c = random_resized_crop_box(h.width, h.height, rng);
+          const bool flip = rng.bernoulli(0.5);
+          line << d.path(i) << " " << c.top << " " << c.left << " " << c.height << " " << c.width << " " << flip;
+          s.scale = choose_jpeg_scale(resized_crop_geometry(c, 224));
+        } else {
+          line << d.path(i) << " 0 0 0 0 -1";
+          s.scale = choose_jpeg_scale(resize_center_crop_geometry(h.width, h.height, 256, 224));
+        }
+        crops << line.str() << "\n";
+        s.line = line.str();
+        samples.push_back(s);
+      }
+    }
+  }
+  bin.close();
+  crops.close();
+
+  const auto r = testing::run_process(
+      {"/usr/bin/python3", "-c", kReference, dir / "samples.bin", dir / "crops.txt"});
+  if (r.exit_code == 77) GTEST_SKIP() << "torchvision is not installed for /usr/bin/python3";
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream diffs(r.out);
+  int scaled = 0;
+  for (const Sample& s : samples) {
+    double mean = -1, max = -1;
+    ASSERT_TRUE(diffs >> mean >> max) << r.out;
+    if (s.scale == 8) {
+      // The same pixels and filter: only PIL's rounding to 8 bits after each of its two passes.
+      EXPECT_LT(mean, 0.4) << s.line;
+      EXPECT_LE(max, 1.01) << s.line;
+    } else {
+      ++scaled;
+      // Downscaled in the DCT domain first: close on average, not pixel-exact.
+      EXPECT_LT(mean, 3.0) << s.line << " at scale " << s.scale << "/8";
+    }
+  }
+  EXPECT_GT(scaled, 0) << "the 1200x900 images should exercise the DCT-domain downscale";
+}
+
+}  // namespace
+}  // namespace feedscope
