@@ -29,6 +29,7 @@ struct RunConfig {
   bool pin_memory = true;
   bool shuffle = true;
   bool drop_last = false;
+  bool cold_cache = false;  // evict the dataset's files from the page cache before every epoch
   std::string device = "auto";
   std::int64_t steps = 200;
   double duration = 0;  // seconds; > 0 runs for a time instead of a step count

@@ -235,6 +235,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     order = std::make_shared<SequentialSampler>(dataset->size());
 
   SpanRegistry spans;
+  // Before the loader exists: its constructor starts loading the first epoch.
+  if (config.cold_cache) dataset->evict_page_cache();
   BatchLoader loader(dataset, order, lo, &spans);
   // On a GPU every batch goes through the copy stream; the engine's buffers are the slab's size.
   std::unique_ptr<CopyEngine> engine;
@@ -361,6 +363,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
           throw BadDataError(what, std::move(errors));
         }
         epoch_batches = 0;
+        if (config.cold_cache) dataset->evict_page_cache();  // the epoch's loads are all done
         feeder.begin_epoch(++epoch);
         continue;
       }

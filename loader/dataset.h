@@ -47,6 +47,10 @@ class Dataset {
   virtual std::string describe(std::size_t index) const = 0;
   // "synthetic:3x32x32", for reports.
   virtual std::string name() const = 0;
+  // Drops the dataset's files from the page cache (posix_fadvise DONTNEED) so the next epoch
+  // reads from storage: cold-storage runs without root. Returns the bytes advised; 0 for a
+  // dataset that lives in memory. Throws std::runtime_error naming a file the kernel refuses.
+  virtual std::uint64_t evict_page_cache() const { return 0; }
 };
 
 // A sample that could not be loaded. Carries the sample index and its source (file) so the error

@@ -43,6 +43,8 @@ class ImageFolderDataset final : public Dataset {
 
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(std::size_t index) const { return paths_.at(index); }
+  // Every image file; a file that vanished since the listing is skipped (its load will say so).
+  std::uint64_t evict_page_cache() const override;
   std::int64_t label(std::size_t index) const { return labels_.at(index); }
   // Entries passed over while listing: files without a JPEG extension, symlinks leaving the
   // root, folders already visited.

@@ -45,10 +45,8 @@ class RecordDataset final : public Dataset {
   std::filesystem::path shard_path(std::size_t shard) const;
   std::uint64_t total_bytes() const noexcept;  // every shard file
 
-  // Drops every shard's pages from the page cache (posix_fadvise DONTNEED), so the next epoch
-  // reads from storage: cold-storage runs without root. Dirty or mapped pages may stay. Returns
-  // the bytes advised; throws std::runtime_error naming the file when the kernel refuses.
-  std::uint64_t evict_page_cache() const;
+  // Every shard; dirty or mapped pages may stay.
+  std::uint64_t evict_page_cache() const override;
 
  private:
   struct Entry {
