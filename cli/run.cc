@@ -17,6 +17,7 @@
 #include "exporters/html_report.h"
 #include "exporters/json_report.h"
 #include "exporters/metrics_exporter.h"
+#include "exporters/report_assembly.h"
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
 #include "loader/device_feeder.h"
@@ -36,68 +37,6 @@ namespace feedscope {
 
 namespace {
 
-// Drains the span rings on its own thread so they never fill, however long the run, and streams
-// the fresh spans to the metrics endpoint when there is one. With `on_window`, every `window_ns`
-// it also hands over the spans of the window just ended (the live diagnosis).
-class SpanCollector {
- public:
-  using WindowFn = std::function<void(const std::vector<Span>&, std::int64_t, std::int64_t)>;
-  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
-                WindowFn on_window = {}, std::int64_t window_ns = 5'000'000'000)
-      : registry_(registry), metrics_(metrics), begin_ns_(begin_ns),
-        on_window_(std::move(on_window)), window_ns_(window_ns), window_begin_ns_(begin_ns),
-        thread_([this](std::stop_token stop) { loop(stop); }) {}
-  ~SpanCollector() {
-    thread_.request_stop();
-    thread_.join();
-    drain();
-  }
-
- private:
-  void drain() {
-    fresh_.clear();
-    const bool keep = metrics_ != nullptr || on_window_;
-    registry_.collect(keep ? &fresh_ : nullptr);
-    if (on_window_) window_.insert(window_.end(), fresh_.begin(), fresh_.end());
-    if (!metrics_) return;
-    for (const Span& span : fresh_) {
-      const double seconds = static_cast<double>(span.end_ns - span.begin_ns) / 1e9;
-      metrics_->observe_stage(span.stage, seconds);
-      if (span.stage == Stage::wait) wait_s_ += seconds;
-    }
-    const double elapsed = static_cast<double>(now_ns() - begin_ns_) / 1e9;
-    if (elapsed > 0) metrics_->set_data_stall_ratio(std::min(1.0, wait_s_ / elapsed));
-  }
-  void loop(std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!stop.stop_requested()) {
-      cv.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
-      drain();
-      const std::int64_t now = now_ns();
-      if (on_window_ && now - window_begin_ns_ >= window_ns_) {
-        try {
-          on_window_(window_, window_begin_ns_, now);
-        } catch (...) {  // a failed live estimate must not end the run; the final report decides
-        }
-        window_.clear();
-        window_begin_ns_ = now;
-      }
-    }
-  }
-  SpanRegistry& registry_;
-  MetricsExporter* metrics_;
-  std::int64_t begin_ns_;
-  WindowFn on_window_;
-  std::int64_t window_ns_;
-  std::int64_t window_begin_ns_;
-  std::vector<Span> fresh_;
-  std::vector<Span> window_;
-  double wait_s_ = 0;
-  std::jthread thread_;
-};
-
 std::unique_ptr<MetricsExporter> start_metrics(const RunConfig& config, const Environment& env,
                                                std::ostream& log) {
   if (config.metrics_addr.empty()) return nullptr;
@@ -112,20 +51,6 @@ std::unique_ptr<MetricsExporter> start_metrics(const RunConfig& config, const En
   auto metrics = std::make_unique<MetricsExporter>(o);
   log << "feedscope: Prometheus metrics on http://" << metrics->address() << "/metrics" << std::endl;
   return metrics;
-}
-
-void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
-  u.samples = summary.samples;
-  for (const auto& [name, st] : summary.series) u.series[name] = SeriesStats{st.mean, st.p95, st.max};
-  u.threads = summary.thread_busy_mean;
-  u.unavailable = summary.unavailable;
-  const auto mean = [&](const std::string& key) -> std::optional<double> {
-    const auto it = summary.series.find(key);
-    return it == summary.series.end() ? std::nullopt : std::optional<double>(it->second.mean);
-  };
-  u.disk_read_bytes_per_s = mean("disk_read_bytes_per_s");
-  u.io_pressure_ratio = mean("io_pressure_ratio");
-  u.gpu_util_ratio = mean("gpu0_util_ratio");
 }
 
 std::string hostname() {
@@ -279,28 +204,11 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const std::int64_t run_begin = now_ns();
   report.environment = gather_environment(device);
   const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, report.environment, log);
-  std::unique_ptr<TimeseriesCsv> csv;
-  std::unique_ptr<UtilizationSampler> sampler;
-  if (config.sample_hz > 0) {
-    csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin);
-    UtilizationSampler::Options so;
-    so.hz = config.sample_hz;
-    so.gpu = make_nvml_source();
-    so.thread_names = [&spans] {
-      std::map<int, std::string> names;
-      for (const LaneInfo& lane : spans.lanes())
-        if (lane.tid != 0) names[lane.tid] = lane.name;  // 0: a stream's lane, no thread
-      return names;
-    };
-    const PinnedPool& pool = loader.pool();
-    so.pinned_bytes = [&pool] { return pool.pinned() ? std::uint64_t{pool.total_bytes()} : 0; };
-    so.on_sample = [&csv, &metrics](const UtilizationSample& sample) {
-      csv->write(sample);
-      if (metrics) metrics->update_utilization(sample);
-    };
-    sampler = std::make_unique<UtilizationSampler>(std::move(so));
-    sampler->start();
-  }
+  const PinnedPool& pool = loader.pool();
+  const Sampling sampling =
+      start_sampling(config.sample_hz, report_dir, run_begin, spans, metrics.get(),
+                     [&pool] { return pool.pinned() ? std::uint64_t{pool.total_bytes()} : 0; });
+  UtilizationSampler* const sampler = sampling.sampler.get();
   // GPU trace: CUPTI's start-up stays out of the measured window.
   if (gpu_source && !gpu_source->start()) {
     gpu_unavailable = gpu_source->unavailable_reason();
@@ -415,30 +323,11 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
     }
   }
-  // GPU trace: stop before anything else runs on the device.
-  if (gpu_source) gpu_source->stop();
-  if (sampler) {
-    sampler->stop();
-    fill_utilization(sampler->summary(), report.utilization);
-  } else {
-    report.utilization.unavailable["sampler"] = "sampling off (sample_hz 0)";
-  }
+  stop_tracers(gpu_source.get(), sampler, report);
   const UsageSnapshot usage_end = take_usage_snapshot(fs, end);
-  const UsageRatios usage = usage_between(usage_begin, usage_end, cpus);
-  const double wall_s = static_cast<double>(end - measure_begin) / 1e9;
-
+  const MeasuredWindow window{measure_begin, end, measured_steps, measured_samples};
   report.config = config_entries(config);
-  report.throughput.steps = measured_steps;
-  report.throughput.samples = measured_samples;
-  report.throughput.wall_s = wall_s;
-  report.throughput.samples_per_s = static_cast<double>(measured_samples) / wall_s;
-  report.throughput.batches_per_s = static_cast<double>(measured_steps) / wall_s;
-  report.stages = compute_stage_stats(spans.spans(), measure_begin, end);
-  report.utilization.cpu_process_ratio = usage.process;
-  report.utilization.cpu_system_ratio = usage.system;
-  if (const auto status = fs.read("/proc/self/status"))
-    if (const auto mem = parse_process_status(*status))
-      report.utilization.rss_bytes_peak = mem->rss_peak_bytes;
+  fill_measurements(report, spans.spans(), window, usage_between(usage_begin, usage_end, cpus), fs);
   if (trainer) report.training.last_loss = trainer->last_loss();
   report.training.model = trainer ? trainer->describe() : "none (loader only)";
   report.training.parameters = trainer ? trainer->parameters() : 0;
@@ -454,42 +343,21 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
 
   // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
   const std::vector<Span> all_spans = spans.spans();
-  GpuActivity gpu_activity;
-  if (gpu_source) {
-    gpu_activity = gpu_source->collect();
-    std::vector<StepWindow> steps;
-    for (const Span& s : all_spans)
-      if (s.stage == Stage::step && s.begin_ns >= measure_begin && s.begin_ns < end)
-        steps.push_back({s.begin_ns, s.end_ns});
-    report.gpu_trace = summarize_gpu_trace(gpu_activity, std::move(steps));
-  } else {
-    report.gpu_trace_unavailable = gpu_unavailable;
-  }
+  const GpuActivity gpu_activity =
+      finish_gpu_trace(report, gpu_source.get(), gpu_unavailable, all_spans, window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  DiagnosisInput in;
-  in.stages = report.stages;
-  in.wall_s = wall_s;
-  in.batches = measured_steps;
+  DiagnosisInput in = diagnosis_input(report);
   in.batch_size = config.batch_size;
-  in.samples_per_s = report.throughput.samples_per_s;
   in.num_workers = static_cast<int>(config.num_workers);
   in.cpus = cpus;
   in.on_gpu = on_gpu;
   in.loader_only = config.loader_only;
-  in.utilization = report.utilization;
-  in.gpu_trace = report.gpu_trace;
-  in.model_parameters = report.training.parameters;
   report.diagnosis = diagnose(in);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
-  write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
-  write_file_atomically((report_dir / "report.html").string(),
-                        report_to_html(report, sampler ? sampler->recent() : std::vector<UtilizationSample>{},
-                                       run_begin));
-  // Spans only when there was no GPU trace.
-  write_chrome_trace_file((report_dir / "trace.json").string(), all_spans, spans.lanes(),
-                          gpu_source ? &gpu_activity : nullptr, run_begin);
+  write_report_files(report_dir, report, sampler, all_spans, spans.lanes(),
+                     gpu_source ? &gpu_activity : nullptr, run_begin);
   return report;
 }
 

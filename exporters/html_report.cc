@@ -190,6 +190,14 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * st.share)
       << "</td></tr>\n";
   }
+  // A wrapped loop's own stages, marked so no one reads them as part of the pipeline model.
+  for (const StageStats& st : r.custom_stages) {
+    h << "<tr><td>" << esc(st.name) << " <small>(custom)</small></td><td class=\"n\">" << st.count
+      << "</td><td class=\"n\">" << fmt("%.3f", st.mean_ms) << "</td><td class=\"n\">"
+      << fmt("%.3f", st.p50_ms) << "</td><td class=\"n\">" << fmt("%.3f", st.p95_ms)
+      << "</td><td class=\"n\">" << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">"
+      << fmt("%.1f%%", 100 * st.share) << "</td></tr>\n";
+  }
   h << "</table>\n";
 
   h << "<h2>Utilization over time</h2>\n";

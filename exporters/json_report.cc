@@ -85,6 +85,13 @@ std::string report_to_json(const Report& r) {
                       {"lanes", s.lanes}};
   }
   j["stages"] = stages;
+  nlohmann::ordered_json custom = nlohmann::ordered_json::object();
+  for (const StageStats& s : r.custom_stages) {
+    custom[s.name] = {{"busy_s", s.busy_s}, {"mean_ms", s.mean_ms}, {"p50_ms", s.p50_ms},
+                      {"p95_ms", s.p95_ms}, {"share", s.share},     {"count", s.count},
+                      {"lanes", s.lanes}};
+  }
+  j["custom_stages"] = custom;
   const Utilization& u = r.utilization;
   nlohmann::ordered_json series = nlohmann::ordered_json::object();
   for (const auto& [name, st] : u.series)

@@ -146,6 +146,9 @@ struct Report {
   Environment environment;
   Throughput throughput;
   std::vector<StageStats> stages;  // every stage name, in pipeline order
+  // User-named stages of a wrapped loop (LoopProfiler::scope), in order of first use; never one
+  // of the fixed names above.
+  std::vector<StageStats> custom_stages;
   Utilization utilization;
   TrainingSummary training;
   Diagnosis diagnosis;

@@ -21,23 +21,27 @@ std::vector<StageStats> compute_stage_stats(const std::vector<Span>& spans, std:
   std::vector<StageStats> out;
   for (int i = 0; i < kStageCount; ++i) {
     const auto s = static_cast<std::size_t>(i);
-    StageStats st;
-    st.name = std::string(kStageNames[s]);
-    const auto& d = durations_ms[s];
-    st.count = static_cast<std::int64_t>(d.size());
-    st.lanes = static_cast<int>(stage_lanes[s].size());
-    if (!d.empty()) {
-      double sum_ms = 0;
-      for (double v : d) sum_ms += v;
-      st.busy_s = sum_ms / 1e3;
-      st.mean_ms = sum_ms / static_cast<double>(d.size());
-      st.p50_ms = percentile(d, 0.50);
-      st.p95_ms = percentile(d, 0.95);
-      st.share = st.busy_s / (wall_s * std::max(1, st.lanes));
-    }
-    out.push_back(std::move(st));
+    out.push_back(stats_of_durations(std::string(kStageNames[s]), durations_ms[s],
+                                     static_cast<int>(stage_lanes[s].size()), wall_s));
   }
   return out;
+}
+
+StageStats stats_of_durations(std::string name, const std::vector<double>& durations_ms, int lanes,
+                              double wall_s) {
+  StageStats st;
+  st.name = std::move(name);
+  st.count = static_cast<std::int64_t>(durations_ms.size());
+  st.lanes = lanes;
+  if (durations_ms.empty()) return st;
+  double sum_ms = 0;
+  for (double v : durations_ms) sum_ms += v;
+  st.busy_s = sum_ms / 1e3;
+  st.mean_ms = sum_ms / static_cast<double>(durations_ms.size());
+  st.p50_ms = percentile(durations_ms, 0.50);
+  st.p95_ms = percentile(durations_ms, 0.95);
+  st.share = st.busy_s / (wall_s * std::max(1, lanes));
+  return st;
 }
 
 const StageStats* find_stage(const std::vector<StageStats>& stages, Stage stage) {

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "loader/span_recorder.h"
@@ -12,6 +13,10 @@ namespace feedscope {
 // One entry per stage name, in pipeline order; stages with no span have count 0.
 std::vector<StageStats> compute_stage_stats(const std::vector<Span>& spans, std::int64_t begin_ns,
                                             std::int64_t end_ns);
+
+// One stage's statistics from its span durations; `share` is busy / (wall_s x lanes).
+StageStats stats_of_durations(std::string name, const std::vector<double>& durations_ms, int lanes,
+                              double wall_s);
 
 const StageStats* find_stage(const std::vector<StageStats>& stages, Stage stage);
 

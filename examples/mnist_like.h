@@ -1,0 +1,47 @@
+#pragma once
+// What both example loops share: an MNIST-shaped dataset made in memory (1x28x28 images whose
+// class is a brightness pattern, so a small MLP learns it), and that MLP. No download.
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace example {
+
+class MnistLike : public torch::data::datasets::Dataset<MnistLike> {
+ public:
+  explicit MnistLike(std::int64_t count, std::int64_t classes = 10) {
+    torch::manual_seed(0);
+    labels_ = torch::randint(classes, {count}, torch::kInt64);
+    // Each class lights a different band of rows; noise on top.
+    images_ = torch::randn({count, 1, 28, 28}) * 0.3;
+    auto band = (labels_ * (28 / classes)).view({count, 1, 1, 1});
+    auto rows = torch::arange(28).view({1, 1, 28, 1});
+    images_ += ((rows >= band) & (rows < band + 28 / classes)).to(torch::kFloat32);
+  }
+  torch::data::Example<> get(std::size_t index) override {
+    const auto i = static_cast<std::int64_t>(index);
+    return {images_[i], labels_[i]};
+  }
+  torch::optional<std::size_t> size() const override {
+    return static_cast<std::size_t>(labels_.size(0));
+  }
+
+ private:
+  torch::Tensor images_, labels_;
+};
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() : fc1(register_module("fc1", torch::nn::Linear(784, 128))),
+              fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return fc2->forward(torch::relu(fc1->forward(x.flatten(1))));
+  }
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(Mlp);
+
+inline constexpr std::int64_t kSamples = 2048;
+inline constexpr std::int64_t kBatchSize = 64;
+inline constexpr std::int64_t kWorkers = 2;
+
+}  // namespace example

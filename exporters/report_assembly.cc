@@ -1,0 +1,173 @@
+#include "exporters/report_assembly.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "exporters/chrome_trace.h"
+#include "exporters/html_report.h"
+#include "exporters/json_report.h"
+#include "profiler/gpu_trace.h"
+#include "profiler/loop_profiler.h"
+#include "profiler/stage_stats.h"
+
+namespace feedscope {
+
+SpanCollector::SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
+                             WindowFn on_window, std::int64_t window_ns, LoopProfiler* loop)
+    : registry_(registry), metrics_(metrics), begin_ns_(begin_ns),
+      on_window_(std::move(on_window)), window_ns_(window_ns), window_begin_ns_(begin_ns),
+      loop_(loop), thread_([this](std::stop_token stop) { this->run(stop); }) {}
+
+SpanCollector::~SpanCollector() {
+  thread_.request_stop();
+  thread_.join();
+  drain();
+}
+
+void SpanCollector::drain() {
+  if (loop_) loop_->collect();
+  fresh_.clear();
+  const bool keep = metrics_ != nullptr || on_window_;
+  registry_.collect(keep ? &fresh_ : nullptr);
+  if (on_window_) window_.insert(window_.end(), fresh_.begin(), fresh_.end());
+  if (!metrics_) return;
+  for (const Span& span : fresh_) {
+    const double seconds = static_cast<double>(span.end_ns - span.begin_ns) / 1e9;
+    metrics_->observe_stage(span.stage, seconds);
+    if (span.stage == Stage::wait) wait_s_ += seconds;
+  }
+  const double elapsed = static_cast<double>(now_ns() - begin_ns_) / 1e9;
+  if (elapsed > 0) metrics_->set_data_stall_ratio(std::min(1.0, wait_s_ / elapsed));
+}
+
+void SpanCollector::run(std::stop_token stop) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  while (!stop.stop_requested()) {
+    cv.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
+    drain();
+    const std::int64_t now = now_ns();
+    if (on_window_ && now - window_begin_ns_ >= window_ns_) {
+      try {
+        on_window_(window_, window_begin_ns_, now);
+      } catch (...) {  // a failed live estimate must not end the run; the final report decides
+      }
+      window_.clear();
+      window_begin_ns_ = now;
+    }
+  }
+}
+
+Sampling start_sampling(double hz, const std::filesystem::path& report_dir, std::int64_t run_begin_ns,
+                        SpanRegistry& spans, MetricsExporter* metrics,
+                        std::function<std::uint64_t()> pinned_bytes) {
+  Sampling out;
+  if (hz <= 0) return out;
+  out.csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin_ns);
+  UtilizationSampler::Options so;
+  so.hz = hz;
+  so.gpu = make_nvml_source();
+  so.thread_names = [&spans] {
+    std::map<int, std::string> names;
+    for (const LaneInfo& lane : spans.lanes())
+      if (lane.tid != 0) names[lane.tid] = lane.name;  // 0: a stream's lane, no thread
+    return names;
+  };
+  so.pinned_bytes = std::move(pinned_bytes);
+  so.on_sample = [csv = out.csv.get(), metrics](const UtilizationSample& sample) {
+    csv->write(sample);
+    if (metrics) metrics->update_utilization(sample);
+  };
+  out.sampler = std::make_unique<UtilizationSampler>(std::move(so));
+  out.sampler->start();
+  return out;
+}
+
+void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
+  u.samples = summary.samples;
+  for (const auto& [name, st] : summary.series) u.series[name] = SeriesStats{st.mean, st.p95, st.max};
+  u.threads = summary.thread_busy_mean;
+  u.unavailable = summary.unavailable;
+  const auto mean = [&](const std::string& key) -> std::optional<double> {
+    const auto it = summary.series.find(key);
+    return it == summary.series.end() ? std::nullopt : std::optional<double>(it->second.mean);
+  };
+  u.disk_read_bytes_per_s = mean("disk_read_bytes_per_s");
+  u.io_pressure_ratio = mean("io_pressure_ratio");
+  u.gpu_util_ratio = mean("gpu0_util_ratio");
+}
+
+void stop_tracers(GpuActivitySource* gpu, UtilizationSampler* sampler, Report& report) {
+  if (gpu) gpu->stop();
+  if (sampler) {
+    sampler->stop();
+    fill_utilization(sampler->summary(), report.utilization);
+  } else {
+    report.utilization.unavailable["sampler"] = "sampling off (sample_hz 0)";
+  }
+}
+
+void fill_measurements(Report& report, const std::vector<Span>& spans, const MeasuredWindow& window,
+                       const UsageRatios& usage, const ProcFs& fs) {
+  const double wall_s = static_cast<double>(window.end_ns - window.begin_ns) / 1e9;
+  Throughput& t = report.throughput;
+  t.steps = window.steps;
+  t.samples = window.samples;
+  t.wall_s = wall_s;
+  t.samples_per_s = static_cast<double>(window.samples) / wall_s;
+  t.batches_per_s = static_cast<double>(window.steps) / wall_s;
+  report.stages = compute_stage_stats(spans, window.begin_ns, window.end_ns);
+  report.utilization.cpu_process_ratio = usage.process;
+  report.utilization.cpu_system_ratio = usage.system;
+  if (const auto status = fs.read("/proc/self/status"))
+    if (const auto mem = parse_process_status(*status))
+      report.utilization.rss_bytes_peak = mem->rss_peak_bytes;
+}
+
+GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
+                             const std::string& unavailable_reason, const std::vector<Span>& spans,
+                             const MeasuredWindow& window) {
+  if (!gpu) {
+    report.gpu_trace_unavailable = unavailable_reason;
+    return {};
+  }
+  GpuActivity activity = gpu->collect();
+  std::vector<StepWindow> steps;
+  for (const Span& s : spans)
+    if (s.stage == Stage::step && s.begin_ns >= window.begin_ns && s.begin_ns < window.end_ns)
+      steps.push_back({s.begin_ns, s.end_ns});
+  report.gpu_trace = summarize_gpu_trace(activity, std::move(steps));
+  return activity;
+}
+
+DiagnosisInput diagnosis_input(const Report& report) {
+  DiagnosisInput in;
+  in.stages = report.stages;
+  in.wall_s = report.throughput.wall_s;
+  in.batches = report.throughput.steps;
+  in.samples_per_s = report.throughput.samples_per_s;
+  in.utilization = report.utilization;
+  in.gpu_trace = report.gpu_trace;
+  in.model_parameters = report.training.parameters;
+  return in;
+}
+
+void write_report_files(const std::filesystem::path& report_dir, const Report& report,
+                        const UtilizationSampler* sampler, const std::vector<Span>& spans,
+                        const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
+                        std::int64_t run_begin_ns) {
+  write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
+  write_file_atomically(
+      (report_dir / "report.html").string(),
+      report_to_html(report, sampler ? sampler->recent() : std::vector<UtilizationSample>{},
+                     run_begin_ns));
+  // Spans only when there was no GPU trace.
+  write_chrome_trace_file((report_dir / "trace.json").string(), spans, lanes, gpu, run_begin_ns);
+}
+
+}  // namespace feedscope

@@ -1,0 +1,112 @@
+#pragma once
+// What `feedscope run` and a wrapped user loop (exporters/session.h) share: draining spans to the
+// metrics endpoint while the loop runs, utilization sampling into timeseries.csv, and, at the
+// end, spans + sampler + GPU trace -> Report -> diagnosis -> report.json, report.html and
+// trace.json. One implementation, so the two kinds of run report the same numbers the same way.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exporters/metrics_exporter.h"
+#include "exporters/timeseries_csv.h"
+#include "loader/span_recorder.h"
+#include "profiler/diagnosis.h"
+#include "profiler/gpu_activity.h"
+#include "profiler/gpu_activity_source.h"
+#include "profiler/report.h"
+#include "sampler/cpu_usage.h"
+#include "sampler/proc_fs.h"
+#include "sampler/utilization_sampler.h"
+
+namespace feedscope {
+
+class LoopProfiler;
+
+// Drains the span rings on its own thread so they never fill, however long the run, and streams
+// the fresh spans to the metrics endpoint when there is one. With `on_window`, every `window_ns`
+// it also hands over the spans of the window just ended (the live diagnosis). With `loop`, it
+// drains that profiler's custom-stage rings too. Construct and destroy on one thread; the
+// destructor joins and drains once more.
+class SpanCollector {
+ public:
+  using WindowFn = std::function<void(const std::vector<Span>&, std::int64_t, std::int64_t)>;
+  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
+                WindowFn on_window = {}, std::int64_t window_ns = 5'000'000'000,
+                LoopProfiler* loop = nullptr);
+  ~SpanCollector();
+  SpanCollector(const SpanCollector&) = delete;
+  SpanCollector& operator=(const SpanCollector&) = delete;
+
+ private:
+  void drain();
+  void run(std::stop_token stop);
+
+  SpanRegistry& registry_;
+  MetricsExporter* metrics_;
+  std::int64_t begin_ns_;
+  WindowFn on_window_;
+  std::int64_t window_ns_;
+  std::int64_t window_begin_ns_;
+  LoopProfiler* loop_;
+  std::vector<Span> fresh_;
+  std::vector<Span> window_;
+  double wait_s_ = 0;
+  std::jthread thread_;  // last: starts once everything above is initialized
+};
+
+// The utilization sampler of a run, writing <report_dir>/timeseries.csv and the endpoint's
+// utilization series; both members null when sampling is off (hz <= 0). The csv outlives the
+// sampler's thread, which writes to it.
+struct Sampling {
+  std::unique_ptr<TimeseriesCsv> csv;
+  std::unique_ptr<UtilizationSampler> sampler;
+};
+// Starts sampling at `hz` with NVML GPU readings and thread names from the span lanes. `spans` and
+// `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.
+Sampling start_sampling(double hz, const std::filesystem::path& report_dir, std::int64_t run_begin_ns,
+                        SpanRegistry& spans, MetricsExporter* metrics,
+                        std::function<std::uint64_t()> pinned_bytes = {});
+
+void fill_utilization(const UtilizationSummary& summary, Utilization& u);
+
+// Stops the GPU tracer first (before anything else runs on the device), then the sampler, and
+// fills report.utilization from the sampler's summary, or says sampling was off.
+void stop_tracers(GpuActivitySource* gpu, UtilizationSampler* sampler, Report& report);
+
+// The measured window [begin_ns, end_ns) of a run.
+struct MeasuredWindow {
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t steps = 0;
+  std::int64_t samples = 0;
+};
+
+// Throughput, stage statistics over the window, process/system CPU ratios between the two
+// snapshots and peak RSS.
+void fill_measurements(Report& report, const std::vector<Span>& spans, const MeasuredWindow& window,
+                       const UsageRatios& usage, const ProcFs& fs);
+
+// The GPU trace summary over the measured `step` spans, or report.gpu_trace_unavailable =
+// `unavailable_reason` when `gpu` is null. Returns the records for trace.json (empty without).
+GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
+                             const std::string& unavailable_reason, const std::vector<Span>& spans,
+                             const MeasuredWindow& window);
+
+// The diagnosis input from what the report measured; the caller adds what only it knows
+// (batch_size, num_workers, cpus, on_gpu, loader_only, model_parameters).
+DiagnosisInput diagnosis_input(const Report& report);
+
+// report.json, report.html (with the sampler's readings, if any) and trace.json (with the GPU
+// records when `gpu` is non-null) in `report_dir`, each through a temporary file and a rename.
+// Throws std::runtime_error naming a file that cannot be written.
+void write_report_files(const std::filesystem::path& report_dir, const Report& report,
+                        const UtilizationSampler* sampler, const std::vector<Span>& spans,
+                        const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
+                        std::int64_t run_begin_ns);
+
+}  // namespace feedscope

@@ -1,0 +1,205 @@
+#include "exporters/session.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+
+#include "exporters/console_report.h"
+#include "exporters/metrics_exporter.h"
+#include "exporters/report_assembly.h"
+#include "pinned_memory/device_probe.h"
+#include "profiler/cupti_activity_source.h"
+#include "profiler/diagnosis.h"
+#include "profiler/stage_stats.h"
+
+namespace feedscope {
+
+namespace {
+
+std::string this_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// Why CUPTI will not be tried, or empty when it may be.
+std::string gpu_trace_precondition(bool wanted) {
+  if (!wanted) return "not requested (trace_gpu off)";
+  const DeviceProbe cuda = probe_cuda();
+  if (!cuda.built_with_cuda) return "built without CUDA";
+  if (!cuda.available()) return "no CUDA device: " + cuda.unavailable_reason;
+  return "";
+}
+
+}  // namespace
+
+struct Session::Impl final : LoopListener {
+  explicit Impl(Options o) : options(std::move(o)) {}
+
+  void batch_done(std::int64_t samples) noexcept override {
+    if (metrics) metrics->add_batch(samples);
+  }
+  void window_opened(std::int64_t) noexcept override {
+    try {
+      usage_begin = take_usage_snapshot(fs, now_ns());
+    } catch (...) {  // CPU ratios are then over the whole run; the loop goes on
+    }
+  }
+
+  Options options;
+  const ProcFs fs;
+  std::filesystem::path report_dir;
+  std::int64_t run_begin_ns = 0;
+  int cpus = 1;
+  UsageSnapshot usage_begin;
+  Environment env;
+  // Declared in dependency order: each member may use those above it, and they stop in reverse.
+  SpanRegistry spans;
+  std::unique_ptr<MetricsExporter> metrics;
+  Sampling sampling;
+  std::unique_ptr<GpuActivitySource> gpu;
+  std::string gpu_unavailable;
+  std::unique_ptr<LoopProfiler> loop;
+  std::unique_ptr<SpanCollector> collector;
+  std::optional<Report> report;
+};
+
+Session::Session() : Session(Options{}) {}
+
+Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  Impl& s = *impl_;
+  const Options& o = s.options;
+  if (o.warmup < 0) throw std::invalid_argument("warmup: must be >= 0, got " + std::to_string(o.warmup));
+  if (o.sample_hz < 0)
+    throw std::invalid_argument("sample_hz: must be >= 0, got " + std::to_string(o.sample_hz));
+  if (o.num_workers < 0)
+    throw std::invalid_argument("num_workers: must be >= 0, got " + std::to_string(o.num_workers));
+  if (o.batch_size < 0)
+    throw std::invalid_argument("batch_size: must be >= 0, got " + std::to_string(o.batch_size));
+  if (o.report_dir.empty()) throw std::invalid_argument("report_dir: must not be empty");
+  s.report_dir = o.report_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(s.report_dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot create report directory '" + o.report_dir + "': " + ec.message());
+
+  const LoopProfiler::Clock clock = o.clock ? o.clock : &now_ns;
+  s.run_begin_ns = clock();
+  s.cpus = online_cpus(s.fs);
+  s.env.cpus = s.cpus;
+  if (const auto meminfo = s.fs.read("/proc/meminfo"))
+    if (const auto mem = parse_meminfo(*meminfo)) s.env.memory_total_bytes = mem->total_bytes;
+  s.env.torch_version = FEEDSCOPE_TORCH_VERSION;
+  const DeviceProbe cuda = probe_cuda();
+  s.env.cuda_version = cuda.built_with_cuda ? cuda_version_string(cuda.runtime_version) : "none";
+  s.env.feedscope_version = FEEDSCOPE_VERSION;
+  s.env.hostname = this_hostname();
+
+  if (!o.metrics_addr.empty()) {
+    MetricsExporter::Options mo;
+    mo.address = o.metrics_addr;
+    if (o.rank >= 0) mo.const_labels["rank"] = std::to_string(o.rank);
+    mo.const_labels["host"] = o.host.empty() ? s.env.hostname : o.host;
+    mo.version = s.env.feedscope_version;
+    mo.torch_version = s.env.torch_version;
+    mo.cuda_version = s.env.cuda_version;
+    s.metrics = std::make_unique<MetricsExporter>(mo);
+  }
+  s.sampling = start_sampling(o.sample_hz, s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
+  s.gpu_unavailable = gpu_trace_precondition(o.trace_gpu);
+  if (s.gpu_unavailable.empty()) {
+    // CUPTI's start-up stays out of the loop: it runs here, before the first fetch.
+    s.gpu = make_cupti_source();
+    if (!s.gpu->start()) {
+      s.gpu_unavailable = s.gpu->unavailable_reason();
+      s.gpu.reset();
+    }
+  }
+  s.usage_begin = take_usage_snapshot(s.fs, now_ns());
+  LoopProfiler::Options lo;
+  lo.warmup = o.warmup;
+  lo.clock = clock;
+  s.loop = std::make_unique<LoopProfiler>(s.spans, lo, &s);
+  loop_ = s.loop.get();
+  s.collector = std::make_unique<SpanCollector>(s.spans, s.metrics.get(), s.run_begin_ns,
+                                                SpanCollector::WindowFn{}, 5'000'000'000,
+                                                s.loop.get());
+}
+
+Session::~Session() {
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    std::cerr << "feedscope: could not write the report: " << e.what() << std::endl;
+  }
+}
+
+bool Session::finished() const noexcept { return impl_->report.has_value(); }
+
+std::string Session::metrics_address() const {
+  return impl_->metrics ? impl_->metrics->address() : std::string();
+}
+
+const Report& Session::finish() {
+  Impl& s = *impl_;
+  if (s.report) return *s.report;
+  const Options& o = s.options;
+  const LoopWindow w = s.loop->window();
+  s.collector.reset();  // joins, then drains the last spans of every ring
+  Report report;
+  report.environment = s.env;
+  stop_tracers(s.gpu.get(), s.sampling.sampler.get(), report);
+  const UsageSnapshot usage_end = take_usage_snapshot(s.fs, now_ns());
+
+  MeasuredWindow window;
+  window.begin_ns = w.begin_ns;
+  window.end_ns = w.end_ns;
+  // A loop without step scopes still has batches; one without either measured nothing.
+  window.steps = w.steps > 0 ? w.steps : w.batches;
+  window.samples = w.samples > 0 ? w.samples : window.steps * o.batch_size;
+  report.config = {{"mode", std::string("wrap")},
+                   {"report_dir", o.report_dir},
+                   {"warmup", o.warmup},
+                   {"metrics_addr", o.metrics_addr},
+                   {"sample_hz", o.sample_hz},
+                   {"batch_size", o.batch_size},
+                   {"num_workers", std::int64_t{o.num_workers}},
+                   {"device", o.device},
+                   {"trace_gpu", o.trace_gpu}};
+  if (o.rank >= 0) report.config.emplace_back("rank", std::int64_t{o.rank});
+  const std::vector<Span> spans = s.spans.spans();
+  fill_measurements(report, spans, window, usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
+  report.custom_stages = s.loop->custom_stage_stats(window.begin_ns, window.end_ns);
+  report.training.model = "user loop (feedscope::Session)";
+  report.spans_dropped = s.spans.dropped();
+  const GpuActivity activity = finish_gpu_trace(report, s.gpu.get(), s.gpu_unavailable, spans, window);
+
+  const bool traced_kernels = report.gpu_trace && report.gpu_trace->kernels > 0;
+  const bool on_gpu = o.device.empty() ? traced_kernels : o.device.rfind("cuda", 0) == 0;
+  report.environment.device = o.device.empty() ? (on_gpu ? "cuda" : "cpu") : o.device;
+  DiagnosisInput in = diagnosis_input(report);
+  in.batch_size = o.batch_size > 0 ? o.batch_size
+                  : window.steps > 0 ? window.samples / window.steps
+                                     : 0;
+  in.num_workers = o.num_workers;
+  in.cpus = s.cpus;
+  in.on_gpu = on_gpu;
+  in.loader_only = false;
+  report.diagnosis = diagnose(in);
+  if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
+
+  s.report = std::move(report);
+  write_report_files(s.report_dir, *s.report, s.sampling.sampler.get(), spans, s.spans.lanes(),
+                     s.gpu ? &activity : nullptr, s.run_begin_ns);
+  if (o.print) {
+    std::cerr << format_console_report(*s.report, ::isatty(STDERR_FILENO) != 0)
+              << "feedscope: report in " << s.report_dir.string() << std::endl;
+  }
+  return *s.report;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,92 @@
+#pragma once
+// feedscope::Session: profile a libtorch training loop you already have (DESIGN.md user story 3)
+// without replacing its loader. Torch-free: include it next to your own torch code.
+//
+//   feedscope::Session fs({.report_dir = "my-report", .warmup = 5});
+//   for (auto& batch : fs.wrap(*data_loader)) {       // `wait`: the loop blocked on its loader
+//     auto step = fs.step(batch.data.size(0));        // `step`, and the samples it trained on
+//     ... forward, backward, optimizer ...
+//   }
+//   // ~Session (or fs.finish()) writes report.json, report.html, trace.json, timeseries.csv
+//
+// Host-side `step` time is what the loop spent in the scope: on a GPU, with asynchronous kernel
+// launches, it covers the device's work only where the loop synchronizes (reading the loss, a
+// .item(), a full launch queue). The scope adds no device sync of its own; the CUPTI trace
+// (trace_gpu) gives the GPU busy ratio either way.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "profiler/loop_profiler.h"
+#include "profiler/report.h"
+
+namespace feedscope {
+
+// Threading contract: one training thread constructs the session and calls wrap/step/scope/
+// finish; the span collector, the utilization sampler, the CUPTI buffers and the metrics
+// endpoint run on threads of their own. Recording a span takes no lock and allocates nothing.
+class Session {
+ public:
+  // Every member has an initializer, so designated initializers that name a few of them
+  // compile cleanly under -Wextra (GCC's -Wmissing-field-initializers).
+  struct Options {
+    std::string report_dir = "feedscope-report";
+    std::int64_t warmup = 0;    // loop iterations left out of the measured window
+    std::string metrics_addr{};  // HOST:PORT of a Prometheus endpoint (port 0: any); empty: none
+    int rank = -1;              // `rank` label on every series when >= 0
+    std::string host{};          // `host` label; empty: this machine's hostname
+    double sample_hz = 10;      // utilization sampling (timeseries.csv); 0: off
+    std::int64_t batch_size = 0;  // of the user's loader, for the diagnosis; 0: from step samples
+    int num_workers = 0;          // of the user's loader, for the diagnosis' recommendations
+    std::string device{};  // what the step runs on ("cpu", "cuda:0"); empty: a GPU trace with
+                         // kernels means the GPU, otherwise the CPU
+    bool print = true;      // the console report (verdict first) on stderr at finish()
+    bool trace_gpu = true;  // CUPTI activity trace, where the build and the machine allow it
+    LoopProfiler::Clock clock = &now_ns;  // the spans' clock; tests pass their own
+  };
+
+  using StepScope = LoopProfiler::StepScope;
+  using StageScope = LoopProfiler::StageScope;
+
+  // Starts the endpoint, the sampler and the GPU trace; creates report_dir. Throws
+  // std::invalid_argument for a bad option, MetricsError for an endpoint that cannot bind,
+  // std::runtime_error for a report directory that cannot be created.
+  Session();
+  explicit Session(Options options);
+  // finish(), if not done yet; an error writing the reports is logged to stderr, not thrown.
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // `for (auto& batch : fs.wrap(loader))`: every fetch timed as `wait`. Any range whose
+  // iterator is at least an input iterator: torch::data::DataLoader (dereference with `*`
+  // when it is a unique_ptr), feedscope's loader, a std::vector, a view.
+  template <typename Range>
+  auto wrap(Range&& range) {
+    return loop_->wrap(std::forward<Range>(range));
+  }
+  // Times the scope as the loop's step, counting `samples`. Move-only; ends on destruction.
+  StepScope step(std::int64_t samples = 0) noexcept { return loop_->step(samples); }
+  // Times a user-named stage ("augment", "loss"): custom_stages in report.json. Throws
+  // std::invalid_argument for an empty name or one of the 7 fixed stage names.
+  StageScope scope(std::string_view name) { return loop_->scope(name); }
+
+  // Stops tracing, assembles the report and its diagnosis, writes the four files and prints the
+  // verdict. Idempotent: later calls return the same report. Throws std::runtime_error naming a
+  // file that cannot be written. The metrics endpoint keeps serving until destruction.
+  const Report& finish();
+  bool finished() const noexcept;
+
+  // "127.0.0.1:9464", the bound address (the real port when 0 was asked for); empty without one.
+  std::string metrics_address() const;
+  LoopProfiler& profiler() noexcept { return *loop_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  LoopProfiler* loop_;  // owned by impl_; here so wrap() needs no Impl
+};
+
+}  // namespace feedscope

@@ -1,0 +1,161 @@
+#include "exporters/session.h"
+#include "exporters/metrics_exporter.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/temp_dir.h"
+#include "tests/support/http_client.h"
+
+namespace feedscope {
+namespace {
+
+Session::Options quiet(const std::filesystem::path& dir) {
+  Session::Options o;
+  o.report_dir = dir.string();
+  o.sample_hz = 0;
+  o.print = false;
+  o.trace_gpu = false;
+  return o;
+}
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(SessionTest, TheDestructorWritesTheReportsOfAWrappedLoop) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.warmup = 2;
+  o.batch_size = 4;
+  {
+    Session fs(o);
+    for (int x : fs.wrap(std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8})) {
+      auto step = fs.step(4);
+      (void)x;
+    }
+  }
+  const auto j = read_json(dir / "report.json");
+  EXPECT_EQ(j["schema"], "feedscope.report/1");
+  EXPECT_EQ(j["throughput"]["steps"], 6);
+  EXPECT_EQ(j["throughput"]["samples"], 24);
+  EXPECT_EQ(j["stages"]["wait"]["count"], 6);
+  EXPECT_EQ(j["stages"]["step"]["count"], 6);
+  EXPECT_EQ(j["config"]["warmup"], 2);
+  EXPECT_EQ(j["gpu_trace"]["unavailable"], "not requested (trace_gpu off)");
+  EXPECT_EQ(j["utilization"]["unavailable"]["sampler"], "sampling off (sample_hz 0)");
+  EXPECT_FALSE(j["diagnosis"]["bottleneck"].get<std::string>().empty());
+  EXPECT_TRUE(std::filesystem::exists(dir / "report.html"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "trace.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "timeseries.csv"));  // sampling off
+}
+
+TEST(SessionTest, FinishIsIdempotent) {
+  testing::TempDir dir;
+  Session fs(quiet(dir.path()));
+  for (int x : fs.wrap(std::vector<int>{1, 2, 3})) {
+    auto step = fs.step(x);
+  }
+  EXPECT_FALSE(fs.finished());
+  const Report& first = fs.finish();
+  EXPECT_TRUE(fs.finished());
+  EXPECT_EQ(first.throughput.samples, 6);
+  std::filesystem::remove(dir / "report.json");
+  const Report& second = fs.finish();
+  EXPECT_EQ(&first, &second);
+  // Neither the second call nor the destructor writes again.
+  EXPECT_FALSE(std::filesystem::exists(dir / "report.json"));
+}
+
+TEST(SessionTest, CustomScopesAppearUnderCustomStages) {
+  testing::TempDir dir;
+  {
+    Session fs(quiet(dir.path()));
+    for (int x : fs.wrap(std::vector<int>{1, 2, 3, 4})) {
+      (void)x;
+      auto step = fs.step(1);
+      auto augment = fs.scope("augment");
+    }
+    EXPECT_THROW(fs.scope("step"), std::invalid_argument);
+  }
+  const auto j = read_json(dir / "report.json");
+  ASSERT_TRUE(j["custom_stages"].contains("augment")) << j["custom_stages"];
+  EXPECT_EQ(j["custom_stages"]["augment"]["count"], 4);
+  EXPECT_FALSE(j["stages"].contains("augment"));
+  EXPECT_EQ(j["stages"].size(), 7u);
+}
+
+TEST(SessionTest, SamplingWritesTimeseriesCsv) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.sample_hz = 50;
+  {
+    Session fs(o);
+    for (int x : fs.wrap(std::vector<int>{1, 2})) {
+      auto step = fs.step(x);
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "timeseries.csv"));
+  EXPECT_TRUE(read_json(dir / "report.json")["utilization"]["unavailable"].is_object());
+}
+
+TEST(SessionTest, BadOptionsThrowAtSetup) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.warmup = -1;
+  EXPECT_THROW(Session{o}, std::invalid_argument);
+  o = quiet(dir.path());
+  o.sample_hz = -1;
+  EXPECT_THROW(Session{o}, std::invalid_argument);
+  o = quiet(dir.path());
+  o.metrics_addr = "not an address";
+  EXPECT_THROW(Session{o}, MetricsError);
+}
+
+// The series value of `name` with the given label, from the exposition text; -1 when absent.
+double series_value(const std::string& text, const std::string& name) {
+  const std::regex re("(^|\\n)" + name + "\\{[^}]*\\} ([0-9.e+]+)");
+  std::smatch m;
+  if (!std::regex_search(text, m, re)) return -1;
+  return std::stod(m[2]);
+}
+
+TEST(SessionTest, TheMetricsEndpointServesBatchesWhileTheLoopRuns) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.metrics_addr = "127.0.0.1:0";
+  o.rank = 3;
+  o.host = "node7";
+  Session fs(o);
+  const std::string address = fs.metrics_address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::vector<double> seen;
+  for (int x : fs.wrap(std::vector<int>{1, 2, 3, 4, 5})) {
+    { auto step = fs.step(10); }
+    if (x == 3 || x == 5) {
+      const auto r = testing::http_get(port, "/metrics");
+      ASSERT_EQ(r.status, 200) << r.error;
+      EXPECT_NE(r.body.find("rank=\"3\""), std::string::npos);
+      EXPECT_NE(r.body.find("host=\"node7\""), std::string::npos);
+      seen.push_back(series_value(r.body, "feedscope_batches_total"));
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<double>{3, 5}));
+  fs.finish();
+  const auto r = testing::http_get(port, "/metrics");
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(series_value(r.body, "feedscope_samples_total"), 50);
+  EXPECT_NE(r.body.find("feedscope_bottleneck_info"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedscope
