@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -23,6 +24,7 @@
 #include "exporters/console_report.h"
 #include "exporters/json_report.h"
 #include "loader/batch_loader.h"
+#include "loader/image_dataset_maker.h"
 #include "loader/record_dataset.h"
 #include "pinned_memory/errors.h"
 
@@ -104,18 +106,35 @@ std::uint64_t available_memory_bytes() {
                                : std::uint64_t{1} << 30;
 }
 
+// The demo trains a small CNN on ImageNet-like JPEGs, the pipeline feedscope is for: decode,
+// RandomResizedCrop, flip, normalize on two workers.
+constexpr const char* kDemoImages = "feedscope-demo/images";
+
 RunConfig demo_defaults() {
   RunConfig c;
-  c.dataset = "synthetic:3x32x32";
-  c.model = "mlp";
-  c.hidden = 512;
+  c.dataset = std::string("images:") + kDemoImages;
+  c.model = "cnn";
+  c.hidden = 32;
   c.layers = 2;
   c.num_workers = 2;
-  c.batch_size = 64;
-  c.steps = 300;
-  c.warmup = 20;
+  c.batch_size = 32;
+  c.steps = 60;
+  c.warmup = 5;
   c.report_dir = "feedscope-demo";
   return c;
+}
+
+// Makes the demo's dataset the first time: 512 JPEGs of 500x375 in 4 classes, from seed 0.
+void make_demo_images_if_missing(const RunConfig& config) {
+  if (config.dataset != std::string("images:") + kDemoImages) return;  // the user chose another
+  if (std::filesystem::exists(kDemoImages)) return;
+  ImageDatasetOptions o;
+  o.out = kDemoImages;
+  o.count = 512;
+  o.classes = 4;
+  std::cerr << "feedscope demo: writing " << o.count << " JPEG files (" << o.width << "x"
+            << o.height << ") to " << kDemoImages << " (once)" << std::endl;
+  make_image_dataset(o);
 }
 
 }  // namespace
@@ -203,6 +222,7 @@ int main(int argc, char** argv) {
     }
     RunConfig config = *demo ? demo_defaults() : RunConfig{};
     (*demo ? demo_options : run_options).apply(config);
+    if (*demo) make_demo_images_if_missing(config);
     return run_and_print(config);
   } catch (const ConfigError& e) {
     std::cerr << "feedscope: error: " << e.what() << "\n";

@@ -222,6 +222,27 @@ Recommendation remove_syncs(const DiagnosisInput& in, const GpuTraceSummary& g, 
   return with_prediction(std::move(r), rate, measured);
 }
 
+// Reads that hit the page cache are memory copies, not storage: a long `read` stage is a storage
+// bottleneck only where the block devices or the kernel's I/O pressure show storage at work.
+// Without those readings (sampling off) the stage times are all there is to go on.
+constexpr double kStorageReadBytesPerS = 10e6;
+constexpr double kStorageIoPressure = 0.10;
+
+bool storage_evidence(const DiagnosisInput& in, Diagnosis& d) {
+  const auto& disk = in.utilization.disk_read_bytes_per_s;
+  const auto& pressure = in.utilization.io_pressure_ratio;
+  if (!disk && !pressure) {
+    d.evidence.push_back("no disk or I/O pressure readings: storage inferred from read time alone");
+    return true;
+  }
+  const bool reading = disk && *disk >= kStorageReadBytesPerS;
+  const bool pressed = pressure && *pressure >= kStorageIoPressure;
+  if (reading || pressed)
+    d.evidence.push_back(fmt("storage at work: %.0f MB/s read from block devices, I/O pressure %.0f%%",
+                             disk ? *disk / 1e6 : 0.0, pressure ? 100 * *pressure : 0.0));
+  return reading || pressed;
+}
+
 }  // namespace
 
 const char* input_bound_class(double ratio) {
@@ -266,7 +287,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     if (h2d_s > load_s) {
       d.bottleneck = "host_to_device";
       d.evidence.push_back(fmt("h2d %.2f s against %.2f s of loading", h2d_s, load_s));
-    } else if (read_s > 0.5 * load_s && cpu_saturation < 0.8) {
+    } else if (read_s > 0.5 * load_s && cpu_saturation < 0.8 && storage_evidence(in, d)) {
       d.bottleneck = "storage_io";
       d.evidence.push_back(fmt("read is %.0f%% of loading time while the CPU is %.0f%% busy",
                                100 * read_s / std::max(load_s, 1e-9), 100 * cpu_saturation));

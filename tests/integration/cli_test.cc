@@ -156,10 +156,19 @@ TEST_F(CliTest, ProbeNamesEveryFacility) {
 }
 
 TEST_F(CliTest, DemoRunsOnEmbeddedDefaults) {
-  const auto r = run_process({kBinary, "demo", "--steps", "20", "--warmup", "2"}, dir_.string());
+  const auto r = run_process({kBinary, "demo", "--steps", "10", "--warmup", "2"}, dir_.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("bottleneck:"), std::string::npos);
+  EXPECT_NE(r.err.find("writing 512 JPEG files"), std::string::npos) << r.err;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "feedscope-demo" / "report.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "feedscope-demo" / "report.html"));
+  std::ifstream in(dir_ / "feedscope-demo" / "report.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_GT(j["stages"]["decode"]["count"].get<int>(), 0) << "the demo decodes JPEGs";
+  // The second demo reuses the images.
+  const auto again = run_process({kBinary, "demo", "--steps", "3", "--warmup", "1"}, dir_.string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("writing 512 JPEG files"), std::string::npos) << again.err;
 }
 
 TEST_F(CliTest, HelpAndVersionExit0) {
