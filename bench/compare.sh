@@ -34,4 +34,5 @@ import json, sys
 b = {x["name"]: x["bytes_per_second"] for x in json.load(sys.stdin)["benchmarks"]}
 memcpy = b.pop("BM_Memcpy/real_time")
 for name, rate in b.items():
-    print(f"  {name.split(\"/\")[1]} worker(s): {rate / memcpy:.2f} of memcpy ({rate / 1e9:.2f} vs {memcpy / 1e9:.2f} GB/s)")'
+    workers = name.split("/")[1]
+    print(f"  {workers} worker(s): {rate / memcpy:.2f} of memcpy ({rate / 1e9:.2f} vs {memcpy / 1e9:.2f} GB/s)")'
