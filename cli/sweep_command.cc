@@ -15,6 +15,7 @@
 #include "cli/interrupt.h"
 #include "cli/run.h"
 #include "cli/sweep.h"
+#include "exporters/html_report.h"
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/host_allocator.h"
 
@@ -74,19 +75,6 @@ int exit_code_for(const std::string& interrupted) {
   return 0;
 }
 
-std::string escape_html(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -111,11 +99,11 @@ std::string sweep_report_html(const SweepResult& result) {
        << "darker is faster; the bottleneck the diagnosis named at that point.</p>\n";
   if (result.best >= 0) {
     const SweepPoint& b = result.points[static_cast<std::size_t>(result.best)];
-    html << "<p class=\"best\">Best: " << escape_html(b.label()) << ", "
+    html << "<p class=\"best\">Best: " << html_escape(b.label()) << ", "
          << static_cast<long long>(std::lround(b.median_samples_per_s)) << " samples/s.";
     if (result.economical >= 0 && result.economical != result.best) {
       const SweepPoint& e = result.points[static_cast<std::size_t>(result.economical)];
-      html << " Within 5 % with less: " << escape_html(e.label()) << ", "
+      html << " Within 5 % with less: " << html_escape(e.label()) << ", "
            << static_cast<long long>(std::lround(e.median_samples_per_s)) << " samples/s.";
     }
     html << "</p>\n";
@@ -161,7 +149,7 @@ std::string sweep_report_html(const SweepResult& result) {
                << static_cast<long long>(std::lround(it->median_samples_per_s)) << "/s</text>\n"
                << "<text x=\"" << x + cell_w / 2 << "\" y=\"" << y + 40
                << "\" text-anchor=\"middle\" fill=\"" << ink << "\">"
-               << escape_html(it->bottleneck) << "</text>\n";
+               << html_escape(it->bottleneck) << "</text>\n";
         }
         ++col;
       }
@@ -182,7 +170,7 @@ std::string sweep_report_html(const SweepResult& result) {
          << (p.pin_memory ? "on" : "off") << "</td><td>"
          << static_cast<long long>(std::lround(p.median_samples_per_s)) << "</td><td>"
          << p.samples_per_s.size() << "</td><td>" << stall << "</td><td>"
-         << escape_html(p.bottleneck) << "</td><td>" << mib << "</td></tr>\n";
+         << html_escape(p.bottleneck) << "</td><td>" << mib << "</td></tr>\n";
   }
   html << "</table>\n</body></html>\n";
   return html.str();

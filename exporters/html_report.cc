@@ -10,9 +10,7 @@
 
 namespace feedscope {
 
-namespace {
-
-std::string esc(const std::string& text) {
+std::string html_escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
@@ -27,6 +25,11 @@ std::string esc(const std::string& text) {
   }
   return out;
 }
+
+namespace {
+
+const auto esc = html_escape;
+
 
 std::string fmt(const char* format, double value) {
   char buf[64];

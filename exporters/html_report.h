@@ -11,6 +11,9 @@
 
 namespace feedscope {
 
+// Text made safe inside HTML elements and attribute values.
+std::string html_escape(const std::string& text);
+
 // `series`: the sampler's readings in time order; `run_begin_ns` puts their times at 0.
 std::string report_to_html(const Report& report, const std::vector<UtilizationSample>& series,
                            std::int64_t run_begin_ns);
