@@ -50,4 +50,10 @@ const char* interrupt_signal_name(int signal) noexcept {
   }
 }
 
+int interrupted_exit_code(const std::string& signal_name) noexcept {
+  if (signal_name == "SIGINT") return 128 + SIGINT;
+  if (signal_name == "SIGTERM") return 128 + SIGTERM;
+  return 0;
+}
+
 }  // namespace feedscope

@@ -1,5 +1,4 @@
 // The feedscope program: parses the command line, maps errors to DESIGN.md's exit codes.
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +26,7 @@
 #include "loader/image_dataset_maker.h"
 #include "loader/record_dataset.h"
 #include "pinned_memory/errors.h"
+#include "sampler/proc_fs.h"
 
 namespace {
 
@@ -93,17 +93,14 @@ int run_and_print(const RunConfig& config) {
   human << "\n" << format_console_report(report, tty && !config.json);
   human << "\nreport: " << config.report_dir << "/report.json\n";
   if (config.json) std::cout << report_to_json(report);
-  // The shell's convention for a run ended by a signal, so scripts see it was not complete.
-  if (report.interrupted == "SIGINT") return 128 + SIGINT;
-  if (report.interrupted == "SIGTERM") return 128 + SIGTERM;
-  return kDone;
+  return report.interrupted.empty() ? kDone : interrupted_exit_code(report.interrupted);
 }
 
+// MemAvailable (free plus reclaimable page cache), as the sampler reads it; 1 GiB when unknown.
 std::uint64_t available_memory_bytes() {
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                               : std::uint64_t{1} << 30;
+  if (const auto meminfo = ProcFs().read("/proc/meminfo"))
+    if (const auto mem = parse_meminfo(*meminfo)) return mem->available_bytes;
+  return std::uint64_t{1} << 30;
 }
 
 // The demo trains a small CNN on ImageNet-like JPEGs, the pipeline feedscope is for: decode,

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loader/batch_loader.h"
+
 namespace feedscope {
 
 namespace {
@@ -99,8 +101,10 @@ double median(std::vector<double> values) {
 }
 
 std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_bytes) {
-  const std::int64_t slabs = std::max<std::int64_t>(1, config.num_workers * config.prefetch) + 2;
-  return slab_bytes * static_cast<std::uint64_t>(slabs);
+  LoaderOptions o;  // the run's loader: these two knobs and the default spare slabs
+  o.num_workers = static_cast<int>(config.num_workers);
+  o.prefetch = static_cast<int>(config.prefetch);
+  return slab_bytes * static_cast<std::uint64_t>(slab_count(o));
 }
 
 void choose_best(SweepResult& result, double tolerance) {

@@ -85,8 +85,8 @@ double median(std::vector<double> values);
 // Sets result.best and result.economical from the points' medians (within `tolerance` of best).
 void choose_best(SweepResult& result, double tolerance = 0.05);
 
-// Loader slab memory for `config`: slabs (workers x prefetch + 2 spare, as BatchLoader sizes its
-// pool) of one batch each, page-rounded.
+// Loader slab memory for `config`: as many slabs of `slab_bytes` as BatchLoader allocates for
+// its workers and prefetch (loader/batch_loader.h's slab_count).
 std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_bytes);
 
 std::string sweep_csv(const SweepResult& result);

@@ -16,22 +16,14 @@
 #include "cli/run.h"
 #include "cli/sweep.h"
 #include "exporters/html_report.h"
+#include "exporters/json_report.h"
 #include "loader/synthetic_dataset.h"
-#include "pinned_memory/host_allocator.h"
+#include "loader/batch_loader.h"
+#include "pinned_memory/pinned_pool.h"
 
 namespace feedscope {
 
 namespace {
-
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "'");
-  }
-  std::filesystem::rename(tmp, path);  // a reader never sees half a file
-}
 
 std::string duration_text(double seconds) {
   const int s = static_cast<int>(std::lround(seconds));
@@ -42,15 +34,11 @@ std::string duration_text(double seconds) {
   return buf;
 }
 
-// The slab the BatchLoader sizes for one batch: samples, labels after a 64-byte boundary, the
-// whole rounded up to pages.
+// The slab the BatchLoader's pool holds for one batch of the dataset's samples.
 std::function<std::uint64_t(std::int64_t)> slab_bytes_for(const RunConfig& base) {
-  const std::uint64_t sample = open_dataset(base)->spec().bytes();
-  return [sample](std::int64_t batch) {
-    const auto b = static_cast<std::uint64_t>(batch);
-    const std::uint64_t labels_at = (sample * b + 63) / 64 * 64;
-    const std::uint64_t page = page_size();
-    return (labels_at + 8 * b + page - 1) / page * page;
+  const std::size_t sample = open_dataset(base)->spec().bytes();
+  return [sample](std::int64_t batch) -> std::uint64_t {
+    return PinnedPool::rounded_slab_bytes(slab_bytes(sample, static_cast<int>(batch)));
   };
 }
 
@@ -68,13 +56,6 @@ PointRunner point_runner(const RunConfig& base) {
     return run_profiled(c, quiet);
   };
 }
-
-int exit_code_for(const std::string& interrupted) {
-  if (interrupted == "SIGINT") return 128 + SIGINT;
-  if (interrupted == "SIGTERM") return 128 + SIGTERM;
-  return 0;
-}
-
 
 }  // namespace
 
@@ -195,9 +176,9 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
       partial.points.push_back(*p.finished);
       partial.wall_s = p.elapsed_s;
       choose_best(partial);
-      write_file(dir / "sweep.csv", sweep_csv(partial));
-      write_file(dir / "sweep.json", sweep_json(partial, base));
-      write_file(dir / "report.html", sweep_report_html(partial));
+      write_file_atomically((dir / "sweep.csv").string(), sweep_csv(partial));
+      write_file_atomically((dir / "sweep.json").string(), sweep_json(partial, base));
+      write_file_atomically((dir / "report.html").string(), sweep_report_html(partial));
     }
     const std::string eta = p.runs_done > 0 ? "ETA " + duration_text(p.eta_s) : "ETA --";
     if (tty) {
@@ -221,9 +202,9 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
 
   const SweepResult result = run_sweep(base, grid, options, point_runner(base));
   if (tty) std::fprintf(stderr, "\r\033[K");
-  write_file(dir / "sweep.csv", sweep_csv(result));
-  write_file(dir / "sweep.json", sweep_json(result, base));
-  write_file(dir / "report.html", sweep_report_html(result));
+  write_file_atomically((dir / "sweep.csv").string(), sweep_csv(result));
+  write_file_atomically((dir / "sweep.json").string(), sweep_json(result, base));
+  write_file_atomically((dir / "report.html").string(), sweep_report_html(result));
 
   std::cout << "\n" << sweep_table(result);
   if (!result.interrupted.empty())
@@ -242,7 +223,7 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
   }
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string()
             << ", " << (dir / "report.html").string() << "\n";
-  return exit_code_for(result.interrupted);
+  return interrupted_exit_code(result.interrupted);
 }
 
 int tune_command(const RunConfig& base, TuneOptions options) {
@@ -275,7 +256,7 @@ int tune_command(const RunConfig& base, TuneOptions options) {
                                           : "fixed",
                options.time_budget_s);
   const TuneResult result = run_tune(base, options, point_runner(base));
-  write_file(dir / "tune.json", tune_json(result));
+  write_file_atomically((dir / "tune.json").string(), tune_json(result));
   std::cout << "\ntune: " << result.stop_reason << " after " << result.runs << " runs in "
             << duration_text(result.wall_s) << "\n";
   if (result.runs > 0) {
@@ -290,7 +271,7 @@ int tune_command(const RunConfig& base, TuneOptions options) {
     std::cout << yaml_snippet(p);
   }
   std::cout << "\ntune: " << (dir / "tune.json").string() << "\n";
-  return exit_code_for(result.interrupted);
+  return interrupted_exit_code(result.interrupted);
 }
 
 }  // namespace feedscope

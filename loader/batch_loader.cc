@@ -227,6 +227,19 @@ struct BatchLoader::Impl {
   }
 };
 
+std::size_t slab_labels_offset(std::size_t sample_bytes, int batch_size) {
+  return align_up(sample_bytes * static_cast<std::size_t>(batch_size), kLabelAlign);
+}
+
+std::size_t slab_bytes(std::size_t sample_bytes, int batch_size) {
+  return slab_labels_offset(sample_bytes, batch_size) +
+         sizeof(std::int64_t) * static_cast<std::size_t>(batch_size);
+}
+
+int slab_count(const LoaderOptions& options) {
+  return std::max(1, options.num_workers * options.prefetch) + std::max(1, options.spare_slabs);
+}
+
 BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
                          std::shared_ptr<const IndexSampler> sampler, LoaderOptions options,
                          SpanRegistry* spans)
@@ -254,12 +267,9 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
   s.spans = spans;
   s.errors = std::make_unique<DataErrorLog>(options.error_examples);
   s.sample_bytes = s.dataset->spec().bytes();
-  const std::size_t data_bytes = s.sample_bytes * static_cast<std::size_t>(options.batch_size);
-  s.labels_offset = align_up(data_bytes, kLabelAlign);
-  const std::size_t slab_bytes =
-      s.labels_offset + sizeof(std::int64_t) * static_cast<std::size_t>(options.batch_size);
-  const int slabs = std::max(1, options.num_workers * options.prefetch) + options.spare_slabs;
-  s.pool = PinnedPool::create(slab_bytes, slabs,
+  s.labels_offset = slab_labels_offset(s.sample_bytes, options.batch_size);
+  const int slabs = slab_count(options);
+  s.pool = PinnedPool::create(slab_bytes(s.sample_bytes, options.batch_size), slabs,
                               options.pin_memory ? make_pinned_allocator() : make_page_allocator());
   s.jobs.resize(static_cast<std::size_t>(slabs));
   if (options.num_workers > 0) {

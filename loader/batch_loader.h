@@ -96,6 +96,13 @@ struct Batch {
   Slab slab;
 };
 
+// The slab pool a BatchLoader allocates, computable before one exists (sweep and tune bound
+// memory with it). A slab holds one batch: the samples, then the labels from a 64-byte boundary.
+std::size_t slab_labels_offset(std::size_t sample_bytes, int batch_size);
+std::size_t slab_bytes(std::size_t sample_bytes, int batch_size);  // before the pool's page rounding
+// Batches in flight on the workers (num_workers x prefetch, at least 1) plus the spare slabs.
+int slab_count(const LoaderOptions& options);
+
 // Loader misuse or an unrecoverable loader state (e.g. every slab held by the caller).
 class LoaderError : public std::runtime_error {
  public:

@@ -36,6 +36,11 @@ void Slab::reset() noexcept {
   }
 }
 
+std::size_t PinnedPool::rounded_slab_bytes(std::size_t slab_bytes) noexcept {
+  const std::size_t page = page_size();
+  return (slab_bytes + page - 1) / page * page;
+}
+
 std::shared_ptr<PinnedPool> PinnedPool::create(std::size_t slab_bytes, int count,
                                                std::unique_ptr<HostAllocator> allocator) {
   if (slab_bytes == 0) throw std::invalid_argument("pinned pool: slab size must be > 0 bytes");
@@ -43,8 +48,7 @@ std::shared_ptr<PinnedPool> PinnedPool::create(std::size_t slab_bytes, int count
     throw std::invalid_argument("pinned pool: slab count must be > 0, got " +
                                 std::to_string(count));
   if (!allocator) throw std::invalid_argument("pinned pool: no allocator");
-  const std::size_t page = page_size();
-  const std::size_t rounded = (slab_bytes + page - 1) / page * page;
+  const std::size_t rounded = rounded_slab_bytes(slab_bytes);
   std::shared_ptr<PinnedPool> pool(new PinnedPool(rounded, std::move(allocator)));
   pool->blocks_.reserve(static_cast<std::size_t>(count));
   // If an allocation throws, the destructor frees the blocks already taken.

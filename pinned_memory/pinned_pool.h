@@ -52,6 +52,8 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   // std::invalid_argument for a zero size or count, and whatever the allocator throws.
   static std::shared_ptr<PinnedPool> create(std::size_t slab_bytes, int count,
                                             std::unique_ptr<HostAllocator> allocator);
+  // The size create() gives a slab asked for with `slab_bytes`: a whole number of pages.
+  static std::size_t rounded_slab_bytes(std::size_t slab_bytes) noexcept;
   ~PinnedPool();
   PinnedPool(const PinnedPool&) = delete;
   PinnedPool& operator=(const PinnedPool&) = delete;
