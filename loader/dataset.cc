@@ -1,6 +1,12 @@
 #include "loader/dataset.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <numeric>
+#include <stdexcept>
+#include <system_error>
 
 namespace feedscope {
 
@@ -15,6 +21,16 @@ std::string SampleSpec::to_string() const {
   std::string out;
   for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? "x" : "") + std::to_string(shape[i]);
   return out + " " + dtype_name(dtype);
+}
+
+void drop_cached_pages(int fd, const std::string& path) {
+  const auto fail = [&](const char* call, int err) {
+    return std::runtime_error(path + ": " + call + " failed: " + std::generic_category().message(err));
+  };
+  // EINVAL/EROFS: a file system without fsync (nothing of it can be dirty to flush).
+  if (::fdatasync(fd) != 0 && errno != EINVAL && errno != EROFS) throw fail("fdatasync", errno);
+  if (const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); err != 0)
+    throw fail("posix_fadvise(DONTNEED)", err);
 }
 
 }  // namespace feedscope

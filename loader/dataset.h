@@ -53,6 +53,11 @@ class Dataset {
   virtual std::uint64_t evict_page_cache() const { return 0; }
 };
 
+// Drops one open file's pages from the page cache, for evict_page_cache(). Flushes first:
+// DONTNEED passes over dirty pages, so a dataset written a moment ago (make-dataset, then run)
+// would otherwise stay cached and read "cold" at memory speed. Throws naming `path`.
+void drop_cached_pages(int fd, const std::string& path);
+
 // A sample that could not be loaded. Carries the sample index and its source (file) so the error
 // reaching the training thread names both.
 class SampleError : public std::runtime_error {

@@ -275,11 +275,13 @@ std::uint64_t ImageFolderDataset::evict_page_cache() const {
     if (fd < 0) continue;
     struct stat st {};
     if (::fstat(fd, &st) == 0) bytes += static_cast<std::uint64_t>(st.st_size);
-    const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    try {
+      drop_cached_pages(fd, file);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
     ::close(fd);
-    if (err != 0)
-      throw std::runtime_error(file + ": posix_fadvise(DONTNEED) failed: " +
-                               std::generic_category().message(err));
   }
   return bytes;
 }

@@ -294,9 +294,7 @@ std::uint64_t RecordDataset::total_bytes() const noexcept {
 std::uint64_t RecordDataset::evict_page_cache() const {
   std::uint64_t bytes = 0;
   for (const Shard& s : shards_) {
-    const int err = ::posix_fadvise(s.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
-    if (err != 0)
-      throw std::runtime_error(s.path + ": posix_fadvise(DONTNEED) failed: " + errno_text(err));
+    drop_cached_pages(s.fd.get(), s.path);
     bytes += s.bytes;
   }
   return bytes;

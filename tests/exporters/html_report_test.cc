@@ -5,7 +5,7 @@
 namespace feedscope {
 namespace {
 
-Report sample_report() {
+Report report_with_a_recommendation() {
   Report r;
   r.diagnosis.bottleneck = "cpu_preprocess";
   r.diagnosis.verdict = "Input-bound <highly>: workers decode & transform";
@@ -31,7 +31,7 @@ Report sample_report() {
 }
 
 TEST(HtmlReportTest, VerdictFirstEscapedAndEverySectionPresent) {
-  const std::string html = report_to_html(sample_report(), {}, 0);
+  const std::string html = report_to_html(report_with_a_recommendation(), {}, 0);
   const auto verdict = html.find("Input-bound &lt;highly&gt;: workers decode &amp; transform");
   ASSERT_NE(verdict, std::string::npos);
   EXPECT_LT(verdict, html.find("Evidence")) << "the verdict comes first";
@@ -50,7 +50,7 @@ TEST(HtmlReportTest, SelfContainedWithChartsFromTheSamples) {
     series[static_cast<std::size_t>(i)].cpu_process_ratio = 0.1;
     series[static_cast<std::size_t>(i)].threads = {{11, "worker 0", 0.9}, {12, "tbb_spare", 0.5}};
   }
-  const std::string html = report_to_html(sample_report(), series, 0);
+  const std::string html = report_to_html(report_with_a_recommendation(), series, 0);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg")) << "no network fetch";
   EXPECT_EQ(html.find("src="), std::string::npos);

@@ -11,13 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/process.h"
+#include "tests/support/feedscope_binary.h"
 
 namespace feedscope {
 namespace {
 
 using testing::run_process;
 
-const std::string kBinary = FEEDSCOPE_BINARY;
+using testing::kBinary;
 
 class CliTest : public ::testing::Test {
  protected:

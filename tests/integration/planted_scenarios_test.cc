@@ -16,6 +16,7 @@
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/feedscope_binary.h"
 
 namespace feedscope {
 namespace {
@@ -23,7 +24,7 @@ namespace {
 using testing::run_process;
 using testing::TempDir;
 
-const std::string kBinary = FEEDSCOPE_BINARY;
+using testing::kBinary;
 
 nlohmann::json run_report(std::vector<std::string> args, const std::filesystem::path& report_dir) {
   args.insert(args.begin(), {kBinary, "run"});

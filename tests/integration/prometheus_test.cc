@@ -14,6 +14,7 @@
 
 #include "tests/support/background_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/feedscope_binary.h"
 
 namespace feedscope {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 using testing::BackgroundProcess;
 using testing::http_get;
 
-const std::string kBinary = FEEDSCOPE_BINARY;
+using testing::kBinary;
 const std::string kPrometheus = "/usr/bin/prometheus";
 constexpr auto kBound = std::chrono::seconds(90);
 

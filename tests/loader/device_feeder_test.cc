@@ -11,9 +11,9 @@ namespace feedscope {
 namespace {
 
 // Sample i holds the float i in every element, so a batch's bytes name its samples.
-class IndexDataset final : public Dataset {
+class FloatIndexDataset final : public Dataset {
  public:
-  explicit IndexDataset(std::size_t n) : n_(n) { spec_ = SampleSpec{{4}, DType::float32}; }
+  explicit FloatIndexDataset(std::size_t n) : n_(n) { spec_ = SampleSpec{{4}, DType::float32}; }
   std::size_t size() const override { return n_; }
   const SampleSpec& spec() const override { return spec_; }
   std::int64_t num_classes() const override { return 3; }
@@ -31,7 +31,7 @@ class IndexDataset final : public Dataset {
 };
 
 TEST(DeviceFeederTest, CpuPathHandsOverTheSlabItselfAndEveryBatchOnce) {
-  auto dataset = std::make_shared<IndexDataset>(103);
+  auto dataset = std::make_shared<FloatIndexDataset>(103);
   LoaderOptions lo;
   lo.num_workers = 2;
   lo.batch_size = 10;
@@ -65,7 +65,7 @@ TEST(DeviceFeederTest, CpuPathHandsOverTheSlabItselfAndEveryBatchOnce) {
 }
 
 TEST(DeviceFeederTest, EndOfEpochStaysEndedUntilTheNextBegins) {
-  auto dataset = std::make_shared<IndexDataset>(5);
+  auto dataset = std::make_shared<FloatIndexDataset>(5);
   LoaderOptions lo;
   lo.num_workers = 0;
   lo.batch_size = 5;
@@ -82,7 +82,7 @@ TEST(DeviceFeederTest, EndOfEpochStaysEndedUntilTheNextBegins) {
 TEST(DeviceFeederGpuTest, BatchesArriveOnTheDeviceOneAheadWithH2dSpans) {
   std::string why;
   if (!copy_engine_available(&why)) GTEST_SKIP() << why;
-  auto dataset = std::make_shared<IndexDataset>(64);
+  auto dataset = std::make_shared<FloatIndexDataset>(64);
   LoaderOptions lo;
   lo.num_workers = 2;
   lo.batch_size = 8;

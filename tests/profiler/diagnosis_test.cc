@@ -4,6 +4,7 @@
 
 #include "profiler/gpu_trace.h"
 #include "profiler/stage_stats.h"
+#include "tests/support/durations.h"
 
 namespace feedscope {
 namespace {
@@ -104,8 +105,8 @@ TEST(DiagnosisTest, EvidenceCarriesTheMeasuredNumbers) {
 
 // GPU runs: records fabricated the way CUPTI would report them, summarized by the real
 // summarize_gpu_trace over back-to-back `step` windows, then diagnosed.
-constexpr std::int64_t kUs = 1000;
-constexpr std::int64_t kMs = 1000 * kUs;
+using testing::kMs;
+using testing::kUs;
 
 struct GpuRun {
   GpuActivity activity;

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "profiler/stage_stats.h"
+#include "tests/support/durations.h"
 
 namespace feedscope {
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
+using testing::kMs;
 
 // The spans' clock, moved by the tests: durations are exact and nothing sleeps.
 std::atomic<std::int64_t> g_now{0};

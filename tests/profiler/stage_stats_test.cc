@@ -1,11 +1,12 @@
 #include "profiler/stage_stats.h"
 
 #include <gtest/gtest.h>
+#include "tests/support/durations.h"
 
 namespace feedscope {
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
+using testing::kMs;
 
 TEST(StageStatsTest, PercentileInterpolatesLikeNumpy) {
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 0.5), 2.5);

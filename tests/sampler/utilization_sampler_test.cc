@@ -4,12 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include "tests/support/durations.h"
 
 namespace feedscope {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr std::int64_t kSecond = 1'000'000'000;
+using testing::kSecond;
 
 // A /proc and /sys tree in a temp folder that a test rewrites between two samples.
 class FakeProc {
