@@ -11,6 +11,8 @@ packages=(
   # BLAS unless OpenBLAS is installed: a 3072-512-512-10 MLP step takes 160 ms instead of 6 ms.
   libopenblas0-pthread
   python3-torch python3-torchvision
+  # scripts/fuzz.sh (libFuzzer comes with clang's runtime) and the scrape-load test and bench.
+  clang libclang-rt-14-dev wrk
 )
 # promtool and the real Prometheus server for the scrape tests; recommends would pull in a UI stack.
 no_recommends=(prometheus)
