@@ -1,0 +1,76 @@
+#include "loader/detail/record_index.h"
+
+#include <cstring>
+
+namespace feedscope::detail {
+
+DatasetError records_error(const std::filesystem::path& dir, const std::string& file,
+                           const std::string& why) {
+  return DatasetError("records:" + dir.string() + ": " + file + ": " + why);
+}
+
+RecordIndex parse_record_index(std::span<const char> index, const std::filesystem::path& dir) {
+  const std::string index_path = (dir / kIndexFileName).string();
+  const auto fail = [&](const std::string& why) { return records_error(dir, index_path, why); };
+  RecordIndex out;
+  IndexHeader& h = out.header;
+  if (index.size() < sizeof h) throw fail("truncated: " + std::to_string(index.size()) + " bytes");
+  std::memcpy(&h, index.data(), sizeof h);
+  if (std::memcmp(h.magic, kIndexMagic, sizeof h.magic) != 0)
+    throw fail("bad magic: not a feedscope records index");
+  if (h.version != kRecordsVersion)
+    throw fail("version " + std::to_string(h.version) + " is not supported; allowed: " +
+               std::to_string(kRecordsVersion));
+  if (header_crc(h) != h.header_crc) throw fail("header checksum mismatch");
+  const SampleLayout& l = h.layout;
+  if (l.dtype > static_cast<std::uint32_t>(DType::float32) || l.ndim < 1 || l.ndim > kMaxDims)
+    throw fail("bad sample layout (dtype " + std::to_string(l.dtype) + ", " +
+               std::to_string(l.ndim) + " dimensions)");
+  out.spec.dtype = static_cast<DType>(l.dtype);
+  for (std::uint32_t i = 0; i < l.ndim; ++i) {
+    if (l.shape[i] <= 0) throw fail("bad sample shape");
+    out.spec.shape.push_back(l.shape[i]);
+  }
+  out.variable = (l.flags & kFlagVariable) != 0;
+  const std::uint64_t expected = sizeof(IndexHeader) + h.shard_count * sizeof(IndexShard) +
+                                 h.record_count * sizeof(IndexEntry) + sizeof(IndexFooter);
+  if (index.size() != expected)
+    throw fail("is " + std::to_string(index.size()) + " bytes; its header (" +
+               std::to_string(h.shard_count) + " shards, " + std::to_string(h.record_count) +
+               " records) needs " + std::to_string(expected) + ": truncated or overwritten");
+  const char* body = index.data() + sizeof(IndexHeader);
+  const std::size_t body_bytes = index.size() - sizeof(IndexHeader) - sizeof(IndexFooter);
+  IndexFooter footer{};
+  std::memcpy(&footer, body + body_bytes, sizeof footer);
+  if (std::memcmp(footer.magic, kIndexEndMagic, sizeof footer.magic) != 0)
+    throw fail("bad end magic: truncated or overwritten");
+  if (crc32c(body, body_bytes) != footer.body_crc)
+    throw fail("checksum mismatch in the shard table or record entries");
+
+  std::vector<IndexShard>& table = out.shards;
+  table.resize(h.shard_count);
+  std::memcpy(table.data(), body, table.size() * sizeof(IndexShard));
+  out.entries.resize(h.record_count);
+  std::memcpy(out.entries.data(), body + table.size() * sizeof(IndexShard),
+              out.entries.size() * sizeof(IndexEntry));
+
+  const std::uint64_t max_bytes = out.spec.bytes();
+  for (std::size_t i = 0; i < out.entries.size(); ++i) {
+    const IndexEntry& e = out.entries[i];
+    const std::string where = "record " + std::to_string(i);
+    if (e.shard >= table.size() || i < table[e.shard].first_record ||
+        i >= table[e.shard].first_record + table[e.shard].record_count)
+      throw fail(where + " names shard " + std::to_string(e.shard) + ", which does not hold it");
+    if (out.variable ? e.length > max_bytes : e.length != max_bytes)
+      throw fail(where + " is " + std::to_string(e.length) + " bytes; the sample (" +
+                 out.spec.to_string() + ") is " + std::to_string(max_bytes) +
+                 (out.variable ? " at most" : ""));
+    if (e.offset < sizeof(ShardHeader) ||
+        e.offset + sizeof(RecordHeader) + e.length > table[e.shard].bytes)
+      throw fail(where + " at byte " + std::to_string(e.offset) + " lies outside its shard of " +
+                 std::to_string(table[e.shard].bytes) + " bytes");
+  }
+  return out;
+}
+
+}  // namespace feedscope::detail
