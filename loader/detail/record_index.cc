@@ -50,6 +50,24 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
   std::vector<IndexShard>& table = out.shards;
   table.resize(h.shard_count);
   std::memcpy(table.data(), body, table.size() * sizeof(IndexShard));
+  // Shards hold consecutive records from 0 to the record count: RecordDataset walks a shard's
+  // entries by its range, so a range past the entries would read past them.
+  std::uint64_t next = 0;
+  for (std::size_t s = 0; s < table.size(); ++s) {
+    const IndexShard& t = table[s];
+    if (t.first_record != next)
+      throw fail("shard table: shard " + std::to_string(s) + " starts at record " +
+                 std::to_string(t.first_record) + "; shards hold consecutive records, so it must start at " +
+                 std::to_string(next));
+    if (t.record_count > h.record_count - next)
+      throw fail("shard table: shard " + std::to_string(s) + " holds " + std::to_string(t.record_count) +
+                 " records from record " + std::to_string(next) + ", past the index's " +
+                 std::to_string(h.record_count));
+    next += t.record_count;
+  }
+  if (next != h.record_count)
+    throw fail("shard table: the shards hold " + std::to_string(next) + " records; the header says " +
+               std::to_string(h.record_count));
   out.entries.resize(h.record_count);
   std::memcpy(out.entries.data(), body + table.size() * sizeof(IndexShard),
               out.entries.size() * sizeof(IndexEntry));

@@ -25,8 +25,9 @@ DatasetError records_error(const std::filesystem::path& dir, const std::string& 
                            const std::string& why);
 
 // Parses `index`, the bytes of DIR/records.index, and checks what the index says of itself: magic,
-// version, checksums, the sample layout, its size against its counts, and every entry against its
-// shard. Throws DatasetError naming the index file (records_error) for the first problem.
+// version, checksums, the sample layout, its size against its counts, the shard table (consecutive
+// records from 0) and every entry against its shard. Throws DatasetError naming the index file
+// (records_error) for the first problem.
 RecordIndex parse_record_index(std::span<const char> index, const std::filesystem::path& dir);
 
 }  // namespace feedscope::detail

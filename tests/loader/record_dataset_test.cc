@@ -9,9 +9,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "loader/batch_loader.h"
+#include "loader/detail/record_format.h"
 #include "tests/loader/index_dataset.h"
 #include "tests/support/temp_dir.h"
 
@@ -92,6 +94,29 @@ std::string load_error(const RecordDataset& dataset, std::size_t index) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// Rewrites the shard table of DIR/records.index through `edit` with both checksums made right
+// again: an index a buggy writer could produce, which only the structural checks can refuse.
+void edit_shard_table(const fs::path& dir,
+                      const std::function<void(std::vector<detail::IndexShard>&)>& edit) {
+  const fs::path path = dir / detail::kIndexFileName;
+  std::vector<char> bytes(fs::file_size(path));
+  std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  detail::IndexHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  std::vector<detail::IndexShard> table(h.shard_count);
+  char* body = bytes.data() + sizeof h;
+  std::memcpy(table.data(), body, table.size() * sizeof(detail::IndexShard));
+  edit(table);
+  std::memcpy(body, table.data(), table.size() * sizeof(detail::IndexShard));
+  detail::IndexFooter footer;
+  const std::size_t body_bytes = bytes.size() - sizeof h - sizeof footer;
+  std::memcpy(&footer, body + body_bytes, sizeof footer);
+  footer.body_crc = detail::crc32c(body, body_bytes);
+  std::memcpy(body + body_bytes, &footer, sizeof footer);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 TEST(RecordDatasetTest, FixedRecordsRoundTripAcrossShards) {
@@ -242,6 +267,37 @@ TEST(RecordDatasetTest, CorruptIndexOrShardHeaderIsRefusedAtOpen) {
   flip_byte(dir / "shard-00001.rec", 30);  // the shard's record count
   what = open_error(dir.path());
   EXPECT_TRUE(contains(what, "shard-00001.rec: header checksum mismatch")) << what;
+}
+
+// Found by fuzz/records_index_fuzz.cc: a shard range past the entries passed the checks, and
+// naming a truncated shard's first missing record then read past the entries.
+TEST(RecordDatasetTest, ShardTableMustHoldConsecutiveRecords) {
+  TempDir dir;
+  write_fixed(dir.path());  // shard 3 holds records 27..35, shard 11 record 99 alone
+  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
+    table[11].record_count = 1000;
+    table[11].bytes += 100;  // so the shard file looks truncated
+  });
+  std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: shard table: shard 11 holds 1000 records from record 99, "
+                             "past the index's 100")) << what;
+  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
+    table[11].record_count = 1;
+    table[11].bytes -= 100;
+    table[3].first_record = 26;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "shard 3 starts at record 26; shards hold consecutive records, so it "
+                             "must start at 27")) << what;
+  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
+    table[3].first_record = 27;
+    table[11].record_count = 0;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "the shards hold 99 records; the header says 100")) << what;
+  edit_shard_table(dir.path(),
+                   [](std::vector<detail::IndexShard>& table) { table[11].record_count = 1; });
+  EXPECT_NO_THROW(RecordDataset{dir.path()});
 }
 
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
