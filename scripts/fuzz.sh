@@ -57,7 +57,7 @@ for t in "${targets[@]}"; do
   "$build/fuzz/$t" "${args[@]}" "${extra[@]}" "$work" "$root/fuzz/corpus/$t" </dev/null >"$log" 2>&1 ||
     status=$?
   # libFuzzer's last status line ("#N DONE cov: C ft: F corp: ...") and its final stats.
-  last="$(grep -E '^#[0-9]+ .*cov: ' "$log" | tail -n 1 || true)"
+  last="$(grep -E '^#[0-9]+[[:space:]].*cov: ' "$log" | tail -n 1 || true)"
   cov="$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")"
   ft="$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")"
   runs="$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -n 1)"
