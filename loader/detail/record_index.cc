@@ -1,5 +1,6 @@
 #include "loader/detail/record_index.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace feedscope::detail {
@@ -30,6 +31,15 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
   for (std::uint32_t i = 0; i < l.ndim; ++i) {
     if (l.shape[i] <= 0) throw fail("bad sample shape");
     out.spec.shape.push_back(l.shape[i]);
+  }
+  // A record's length is 32 bits, so no sample is longer (RecordWriter's limit). Checked before
+  // SampleSpec::bytes() multiplies the dimensions, which would overflow.
+  constexpr std::uint64_t kMaxRecordBytes = 0xFFFFFFFF;
+  std::uint64_t sample_bytes = dtype_size(out.spec.dtype);
+  for (const std::int64_t d : out.spec.shape) {
+    if (static_cast<std::uint64_t>(d) > kMaxRecordBytes / sample_bytes)
+      throw fail("bad sample shape " + out.spec.to_string() + ": over the 4 GiB record limit");
+    sample_bytes *= static_cast<std::uint64_t>(d);
   }
   out.variable = (l.flags & kFlagVariable) != 0;
   const std::uint64_t expected = sizeof(IndexHeader) + h.shard_count * sizeof(IndexShard) +
@@ -72,16 +82,15 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
   std::memcpy(out.entries.data(), body + table.size() * sizeof(IndexShard),
               out.entries.size() * sizeof(IndexEntry));
 
-  const std::uint64_t max_bytes = out.spec.bytes();
   for (std::size_t i = 0; i < out.entries.size(); ++i) {
     const IndexEntry& e = out.entries[i];
     const std::string where = "record " + std::to_string(i);
     if (e.shard >= table.size() || i < table[e.shard].first_record ||
         i >= table[e.shard].first_record + table[e.shard].record_count)
       throw fail(where + " names shard " + std::to_string(e.shard) + ", which does not hold it");
-    if (out.variable ? e.length > max_bytes : e.length != max_bytes)
+    if (out.variable ? e.length > sample_bytes : e.length != sample_bytes)
       throw fail(where + " is " + std::to_string(e.length) + " bytes; the sample (" +
-                 out.spec.to_string() + ") is " + std::to_string(max_bytes) +
+                 out.spec.to_string() + ") is " + std::to_string(sample_bytes) +
                  (out.variable ? " at most" : ""));
     if (e.offset < sizeof(ShardHeader) ||
         e.offset + sizeof(RecordHeader) + e.length > table[e.shard].bytes)

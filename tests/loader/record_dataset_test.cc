@@ -96,25 +96,34 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Rewrites the shard table of DIR/records.index through `edit` with both checksums made right
-// again: an index a buggy writer could produce, which only the structural checks can refuse.
-void edit_shard_table(const fs::path& dir,
-                      const std::function<void(std::vector<detail::IndexShard>&)>& edit) {
+// The parts of DIR/records.index, rewritten by edit_index with both checksums made right again: an
+// index a buggy writer could produce, which only the structural checks can refuse.
+struct IndexParts {
+  detail::IndexHeader header;
+  std::vector<detail::IndexShard> shards;
+  std::vector<detail::IndexEntry> entries;
+};
+
+void edit_index(const fs::path& dir, const std::function<void(IndexParts&)>& edit) {
   const fs::path path = dir / detail::kIndexFileName;
   std::vector<char> bytes(fs::file_size(path));
   std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  detail::IndexHeader h;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  std::vector<detail::IndexShard> table(h.shard_count);
-  char* body = bytes.data() + sizeof h;
-  std::memcpy(table.data(), body, table.size() * sizeof(detail::IndexShard));
-  edit(table);
-  std::memcpy(body, table.data(), table.size() * sizeof(detail::IndexShard));
-  detail::IndexFooter footer;
-  const std::size_t body_bytes = bytes.size() - sizeof h - sizeof footer;
-  std::memcpy(&footer, body + body_bytes, sizeof footer);
-  footer.body_crc = detail::crc32c(body, body_bytes);
-  std::memcpy(body + body_bytes, &footer, sizeof footer);
+  IndexParts p;
+  std::memcpy(&p.header, bytes.data(), sizeof p.header);
+  p.shards.resize(p.header.shard_count);
+  p.entries.resize(p.header.record_count);
+  const std::size_t shard_bytes = p.shards.size() * sizeof(detail::IndexShard);
+  const std::size_t entry_bytes = p.entries.size() * sizeof(detail::IndexEntry);
+  char* body = bytes.data() + sizeof p.header;
+  std::memcpy(p.shards.data(), body, shard_bytes);
+  std::memcpy(p.entries.data(), body + shard_bytes, entry_bytes);
+  edit(p);
+  p.header.header_crc = detail::header_crc(p.header);
+  std::memcpy(bytes.data(), &p.header, sizeof p.header);
+  std::memcpy(body, p.shards.data(), shard_bytes);
+  std::memcpy(body + shard_bytes, p.entries.data(), entry_bytes);
+  const std::uint32_t body_crc = detail::crc32c(body, shard_bytes + entry_bytes);
+  std::memcpy(body + shard_bytes + entry_bytes, &body_crc, sizeof body_crc);  // footer.body_crc
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
@@ -274,30 +283,48 @@ TEST(RecordDatasetTest, CorruptIndexOrShardHeaderIsRefusedAtOpen) {
 TEST(RecordDatasetTest, ShardTableMustHoldConsecutiveRecords) {
   TempDir dir;
   write_fixed(dir.path());  // shard 3 holds records 27..35, shard 11 record 99 alone
-  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
-    table[11].record_count = 1000;
-    table[11].bytes += 100;  // so the shard file looks truncated
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[11].record_count = 1000;
+    p.shards[11].bytes += 100;  // so the shard file looks truncated
   });
   std::string what = open_error(dir.path());
   EXPECT_TRUE(contains(what, "records.index: shard table: shard 11 holds 1000 records from record 99, "
                              "past the index's 100")) << what;
-  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
-    table[11].record_count = 1;
-    table[11].bytes -= 100;
-    table[3].first_record = 26;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[11].record_count = 1;
+    p.shards[11].bytes -= 100;
+    p.shards[3].first_record = 26;
   });
   what = open_error(dir.path());
   EXPECT_TRUE(contains(what, "shard 3 starts at record 26; shards hold consecutive records, so it "
                              "must start at 27")) << what;
-  edit_shard_table(dir.path(), [](std::vector<detail::IndexShard>& table) {
-    table[3].first_record = 27;
-    table[11].record_count = 0;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[3].first_record = 27;
+    p.shards[11].record_count = 0;
   });
   what = open_error(dir.path());
   EXPECT_TRUE(contains(what, "the shards hold 99 records; the header says 100")) << what;
-  edit_shard_table(dir.path(),
-                   [](std::vector<detail::IndexShard>& table) { table[11].record_count = 1; });
+  edit_index(dir.path(), [](IndexParts& p) { p.shards[11].record_count = 1; });
   EXPECT_NO_THROW(RecordDataset{dir.path()});
+}
+
+// Found by fuzz/records_index_fuzz.cc: dimensions whose product overflows int64 reached
+// SampleSpec::bytes(), undefined behaviour that let any byte count through.
+TEST(RecordDatasetTest, SampleOverTheRecordLimitIsRefused) {
+  TempDir dir;
+  write_fixed(dir.path());  // 2x4 float32
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.layout.shape[0] = std::int64_t{1} << 40;
+    p.header.layout.shape[1] = std::int64_t{1} << 40;
+  });
+  std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: bad sample shape 1099511627776x1099511627776 float32: "
+                             "over the 4 GiB record limit")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.layout.shape[0] = 1 << 30;  // 4 GiB of float32 exactly: one byte over
+    p.header.layout.shape[1] = 1;
+  });
+  EXPECT_TRUE(contains(open_error(dir.path()), "over the 4 GiB record limit"));
 }
 
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
