@@ -92,10 +92,12 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
       throw fail(where + " is " + std::to_string(e.length) + " bytes; the sample (" +
                  out.spec.to_string() + ") is " + std::to_string(sample_bytes) +
                  (out.variable ? " at most" : ""));
-    if (e.offset < sizeof(ShardHeader) ||
-        e.offset + sizeof(RecordHeader) + e.length > table[e.shard].bytes)
+    // Written so that no sum wraps: an offset near 2^64 must not pass for a small one.
+    const std::uint64_t shard_bytes = table[e.shard].bytes;
+    if (e.offset < sizeof(ShardHeader) || e.offset > shard_bytes ||
+        shard_bytes - e.offset < sizeof(RecordHeader) + std::uint64_t{e.length})
       throw fail(where + " at byte " + std::to_string(e.offset) + " lies outside its shard of " +
-                 std::to_string(table[e.shard].bytes) + " bytes");
+                 std::to_string(shard_bytes) + " bytes");
   }
   return out;
 }

@@ -327,6 +327,17 @@ TEST(RecordDatasetTest, SampleOverTheRecordLimitIsRefused) {
   EXPECT_TRUE(contains(open_error(dir.path()), "over the 4 GiB record limit"));
 }
 
+// Found by fuzz/records_index_fuzz.cc: an entry offset near 2^64 wrapped the bounds check and
+// passed, and every read of the record then failed (a pread at a negative offset).
+TEST(RecordDatasetTest, EntryOffsetNearTwoToThe64IsOutsideItsShard) {
+  TempDir dir;
+  write_fixed(dir.path());
+  edit_index(dir.path(), [](IndexParts& p) { p.entries[5].offset = ~std::uint64_t{0} - 20; });
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: record 5 at byte 18446744073709551595 lies outside its "
+                             "shard of")) << what;
+}
+
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
   TempDir dir;
   write_fixed(dir.path());
