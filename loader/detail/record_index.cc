@@ -42,12 +42,16 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
     sample_bytes *= static_cast<std::uint64_t>(d);
   }
   out.variable = (l.flags & kFlagVariable) != 0;
-  const std::uint64_t expected = sizeof(IndexHeader) + h.shard_count * sizeof(IndexShard) +
-                                 h.record_count * sizeof(IndexEntry) + sizeof(IndexFooter);
-  if (index.size() != expected)
+  // Computed so that no product wraps: a record count of 2^61 + n must not pass for n.
+  const std::uint64_t fixed_bytes = sizeof(IndexHeader) +
+                                    std::uint64_t{h.shard_count} * sizeof(IndexShard) + sizeof(IndexFooter);
+  const bool fits = h.record_count <= (UINT64_MAX - fixed_bytes) / sizeof(IndexEntry);
+  const std::uint64_t expected = fits ? fixed_bytes + h.record_count * sizeof(IndexEntry) : 0;
+  if (!fits || index.size() != expected)
     throw fail("is " + std::to_string(index.size()) + " bytes; its header (" +
                std::to_string(h.shard_count) + " shards, " + std::to_string(h.record_count) +
-               " records) needs " + std::to_string(expected) + ": truncated or overwritten");
+               " records) needs " + (fits ? std::to_string(expected) : "more than 2^64") +
+               ": truncated or overwritten");
   const char* body = index.data() + sizeof(IndexHeader);
   const std::size_t body_bytes = index.size() - sizeof(IndexHeader) - sizeof(IndexFooter);
   IndexFooter footer{};

@@ -338,6 +338,20 @@ TEST(RecordDatasetTest, EntryOffsetNearTwoToThe64IsOutsideItsShard) {
                              "shard of")) << what;
 }
 
+// A record count of 2^61 + n made the index's expected size wrap to that of n records, and the
+// open failed with std::length_error (the CLI's "runtime failure") instead of naming the index.
+TEST(RecordDatasetTest, RecordCountThatWrapsTheIndexSizeIsRefused) {
+  TempDir dir;
+  write_fixed(dir.path());
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.record_count += std::uint64_t{1} << 61;
+    p.shards.back().record_count += std::uint64_t{1} << 61;
+  });
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: is 2792 bytes; its header (12 shards, "
+                             "2305843009213694052 records) needs more than 2^64")) << what;
+}
+
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
   TempDir dir;
   write_fixed(dir.path());
