@@ -54,8 +54,10 @@ for t in "${targets[@]}"; do
   [ -f "$root/fuzz/$t.dict" ] && args+=(-dict="$root/fuzz/$t.dict")
   echo "fuzz: $t for ${seconds}s (log: $log)"
   status=0
+  start=$SECONDS
   "$build/fuzz/$t" "${args[@]}" "${extra[@]}" "$work" "$root/fuzz/corpus/$t" </dev/null >"$log" 2>&1 ||
     status=$?
+  elapsed=$((SECONDS - start))
   # libFuzzer's last status line ("#N DONE cov: C ft: F corp: ...") and its final stats.
   last="$(grep -E '^#[0-9]+[[:space:]].*cov: ' "$log" | tail -n 1 || true)"
   cov="$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")"
@@ -67,7 +69,7 @@ for t in "${targets[@]}"; do
     result="FAILED (exit $status)"
     failed+=("$t")
   fi
-  rows+=("$(printf '%-20s %8s %12s %8s %6s %7s  %s' "$t" "$seconds" "${runs:-?}" "${rate:-?}" \
+  rows+=("$(printf '%-20s %8s %12s %8s %6s %7s  %s' "$t" "$elapsed" "${runs:-?}" "${rate:-?}" \
     "${cov:-?}" "${ft:-?}" "$result")")
 done
 
