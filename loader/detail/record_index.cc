@@ -42,6 +42,12 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
     sample_bytes *= static_cast<std::uint64_t>(d);
   }
   out.variable = (l.flags & kFlagVariable) != 0;
+  // RecordWriter never finishes an empty dataset; refusing one also keeps the copies below from
+  // being handed an empty vector's null data().
+  if (h.record_count == 0 || h.shard_count == 0)
+    throw fail("holds " + std::to_string(h.record_count) + " records in " +
+               std::to_string(h.shard_count) +
+               " shards; a records dataset has 1 record and 1 shard at least");
   // Computed so that no product wraps: a record count of 2^61 + n must not pass for n.
   const std::uint64_t fixed_bytes = sizeof(IndexHeader) +
                                     std::uint64_t{h.shard_count} * sizeof(IndexShard) + sizeof(IndexFooter);

@@ -352,6 +352,28 @@ TEST(RecordDatasetTest, RecordCountThatWrapsTheIndexSizeIsRefused) {
                              "2305843009213694052 records) needs more than 2^64")) << what;
 }
 
+// Found by fuzz/records_index_fuzz.cc (UBSan: memcpy into an empty vector's null data()): an
+// index of no shards and no records opened as an empty dataset, which RecordWriter never writes.
+TEST(RecordDatasetTest, IndexWithoutRecordsIsRefused) {
+  TempDir dir;
+  detail::IndexHeader h{};
+  std::memcpy(h.magic, detail::kIndexMagic, sizeof h.magic);
+  h.version = detail::kRecordsVersion;
+  h.layout.ndim = 1;
+  h.layout.shape[0] = 16;
+  h.header_crc = detail::header_crc(h);
+  detail::IndexFooter footer{};
+  footer.body_crc = detail::crc32c(&h, 0);
+  std::memcpy(footer.magic, detail::kIndexEndMagic, sizeof footer.magic);
+  std::ofstream out(dir / detail::kIndexFileName, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&h), sizeof h);
+  out.write(reinterpret_cast<const char*>(&footer), sizeof footer);
+  out.close();
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: holds 0 records in 0 shards; a records dataset has 1 "
+                             "record and 1 shard at least")) << what;
+}
+
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {
   TempDir dir;
   write_fixed(dir.path());
