@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Writes the seed corpora of fuzz/corpus/<target>/ (how the checked-in seeds were made). Crash
-# regression inputs (crash-*, leak-*, timeout-*, oom-*) are left as they are. Needs python3 with
+# Writes the seed corpora of fuzz/corpus/<target>/ (how the checked-in seeds were made). Regression
+# inputs (crash-*, review-*) are left as they are. Needs python3 with
 # Pillow (Debian: python3-pil), a C compiler with libjpeg, and a built feedscope (FEEDSCOPE, default
 # build/cli/feedscope) for the records indexes. The /proc samples are this machine's.
 set -euo pipefail
