@@ -287,9 +287,14 @@ void apply_yaml(RunConfig& config, const std::string& yaml_text, const std::stri
   bool saw_steps = false, saw_duration = false;
   double duration = 0;
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    const YAML::Node& value = entry.second;
     const std::string where = source + ":" + std::to_string(entry.first.Mark().line + 1);
+    // YAML allows any node as a key ("? [a, b]: 1", "? : 1"); only a name can be one of ours.
+    if (!entry.first.IsScalar())
+      throw ConfigError("", where + ": a key must be a name, not " +
+                                (entry.first.IsNull() ? "null" : entry.first.IsMap() ? "a map" : "a list") +
+                                "; allowed keys: " + allowed_keys_text());
+    const std::string key = entry.first.Scalar();
+    const YAML::Node& value = entry.second;
     if (!value.IsScalar()) {
       // Unknown keys are reported as unknown even when their value is not a scalar.
       RunConfig probe;

@@ -13,6 +13,7 @@
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "loader/detail/image_sample.h"
 #include "loader/jpeg_decoder.h"
 #include "loader/sample_rng.h"
 
@@ -133,11 +134,8 @@ std::size_t read_file(const std::string& path, std::vector<std::uint8_t>& buffer
 
 // What each loading thread keeps between samples.
 struct ImageFolderDataset::Workers {
-  struct Scratch {
-    JpegDecoder decoder;
-    ResizeNormalize resize;
+  struct Scratch : detail::ImageScratch {
     std::vector<std::uint8_t> file;
-    std::vector<std::uint8_t> pixels;
   };
   tbb::enumerable_thread_specific<Scratch> local;
 };
@@ -149,7 +147,6 @@ ImageFolderDataset::ImageFolderDataset(Options options)
     throw DatasetError("images: output size " + std::to_string(options_.size) + " is not allowed; allowed: 8 to 4096");
   spec_.shape = {3, options_.size, options_.size};
   spec_.dtype = DType::float32;
-  resize_ = (options_.size * 256 + 112) / 224;  // 224 -> 256, as torchvision's ImageNet reference
 
   std::error_code ec;
   if (root.empty()) throw DatasetError("images: no directory given; expected images:DIR");
@@ -228,36 +225,11 @@ std::int64_t ImageFolderDataset::load(std::size_t index, std::span<std::byte> ou
     if (!error.empty()) throw SampleError(index, path, error);
   }
   const std::span<const std::uint8_t> data(w.file.data(), bytes);
-
-  bool flip = false;
-  DecodedRegion region;
+  SampleRng rng(options_.seed, ctx.epoch, index);
   try {
-    ScopedSpan span(ctx.spans, ctx.role, Stage::decode, ctx.batch);
-    const JpegHeader header = w.decoder.read_header(data);
-    if (!has_end_of_image(data))
-      throw JpegError("no end-of-image marker: the file is truncated (" + std::to_string(bytes) + " bytes)");
-    SampleRng rng(options_.seed, ctx.epoch, index);
-    ResizeGeometry geometry;
-    if (options_.train) {
-      geometry = resized_crop_geometry(random_resized_crop_box(header.width, header.height, rng, options_.crop),
-                                       options_.size);
-      flip = rng.bernoulli(options_.flip_probability);
-    } else {
-      geometry = resize_center_crop_geometry(header.width, header.height, resize_, options_.size);
-    }
-    const int scale = choose_jpeg_scale(geometry);
-    geometry = scale_geometry(geometry, scale, JpegDecoder::scaled_size(header.width, scale),
-                              JpegDecoder::scaled_size(header.height, scale));
-    const PixelRect needed = w.resize.prepare(geometry);
-    region = w.decoder.decode_region(data, scale, needed, w.pixels);
+    detail::decode_image_sample(data, options_, rng, w, ctx, reinterpret_cast<float*>(out.data()));
   } catch (const JpegError& e) {
     throw SampleError(index, path, e.what());
-  }
-  {
-    // Crop, resize, flip and normalize write the slab directly: this is the collate as well.
-    ScopedSpan span(ctx.spans, ctx.role, Stage::transform, ctx.batch);
-    w.resize.run(w.pixels.data(), static_cast<std::size_t>(region.rect.width) * 3, region.rect.x, region.rect.y,
-                 flip, options_.normalization, reinterpret_cast<float*>(out.data()));
   }
   return labels_[index];
 }

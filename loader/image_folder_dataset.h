@@ -55,7 +55,6 @@ class ImageFolderDataset final : public Dataset {
   void list(const std::filesystem::path& canonical_root);
   Options options_;
   SampleSpec spec_;
-  int resize_ = 0;  // eval only
   std::vector<std::string> classes_;
   std::vector<std::string> paths_;
   std::vector<std::int32_t> labels_;

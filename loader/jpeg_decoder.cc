@@ -166,12 +166,9 @@ DecodedRegion JpegDecoder::decode_region(std::span<const std::uint8_t> data, int
     throw JpegError(std::string("unsupported JPEG colour space ") + color_space_name(c.jpeg_color_space) +
                     " (" + std::to_string(c.num_components) + " components)");
   }
-  // One flipped bit in the frame header can claim 65000x65000 pixels; refuse before allocating
-  // for them. The limit is PIL's (Image.MAX_IMAGE_PIXELS * 2), so torchvision refuses the same.
-  constexpr double kMaxPixels = 2.0 * 89478485;
-  if (static_cast<double>(c.image_width) * c.image_height > kMaxPixels)
+  if (std::int64_t{c.image_width} * c.image_height > kMaxPixels)
     throw JpegError("image is " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
-                    ", over the " + std::to_string(static_cast<long>(kMaxPixels)) +
+                    ", over the " + std::to_string(kMaxPixels) +
                     "-pixel limit (a corrupt header, or a decompression bomb)");
   c.scale_num = static_cast<unsigned>(scale_num);
   c.scale_denom = 8;

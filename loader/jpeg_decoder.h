@@ -45,6 +45,11 @@ struct DecodedRegion {
 // so steady-state decoding allocates only inside libjpeg's per-image pool.
 class JpegDecoder {
  public:
+  // Larger images are refused (JpegError) before anything is allocated for them: one flipped bit
+  // in a frame header can claim 65000x65000 pixels. PIL's limit (Image.MAX_IMAGE_PIXELS x 2), so
+  // torchvision refuses the same files.
+  static constexpr std::int64_t kMaxPixels = 2 * std::int64_t{89478485};
+
   JpegDecoder();
   ~JpegDecoder();
   JpegDecoder(const JpegDecoder&) = delete;
@@ -58,7 +63,8 @@ class JpegDecoder {
   // Only the pixels of `rect`, given in the coordinates of the image scaled by scale_num/8
   // (1..8). The result may be wider than asked: libjpeg crops at iMCU column boundaries. Rows
   // below the rect are never decoded, so a file damaged there is caught only by the end-of-image
-  // marker check.
+  // marker check. Throws JpegError for bad data or an image over kMaxPixels, and
+  // std::invalid_argument for a scale or rect outside the image.
   DecodedRegion decode_region(std::span<const std::uint8_t> data, int scale_num, PixelRect rect,
                               std::vector<std::uint8_t>& rgb);
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "loader/detail/record_format.h"
+#include "loader/detail/record_index.h"
 
 namespace feedscope {
 
@@ -78,8 +79,8 @@ bool same_layout(const SampleLayout& a, const SampleLayout& b) {
 
 RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
   const std::string index_path = (dir_ / kIndexFileName).string();
-  const auto fail = [&](const std::string& file, const std::string& why) -> DatasetError {
-    return DatasetError("records:" + dir_.string() + ": " + file + ": " + why);
+  const auto fail = [&](const std::string& file, const std::string& why) {
+    return records_error(dir_, file, why);
   };
   std::error_code ec;
   if (!fs::is_directory(dir_, ec)) throw fail(dir_.string(), "not a directory");
@@ -98,67 +99,13 @@ RecordDataset::RecordDataset(fs::path dir) : dir_(std::move(dir)) {
     ::close(index_fd);
     if (!ok) throw fail(index_path, "cannot read: " + error);
   }
-  IndexHeader h{};
-  if (index.size() < sizeof h) throw fail(index_path, "truncated: " + std::to_string(index.size()) + " bytes");
-  std::memcpy(&h, index.data(), sizeof h);
-  if (std::memcmp(h.magic, kIndexMagic, sizeof h.magic) != 0)
-    throw fail(index_path, "bad magic: not a feedscope records index");
-  if (h.version != kRecordsVersion)
-    throw fail(index_path, "version " + std::to_string(h.version) + " is not supported; allowed: " +
-                               std::to_string(kRecordsVersion));
-  if (header_crc(h) != h.header_crc) throw fail(index_path, "header checksum mismatch");
-  const SampleLayout& l = h.layout;
-  if (l.dtype > static_cast<std::uint32_t>(DType::float32) || l.ndim < 1 || l.ndim > kMaxDims)
-    throw fail(index_path, "bad sample layout (dtype " + std::to_string(l.dtype) + ", " +
-                               std::to_string(l.ndim) + " dimensions)");
-  spec_.dtype = static_cast<DType>(l.dtype);
-  for (std::uint32_t i = 0; i < l.ndim; ++i) {
-    if (l.shape[i] <= 0) throw fail(index_path, "bad sample shape");
-    spec_.shape.push_back(l.shape[i]);
-  }
-  variable_ = (l.flags & kFlagVariable) != 0;
+  RecordIndex parsed = parse_record_index(index, dir_);
+  const IndexHeader& h = parsed.header;
+  spec_ = std::move(parsed.spec);
+  variable_ = parsed.variable;
   num_classes_ = h.num_classes;
-  const std::uint64_t expected = sizeof(IndexHeader) + h.shard_count * sizeof(IndexShard) +
-                                 h.record_count * sizeof(IndexEntry) + sizeof(IndexFooter);
-  if (index.size() != expected)
-    throw fail(index_path, "is " + std::to_string(index.size()) + " bytes; its header (" +
-                               std::to_string(h.shard_count) + " shards, " +
-                               std::to_string(h.record_count) + " records) needs " +
-                               std::to_string(expected) + ": truncated or overwritten");
-  const char* body = index.data() + sizeof(IndexHeader);
-  const std::size_t body_bytes = index.size() - sizeof(IndexHeader) - sizeof(IndexFooter);
-  IndexFooter footer{};
-  std::memcpy(&footer, body + body_bytes, sizeof footer);
-  if (std::memcmp(footer.magic, kIndexEndMagic, sizeof footer.magic) != 0)
-    throw fail(index_path, "bad end magic: truncated or overwritten");
-  if (crc32c(body, body_bytes) != footer.body_crc)
-    throw fail(index_path, "checksum mismatch in the shard table or record entries");
-
-  std::vector<IndexShard> table(h.shard_count);
-  std::memcpy(table.data(), body, table.size() * sizeof(IndexShard));
-  entries_.resize(h.record_count);
-  static_assert(sizeof(Entry) == sizeof(IndexEntry));
-  std::memcpy(entries_.data(), body + table.size() * sizeof(IndexShard),
-              entries_.size() * sizeof(IndexEntry));
-
-  const std::uint64_t max_bytes = spec_.bytes();
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    const std::string where = "record " + std::to_string(i);
-    if (e.shard >= table.size() || i < table[e.shard].first_record ||
-        i >= table[e.shard].first_record + table[e.shard].record_count)
-      throw fail(index_path, where + " names shard " + std::to_string(e.shard) +
-                                 ", which does not hold it");
-    if (variable_ ? e.length > max_bytes : e.length != max_bytes)
-      throw fail(index_path, where + " is " + std::to_string(e.length) + " bytes; the sample (" +
-                                 spec_.to_string() + ") is " + std::to_string(max_bytes) +
-                                 (variable_ ? " at most" : ""));
-    if (e.offset < sizeof(ShardHeader) ||
-        e.offset + sizeof(RecordHeader) + e.length > table[e.shard].bytes)
-      throw fail(index_path, where + " at byte " + std::to_string(e.offset) +
-                                 " lies outside its shard of " +
-                                 std::to_string(table[e.shard].bytes) + " bytes");
-  }
+  entries_ = std::move(parsed.entries);
+  const std::vector<IndexShard>& table = parsed.shards;
 
   shards_.resize(table.size());
   for (std::uint32_t s = 0; s < table.size(); ++s) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/dataset.h"
+#include "loader/detail/record_format.h"
 
 namespace feedscope {
 
@@ -49,12 +50,7 @@ class RecordDataset final : public Dataset {
   std::uint64_t evict_page_cache() const override;
 
  private:
-  struct Entry {
-    std::uint64_t offset;
-    std::uint32_t shard;
-    std::uint32_t length;
-    std::int64_t label;
-  };
+  using Entry = detail::IndexEntry;  // offset, shard, length, label
   // Closes its descriptor, so a constructor that throws half-way leaks none.
   class Descriptor {
    public:

@@ -103,6 +103,14 @@ TEST(ConfigTest, NonScalarValuesAndBadYamlAreErrors) {
   expect_config_error([&] { apply_yaml(c, "num_workers: 2\n  bad: [\n", "bad.yaml"); }, "",
                       {"bad.yaml:", "not valid YAML"});
   expect_config_error([&] { apply_yaml(c, "- 1\n- 2\n", "list.yaml"); }, "", {"top level"});
+  // Found by fuzz/config_fuzz.cc: a complex key escaped as YAML::TypedBadConversion, so the CLI
+  // exited 4 (runtime failure) instead of 2 (bad config).
+  expect_config_error([&] { apply_yaml(c, "? :\n", "key.yaml"); }, "",
+                      {"key.yaml:1", "a key must be a name", "not a map"});
+  expect_config_error([&] { apply_yaml(c, ": 3\n", "key.yaml"); }, "", {"not null"});
+  expect_config_error([&] { apply_yaml(c, "? [steps, warmup]\n: 3\n", "key.yaml"); }, "",
+                      {"key.yaml:1", "not a list", "allowed keys"});
+  expect_config_error([&] { apply_yaml(c, "{seed: 1}: 3\n", "key.yaml"); }, "", {"not a map"});
   EXPECT_NO_THROW(apply_yaml(c, "", "empty.yaml"));
 }
 

@@ -9,9 +9,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "loader/batch_loader.h"
+#include "loader/detail/record_format.h"
 #include "tests/loader/index_dataset.h"
 #include "tests/support/temp_dir.h"
 
@@ -92,6 +94,38 @@ std::string load_error(const RecordDataset& dataset, std::size_t index) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// The parts of DIR/records.index, rewritten by edit_index with both checksums made right again: an
+// index a buggy writer could produce, which only the structural checks can refuse.
+struct IndexParts {
+  detail::IndexHeader header;
+  std::vector<detail::IndexShard> shards;
+  std::vector<detail::IndexEntry> entries;
+};
+
+void edit_index(const fs::path& dir, const std::function<void(IndexParts&)>& edit) {
+  const fs::path path = dir / detail::kIndexFileName;
+  std::vector<char> bytes(fs::file_size(path));
+  std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  IndexParts p;
+  std::memcpy(&p.header, bytes.data(), sizeof p.header);
+  p.shards.resize(p.header.shard_count);
+  p.entries.resize(p.header.record_count);
+  const std::size_t shard_bytes = p.shards.size() * sizeof(detail::IndexShard);
+  const std::size_t entry_bytes = p.entries.size() * sizeof(detail::IndexEntry);
+  char* body = bytes.data() + sizeof p.header;
+  std::memcpy(p.shards.data(), body, shard_bytes);
+  std::memcpy(p.entries.data(), body + shard_bytes, entry_bytes);
+  edit(p);
+  p.header.header_crc = detail::header_crc(p.header);
+  std::memcpy(bytes.data(), &p.header, sizeof p.header);
+  std::memcpy(body, p.shards.data(), shard_bytes);
+  std::memcpy(body + shard_bytes, p.entries.data(), entry_bytes);
+  const std::uint32_t body_crc = detail::crc32c(body, shard_bytes + entry_bytes);
+  std::memcpy(body + shard_bytes + entry_bytes, &body_crc, sizeof body_crc);  // footer.body_crc
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 TEST(RecordDatasetTest, FixedRecordsRoundTripAcrossShards) {
@@ -242,6 +276,102 @@ TEST(RecordDatasetTest, CorruptIndexOrShardHeaderIsRefusedAtOpen) {
   flip_byte(dir / "shard-00001.rec", 30);  // the shard's record count
   what = open_error(dir.path());
   EXPECT_TRUE(contains(what, "shard-00001.rec: header checksum mismatch")) << what;
+}
+
+// Found by fuzz/records_index_fuzz.cc: a shard range past the entries passed the checks, and
+// naming a truncated shard's first missing record then read past the entries.
+TEST(RecordDatasetTest, ShardTableMustHoldConsecutiveRecords) {
+  TempDir dir;
+  write_fixed(dir.path());  // shard 3 holds records 27..35, shard 11 record 99 alone
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[11].record_count = 1000;
+    p.shards[11].bytes += 100;  // so the shard file looks truncated
+  });
+  std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: shard table: shard 11 holds 1000 records from record 99, "
+                             "past the index's 100")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[11].record_count = 1;
+    p.shards[11].bytes -= 100;
+    p.shards[3].first_record = 26;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "shard 3 starts at record 26; shards hold consecutive records, so it "
+                             "must start at 27")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.shards[3].first_record = 27;
+    p.shards[11].record_count = 0;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "the shards hold 99 records; the header says 100")) << what;
+  edit_index(dir.path(), [](IndexParts& p) { p.shards[11].record_count = 1; });
+  EXPECT_NO_THROW(RecordDataset{dir.path()});
+}
+
+// Found by fuzz/records_index_fuzz.cc: dimensions whose product overflows int64 reached
+// SampleSpec::bytes(), undefined behaviour that let any byte count through.
+TEST(RecordDatasetTest, SampleOverTheRecordLimitIsRefused) {
+  TempDir dir;
+  write_fixed(dir.path());  // 2x4 float32
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.layout.shape[0] = std::int64_t{1} << 40;
+    p.header.layout.shape[1] = std::int64_t{1} << 40;
+  });
+  std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: bad sample shape 1099511627776x1099511627776 float32: "
+                             "over the 4 GiB record limit")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.layout.shape[0] = 1 << 30;  // 4 GiB of float32 exactly: one byte over
+    p.header.layout.shape[1] = 1;
+  });
+  EXPECT_TRUE(contains(open_error(dir.path()), "over the 4 GiB record limit"));
+}
+
+// Found by fuzz/records_index_fuzz.cc: an entry offset near 2^64 wrapped the bounds check and
+// passed, and every read of the record then failed (a pread at a negative offset).
+TEST(RecordDatasetTest, EntryOffsetNearTwoToThe64IsOutsideItsShard) {
+  TempDir dir;
+  write_fixed(dir.path());
+  edit_index(dir.path(), [](IndexParts& p) { p.entries[5].offset = ~std::uint64_t{0} - 20; });
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: record 5 at byte 18446744073709551595 lies outside its "
+                             "shard of")) << what;
+}
+
+// A record count of 2^61 + n made the index's expected size wrap to that of n records, and the
+// open failed with std::length_error (the CLI's "runtime failure") instead of naming the index.
+TEST(RecordDatasetTest, RecordCountThatWrapsTheIndexSizeIsRefused) {
+  TempDir dir;
+  write_fixed(dir.path());
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.header.record_count += std::uint64_t{1} << 61;
+    p.shards.back().record_count += std::uint64_t{1} << 61;
+  });
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: is 2792 bytes; its header (12 shards, "
+                             "2305843009213694052 records) needs more than 2^64")) << what;
+}
+
+// Found by fuzz/records_index_fuzz.cc (UBSan: memcpy into an empty vector's null data()): an
+// index of no shards and no records opened as an empty dataset, which RecordWriter never writes.
+TEST(RecordDatasetTest, IndexWithoutRecordsIsRefused) {
+  TempDir dir;
+  detail::IndexHeader h{};
+  std::memcpy(h.magic, detail::kIndexMagic, sizeof h.magic);
+  h.version = detail::kRecordsVersion;
+  h.layout.ndim = 1;
+  h.layout.shape[0] = 16;
+  h.header_crc = detail::header_crc(h);
+  detail::IndexFooter footer{};
+  footer.body_crc = detail::crc32c(&h, 0);
+  std::memcpy(footer.magic, detail::kIndexEndMagic, sizeof footer.magic);
+  std::ofstream out(dir / detail::kIndexFileName, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&h), sizeof h);
+  out.write(reinterpret_cast<const char*>(&footer), sizeof footer);
+  out.close();
+  const std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: holds 0 records in 0 shards; a records dataset has 1 "
+                             "record and 1 shard at least")) << what;
 }
 
 TEST(RecordDatasetTest, MissingIndexOrShardNamesTheFile) {

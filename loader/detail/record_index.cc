@@ -1,0 +1,115 @@
+#include "loader/detail/record_index.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace feedscope::detail {
+
+DatasetError records_error(const std::filesystem::path& dir, const std::string& file,
+                           const std::string& why) {
+  return DatasetError("records:" + dir.string() + ": " + file + ": " + why);
+}
+
+RecordIndex parse_record_index(std::span<const char> index, const std::filesystem::path& dir) {
+  const std::string index_path = (dir / kIndexFileName).string();
+  const auto fail = [&](const std::string& why) { return records_error(dir, index_path, why); };
+  RecordIndex out;
+  IndexHeader& h = out.header;
+  if (index.size() < sizeof h) throw fail("truncated: " + std::to_string(index.size()) + " bytes");
+  std::memcpy(&h, index.data(), sizeof h);
+  if (std::memcmp(h.magic, kIndexMagic, sizeof h.magic) != 0)
+    throw fail("bad magic: not a feedscope records index");
+  if (h.version != kRecordsVersion)
+    throw fail("version " + std::to_string(h.version) + " is not supported; allowed: " +
+               std::to_string(kRecordsVersion));
+  if (header_crc(h) != h.header_crc) throw fail("header checksum mismatch");
+  const SampleLayout& l = h.layout;
+  if (l.dtype > static_cast<std::uint32_t>(DType::float32) || l.ndim < 1 || l.ndim > kMaxDims)
+    throw fail("bad sample layout (dtype " + std::to_string(l.dtype) + ", " +
+               std::to_string(l.ndim) + " dimensions)");
+  out.spec.dtype = static_cast<DType>(l.dtype);
+  for (std::uint32_t i = 0; i < l.ndim; ++i) {
+    if (l.shape[i] <= 0) throw fail("bad sample shape");
+    out.spec.shape.push_back(l.shape[i]);
+  }
+  // A record's length is 32 bits, so no sample is longer (RecordWriter's limit). Checked before
+  // SampleSpec::bytes() multiplies the dimensions, which would overflow.
+  constexpr std::uint64_t kMaxRecordBytes = 0xFFFFFFFF;
+  std::uint64_t sample_bytes = dtype_size(out.spec.dtype);
+  for (const std::int64_t d : out.spec.shape) {
+    if (static_cast<std::uint64_t>(d) > kMaxRecordBytes / sample_bytes)
+      throw fail("bad sample shape " + out.spec.to_string() + ": over the 4 GiB record limit");
+    sample_bytes *= static_cast<std::uint64_t>(d);
+  }
+  out.variable = (l.flags & kFlagVariable) != 0;
+  // RecordWriter never finishes an empty dataset; refusing one also keeps the copies below from
+  // being handed an empty vector's null data().
+  if (h.record_count == 0 || h.shard_count == 0)
+    throw fail("holds " + std::to_string(h.record_count) + " records in " +
+               std::to_string(h.shard_count) +
+               " shards; a records dataset has 1 record and 1 shard at least");
+  // Computed so that no product wraps: a record count of 2^61 + n must not pass for n.
+  const std::uint64_t fixed_bytes = sizeof(IndexHeader) +
+                                    std::uint64_t{h.shard_count} * sizeof(IndexShard) + sizeof(IndexFooter);
+  const bool fits = h.record_count <= (UINT64_MAX - fixed_bytes) / sizeof(IndexEntry);
+  const std::uint64_t expected = fits ? fixed_bytes + h.record_count * sizeof(IndexEntry) : 0;
+  if (!fits || index.size() != expected)
+    throw fail("is " + std::to_string(index.size()) + " bytes; its header (" +
+               std::to_string(h.shard_count) + " shards, " + std::to_string(h.record_count) +
+               " records) needs " + (fits ? std::to_string(expected) : "more than 2^64") +
+               ": truncated or overwritten");
+  const char* body = index.data() + sizeof(IndexHeader);
+  const std::size_t body_bytes = index.size() - sizeof(IndexHeader) - sizeof(IndexFooter);
+  IndexFooter footer{};
+  std::memcpy(&footer, body + body_bytes, sizeof footer);
+  if (std::memcmp(footer.magic, kIndexEndMagic, sizeof footer.magic) != 0)
+    throw fail("bad end magic: truncated or overwritten");
+  if (crc32c(body, body_bytes) != footer.body_crc)
+    throw fail("checksum mismatch in the shard table or record entries");
+
+  std::vector<IndexShard>& table = out.shards;
+  table.resize(h.shard_count);
+  std::memcpy(table.data(), body, table.size() * sizeof(IndexShard));
+  // Shards hold consecutive records from 0 to the record count: RecordDataset walks a shard's
+  // entries by its range, so a range past the entries would read past them.
+  std::uint64_t next = 0;
+  for (std::size_t s = 0; s < table.size(); ++s) {
+    const IndexShard& t = table[s];
+    if (t.first_record != next)
+      throw fail("shard table: shard " + std::to_string(s) + " starts at record " +
+                 std::to_string(t.first_record) + "; shards hold consecutive records, so it must start at " +
+                 std::to_string(next));
+    if (t.record_count > h.record_count - next)
+      throw fail("shard table: shard " + std::to_string(s) + " holds " + std::to_string(t.record_count) +
+                 " records from record " + std::to_string(next) + ", past the index's " +
+                 std::to_string(h.record_count));
+    next += t.record_count;
+  }
+  if (next != h.record_count)
+    throw fail("shard table: the shards hold " + std::to_string(next) + " records; the header says " +
+               std::to_string(h.record_count));
+  out.entries.resize(h.record_count);
+  std::memcpy(out.entries.data(), body + table.size() * sizeof(IndexShard),
+              out.entries.size() * sizeof(IndexEntry));
+
+  for (std::size_t i = 0; i < out.entries.size(); ++i) {
+    const IndexEntry& e = out.entries[i];
+    const std::string where = "record " + std::to_string(i);
+    if (e.shard >= table.size() || i < table[e.shard].first_record ||
+        i >= table[e.shard].first_record + table[e.shard].record_count)
+      throw fail(where + " names shard " + std::to_string(e.shard) + ", which does not hold it");
+    if (out.variable ? e.length > sample_bytes : e.length != sample_bytes)
+      throw fail(where + " is " + std::to_string(e.length) + " bytes; the sample (" +
+                 out.spec.to_string() + ") is " + std::to_string(sample_bytes) +
+                 (out.variable ? " at most" : ""));
+    // Written so that no sum wraps: an offset near 2^64 must not pass for a small one.
+    const std::uint64_t shard_bytes = table[e.shard].bytes;
+    if (e.offset < sizeof(ShardHeader) || e.offset > shard_bytes ||
+        shard_bytes - e.offset < sizeof(RecordHeader) + std::uint64_t{e.length})
+      throw fail(where + " at byte " + std::to_string(e.offset) + " lies outside its shard of " +
+                 std::to_string(shard_bytes) + " bytes");
+  }
+  return out;
+}
+
+}  // namespace feedscope::detail
