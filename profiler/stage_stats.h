@@ -19,5 +19,7 @@ StageStats stats_of_durations(std::string name, const std::vector<double>& durat
                               double wall_s);
 
 const StageStats* find_stage(const std::vector<StageStats>& stages, Stage stage);
+// The result points into `stages`: a temporary vector would leave it dangling.
+const StageStats* find_stage(std::vector<StageStats>&& stages, Stage stage) = delete;
 
 }  // namespace feedscope
