@@ -1,4 +1,5 @@
 #include "loader/batch_loader.h"
+#include "loader/detail/tsan.h"
 
 #include <algorithm>
 #include <atomic>
@@ -139,12 +140,15 @@ struct BatchLoader::Impl {
     Job& job = jobs[static_cast<std::size_t>(id)];
     prepare(job, std::move(slab));
     ++in_flight;
+    detail::tsan_release(this);  // the spawn inside libtbb orders prepare() before fill()
     arena->execute([this, id] {
       group.run([this, id] {
+        detail::tsan_acquire(this);
         Job& j = jobs[static_cast<std::size_t>(id)];
         LoadContext ctx{spans, LaneRole::worker, j.batch,
                         std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
         fill(j, ctx);
+        detail::tsan_release(this);
         done.push(id);
       });
     });
@@ -165,6 +169,7 @@ struct BatchLoader::Impl {
     while (in_flight > 0) {
       int id = -1;
       done.pop(id);
+      detail::tsan_acquire(this);
       jobs[static_cast<std::size_t>(id)].slab.reset();
       --in_flight;
     }
@@ -341,6 +346,7 @@ std::optional<Batch> BatchLoader::next() {
     }
     int id = -1;
     s.done.pop(id);
+    detail::tsan_acquire(&s);
     --s.in_flight;
     s.ready.emplace(s.jobs[static_cast<std::size_t>(id)].batch, id);
   }
