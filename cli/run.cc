@@ -103,6 +103,9 @@ Environment gather_environment(const std::string& device) {
 
 Report run_profiled(const RunConfig& config, std::ostream& log) {
   validate_config(config);
+  // The endpoint binds first: a port in use stops the run before any loading or training starts.
+  Environment environment = gather_environment("");
+  const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, environment, log);
   std::shared_ptr<const Dataset> dataset = open_dataset(config);
 
   std::unique_ptr<Trainer> trainer;
@@ -202,8 +205,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const int cpus = online_cpus(fs);
   Report report;
   const std::int64_t run_begin = now_ns();
-  report.environment = gather_environment(device);
-  const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, report.environment, log);
+  report.environment = std::move(environment);
+  report.environment.device = device;
   const PinnedPool& pool = loader.pool();
   const Sampling sampling =
       start_sampling(config.sample_hz, report_dir, run_begin, spans, metrics.get(),
