@@ -1,4 +1,5 @@
-// Faults a real `feedscope run` meets: the metrics port taken, no NVML or CUPTI.
+// Faults a real `feedscope run` meets: the metrics port taken, no NVML or CUPTI, bad data (exit 3
+// still writes the partial report).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -101,6 +102,74 @@ TEST(FaultsTest, WithoutNvmlOrCuptiTheRunCompletesAndTheReportSaysWhy) {
   else
     EXPECT_FALSE(why.empty());
 }
+
+// 200 records of 256 bytes; `bad` gets a flipped payload byte (a checksum error).
+fs::path records_with_a_bad_record(const TempDir& dir, int bad) {
+  const fs::path data = dir / "records";
+  const auto made = run_process({kBinary, "make-dataset", "records", "--out", data.string(),
+                                 "--count", "200", "--sample-bytes", "256"});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  // 88-byte shard header, then records of a 24-byte header and the payload.
+  std::fstream f(data / "shard-00000.rec", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(88 + bad * 280 + 24 + 100);
+  f.put('\x5a');
+  return data;
+}
+
+struct BadDataCase {
+  const char* name;
+  int bad_record;
+  std::vector<std::string> policy;
+  std::int64_t steps_measured;  // batches of 10 in order, 2 of warm-up
+  const char* message;
+};
+
+class BadDataTest : public ::testing::TestWithParam<BadDataCase> {};
+
+TEST_P(BadDataTest, Exit3StillWritesThePartialReportSayingWhyItStopped) {
+  const BadDataCase c = GetParam();
+  TempDir dir;
+  const fs::path data = records_with_a_bad_record(dir, c.bad_record);
+  std::ofstream(dir / "run.yaml") << "shuffle: false\n";
+  std::vector<std::string> args = {
+      kBinary, "run", "--config", (dir / "run.yaml").string(), "--dataset",
+      "records:" + data.string(), "--hidden", "16", "--steps", "100", "--warmup", "2",
+      "--batch-size", "10", "--num-workers", "1", "--report-dir", (dir / "report").string()};
+  args.insert(args.end(), c.policy.begin(), c.policy.end());
+  const auto r = run_process(args);
+  const std::string shard = (data / "shard-00000.rec").string();
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, shard + " record " + std::to_string(c.bad_record))) << r.err;
+  EXPECT_TRUE(has(r.err, "writing the partial report")) << r.err;
+
+  const auto j = read_json(dir / "report" / "report.json");
+  ASSERT_FALSE(j.is_null()) << "no partial report\n" << r.err;
+  ASSERT_TRUE(j["stopped_early"].is_object()) << j["stopped_early"];
+  EXPECT_EQ(j["stopped_early"]["reason"], "bad_data");
+  const std::string message = j["stopped_early"]["message"];
+  EXPECT_TRUE(has(message, c.message)) << message;
+  EXPECT_TRUE(has(message, shard + " record " + std::to_string(c.bad_record))) << message;
+  EXPECT_TRUE(j["interrupted"].is_null());
+  EXPECT_EQ(j["throughput"]["steps"], c.steps_measured);
+  EXPECT_GT(j["throughput"]["wall_s"].get<double>(), 0);
+  EXPECT_EQ(j["stages"]["step"]["count"], c.steps_measured);
+  EXPECT_EQ(j["data_errors"]["count"], 1);
+  ASSERT_EQ(j["data_errors"]["examples"].size(), 1u);
+  EXPECT_EQ(j["data_errors"]["examples"][0]["index"], c.bad_record);
+  EXPECT_FALSE(j["diagnosis"]["verdict"].get<std::string>().empty());
+  for (const char* file : {"report.html", "trace.json", "timeseries.csv"})
+    EXPECT_TRUE(fs::exists(dir / "report" / file)) << file;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, BadDataTest,
+    ::testing::Values(
+        BadDataCase{"fail", 125, {}, 10, "checksum mismatch"},
+        BadDataCase{"skip_over_ratio", 125, {"--bad-sample", "skip", "--max-bad-ratio", "0"}, 10,
+                    "over max_bad_ratio"},
+        // The very first batch: the report covers what ran (nothing measured), not a crash.
+        BadDataCase{"fail_in_warmup", 3, {}, 0, "checksum mismatch"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace feedscope
