@@ -1,18 +1,26 @@
 // Faults a real `feedscope run` meets: the metrics port taken, no NVML or CUPTI, bad data (exit 3
-// still writes the partial report).
+// still writes the partial report), and dataset files that vanish or shrink while it runs.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/background_process.h"
 #include "tests/support/feedscope_binary.h"
+#include "tests/support/http_client.h"
+#include "tests/support/metrics_endpoint.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,6 +28,7 @@ namespace feedscope {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::BackgroundProcess;
 using testing::kBinary;
 using testing::run_process;
 using testing::TempDir;
@@ -170,6 +179,112 @@ INSTANTIATE_TEST_SUITE_P(
         // The very first batch: the report covers what ran (nothing measured), not a crash.
         BadDataCase{"fail_in_warmup", 3, {}, 0, "checksum mismatch"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Dataset files changed while `feedscope run` goes on, after its first epochs: a JPEG deleted and
+// another truncated (images:DIR), or a shard cut short (records:DIR). The test pauses the run
+// (SIGSTOP) while it changes them, so the change lands between two steps whatever the machine's
+// speed; the run only has to outlast two epochs and the test's reaction to them.
+struct MidRunCase {
+  const char* name;
+  bool images;
+  bool skip;
+};
+
+class FilesChangedMidRunTest : public ::testing::TestWithParam<MidRunCase> {};
+
+TEST_P(FilesChangedMidRunTest, FailExits3NamingTheFileAndSkipFinishesListingIt) {
+  const MidRunCase c = GetParam();
+  TempDir dir;
+  const fs::path data = dir / "data";
+  const auto made =
+      c.images ? run_process({kBinary, "make-dataset", "images", "--out", data.string(), "--count",
+                              "16", "--size", "64x48", "--classes", "2"})
+               : run_process({kBinary, "make-dataset", "records", "--out", data.string(),
+                              "--count", "32", "--sample-bytes", "3072", "--shard-bytes", "64KiB"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const int samples = c.images ? 16 : 32;
+  constexpr int kSkipSteps = 150;  // about 4 s: a 1024-wide mlp step is about 25 ms here
+  std::vector<std::string> args = {
+      kBinary, "run", "--dataset", (c.images ? "images:" : "records:") + data.string(),
+      "--hidden", "1024", "--layers", "2", "--steps", c.skip ? std::to_string(kSkipSteps) : "100000",
+      "--warmup", "0", "--batch-size", "4", "--num-workers", "1", "--sample-hz", "0",
+      "--metrics-addr", "127.0.0.1:0", "--bad-sample", c.skip ? "skip" : "fail",
+      "--max-bad-ratio", "0.5", "--report-dir", (dir / "report").string()};
+  if (c.images) args.insert(args.end(), {"--image-size", "32"});
+  BackgroundProcess run(args, (dir / "run.log").string());
+  ASSERT_TRUE(run.started());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const int port = testing::announced_metrics_port(run, deadline);
+  ASSERT_GT(port, 0) << run.log();
+  bool two_epochs = false;
+  while (!two_epochs && run.running() && std::chrono::steady_clock::now() < deadline) {
+    const auto scrape = testing::http_get(port, "/metrics");
+    const auto delivered = testing::metric_value(scrape.body, "feedscope_samples_total");
+    two_epochs = delivered && *delivered >= 2 * samples;
+    if (!two_epochs) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  run.send_signal(SIGSTOP);
+  if (!two_epochs || !run.running()) {
+    run.send_signal(SIGCONT);
+    FAIL() << "the run ended before its files changed (make it longer):\n" << run.log();
+  }
+
+  std::vector<std::string> changed;  // the files a bad sample may name
+  if (c.images) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(data))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    fs::remove(files[3]);
+    fs::resize_file(files[12], fs::file_size(files[12]) / 2);
+    changed = {files[3].string(), files[12].string()};
+  } else {
+    // Shard 1 holds records 21..31 of 3096 bytes after its 88-byte header: keep 21..24 and a
+    // piece of 25; 26..31 now start past the end.
+    fs::resize_file(data / "shard-00001.rec", 88 + 4 * 3096 + 100);
+    changed = {(data / "shard-00001.rec").string()};
+  }
+  run.send_signal(SIGCONT);
+  const int code = run.wait_exit(std::chrono::seconds(120));
+  const std::string log = run.log();
+  const auto names_a_changed_file = [&](const std::string& text) {
+    return std::any_of(changed.begin(), changed.end(), [&](const std::string& f) { return has(text, f); });
+  };
+  const auto j = read_json(dir / "report" / "report.json");
+  ASSERT_FALSE(j.is_null()) << "no report\n" << log;
+  const auto& errors = j["data_errors"];
+  ASSERT_GE(errors["examples"].size(), 1u) << errors;
+  if (!c.images) {
+    EXPECT_TRUE(has(errors["examples"][0]["message"], "truncated shard")) << errors;
+  }
+  if (!c.skip) {
+    EXPECT_EQ(code, 3) << log;
+    EXPECT_TRUE(names_a_changed_file(log)) << log;
+    EXPECT_EQ(j["stopped_early"]["reason"], "bad_data");
+    EXPECT_GE(j["throughput"]["steps"].get<int>(), 2 * samples / 4) << "the epochs before the change";
+    EXPECT_EQ(errors["count"], 1);
+    EXPECT_TRUE(names_a_changed_file(errors["examples"][0]["file"])) << errors;
+    return;
+  }
+  EXPECT_EQ(code, 0) << log;
+  EXPECT_TRUE(j["stopped_early"].is_null()) << j["stopped_early"];
+  EXPECT_EQ(j["throughput"]["steps"], kSkipSteps);
+  // At least one whole epoch ran over the changed files: both images, or records 25..31.
+  EXPECT_GE(errors["count"].get<int>(), c.images ? 2 : 7) << errors;
+  std::set<std::string> named;
+  for (const auto& e : errors["examples"]) {
+    EXPECT_TRUE(names_a_changed_file(e["file"])) << e;
+    named.insert(c.images ? e["file"].get<std::string>() : changed[0]);
+  }
+  EXPECT_EQ(named.size(), changed.size()) << errors;
+}
+
+INSTANTIATE_TEST_SUITE_P(Datasets, FilesChangedMidRunTest,
+                         ::testing::Values(MidRunCase{"images_fail", true, false},
+                                           MidRunCase{"images_skip", true, true},
+                                           MidRunCase{"records_fail", false, false},
+                                           MidRunCase{"records_skip", false, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace feedscope
