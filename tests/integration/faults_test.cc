@@ -133,6 +133,8 @@ struct BadDataCase {
   const char* message;
 };
 
+void PrintTo(const BadDataCase& c, std::ostream* os) { *os << c.name; }
+
 class BadDataTest : public ::testing::TestWithParam<BadDataCase> {};
 
 TEST_P(BadDataTest, Exit3StillWritesThePartialReportSayingWhyItStopped) {
@@ -189,6 +191,8 @@ struct MidRunCase {
   bool images;
   bool skip;
 };
+
+void PrintTo(const MidRunCase& c, std::ostream* os) { *os << c.name; }
 
 class FilesChangedMidRunTest : public ::testing::TestWithParam<MidRunCase> {};
 
