@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -103,6 +104,9 @@ Environment gather_environment(const std::string& device) {
 
 Report run_profiled(const RunConfig& config, std::ostream& log) {
   validate_config(config);
+  // The endpoint binds first: a port in use stops the run before any loading or training starts.
+  Environment environment = gather_environment("");
+  const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, environment, log);
   std::shared_ptr<const Dataset> dataset = open_dataset(config);
 
   std::unique_ptr<Trainer> trainer;
@@ -202,8 +206,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const int cpus = online_cpus(fs);
   Report report;
   const std::int64_t run_begin = now_ns();
-  report.environment = gather_environment(device);
-  const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, report.environment, log);
+  report.environment = std::move(environment);
+  report.environment.device = device;
   const PinnedPool& pool = loader.pool();
   const Sampling sampling =
       start_sampling(config.sample_hz, report_dir, run_begin, spans, metrics.get(),
@@ -220,6 +224,20 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::uint64_t h2d_reported[2] = {0, 0};  // by pinned: bytes already added to the metrics
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
+  std::exception_ptr bad_data;  // rethrown once the partial report is written
+  // Ends the run before what was asked for: a stop in warm-up reports what ran rather than an
+  // empty window.
+  const auto stop_early = [&](const std::string& reason, const std::string& message) {
+    report.stopped_early = {reason, message};
+    end = now_ns();
+    if (step <= config.warmup) {
+      measure_begin = run_begin;
+      measured_steps = step;
+      measured_samples = all_samples;
+    }
+    log << "feedscope: " << (reason == "bad_data" ? "bad data" : message) << ": stopping after "
+        << step << " steps; writing the partial report to " << config.report_dir << std::endl;
+  };
   {
     // The bottleneck of the last window, for the endpoint's feedscope_bottleneck_info while the
     // run goes on; the report's diagnosis is made over the whole measured run at the end.
@@ -248,18 +266,21 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     for (;;) {
       if (const int signal = interrupt_signal(); signal != 0) {
         report.interrupted = interrupt_signal_name(signal);
-        end = now_ns();
-        // Stopped in warm-up: report what ran rather than an empty window.
-        if (step <= config.warmup) {
-          measure_begin = run_begin;
-          measured_steps = step;
-          measured_samples = all_samples;
-        }
-        log << "feedscope: " << report.interrupted << ": stopping after " << step
-            << " steps; writing the partial report" << std::endl;
+        stop_early("interrupted", report.interrupted);
         break;
       }
-      std::optional<DeviceBatch> batch = feeder.next();
+      std::optional<DeviceBatch> batch;
+      try {
+        batch = feeder.next();
+      } catch (const SampleError& e) {  // --bad-sample fail
+        bad_data = std::current_exception();
+        stop_early("bad_data", e.what());
+        break;
+      } catch (const BadDataError& e) {  // --bad-sample skip, over --max-bad-ratio
+        bad_data = std::current_exception();
+        stop_early("bad_data", e.what());
+        break;
+      }
       if (!batch) {
         // Under skip with max_bad_ratio 1 an epoch of only bad samples would otherwise spin.
         if (epoch_batches == 0) {
@@ -268,7 +289,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
                              " delivered no sample; " + std::to_string(errors.bad) + " of " +
                              std::to_string(errors.attempted) + " samples failed to load";
           if (!errors.examples.empty()) what += "; first: " + errors.examples.front().message;
-          throw BadDataError(what, std::move(errors));
+          bad_data = std::make_exception_ptr(BadDataError(what, std::move(errors)));
+          stop_early("bad_data", what);
+          break;
         }
         epoch_batches = 0;
         if (config.cold_cache) dataset->evict_page_cache();  // the epoch's loads are all done
@@ -358,6 +381,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
 
   write_report_files(report_dir, report, sampler, all_spans, spans.lanes(),
                      gpu_source ? &gpu_activity : nullptr, run_begin);
+  if (bad_data) std::rethrow_exception(bad_data);
   return report;
 }
 

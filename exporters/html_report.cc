@@ -160,6 +160,10 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   if (!r.interrupted.empty())
     h << "<p class=\"warn\">Interrupted by " << esc(r.interrupted) << ": a partial report of "
       << r.throughput.steps << " steps.</p>\n";
+  else if (!r.stopped_early.reason.empty())
+    h << "<p class=\"warn\">Stopped early (" << esc(r.stopped_early.reason) << ": "
+      << esc(r.stopped_early.message) << "): a partial report of " << r.throughput.steps
+      << " steps.</p>\n";
   h << "<p class=\"verdict\"><span class=\"tag\">" << esc(d.bottleneck) << "</span>"
     << esc(d.verdict) << "</p>\n";
   h << "<p>" << fmt("%.1f", r.throughput.samples_per_s) << " samples/s, "

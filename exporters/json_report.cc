@@ -138,6 +138,10 @@ std::string report_to_json(const Report& r) {
                       {"examples", examples}};
   j["spans_dropped"] = r.spans_dropped;
   j["interrupted"] = r.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.interrupted);
+  j["stopped_early"] = r.stopped_early.reason.empty()
+                           ? nlohmann::ordered_json(nullptr)
+                           : nlohmann::ordered_json{{"reason", r.stopped_early.reason},
+                                                    {"message", r.stopped_early.message}};
   return j.dump(2) + "\n";
 }
 

@@ -163,6 +163,25 @@ struct MetricsExporter::Impl {
   std::mutex bottleneck_mutex;
   std::array<Gauge*, kBottleneckNames.size()> bottleneck{};
 
+  // Below state is shared with the updating threads: every update bumps the generation after its
+  // change, so a scrape that finds the generation of its cached text unchanged may serve that text
+  // and still see every update made before it. 200 scrapers at once then cost about one
+  // serialization per change (a few hundred a second while training), not one per scrape.
+  std::atomic<std::uint64_t> generation{1};
+  void changed() noexcept { generation.fetch_add(1, std::memory_order_release); }
+
+  // The server thread's own: handlers run one request at a time.
+  std::uint64_t exposition_generation = 0;
+  std::string exposition;
+  const std::string& current_exposition() {
+    const std::uint64_t now = generation.load(std::memory_order_acquire);
+    if (now != exposition_generation) {
+      exposition_generation = now;  // read before serializing: a change during it is seen next time
+      exposition = prometheus::TextSerializer().Serialize(registry->Collect());
+    }
+    return exposition;
+  }
+
   template <typename T>
   Family<T>& family(prometheus::detail::Builder<T> builder, const std::string& name,
                     const std::string& help) {
@@ -277,8 +296,7 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
   std::vector<detail::HttpServer::Route> routes;
   routes.push_back({"/metrics", [&m] {
                       return detail::HttpResponse{
-                          200, "text/plain; version=0.0.4; charset=utf-8",
-                          prometheus::TextSerializer().Serialize(m.registry->Collect())};
+                          200, "text/plain; version=0.0.4; charset=utf-8", m.current_exposition()};
                     }});
   routes.push_back({"/", [] {  // as node_exporter: a person who opens the address finds the link
                       return detail::HttpResponse{
@@ -301,6 +319,7 @@ std::string MetricsExporter::address() const { return impl_->address; }
 void MetricsExporter::add_batch(std::int64_t samples) {
   impl_->batches->Increment();
   if (samples > 0) impl_->samples->Increment(static_cast<double>(samples));
+  impl_->changed();
 }
 
 void MetricsExporter::observe_stage(Stage stage, double seconds) {
@@ -308,10 +327,12 @@ void MetricsExporter::observe_stage(Stage stage, double seconds) {
   if (i >= kStageNames.size() || !(seconds >= 0)) return;
   impl_->stage_seconds[i]->Observe(seconds);
   impl_->stage_busy[i]->Increment(seconds);
+  impl_->changed();
 }
 
 void MetricsExporter::set_data_stall_ratio(double ratio) {
   impl_->data_stall->Set(clamp_ratio(ratio));
+  impl_->changed();
 }
 
 void MetricsExporter::set_queue_batches(std::string_view queue, double batches) {
@@ -325,10 +346,12 @@ void MetricsExporter::set_queue_batches(std::string_view queue, double batches) 
     } catch (...) {
     }
   }
+  impl_->changed();
 }
 
 void MetricsExporter::add_h2d_bytes(bool pinned, double bytes) {
   if (bytes > 0) impl_->h2d[pinned ? 1 : 0]->Increment(bytes);
+  impl_->changed();
 }
 
 void MetricsExporter::update_utilization(const UtilizationSample& sample) {
@@ -336,6 +359,7 @@ void MetricsExporter::update_utilization(const UtilizationSample& sample) {
     impl_->update_utilization(sample);
   } catch (...) {  // only std::bad_alloc can get here; a lost sample must not stop training
   }
+  impl_->changed();
 }
 
 void MetricsExporter::Impl::update_utilization(const UtilizationSample& sample) {
@@ -405,6 +429,7 @@ void MetricsExporter::set_bottleneck(std::string_view bottleneck) {
   std::lock_guard lock(impl_->bottleneck_mutex);
   for (std::size_t i = 0; i < kBottleneckNames.size(); ++i)
     impl_->bottleneck[i]->Set(kBottleneckNames[i] == bottleneck ? 1 : 0);
+  impl_->changed();
 }
 
 std::string MetricsExporter::scrape_text() const {

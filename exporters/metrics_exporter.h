@@ -23,7 +23,9 @@ class MetricsError : public std::runtime_error {
 // loop). Updates never throw; construction throws MetricsError. The per-batch updates take no
 // lock of their own (observe_stage takes prometheus-cpp's per-histogram mutex);
 // update_utilization and set_bottleneck, called at the sampling and diagnosis rate, serialize on
-// one mutex each. Destruction stops the HTTP server at once.
+// one mutex each. A scrape serializes the registry only if an update came since the last
+// serialization, else it serves the same text: a scrape always sees every update made before it.
+// Destruction stops the HTTP server at once.
 class MetricsExporter {
  public:
   struct Options {

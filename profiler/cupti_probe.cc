@@ -2,6 +2,9 @@
 
 #if FEEDSCOPE_WITH_CUDA
 #include <cupti.h>
+
+#include "pinned_memory/device_probe.h"
+#include "profiler/cupti_activity_source.h"
 #endif
 
 namespace feedscope {
@@ -10,12 +13,27 @@ CuptiProbe probe_cupti() {
   CuptiProbe probe;
 #if FEEDSCOPE_WITH_CUDA
   uint32_t version = 0;
-  if (cuptiGetVersion(&version) == CUPTI_SUCCESS) {
-    probe.available = true;
-    probe.detail = "API version " + std::to_string(version);
-  } else {
+  if (cuptiGetVersion(&version) != CUPTI_SUCCESS) {
     probe.detail = "cuptiGetVersion failed";
+    return probe;
   }
+  const std::string api = "API version " + std::to_string(version);
+  // cuptiGetVersion answers from the library alone, driver or not: it proves nothing about
+  // tracing. Without a device there is nothing to trace; with one, a source must really start.
+  const DeviceProbe cuda = probe_cuda();
+  if (!cuda.available()) {
+    probe.detail = "CUPTI " + api + " is installed, but there is no CUDA device to trace: " +
+                   cuda.unavailable_reason;
+    return probe;
+  }
+  const auto source = make_cupti_source();
+  if (!source->start()) {
+    probe.detail = source->unavailable_reason();
+    return probe;
+  }
+  source->stop();
+  probe.available = true;
+  probe.detail = api;
 #else
   probe.detail = "feedscope was built without CUDA (FEEDSCOPE_WITH_CUDA=OFF)";
 #endif

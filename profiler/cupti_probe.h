@@ -3,7 +3,9 @@
 
 namespace feedscope {
 
-// CUPTI's API version when built in, or why it is not ("built without CUDA").
+// Whether CUPTI can trace this process's GPU work: available only where an activity source
+// actually starts (a CUDA device and a driver CUPTI works with), with its API version; otherwise
+// why not ("built without CUDA", "no CUDA device to trace: ...", the CUPTI call that failed).
 struct CuptiProbe {
   bool available = false;
   std::string detail;

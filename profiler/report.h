@@ -158,6 +158,12 @@ struct Report {
   std::uint64_t spans_dropped = 0;
   // "SIGINT" or "SIGTERM" when the run was stopped early: the report covers the steps done.
   std::string interrupted;
+  // Why the run ended before measuring what it was asked for: "interrupted" (a signal; the
+  // message is its name) or "bad_data" (the message is the error). Empty when it did not.
+  struct StoppedEarly {
+    std::string reason;
+    std::string message;
+  } stopped_early;
 };
 
 }  // namespace feedscope

@@ -1,8 +1,10 @@
 #include "exporters/detail/http_server.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -87,6 +89,10 @@ struct HttpServer::Impl {
   Limits limits;
   int listen_fd = -1;
   int stop_fd = -1;
+  // Held open for the moment the process runs out of descriptors: closing it lets accept take one
+  // more connection, only to close it at once (see accept_all).
+  int spare_fd = -1;
+  std::int64_t listen_paused_until_ms = 0;
   int port = 0;
   bool ipv6 = false;
   std::vector<Connection> connections;
@@ -97,6 +103,7 @@ struct HttpServer::Impl {
     for (Connection& c : connections) close_fd(c.fd);
     close_fd(listen_fd);
     close_fd(stop_fd);
+    close_fd(spare_fd);
   }
 
   void bind_and_listen(const std::string& host, int wanted_port) {
@@ -146,7 +153,24 @@ struct HttpServer::Impl {
   void accept_all(std::int64_t now) {
     for (;;) {
       const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;  // EAGAIN, or a transient error (EMFILE): the next poll tries again
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays queued, so the
+        // listening socket stays readable and poll() would return at once, again and again, a
+        // busy loop taking a core from training while the client hangs. Accept it with the spare
+        // descriptor and close it: the client learns now, the queue drains.
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+          close_fd(spare_fd);
+          const int doomed = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+          if (doomed >= 0) ::close(doomed);
+          spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+          if (doomed >= 0) continue;
+        }
+        // No spare (another thread took the descriptor) or another error: stop listening a while.
+        listen_paused_until_ms = now + 100;
+        return;
+      }
       if (static_cast<int>(connections.size()) >= limits.max_connections) {
         ::close(fd);
         continue;
@@ -307,7 +331,10 @@ struct HttpServer::Impl {
       int timeout = 1000;
       fds.clear();
       fds.push_back({stop_fd, POLLIN, 0});
-      fds.push_back({listen_fd, POLLIN, 0});
+      const bool listening = now >= listen_paused_until_ms;
+      fds.push_back({listen_fd, static_cast<short>(listening ? POLLIN : 0), 0});
+      if (!listening)
+        timeout = static_cast<int>(std::min<std::int64_t>(timeout, listen_paused_until_ms - now));
       for (const Connection& c : connections) {
         const short events = !c.out.empty() ? POLLOUT : c.peer_closed ? 0 : POLLIN;
         fds.push_back({c.fd, events, 0});
@@ -352,8 +379,12 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<Route> rou
   s.bind_and_listen(host, port);
   s.stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s.stop_fd < 0) throw HttpServerError("eventfd: " + errno_text(errno));
+  s.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   try {
-    s.thread = std::thread([&s] { s.loop(); });
+    s.thread = std::thread([&s] {
+      ::pthread_setname_np(::pthread_self(), "feedscope-http");  // what `top -H` shows
+      s.loop();
+    });
   } catch (const std::system_error& e) {
     throw HttpServerError(std::string("cannot start the server thread: ") + e.what());
   }

@@ -1,7 +1,9 @@
 #include "exporters/detail/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -280,6 +284,76 @@ TEST(HttpServerTest, BindErrorsSayWhy) {
     EXPECT_NE(std::string(e.what()).find("not an address of this machine"), std::string::npos)
         << e.what();
   }
+}
+
+// Takes every free descriptor of the process below a lowered soft limit; gives them all back,
+// and the limit, on destruction.
+class DescriptorExhaustion {
+ public:
+  DescriptorExhaustion() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int open_now = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) open_now += !e.is_directory();
+    rlimit low = saved_;
+    low.rlim_cur = static_cast<rlim_t>(open_now + 32);
+    ::setrlimit(RLIMIT_NOFILE, &low);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken_.push_back(fd);
+    exhausted_ = errno == EMFILE;
+  }
+  ~DescriptorExhaustion() {
+    release(taken_.size());
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  bool exhausted() const { return exhausted_; }
+  void release(std::size_t count) {
+    for (; count > 0 && !taken_.empty(); --count) {
+      ::close(taken_.back());
+      taken_.pop_back();
+    }
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> taken_;
+  bool exhausted_ = false;
+};
+
+// Out of descriptors, accept() fails and the connection stays queued: the listening socket stays
+// readable, so a server that only retries on the next poll() spins on a core while the client
+// waits for nothing. The client must instead be closed at once, and once descriptors are free
+// again the server serves as before.
+TEST(HttpServerTest, OutOfDescriptorsNewClientsAreClosedAtOnceAndServedOnceTheyAreBack) {
+  std::atomic<int> calls{0};
+  HttpServer server("127.0.0.1", 0, counting_routes(calls));
+  {
+    DescriptorExhaustion exhaustion;
+    ASSERT_TRUE(exhaustion.exhausted());
+    exhaustion.release(1);  // room for the client's own socket, none for the server's side
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    const timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    char byte = 0;
+    const ssize_t n = ::recv(fd, &byte, 1, 0);
+    const int error = errno;
+    ::close(fd);
+    EXPECT_TRUE(n == 0 || (n < 0 && error == ECONNRESET))
+        << "the queued client was not closed: recv gave " << n << " ("
+        << (n < 0 ? std::strerror(error) : "data") << ")";
+  }
+  Client client(server.port());
+  client.send("GET /metrics HTTP/1.1\r\n\r\n");
+  const auto responses = client.read_responses(1);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_EQ(status_of(responses[0]), 200);
+  EXPECT_EQ(calls.load(), 1) << "the closed client's request was not answered";
 }
 
 }  // namespace

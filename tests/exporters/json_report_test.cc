@@ -110,6 +110,15 @@ TEST(JsonReportTest, DataErrorsCarryCountsAndTheFirstExamples) {
   EXPECT_EQ(j["examples"][0]["message"], "checksum mismatch");
 }
 
+TEST(JsonReportTest, StoppedEarlyIsNullOrTheReasonWithItsMessage) {
+  Report r = sample_report();
+  EXPECT_TRUE(nlohmann::json::parse(report_to_json(r))["stopped_early"].is_null());
+  r.stopped_early = {"bad_data", "sample 3 (/d/shard-00000.rec record 3 at byte 928): checksum mismatch"};
+  const auto j = nlohmann::json::parse(report_to_json(r))["stopped_early"];
+  EXPECT_EQ(j["reason"], "bad_data");
+  EXPECT_EQ(j["message"], r.stopped_early.message);
+}
+
 TEST(JsonReportTest, AtomicWriteLeavesNoTemporaryAndNamesABadPath) {
   const auto dir = std::filesystem::temp_directory_path() / "feedscope-json-test";
   std::filesystem::create_directories(dir);

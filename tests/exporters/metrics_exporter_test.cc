@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -385,6 +386,32 @@ TEST(MetricsExporterTest, HttpGetOfMetricsReturnsTheExposition) {
   const auto direct = parse_exposition(m.scrape_text());
   EXPECT_EQ(e.types, direct.types);
   EXPECT_EQ(http_get(port_of(m.address()), "/nothing-here").status, 404);
+}
+
+// The endpoint reuses its text until an update comes: every kind of update must be seen by the
+// very next scrape.
+TEST(MetricsExporterTest, EveryUpdateIsSeenByTheNextScrape) {
+  MetricsExporter m(loopback_any_port());
+  const int port = port_of(m.address());
+  UtilizationSample sample;
+  sample.pinned_bytes = 4096;
+  const std::vector<std::pair<std::string, std::function<void()>>> updates = {
+      {"add_batch", [&] { m.add_batch(8); }},
+      {"observe_stage", [&] { m.observe_stage(Stage::decode, 0.25); }},
+      {"set_data_stall_ratio", [&] { m.set_data_stall_ratio(0.5); }},
+      {"set_queue_batches", [&] { m.set_queue_batches("ready", 3); }},
+      {"add_h2d_bytes", [&] { m.add_h2d_bytes(true, 1024); }},
+      {"update_utilization", [&] { m.update_utilization(sample); }},
+      {"set_bottleneck", [&] { m.set_bottleneck("storage_io"); }}};
+  std::string before = http_get(port, "/metrics").body;
+  EXPECT_EQ(http_get(port, "/metrics").body, before) << "nothing changed, nothing differs";
+  for (const auto& [name, update] : updates) {
+    update();
+    const std::string after = http_get(port, "/metrics").body;
+    EXPECT_NE(after, before) << name << " was not seen by the next scrape";
+    EXPECT_EQ(after, m.scrape_text()) << name;
+    before = after;
+  }
 }
 
 TEST(MetricsExporterTest, DestructionReleasesThePort) {

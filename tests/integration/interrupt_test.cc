@@ -48,6 +48,8 @@ TEST_P(InterruptTest, SignalMidRunWritesThePartialReportAndExitsWithItsCode) {
   ASSERT_TRUE(in.good()) << "no partial report\n" << run.log();
   const auto report = nlohmann::json::parse(in);
   EXPECT_EQ(report["interrupted"], signal == SIGINT ? "SIGINT" : "SIGTERM");
+  EXPECT_EQ(report["stopped_early"]["reason"], "interrupted");
+  EXPECT_EQ(report["stopped_early"]["message"], report["interrupted"]);
   EXPECT_GT(report["throughput"]["steps"].get<int>(), 0);
   EXPECT_TRUE(std::isfinite(report["throughput"]["samples_per_s"].get<double>()));
   EXPECT_NE(run.log().find("partial report"), std::string::npos) << run.log();

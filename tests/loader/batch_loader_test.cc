@@ -517,5 +517,38 @@ TEST(BatchLoaderTest, DestructionWithSlabsInFlightAndABatchHeldJoinsAndReturnsEv
   EXPECT_EQ(dataset->loads.load(), loads) << "nothing loads once the loader is gone";
 }
 
+
+// Backpressure at every worker count: a consumer that keeps every batch stops the loading once
+// the slabs run out (not one sample loaded beyond them, no allocation), the next call is a clear
+// error rather than a wait that never ends, and letting go resumes where the epoch was.
+TEST(BatchLoaderTest, HoardedSlabsStopTheLoadingAtAnyWorkerCountAndLettingGoResumes) {
+  for (const int workers : {0, 1, 3}) {
+    auto dataset = std::make_shared<ActiveDataset>(1000);
+    LoaderOptions o;
+    o.num_workers = workers;
+    o.prefetch = 2;
+    o.spare_slabs = 1;
+    o.batch_size = 2;
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(1000), o);
+    std::vector<Batch> hoard;
+    try {
+      for (int i = 0; i < 100; ++i) hoard.push_back(*loader.next());
+      FAIL() << workers << " workers: 100 batches held from a pool of " << loader.pool().slab_count();
+    } catch (const LoaderError& e) {
+      EXPECT_NE(std::string(e.what()).find("held by batches still alive"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(static_cast<int>(hoard.size()), loader.pool().slab_count()) << workers << " workers";
+    EXPECT_EQ(dataset->loads.load(), static_cast<int>(hoard.size()) * 2)
+        << workers << " workers loaded beyond the slabs";
+    EXPECT_EQ(loader.pool().slabs_in_use(), loader.pool().slab_count());
+    const auto held = static_cast<std::int64_t>(hoard.size());
+    hoard.clear();
+    std::optional<Batch> next = loader.next();
+    ASSERT_TRUE(next) << workers << " workers did not recover";
+    EXPECT_EQ(next->index, held);
+    EXPECT_EQ(IndexDataset::decode(next->data), static_cast<std::size_t>(held) * 2);
+  }
+}
+
 }  // namespace
 }  // namespace feedscope

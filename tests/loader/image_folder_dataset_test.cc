@@ -310,5 +310,77 @@ TEST(ImageFolderDatasetTest, SameBatchesWhateverTheWorkerCount) {
   EXPECT_NE(reference[0], reference[5]) << "epochs 0 and 1 should crop differently";
 }
 
+// Files changed under a running loader, between epochs: one JPEG deleted, one truncated. Under
+// fail the epoch stops at the first, naming it; under skip it goes on, and every lost file is
+// counted and listed, epoch after epoch.
+class ImagesChangedBetweenEpochsTest : public ::testing::TestWithParam<BadSamplePolicy> {};
+
+TEST_P(ImagesChangedBetweenEpochsTest, FailNamesTheFileAndSkipCountsItEveryEpoch) {
+  TempDir dir;
+  ImageDatasetOptions make;
+  make.out = (dir.path() / "data").string();
+  make.count = 12;
+  make.width = 64;
+  make.height = 48;
+  make.classes = 2;
+  make_image_dataset(make);
+  auto dataset = std::make_shared<ImageFolderDataset>(options_for(dir.path() / "data", true, 16));
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.batch_size = 4;
+  o.bad_sample = GetParam();
+  o.max_bad_ratio = 1.0;
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(dataset->size()), o);
+  const auto samples_in_epoch = [&] {
+    std::int64_t samples = 0;
+    while (auto batch = loader.next()) samples += batch->size;
+    return samples;
+  };
+  ASSERT_EQ(samples_in_epoch(), 12);
+
+  const std::string deleted = dataset->path(3), truncated = dataset->path(8);
+  fs::remove(deleted);
+  fs::resize_file(truncated, fs::file_size(truncated) / 2);
+  loader.begin_epoch(1);
+  if (GetParam() == BadSamplePolicy::fail) {
+    struct Expected {
+      std::size_t index;
+      std::string file, why;
+    };
+    for (const auto& [index, file, why] :
+         std::vector<Expected>{{3, deleted, "cannot open: No such file"}, {8, truncated, ""}}) {
+      try {
+        while (loader.next()) {
+        }
+        ADD_FAILURE() << file << " loaded";
+      } catch (const SampleError& e) {
+        EXPECT_EQ(e.index(), index);
+        EXPECT_EQ(e.source(), file);
+        EXPECT_NE(std::string(e.what()).find(file + "): " + why), std::string::npos) << e.what();
+      }
+      // The loader goes on past the failed batch if asked: the next one fails on the next file.
+    }
+    return;
+  }
+  for (std::uint64_t epoch = 1; epoch <= 3; ++epoch) {
+    if (epoch > 1) loader.begin_epoch(epoch);
+    EXPECT_EQ(samples_in_epoch(), 10) << "epoch " << epoch;
+  }
+  const DataErrors errors = loader.data_errors();
+  EXPECT_EQ(errors.bad, 6u);
+  EXPECT_EQ(errors.attempted, 48u);
+  ASSERT_EQ(errors.examples.size(), 2u) << "one example per file, not per epoch";
+  EXPECT_EQ(errors.examples[0].source, deleted);
+  EXPECT_NE(errors.examples[0].message.find("cannot open: No such file"), std::string::npos)
+      << errors.examples[0].message;
+  EXPECT_EQ(errors.examples[1].source, truncated);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ImagesChangedBetweenEpochsTest,
+                         ::testing::Values(BadSamplePolicy::fail, BadSamplePolicy::skip),
+                         [](const auto& info) {
+                           return info.param == BadSamplePolicy::fail ? "fail" : "skip";
+                         });
+
 }  // namespace
 }  // namespace feedscope

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "loader/batch_loader.h"
 #include "loader/detail/record_format.h"
@@ -471,6 +472,80 @@ TEST(RecordDatasetTest, EvictPageCacheDropsTheShardsFromMemory) {
   for (std::size_t s = 0; s < dataset.shard_count(); ++s) after += resident_pages(dataset.shard_path(s));
   EXPECT_EQ(after, 0u) << before << " pages were resident before";
 }
+
+// Shards changed under a running loader, between epochs: one cut just before a record starts (a
+// read at or past the end), one cut inside a record (a short read), one removed (its descriptor
+// stays open, so it keeps being read). Records are read with preadv, never mapped: a shrunken
+// shard is an error naming the file and record, never a SIGBUS or a short read taken as data.
+class ShardsChangedBetweenEpochsTest : public ::testing::TestWithParam<BadSamplePolicy> {};
+
+TEST_P(ShardsChangedBetweenEpochsTest, FailNamesTheShardAndSkipCountsEveryLostRecord) {
+  TempDir dir;
+  write_fixed(dir.path());
+  auto dataset = std::make_shared<RecordDataset>(dir.path());
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.batch_size = 16;
+  o.bad_sample = GetParam();
+  o.max_bad_ratio = 1.0;
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(100), o);
+  const auto deliver_epoch = [&](std::set<std::size_t>& seen) {
+    while (auto batch = loader.next())
+      for (std::int64_t i = 0; i < batch->size; ++i) {
+        const std::size_t index = IndexDataset::decode(batch->data + 32 * i);
+        ASSERT_EQ(batch->labels[i], IndexDataset::label_of(index)) << "record " << index;
+        EXPECT_TRUE(seen.insert(index).second) << "record " << index << " came twice";
+      }
+  };
+  std::set<std::size_t> first;
+  deliver_epoch(first);
+  ASSERT_EQ(first.size(), 100u);
+  ASSERT_EQ(loader.data_errors().bad, 0u);
+
+  // Shard 2 holds records 18..26, shard 5 45..53, shard 7 63..71.
+  const fs::path cut_before = dataset->shard_path(2), cut_inside = dataset->shard_path(5);
+  fs::resize_file(cut_before, dataset->record_offset(18));
+  fs::resize_file(cut_inside, dataset->record_offset(49) + 20);
+  fs::remove(dataset->shard_path(7));
+  std::set<std::size_t> lost;
+  for (std::size_t i = 18; i <= 26; ++i) lost.insert(i);
+  for (std::size_t i = 49; i <= 53; ++i) lost.insert(i);
+
+  loader.begin_epoch(1);
+  if (GetParam() == BadSamplePolicy::fail) {
+    try {
+      std::set<std::size_t> seen;
+      deliver_epoch(seen);
+      FAIL() << "an epoch over a truncated shard passed the fail policy";
+    } catch (const SampleError& e) {
+      EXPECT_EQ(e.index(), 18u);
+      EXPECT_EQ(e.source(), cut_before.string() + " record 18 at byte " +
+                                std::to_string(dataset->record_offset(18)));
+      EXPECT_TRUE(contains(e.what(), "truncated shard")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "the file is now " + std::to_string(dataset->record_offset(18)) +
+                                         " bytes")) << e.what();
+    }
+    return;
+  }
+  std::set<std::size_t> second;
+  deliver_epoch(second);
+  for (std::size_t i = 0; i < 100; ++i)
+    EXPECT_EQ(second.count(i), lost.count(i) ? 0u : 1u) << "record " << i;
+  const DataErrors errors = loader.data_errors();
+  EXPECT_EQ(errors.bad, lost.size());
+  EXPECT_EQ(errors.attempted, 200u);
+  ASSERT_EQ(errors.examples.size(), 10u) << "the first 10 distinct bad records are kept";
+  EXPECT_EQ(errors.examples[0].index, 18u);
+  EXPECT_TRUE(contains(errors.examples[0].source, cut_before.string()));
+  EXPECT_TRUE(contains(errors.examples[9].source, cut_inside.string()));
+  EXPECT_TRUE(contains(errors.examples[9].message, "truncated shard")) << errors.examples[9].message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ShardsChangedBetweenEpochsTest,
+                         ::testing::Values(BadSamplePolicy::fail, BadSamplePolicy::skip),
+                         [](const auto& info) {
+                           return info.param == BadSamplePolicy::fail ? "fail" : "skip";
+                         });
 
 }  // namespace
 }  // namespace feedscope
