@@ -109,6 +109,12 @@ TEST_P(BatchLoaderSoakTest, FortyEpochsGrowNeitherRssNorHeapNorSlabs) {
               dataset->size(), mib(early.rss), mib(last.rss), mib(last.rss - early.rss),
               mib(early.heap), mib(last.heap), mib(last.heap - early.heap), mib(last.pool_bytes),
               loader.pool().slab_count(), loader.pool().peak_in_use());
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed blocks resident in its quarantine (256 MiB by default) and replaces the
+  // malloc that mallinfo2 reads, so neither figure means a leak here; LeakSanitizer checks leaks
+  // in that build, and the uninstrumented suite checks these bounds.
+  GTEST_SKIP() << "ASan build: RSS holds the quarantine; leaks are LeakSanitizer's to find";
+#endif
   EXPECT_LT(last.rss - early.rss, kRssGrowthBound)
       << "RSS grew from epoch " << kSettledEpoch << " to " << kSoakEpochs;
   EXPECT_LT(last.heap - early.heap, kHeapGrowthBound)
