@@ -67,7 +67,7 @@ measure() {
   t1=$(date +%s.%N); s1=$(samples_total "$port"); c1=$(cpu_s "/proc/$run_pid"); h1=$(cpu_s "$http")
   kill -TERM "$run_pid"; wait "$run_pid" 2>/dev/null || true; run_pid=""
   # mode, repetition, samples/s, then the share of one core taken by feedscope and its HTTP thread
-  /usr/bin/python3 -c "d = $t1 - $t0; print('$mode', $rep, ($s1 - $s0) / d, ($c1 - $c0) / d, ($h1 - $h0) / d)"
+  /usr/bin/python3 -c "d = $t1 - $t0; print('$mode', $rep, ($s1 - $s0) / d, ($c1 - $c0) / d, (float('$h1') - float('$h0')) / d)"
 }
 
 modes=(none wrk_0 wrk_100 wrk_1000)

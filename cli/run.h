@@ -15,7 +15,9 @@ namespace feedscope {
 std::shared_ptr<const Dataset> open_dataset(const RunConfig& config);
 
 // Runs, writes <report_dir>/report.json, and returns the report. `log` gets one line at the start.
-// Throws ConfigError/DatasetError (bad input), SampleError (bad data), DeviceError (device).
+// Throws ConfigError/DatasetError (bad input), DeviceError (device), MetricsError (the metrics
+// address cannot be served: before any work starts), and SampleError or BadDataError (bad data:
+// after writing the partial report, marked stopped_early "bad_data").
 Report run_profiled(const RunConfig& config, std::ostream& log);
 
 Environment gather_environment(const std::string& device);
