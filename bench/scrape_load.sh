@@ -59,10 +59,15 @@ measure() {
   t0=$(date +%s.%N); s0=$(samples_total "$port"); c0=$(cpu_s "/proc/$run_pid"); h0=$(cpu_s "$http")
   case "$mode" in
     none) sleep "$window" ;;
-    wrk_*) local interval="${mode#wrk_}"
-           /usr/bin/time -f $'wrk_user_s %U\nwrk_sys_s %S' \
+    wrk_*) local interval="${mode#wrk_}" out="$work/wrk-$mode-$rep.txt"
+           # The subshell's `times` gives its children's CPU: wrk's, with no /usr/bin/time needed.
+           (
              wrk -c 200 -t 1 -d "${window}s" --timeout 10s -s "$root/bench/scrape_load.lua" \
-             "http://127.0.0.1:$port/metrics" -- "$interval" >"$work/wrk-$mode-$rep.txt" 2>&1 ;;
+               "http://127.0.0.1:$port/metrics" -- "$interval" >"$out" 2>&1
+             times >"$out.times"  # not in a pipeline: that would be another subshell's times
+             sed -n '2s/^\([0-9]*\)m\([0-9.]*\)s \([0-9]*\)m\([0-9.]*\)s$/\1 \2 \3 \4/p' "$out.times" |
+               awk '{print "wrk_user_s", $1 * 60 + $2; print "wrk_sys_s", $3 * 60 + $4}' >>"$out"
+           ) ;;
   esac
   t1=$(date +%s.%N); s1=$(samples_total "$port"); c1=$(cpu_s "/proc/$run_pid"); h1=$(cpu_s "$http")
   kill -TERM "$run_pid"; wait "$run_pid" 2>/dev/null || true; run_pid=""
