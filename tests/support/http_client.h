@@ -19,22 +19,37 @@ struct HttpResult {
   std::string error;
 };
 
-inline HttpResult http_get(int port, const std::string& path) {
+// A TCP connection to 127.0.0.1:port whose sends and receives time out after timeout_s. Returns
+// the descriptor, the caller's to close, or -1 with `error` saying why (the descriptor closed).
+inline int connect_loopback(int port, int timeout_s, std::string& error) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {0, "", "socket failed"};
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  const timeval timeout{10, 0};
+  if (fd < 0) {
+    error = "socket: " + std::string(std::strerror(errno));
+    return -1;
+  }
+  const timeval timeout{timeout_s, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-    return {0, "", "connect failed: " + std::string(std::strerror(errno))};
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    error = "connect: " + std::string(std::strerror(errno));
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+inline HttpResult http_get(int port, const std::string& path) {
+  std::string error;
+  const int fd = connect_loopback(port, 10, error);
+  if (fd < 0) return {0, "", error};
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size()))

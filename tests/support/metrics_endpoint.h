@@ -2,10 +2,7 @@
 // Talking to a running feedscope's Prometheus endpoint: the port it announced, a keep-alive
 // HTTP/1.1 connection that reads responses by Content-Length (as Prometheus and wrk do), and one
 // series' value from the exposition text.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +14,7 @@
 #include <thread>
 
 #include "tests/support/background_process.h"
+#include "tests/support/http_client.h"
 
 namespace feedscope::testing {
 
@@ -56,28 +54,10 @@ inline std::optional<double> metric_value(const std::string& exposition, const s
 // every wait. Not thread-safe: one thread per connection.
 class HttpConnection {
  public:
-  struct Response {
-    int status = 0;  // 0: no complete HTTP answer; `error` says why
-    std::string body;
-    std::string error;
-  };
+  using Response = HttpResult;
 
-  explicit HttpConnection(int port, int timeout_s = 30) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-      error_ = "socket: " + std::string(std::strerror(errno));
-      return;
-    }
-    const timeval timeout{timeout_s, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-      error_ = "connect: " + std::string(std::strerror(errno));
-  }
+  explicit HttpConnection(int port, int timeout_s = 30)
+      : fd_(connect_loopback(port, timeout_s, error_)) {}
   ~HttpConnection() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -133,9 +113,9 @@ class HttpConnection {
     return Response{0, "", std::move(why)};
   }
 
+  std::string error_;  // before fd_: connecting fills it
   int fd_ = -1;
   std::string buffer_;
-  std::string error_;
 };
 
 }  // namespace feedscope::testing
