@@ -9,21 +9,14 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "loader/detail/jpeg_error.h"
+
 namespace feedscope {
 
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first, so libjpeg's j_common_ptr->err casts back to us
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
+using detail::JpegErrorManager;
+using detail::jpeg_error_exit;
 
 // libjpeg reports damaged data as warnings and carries on: a truncated file is padded with grey
 // and a bad Huffman code leaves a smear. A loader must not train on that, so those warnings are
@@ -44,9 +37,9 @@ void emit_message(j_common_ptr cinfo, int msg_level) {
         ++cinfo->err->num_warnings;
         return;
       }
-      error_exit(cinfo);
+      jpeg_error_exit(cinfo);
     default:
-      error_exit(cinfo);
+      jpeg_error_exit(cinfo);
   }
 }
 
@@ -65,12 +58,12 @@ const char* color_space_name(J_COLOR_SPACE space) {
 
 struct JpegDecoder::Impl {
   jpeg_decompress_struct cinfo{};
-  ErrorManager err{};
+  JpegErrorManager err{};
   std::vector<std::uint8_t> cmyk_row;
 
   Impl() {
     cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = error_exit;
+    err.pub.error_exit = jpeg_error_exit;
     err.pub.emit_message = emit_message;
     if (setjmp(err.jump)) throw JpegError(std::string("cannot create a JPEG decoder: ") + err.message);
     jpeg_create_decompress(&cinfo);

@@ -8,29 +8,22 @@
 
 #include <jpeglib.h>
 
+#include "loader/detail/jpeg_error.h"
+
 #include "loader/jpeg_decoder.h"
 
 namespace feedscope {
 
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first, so j_common_ptr->err casts back to us
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
+using detail::JpegErrorManager;
+using detail::jpeg_error_exit;
 
 // Everything libjpeg owns, released on every path; the longjmp target lives in encode() below,
 // whose frame holds no object with a destructor between setjmp and the last libjpeg call.
 struct Compressor {
   jpeg_compress_struct cinfo{};
-  ErrorManager err{};
+  JpegErrorManager err{};
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   bool created = false;
@@ -44,7 +37,7 @@ struct Compressor {
 bool encode(Compressor& c, const std::uint8_t* pixels, int width, int height,
             const JpegEncodeOptions& options) {
   c.cinfo.err = jpeg_std_error(&c.err.pub);
-  c.err.pub.error_exit = error_exit;
+  c.err.pub.error_exit = jpeg_error_exit;
   if (setjmp(c.err.jump)) return false;
   jpeg_create_compress(&c.cinfo);
   c.created = true;
