@@ -6,6 +6,10 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace feedscope {
 
 namespace {
@@ -156,72 +160,296 @@ PixelRect ResizeNormalize::prepare(const ResizeGeometry& g) {
 
 namespace {
 
-// Four floats in one SSE register (GCC/Clang vector extension): a pixel's R, G, B and one lane
-// of the next pixel, which is ignored. Cuts the horizontal pass to one multiply-add per tap.
-using Lanes = float __attribute__((vector_size(16)));
+// GCC/Clang vector extension: one pixel's R, G, B and a lane of the next pixel (ignored), so the
+// horizontal taps are one multiply-add each.
+using Pixel4 = float __attribute__((vector_size(16)));
+#define FEEDSCOPE_INLINE inline __attribute__((always_inline))
 
-// One output row of the horizontal pass: taps `K` wide when K > 0 (unrolled), else per pixel.
-// Reads one float past the last tap, so `row` needs one float of padding.
-template <int K>
-void horizontal(const float* row, int out_w, const int* first, const int* count, const float* weights,
-                int ksize, int origin, bool flip, const float* mul, const float* add, float* o,
-                std::size_t plane) {
-  for (int x = 0; x < out_w; ++x) {
-    const float* p = row + static_cast<std::size_t>(first[x] - origin) * 3;
-    const float* w = weights + static_cast<std::size_t>(x) * static_cast<std::size_t>(ksize);
-    Lanes acc = {0, 0, 0, 0};
-    const int n = K > 0 ? K : count[x];
-    for (int k = 0; k < n; ++k) {
-      Lanes v;
-      std::memcpy(&v, p + 3 * k, sizeof v);
-      acc += w[k] * v;
+// One output row of the vertical pass: row[i] = sum over taps of weight * source row (plus row[i]
+// itself when `accumulate`), for the `n` interleaved values the horizontal taps read. Each value
+// is written once, after all its taps.
+using VerticalFn = void (*)(const std::uint8_t* const* sources, const float* weights, int taps,
+                            std::size_t n, bool accumulate, float* row);
+
+// Values [i, n): the tail of the SIMD versions, and the whole row elsewhere.
+void vertical_scalar_from(std::size_t i, const std::uint8_t* const* sources, const float* weights,
+                          int taps, std::size_t n, bool accumulate, float* row) {
+  for (; i < n; ++i) {
+    float acc = accumulate ? row[i] : 0.0f;
+    for (int k = 0; k < taps; ++k) acc += weights[k] * static_cast<float>(sources[k][i]);
+    row[i] = acc;
+  }
+}
+
+#if defined(__x86_64__)
+// Eight values at a time with SSE2, which every x86-64 has.
+void vertical_sse2(const std::uint8_t* const* sources, const float* weights, int taps, std::size_t n,
+                   bool accumulate, float* row) {
+  const __m128i zero = _mm_setzero_si128();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128 lo = accumulate ? _mm_loadu_ps(row + i) : _mm_setzero_ps();
+    __m128 hi = accumulate ? _mm_loadu_ps(row + i + 4) : _mm_setzero_ps();
+    for (int k = 0; k < taps; ++k) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sources[k] + i));
+      const __m128i words = _mm_unpacklo_epi8(bytes, zero);
+      const __m128 w = _mm_set1_ps(weights[k]);
+      lo = _mm_add_ps(lo, _mm_mul_ps(w, _mm_cvtepi32_ps(_mm_unpacklo_epi16(words, zero))));
+      hi = _mm_add_ps(hi, _mm_mul_ps(w, _mm_cvtepi32_ps(_mm_unpackhi_epi16(words, zero))));
     }
-    const auto xo = static_cast<std::size_t>(flip ? out_w - 1 - x : x);
-    o[xo] = acc[0] * mul[0] + add[0];
-    o[plane + xo] = acc[1] * mul[1] + add[1];
-    o[2 * plane + xo] = acc[2] * mul[2] + add[2];
+    _mm_storeu_ps(row + i, lo);
+    _mm_storeu_ps(row + i + 4, hi);
+  }
+  vertical_scalar_from(i, sources, weights, taps, n, accumulate, row);
+}
+
+// Sixteen at a time with AVX2 and FMA (Haswell, 2013, and later), chosen at run time.
+__attribute__((target("avx2,fma"))) void vertical_avx2(const std::uint8_t* const* sources,
+                                                       const float* weights, int taps, std::size_t n,
+                                                       bool accumulate, float* row) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 lo = accumulate ? _mm256_loadu_ps(row + i) : _mm256_setzero_ps();
+    __m256 hi = accumulate ? _mm256_loadu_ps(row + i + 8) : _mm256_setzero_ps();
+    for (int k = 0; k < taps; ++k) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sources[k] + i));
+      const __m256 w = _mm256_set1_ps(weights[k]);
+      lo = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), lo);
+      hi = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(bytes, bytes))), hi);
+    }
+    _mm256_storeu_ps(row + i, lo);
+    _mm256_storeu_ps(row + i + 8, hi);
+  }
+  vertical_scalar_from(i, sources, weights, taps, n, accumulate, row);
+}
+
+bool cpu_has_avx2_fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+VerticalFn pick_vertical(bool avx2) { return avx2 ? vertical_avx2 : vertical_sse2; }
+#else
+bool cpu_has_avx2_fma() { return false; }
+void vertical_scalar(const std::uint8_t* const* sources, const float* weights, int taps, std::size_t n,
+                     bool accumulate, float* row) {
+  vertical_scalar_from(0, sources, weights, taps, n, accumulate, row);
+}
+VerticalFn pick_vertical(bool) { return vertical_scalar; }
+#endif
+
+struct HorizontalPlan;
+
+// Output pixel x of the horizontal pass, `K` taps wide when K > 0 (unrolled), else its count.
+// Reads one float past the last tap, so the row needs one float of padding.
+template <int K>
+FEEDSCOPE_INLINE Pixel4 pixel(const float* row, const HorizontalPlan& h, int x);
+
+template <int K>
+FEEDSCOPE_INLINE Pixel4 taps(const float* p, const float* w, int count) {
+  Pixel4 acc = {0, 0, 0, 0};
+  const int n = K > 0 ? K : count;
+  for (int k = 0; k < n; ++k) {
+    Pixel4 v;
+    std::memcpy(&v, p + 3 * k, sizeof v);
+    acc += w[k] * v;
+  }
+  return acc;
+}
+
+struct HorizontalPlan {
+  const int* first;
+  const int* count;
+  const float* weights;
+  int ksize;
+  int origin;  // source x of row[0]
+  int out_w;
+  bool flip;
+  Pixel4 mul, add;  // ToTensor's /255 and Normalize as one multiply-add per channel
+  const float* wide;  // the AVX2 pass's weights (ResizeNormalize::wide_weights_), or null
+};
+
+template <int K>
+FEEDSCOPE_INLINE Pixel4 pixel(const float* row, const HorizontalPlan& h, int x) {
+  return taps<K>(row + static_cast<std::size_t>(h.first[x] - h.origin) * 3,
+                 h.weights + static_cast<std::size_t>(x) * static_cast<std::size_t>(h.ksize), h.count[x]);
+}
+
+// One output row of the horizontal pass, written planar (CHW) and mirrored when flipping. Four
+// pixels at a time: their RGB_ vectors are transposed into R, G and B vectors, normalized and
+// stored whole, where a pixel at a time took three scalar multiply-adds and stores.
+template <int K>
+FEEDSCOPE_INLINE void horizontal(const float* row, const HorizontalPlan& h, float* o, std::size_t plane) {
+  int x = 0;
+  for (; x + 4 <= h.out_w; x += 4) {
+    const Pixel4 p0 = pixel<K>(row, h, x), p1 = pixel<K>(row, h, x + 1), p2 = pixel<K>(row, h, x + 2),
+                 p3 = pixel<K>(row, h, x + 3);
+    // The 4x4 transpose, less the unused fourth row.
+    const Pixel4 r = {p0[0], p1[0], p2[0], p3[0]};
+    const Pixel4 g = {p0[1], p1[1], p2[1], p3[1]};
+    const Pixel4 b = {p0[2], p1[2], p2[2], p3[2]};
+    const Pixel4 planes[3] = {r * h.mul[0] + h.add[0], g * h.mul[1] + h.add[1], b * h.mul[2] + h.add[2]};
+    for (std::size_t c = 0; c < 3; ++c) {
+      Pixel4 v = planes[c];
+      std::size_t at = static_cast<std::size_t>(x);
+      if (h.flip) {
+        v = Pixel4{v[3], v[2], v[1], v[0]};
+        at = static_cast<std::size_t>(h.out_w - 4 - x);
+      }
+      std::memcpy(o + c * plane + at, &v, sizeof v);
+    }
+  }
+  for (; x < h.out_w; ++x) {
+    const Pixel4 acc = pixel<K>(row, h, x);
+    const auto xo = static_cast<std::size_t>(h.flip ? h.out_w - 1 - x : x);
+    for (std::size_t c = 0; c < 3; ++c) o[c * plane + xo] = acc[c] * h.mul[c] + h.add[c];
+  }
+}
+
+#if defined(__x86_64__)
+// The horizontal pass with AVX2 and FMA, eight output pixels at a time: pixels x+j and x+j+4 share
+// a register (one per 128-bit half), so the 4x4 transpose of each half leaves R, G and B of all
+// eight in order, ready to normalize and store whole. `h.wide` holds each tap's weight for the two
+// pixels of a register, broadcast: ResizeNormalize::widen_weights.
+template <int K>
+__attribute__((target("avx2,fma"))) void horizontal_avx2(const float* row, const HorizontalPlan& h,
+                                                         float* o, std::size_t plane) {
+  const __m256 mul[3] = {_mm256_set1_ps(h.mul[0]), _mm256_set1_ps(h.mul[1]), _mm256_set1_ps(h.mul[2])};
+  const __m256 add[3] = {_mm256_set1_ps(h.add[0]), _mm256_set1_ps(h.add[1]), _mm256_set1_ps(h.add[2])};
+  const __m256i reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  int x = 0;
+  for (; x + 8 <= h.out_w; x += 8) {
+    const float* w = h.wide + static_cast<std::size_t>(x) * K * 4;
+    __m256 acc[4];
+    for (int j = 0; j < 4; ++j) {
+      const float* lo = row + static_cast<std::size_t>(h.first[x + j] - h.origin) * 3;
+      const float* hi = row + static_cast<std::size_t>(h.first[x + j + 4] - h.origin) * 3;
+      __m256 a = _mm256_setzero_ps();
+      for (int k = 0; k < K; ++k) {
+        const __m256 v = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 3 * k)),
+                                              _mm_loadu_ps(hi + 3 * k), 1);
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(w + static_cast<std::size_t>(j * K + k) * 8), v, a);
+      }
+      acc[j] = a;
+    }
+    const __m256 rg01 = _mm256_unpacklo_ps(acc[0], acc[1]);  // R0 R1 G0 G1 | R4 R5 G4 G5
+    const __m256 rg23 = _mm256_unpacklo_ps(acc[2], acc[3]);
+    const __m256 b01 = _mm256_unpackhi_ps(acc[0], acc[1]);   // B0 B1 _ _ | B4 B5 _ _
+    const __m256 b23 = _mm256_unpackhi_ps(acc[2], acc[3]);
+    const __m256 planes[3] = {_mm256_shuffle_ps(rg01, rg23, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm256_shuffle_ps(rg01, rg23, _MM_SHUFFLE(3, 2, 3, 2)),
+                              _mm256_shuffle_ps(b01, b23, _MM_SHUFFLE(1, 0, 1, 0))};
+    const auto at = static_cast<std::size_t>(h.flip ? h.out_w - 8 - x : x);
+    for (std::size_t c = 0; c < 3; ++c) {
+      __m256 v = _mm256_fmadd_ps(planes[c], mul[c], add[c]);
+      if (h.flip) v = _mm256_permutevar8x32_ps(v, reverse);
+      _mm256_storeu_ps(o + c * plane + at, v);
+    }
+  }
+  for (; x < h.out_w; ++x) {
+    const Pixel4 acc = pixel<K>(row, h, x);
+    const auto xo = static_cast<std::size_t>(h.flip ? h.out_w - 1 - x : x);
+    for (std::size_t c = 0; c < 3; ++c) o[c * plane + xo] = acc[c] * h.mul[c] + h.add[c];
+  }
+}
+#endif
+
+struct VerticalPlan {
+  const int* first;
+  const int* count;
+  const float* weights;
+  int ksize;
+  int origin;  // source y of the first row of `columns`
+  int out_h;
+};
+
+using HorizontalFn = void (*)(const float* row, const HorizontalPlan& h, float* o, std::size_t plane);
+
+// The horizontal pass for taps `ksize` wide (0: a count per pixel), in the widest SIMD allowed.
+HorizontalFn pick_horizontal(int ksize, bool avx2) {
+#if defined(__x86_64__)
+  if (avx2) {
+    switch (ksize) {
+      case 3: return horizontal_avx2<3>;
+      case 5: return horizontal_avx2<5>;
+      case 7: return horizontal_avx2<7>;
+      default: break;
+    }
+  }
+#else
+  (void)avx2;
+#endif
+  switch (ksize) {
+    case 3: return horizontal<3>;
+    case 5: return horizontal<5>;
+    case 7: return horizontal<7>;
+    default: return horizontal<0>;
+  }
+}
+
+void resample(const std::uint8_t* columns, std::size_t stride, std::size_t row_floats,
+              const VerticalPlan& v, const HorizontalPlan& h, VerticalFn vertical,
+              HorizontalFn horizontal, float* row, float* out) {
+  const std::size_t plane = static_cast<std::size_t>(h.out_w) * static_cast<std::size_t>(v.out_h);
+  constexpr int kMaxTaps = 64;
+  const std::uint8_t* sources[kMaxTaps];
+  float weights[kMaxTaps];
+  for (int y = 0; y < v.out_h; ++y) {
+    // Vertical pass over the columns the horizontal taps read: contiguous, so it vectorizes.
+    // Zero-weight taps (the padding of short ones) are left out.
+    const float* w = v.weights + static_cast<std::size_t>(y) * static_cast<std::size_t>(v.ksize);
+    const int top = v.first[y] - v.origin;
+    int n = 0;
+    bool accumulate = false;
+    for (int k = 0, count = v.count[y]; k < count; ++k) {
+      if (w[k] == 0.0f) continue;
+      if (n == kMaxTaps) {  // a shrink over 31x: sum these taps and go on with the rest
+        vertical(sources, weights, n, row_floats, accumulate, row);
+        accumulate = true;
+        n = 0;
+      }
+      sources[n] = columns + static_cast<std::size_t>(top + k) * stride;
+      weights[n++] = w[k];
+    }
+    vertical(sources, weights, n, row_floats, accumulate, row);
+    horizontal(row, h, out + static_cast<std::size_t>(y) * static_cast<std::size_t>(h.out_w), plane);
   }
 }
 
 }  // namespace
 
+ResizeNormalize::ResizeNormalize(Simd simd) : avx2_(simd == Simd::best && cpu_has_avx2_fma()) {}
+
+void ResizeNormalize::widen_weights() {
+  // For the AVX2 pass: per group of eight output pixels, per register j (pixels j and j+4), per
+  // tap, the two pixels' weights each broadcast to four lanes.
+  const auto ksize = static_cast<std::size_t>(x_.ksize);
+  const std::size_t groups = x_.first.size() / 8;
+  wide_weights_.resize(groups * 8 * ksize * 4);
+  float* w = wide_weights_.data();
+  for (std::size_t g = 0; g < groups; ++g)
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t k = 0; k < ksize; ++k)
+        for (std::size_t lane = 0; lane < 8; ++lane)
+          *w++ = x_.weights[(g * 8 + j + (lane < 4 ? 0 : 4)) * ksize + k];
+}
+
 void ResizeNormalize::run(const std::uint8_t* rgb, std::size_t stride, int origin_x, int origin_y,
                           bool flip, const Normalization& normalization, float* out) {
-  const int out_w = static_cast<int>(x_.first.size());
-  const int out_h = static_cast<int>(y_.first.size());
   const std::size_t row_floats = static_cast<std::size_t>(x_.max - x_.min) * 3;
-  if (row_.size() < row_floats + 1) row_.resize(row_floats + 1);  // + the padding horizontal() reads
-  // ToTensor's /255 and Normalize folded into one multiply-add per value.
-  float mul[3], add[3];
+  if (row_.size() < row_floats + 1) row_.resize(row_floats + 1);  // + the padding taps() reads
+  const int ksize = x_.fixed ? x_.ksize : 0;
+  const HorizontalFn horizontal = pick_horizontal(ksize, avx2_);
+  if (avx2_ && (ksize == 3 || ksize == 5 || ksize == 7)) widen_weights();
+  HorizontalPlan h{x_.first.data(), x_.count.data(), x_.weights.data(), x_.ksize, x_.min,
+                   static_cast<int>(x_.first.size()), flip, {}, {}, wide_weights_.data()};
   for (std::size_t c = 0; c < 3; ++c) {
-    mul[c] = 1.0f / (255.0f * normalization.std[c]);
-    add[c] = -normalization.mean[c] / normalization.std[c];
+    h.mul[c] = 1.0f / (255.0f * normalization.std[c]);
+    h.add[c] = -normalization.mean[c] / normalization.std[c];
   }
-  const std::size_t plane = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(out_h);
-  const std::uint8_t* columns = rgb + static_cast<std::size_t>(x_.min - origin_x) * 3;
-  float* row = row_.data();
-  for (int y = 0; y < out_h; ++y) {
-    // Vertical pass over the columns the horizontal taps read: contiguous, so it vectorizes.
-    const float* w = y_.weights.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(y_.ksize);
-    const int top = y_.first[static_cast<std::size_t>(y)] - origin_y;
-    std::fill(row, row + row_floats, 0.0f);
-    for (int k = 0, n = y_.count[static_cast<std::size_t>(y)]; k < n; ++k) {
-      const float wk = w[k];
-      if (wk == 0.0f) continue;
-      const std::uint8_t* src = columns + static_cast<std::size_t>(top + k) * stride;
-      for (std::size_t i = 0; i < row_floats; ++i) row[i] += wk * static_cast<float>(src[i]);
-    }
-    float* o = out + static_cast<std::size_t>(y) * static_cast<std::size_t>(out_w);
-    const int* first = x_.first.data();
-    const int* count = x_.count.data();
-    const float* weights = x_.weights.data();
-    switch (x_.fixed ? x_.ksize : 0) {
-      case 3: horizontal<3>(row, out_w, first, count, weights, 3, x_.min, flip, mul, add, o, plane); break;
-      case 5: horizontal<5>(row, out_w, first, count, weights, 5, x_.min, flip, mul, add, o, plane); break;
-      case 7: horizontal<7>(row, out_w, first, count, weights, 7, x_.min, flip, mul, add, o, plane); break;
-      default: horizontal<0>(row, out_w, first, count, weights, x_.ksize, x_.min, flip, mul, add, o, plane);
-    }
-  }
+  const VerticalPlan v{y_.first.data(), y_.count.data(), y_.weights.data(), y_.ksize, origin_y,
+                       static_cast<int>(y_.first.size())};
+  resample(rgb + static_cast<std::size_t>(x_.min - origin_x) * 3, stride, row_floats, v, h,
+           pick_vertical(avx2_), horizontal, row_.data(), out);
 }
 
 }  // namespace feedscope

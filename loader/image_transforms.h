@@ -63,6 +63,11 @@ struct Normalization {
 // state allocates nothing.
 class ResizeNormalize {
  public:
+  // The SIMD the loops use: the best this CPU has (AVX2 and FMA where present), or the baseline
+  // every CPU of the architecture has, for tests that hold one against the other.
+  enum class Simd { best, baseline };
+  explicit ResizeNormalize(Simd simd = Simd::best);
+
   // Computes the filter taps of `geometry`; returns the source pixels they read.
   PixelRect prepare(const ResizeGeometry& geometry);
   // `rgb` holds rows `stride` bytes apart covering at least the prepared rect; its first pixel is
@@ -84,8 +89,11 @@ class ResizeNormalize {
   };
   static void plan_axis(Axis& axis, int domain_begin, int domain_size, double box0, double box1,
                         int out_size, int window_begin, int window_size);
+  void widen_weights();
+  bool avx2_ = false;
   Axis x_, y_;
-  std::vector<float> row_;  // one vertically resampled row, interleaved RGB
+  std::vector<float> row_;           // one vertically resampled row, interleaved RGB
+  std::vector<float> wide_weights_;  // x_'s weights laid out for the AVX2 horizontal pass
 };
 
 }  // namespace feedscope

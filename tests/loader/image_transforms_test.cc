@@ -202,6 +202,55 @@ TEST(ResizeNormalizeTest, ResizedCropMatchesAReferenceCropThenResize) {
       ASSERT_NEAR((ref[i * 3 + c] / 255.0 - n.mean[c]) / n.std[c], out[c * 1024 + i], 1e-4);
 }
 
+// Every SIMD path (AVX2 where the CPU has it, and the baseline) against the reference, over crops
+// whose taps are 3, 5, 7 and 9 wide or vary per pixel (a domain narrower than the taps), output
+// widths that leave a tail after the groups of eight, and both flips.
+TEST(ResizeNormalizeTest, EverySimdPathMatchesTheReference) {
+  const int width = 160, height = 120;
+  const auto rgb = test_pattern(width, height);
+  struct Case {
+    CropBox crop;
+    int size;
+  };
+  const Case cases[] = {
+      {{3, 5, 90, 120}, 64},  // shrink 1.4-1.9: 5 taps
+      {{0, 0, 120, 160}, 37}, // 3.2-4.3: 9 taps, a tail of 5
+      {{10, 20, 60, 70}, 40}, // 1.5-1.75: 5 taps
+      {{7, 9, 30, 33}, 29},   // ~1.1: 5 taps, a tail of 5
+      {{2, 2, 50, 50}, 50},   // 1: 3 taps
+      {{1, 4, 100, 150}, 24}, // 4.2-6.3: 13 taps
+      {{0, 0, 4, 6}, 3},      // a domain narrower than the taps: counts per pixel
+      {{12, 30, 80, 100}, 33}, // 2.4-3: 7 taps
+  };
+  const Normalization n;
+  for (const ResizeNormalize::Simd simd : {ResizeNormalize::Simd::best, ResizeNormalize::Simd::baseline}) {
+    ResizeNormalize resize(simd);
+    for (const Case& c : cases) {
+      std::vector<std::uint8_t> cropped(static_cast<std::size_t>(c.crop.width * c.crop.height * 3));
+      for (int y = 0; y < c.crop.height; ++y)
+        std::copy_n(&rgb[static_cast<std::size_t>(((c.crop.top + y) * width + c.crop.left) * 3)],
+                    c.crop.width * 3, &cropped[static_cast<std::size_t>(y * c.crop.width * 3)]);
+      const auto ref = reference_resize(cropped, c.crop.width, c.crop.height, c.size, c.size);
+      resize.prepare(resized_crop_geometry(c.crop, c.size));
+      const auto plane = static_cast<std::size_t>(c.size * c.size);
+      for (const bool flip : {false, true}) {
+        std::vector<float> out(3 * plane);
+        resize.run(rgb.data(), width * 3, 0, 0, flip, n, out.data());
+        for (int ch = 0; ch < 3; ++ch)
+          for (int y = 0; y < c.size; ++y)
+            for (int x = 0; x < c.size; ++x) {
+              const std::size_t r = static_cast<std::size_t>((y * c.size + (flip ? c.size - 1 - x : x)) * 3 + ch);
+              ASSERT_NEAR((ref[r] / 255.0 - n.mean[static_cast<std::size_t>(ch)]) / n.std[static_cast<std::size_t>(ch)],
+                          out[static_cast<std::size_t>(ch) * plane + static_cast<std::size_t>(y * c.size + x)], 1e-4)
+                  << (simd == ResizeNormalize::Simd::best ? "best" : "baseline") << " crop " << c.crop.width
+                  << "x" << c.crop.height << " -> " << c.size << (flip ? " flipped" : "") << " at " << x << ","
+                  << y << " channel " << ch;
+            }
+      }
+    }
+  }
+}
+
 TEST(ResizeNormalizeTest, PreservesALinearRampAtPixelCentres) {
   // A triangle filter reproduces a linear ramp away from the border, up to the sampling of the
   // triangle on the pixel grid (a few hundredths of a level here), which pins the half-pixel
