@@ -5,15 +5,21 @@
 // sample); feedscope's writes every sample straight into a preallocated batch slab.
 //
 //   feedscope make-dataset images --out /tmp/imgs --count 1024
-//   ./build/bench/libtorch_loader_bench /tmp/imgs [batches=12] [batch=64]
+//   ./build/bench/libtorch_loader_bench /tmp/imgs [batches=24] [batch=64] [repeats=3]
+//
+// Each worker count runs the pair `repeats` times, alternating, and prints the medians: the
+// ratio column is the median of the pairs' ratios, so a burst of load on a shared machine moves
+// one pair, not the result.
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "loader/batch_loader.h"
 #include "loader/image_folder_dataset.h"
@@ -31,8 +37,7 @@ class TorchJpegFolder : public torch::data::datasets::Dataset<TorchJpegFolder> {
   torch::data::Example<> get(std::size_t index) override {
     const auto& shape = images_->spec().shape;
     torch::Tensor x = torch::empty({shape[0], shape[1], shape[2]}, torch::kFloat32);
-    feedscope::LoadContext ctx;
-    ctx.worker = 0;  // per-worker scratch: libtorch's workers call get() one sample at a time
+    feedscope::LoadContext ctx;  // the decoder and resize scratch are per thread inside load()
     const std::int64_t label = images_->load(
         index, std::span<std::byte>(static_cast<std::byte*>(x.data_ptr()), x.nbytes()), ctx);
     return {x, torch::tensor(label, torch::kInt64)};
@@ -86,24 +91,40 @@ double feedscope_rate(std::shared_ptr<const ImageFolderDataset> images, int work
   return static_cast<double>(samples) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s IMAGE_FOLDER [batches=12] [batch=64]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s IMAGE_FOLDER [batches=24] [batch=64] [repeats=3]\n", argv[0]);
     return 2;
   }
-  const int batches = argc > 2 ? std::atoi(argv[2]) : 12;
+  const int batches = argc > 2 ? std::atoi(argv[2]) : 24;
   const int batch = argc > 3 ? std::atoi(argv[3]) : 64;
+  const int repeats = argc > 4 ? std::atoi(argv[4]) : 3;
+  if (batches < 1 || batch < 1 || repeats < 1) {
+    std::fprintf(stderr, "batches, batch and repeats must be positive integers\n");
+    return 2;
+  }
   ImageFolderDataset::Options o;
   o.root = argv[1];
   auto images = std::make_shared<const ImageFolderDataset>(o);
   torch::set_num_threads(1);  // the loaders' threads are the parallelism being compared
-  std::printf("%7s %14s %12s %7s\n", "workers", "libtorch/s", "feedscope/s", "ratio");
+  std::printf("%7s %14s %12s %7s   (medians of %d alternating pairs, %d batches of %d each)\n", "workers",
+              "libtorch/s", "feedscope/s", "ratio", repeats, batches, batch);
   for (const int workers : {0, 1, 2}) {
-    const double lt = libtorch_rate(images, workers, batch, batches);
-    const double fs = feedscope_rate(images, workers, batch, batches);
-    std::printf("%7d %14.1f %12.1f %6.2fx\n", workers, lt, fs, fs / lt);
+    std::vector<double> lt, fs, ratio;
+    for (int r = 0; r < repeats; ++r) {
+      lt.push_back(libtorch_rate(images, workers, batch, batches));
+      fs.push_back(feedscope_rate(images, workers, batch, batches));
+      ratio.push_back(fs.back() / lt.back());
+    }
+    std::printf("%7d %14.1f %12.1f %6.2fx\n", workers, median(lt), median(fs), median(ratio));
     std::fflush(stdout);
   }
   return 0;
