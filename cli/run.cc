@@ -177,12 +177,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     engine = std::make_unique<CopyEngine>(eo);
   }
   DeviceFeeder feeder(loader, engine.get(), &spans);
-  if (loader.batches_per_epoch() == 0)
-    throw ConfigError("batch_size", "batch_size: " + std::to_string(config.batch_size) +
-                                        " with drop_last leaves no batch in an epoch of " +
-                                        std::to_string(order->epoch_indices(0).size()) +
-                                        " samples" +
-                                        (placement.world_size > 1 ? " on this rank" : ""));
+  if (std::string why = loader.empty_epoch_reason(); !why.empty()) {
+    if (placement.world_size > 1)
+      why = "rank " + std::to_string(placement.rank) + " of " +
+            std::to_string(placement.world_size) + ": " + why;
+    throw ConfigError(config.drop_last ? "batch_size" : "dataset", why);
+  }
 
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
       << dataset->name() << " (" << dataset->size() << " samples), " << config.num_workers
