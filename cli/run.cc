@@ -177,12 +177,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     engine = std::make_unique<CopyEngine>(eo);
   }
   DeviceFeeder feeder(loader, engine.get(), &spans);
-  if (loader.batches_per_epoch() == 0)
-    throw ConfigError("batch_size", "batch_size: " + std::to_string(config.batch_size) +
-                                        " with drop_last leaves no batch in an epoch of " +
-                                        std::to_string(order->epoch_indices(0).size()) +
-                                        " samples" +
-                                        (placement.world_size > 1 ? " on this rank" : ""));
+  if (std::string why = loader.empty_epoch_reason(); !why.empty()) {
+    if (placement.world_size > 1)
+      why = "rank " + std::to_string(placement.rank) + " of " +
+            std::to_string(placement.world_size) + ": " + why;
+    throw ConfigError(config.drop_last ? "batch_size" : "dataset", why);
+  }
 
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
       << dataset->name() << " (" << dataset->size() << " samples), " << config.num_workers
@@ -243,22 +243,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     // run goes on; the report's diagnosis is made over the whole measured run at the end.
     SpanCollector::WindowFn live_diagnosis;
     if (metrics)
-      live_diagnosis = [&](const std::vector<Span>& window, std::int64_t begin, std::int64_t end) {
-        DiagnosisInput in;
-        in.stages = compute_stage_stats(window, begin, end);
-        const StageStats* wait = find_stage(in.stages, Stage::wait);
-        in.wall_s = static_cast<double>(end - begin) / 1e9;
-        in.batches = wait ? wait->count : 0;
-        if (in.batches == 0) return;
-        in.batch_size = config.batch_size;
-        in.samples_per_s = static_cast<double>(in.batches * config.batch_size) / in.wall_s;
-        in.num_workers = static_cast<int>(config.num_workers);
-        in.cpus = cpus;
-        in.on_gpu = on_gpu;
-        in.loader_only = config.loader_only;
-        if (sampler) fill_utilization(sampler->summary(), in.utilization);
-        metrics->set_bottleneck(diagnose(in).bottleneck);
-      };
+      live_diagnosis = live_bottleneck(
+          *metrics, {config.batch_size, static_cast<int>(config.num_workers), cpus, on_gpu,
+                     config.loader_only, sampler});
     SpanCollector collector(spans, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting

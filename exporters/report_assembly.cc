@@ -63,6 +63,25 @@ void SpanCollector::run(std::stop_token stop) {
   }
 }
 
+SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup) {
+  return [&metrics, setup](const std::vector<Span>& window, std::int64_t begin, std::int64_t end) {
+    DiagnosisInput in;
+    in.stages = compute_stage_stats(window, begin, end);
+    const StageStats* wait = find_stage(in.stages, Stage::wait);
+    in.wall_s = static_cast<double>(end - begin) / 1e9;
+    in.batches = wait ? wait->count : 0;
+    if (in.batches == 0) return;
+    in.batch_size = setup.batch_size;
+    in.samples_per_s = static_cast<double>(in.batches * setup.batch_size) / in.wall_s;
+    in.num_workers = setup.num_workers;
+    in.cpus = setup.cpus;
+    in.on_gpu = setup.on_gpu;
+    in.loader_only = setup.loader_only;
+    if (setup.sampler) fill_utilization(setup.sampler->summary(), in.utilization);
+    metrics.set_bottleneck(diagnose(in).bottleneck);
+  };
+}
+
 Sampling start_sampling(double hz, const std::filesystem::path& report_dir, std::int64_t run_begin_ns,
                         SpanRegistry& spans, MetricsExporter* metrics,
                         std::function<std::uint64_t()> pinned_bytes) {

@@ -59,6 +59,21 @@ class SpanCollector {
   std::jthread thread_;  // last: starts once everything above is initialized
 };
 
+// What the live diagnosis of a window needs besides its spans: the rest of DiagnosisInput, as far
+// as the run knows it while it goes on.
+struct LiveDiagnosisSetup {
+  std::int64_t batch_size = 0;  // 0: unknown (throughput then reads 0; the bottleneck stands)
+  int num_workers = 0;
+  int cpus = 1;
+  bool on_gpu = false;
+  bool loader_only = false;
+  const UtilizationSampler* sampler = nullptr;  // its summary so far, when sampling
+};
+// The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
+// `feedscope run` and a wrapped loop alike: diagnoses each window's spans and sets the metric; a
+// window without a batch leaves it as it was. `metrics` and the sampler must outlive the collector.
+SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup);
+
 // The utilization sampler of a run, writing <report_dir>/timeseries.csv and the endpoint's
 // utilization series; both members null when sampling is off (hz <= 0). The csv outlives the
 // sampler's thread, which writes to it.

@@ -125,8 +125,16 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   lo.clock = clock;
   s.loop = std::make_unique<LoopProfiler>(s.spans, lo, &s);
   loop_ = s.loop.get();
+  // The bottleneck of the last window for feedscope_bottleneck_info, as `feedscope run` does;
+  // without a device option, a running GPU trace stands for a step on the GPU.
+  SpanCollector::WindowFn live_diagnosis;
+  if (s.metrics)
+    live_diagnosis = live_bottleneck(
+        *s.metrics, {o.batch_size, o.num_workers, s.cpus,
+                     o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false,
+                     s.sampling.sampler.get()});
   s.collector = std::make_unique<SpanCollector>(s.spans, s.metrics.get(), s.run_begin_ns,
-                                                SpanCollector::WindowFn{}, 5'000'000'000,
+                                                std::move(live_diagnosis), 5'000'000'000,
                                                 s.loop.get());
 }
 

@@ -45,6 +45,8 @@ void parse(std::span<const char> bytes) {
     if (e.offset > shard_bytes || shard_bytes - e.offset < sizeof(RecordHeader) + e.length)
       broken("an entry lies outside its shard");
     if (e.length > sample_bytes) broken("an entry is longer than the sample");
+    if (e.label < 0 || e.label >= index.header.num_classes)
+      broken("an entry's label is outside 0..classes-1");
   }
 }
 

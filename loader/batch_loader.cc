@@ -353,6 +353,18 @@ std::optional<Batch> BatchLoader::next() {
 }
 
 std::size_t BatchLoader::batches_per_epoch() const { return static_cast<std::size_t>(impl_->batches); }
+std::string BatchLoader::empty_epoch_reason() const {
+  const Impl& s = *impl_;
+  if (s.batches > 0) return "";
+  const std::size_t size = s.dataset->size();
+  std::string why = "no batch of batch_size " + std::to_string(s.options.batch_size) +
+                    " in an epoch: ";
+  why += s.plan.size() == size ? "the dataset holds " + std::to_string(size) + " samples"
+                               : "the sampler's share is " + std::to_string(s.plan.size()) +
+                                     " of the dataset's " + std::to_string(size) + " samples";
+  if (s.options.drop_last && !s.plan.empty()) why += ", and drop_last drops a partial batch";
+  return why;
+}
 int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
 int BatchLoader::batches_ready() const { return static_cast<int>(impl_->ready.size()); }
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }

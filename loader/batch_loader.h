@@ -130,6 +130,10 @@ class BatchLoader {
   std::optional<Batch> next();
 
   std::size_t batches_per_epoch() const;
+  // Empty while the current epoch has a batch; otherwise why it has none, for an error message:
+  // the dataset's size, the sampler's share of it where that differs, batch_size, and drop_last
+  // where it is on and is what drops the samples.
+  std::string empty_epoch_reason() const;
   int batches_in_flight() const;  // scheduled on workers, not finished
   int batches_ready() const;      // finished, waiting for next()
   const LoaderOptions& options() const;

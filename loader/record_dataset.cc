@@ -327,6 +327,9 @@ RecordWriter::RecordWriter(fs::path dir, RecordWriterOptions options)
                        "not " + spec.to_string());
   if (options.shard_bytes == 0)
     throw DatasetError("shard_bytes: 0 is not allowed; allowed: 1 or more");
+  if (options.num_classes < 0)
+    throw DatasetError("num_classes: " + std::to_string(options.num_classes) +
+                       " is not allowed; allowed: 0 (1 + the largest label) or more");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error(dir.string() + ": cannot create: " + ec.message());
@@ -353,6 +356,10 @@ void RecordWriter::append(std::int64_t label, std::span<const std::byte> payload
                                 (s.options.variable ? " at most)" : ")"));
   if (label < 0)
     throw std::invalid_argument("records writer: label " + std::to_string(label) + " is negative");
+  if (s.options.num_classes > 0 && label >= s.options.num_classes)
+    throw std::invalid_argument("records writer: label " + std::to_string(label) +
+                                " is outside 0.." + std::to_string(s.options.num_classes - 1) +
+                                " (num_classes " + std::to_string(s.options.num_classes) + ")");
   const std::uint64_t record_bytes = sizeof(RecordHeader) + payload.size();
   if (s.fd < 0) {
     s.open_shard();

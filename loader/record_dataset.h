@@ -21,7 +21,8 @@ namespace feedscope {
 class RecordDataset final : public Dataset {
  public:
   // Throws DatasetError naming the file: missing directory or index, bad magic or version, a
-  // checksum-failed index or shard header, a shard whose size or header disagrees with the index.
+  // checksum-failed index or shard header, a shard whose size or header disagrees with the index,
+  // a label outside 0..num_classes-1 (naming the record, its shard and the label).
   explicit RecordDataset(std::filesystem::path dir);
   RecordDataset(const RecordDataset&) = delete;
   RecordDataset& operator=(const RecordDataset&) = delete;
@@ -81,7 +82,7 @@ struct RecordWriterOptions {
   SampleSpec spec;        // fixed: every record is exactly spec.bytes(); variable: at most that
   bool variable = false;  // variable needs a 1-D uint8 spec: {max_bytes}
   std::uint64_t shard_bytes = std::uint64_t{256} << 20;  // a shard closes before passing this
-  std::int64_t num_classes = 0;  // 0: 1 + the largest label written
+  std::int64_t num_classes = 0;  // 0: 1 + the largest label written; else labels lie below it
 };
 
 // Not thread-safe: one writing thread. Writes shards as records arrive and the index last (to a
@@ -95,7 +96,8 @@ class RecordWriter {
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
 
-  // Throws std::invalid_argument when the payload size does not fit the spec, or a negative label.
+  // Throws std::invalid_argument when the payload size does not fit the spec, or a label outside
+  // 0..num_classes-1 (only negative ones where num_classes is 0).
   void append(std::int64_t label, std::span<const std::byte> payload);
   // Closes the last shard and writes the index. Nothing may be appended afterwards.
   void finish();

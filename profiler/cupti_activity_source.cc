@@ -3,7 +3,6 @@
 #include <string>
 
 #if FEEDSCOPE_WITH_CUDA
-#include <cupti.h>
 #include <cxxabi.h>
 
 #include <array>
@@ -15,6 +14,7 @@
 
 #include "loader/span_recorder.h"
 #include "pinned_memory/device_probe.h"
+#include "profiler/detail/cupti_api.h"
 #endif
 
 namespace feedscope {
@@ -22,6 +22,8 @@ namespace feedscope {
 #if FEEDSCOPE_WITH_CUDA
 
 namespace {
+
+using detail::cupti;
 
 // CUPTI suggests buffers of 1-10 MB. The cap bounds what a stalled consumer can pin down: past
 // it CUPTI gets no buffer, drops records and counts them.
@@ -47,7 +49,8 @@ const char* kind_name(CUpti_ActivityKind kind) {
 
 std::string result_text(CUptiResult result) {
   const char* text = nullptr;
-  if (cuptiGetResultString(result, &text) == CUPTI_SUCCESS && text != nullptr) return text;
+  if (cupti().api.cuptiGetResultString(result, &text) == CUPTI_SUCCESS && text != nullptr)
+    return text;
   return "CUPTI error " + std::to_string(static_cast<int>(result));
 }
 
@@ -79,7 +82,8 @@ const std::string& api_name(Shared& s, std::uint32_t cbid) {
   if (it != s.api_names.end()) return it->second;
   const char* raw = nullptr;
   std::string name;
-  if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &raw) == CUPTI_SUCCESS && raw) {
+  if (cupti().api.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &raw) == CUPTI_SUCCESS &&
+      raw) {
     name = raw;
     // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the version is not part of the API's name.
     const std::size_t v = name.rfind("_v");
@@ -135,8 +139,9 @@ SyncType sync_type(CUpti_ActivitySynchronizationType type) {
 // Record layouts are those the CUDA 13 headers name for each enabled kind.
 void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out) {
   const std::int64_t off = s.offset_ns.load(std::memory_order_relaxed);
+  const auto next_record = cupti().api.cuptiActivityGetNextRecord;
   CUpti_Activity* record = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+  while (next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -206,7 +211,7 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     GpuActivity parsed;
     parse(s, buffer, valid, parsed);
     std::size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
+    if (cupti().api.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
       parsed.dropped += dropped;
     s.store.append(std::move(parsed));
   } catch (...) {
@@ -233,6 +238,11 @@ class CuptiActivitySource final : public GpuActivitySource {
   bool start() override {
     if (running_) return true;
     if (!reason_.empty()) return false;
+    if (!cupti().loaded) {
+      reason_ = "CUPTI: " + cupti().reason;
+      log_once(reason_);
+      return false;
+    }
     Shared& s = shared();
     if (!owner_) {
       bool expected = false;
@@ -255,19 +265,20 @@ class CuptiActivitySource final : public GpuActivitySource {
   void stop() override {
     if (!running_) return;
     running_ = false;
+    const detail::CuptiApi& api = cupti().api;
     for (CUpti_ActivityKind kind : kKinds) {
-      const CUptiResult r = cuptiActivityDisable(kind);
+      const CUptiResult r = api.cuptiActivityDisable(kind);
       if (r != CUPTI_SUCCESS) log_once(std::string("cuptiActivityDisable: ") + result_text(r));
     }
     // Forced: hand over the partly filled buffers too, so collect() sees the last records.
-    const CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    const CUptiResult r = api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (r != CUPTI_SUCCESS) log_once(std::string("cuptiActivityFlushAll: ") + result_text(r));
   }
 
   GpuActivity collect() override {
     if (!owner_) return {};
     if (running_) {
-      const CUptiResult r = cuptiActivityFlushAll(0);
+      const CUptiResult r = cupti().api.cuptiActivityFlushAll(0);
       if (r != CUPTI_SUCCESS) log_once(std::string("cuptiActivityFlushAll: ") + result_text(r));
     }
     Shared& s = shared();
@@ -281,19 +292,20 @@ class CuptiActivitySource final : public GpuActivitySource {
 
  private:
   bool enable(Shared& s) {
-    if (!check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+    const detail::CuptiApi& api = cupti().api;
+    if (!check(api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
                "cuptiActivityRegisterCallbacks"))
       return false;
     // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
     std::uint64_t cupti_ns = 0;
     const std::int64_t before = now_ns();
-    if (!check(cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp")) return false;
+    if (!check(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp")) return false;
     const std::int64_t after = now_ns();
     s.offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
     for (std::size_t i = 0; i < kKinds.size(); ++i) {
       const std::string what = std::string("cuptiActivityEnable(") + kind_name(kKinds[i]) + ")";
-      if (!check(cuptiActivityEnable(kKinds[i]), what.c_str())) {
-        for (std::size_t j = 0; j < i; ++j) cuptiActivityDisable(kKinds[j]);
+      if (!check(api.cuptiActivityEnable(kKinds[i]), what.c_str())) {
+        for (std::size_t j = 0; j < i; ++j) api.cuptiActivityDisable(kKinds[j]);
         return false;
       }
     }

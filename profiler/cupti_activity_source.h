@@ -9,7 +9,8 @@ namespace feedscope {
 
 // A CUPTI activity source. CUPTI delivers records to one process-wide set of callbacks, so one
 // source records at a time: a second one started meanwhile reports itself unavailable. In a build
-// without CUDA the source is always unavailable ("built without CUDA").
+// without CUDA the source is always unavailable ("built without CUDA"); where CUPTI cannot be
+// loaded at run time, it says why ("CUPTI: libcupti.so.13 not found: ...").
 std::unique_ptr<GpuActivitySource> make_cupti_source();
 
 }  // namespace feedscope

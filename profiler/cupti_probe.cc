@@ -1,10 +1,9 @@
 #include "profiler/cupti_probe.h"
 
 #if FEEDSCOPE_WITH_CUDA
-#include <cupti.h>
-
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
+#include "profiler/detail/cupti_api.h"
 #endif
 
 namespace feedscope {
@@ -12,8 +11,13 @@ namespace feedscope {
 CuptiProbe probe_cupti() {
   CuptiProbe probe;
 #if FEEDSCOPE_WITH_CUDA
+  const detail::CuptiLibrary& cupti = detail::cupti();
+  if (!cupti.loaded) {
+    probe.detail = cupti.reason;
+    return probe;
+  }
   uint32_t version = 0;
-  if (cuptiGetVersion(&version) != CUPTI_SUCCESS) {
+  if (cupti.api.cuptiGetVersion(&version) != CUPTI_SUCCESS) {
     probe.detail = "cuptiGetVersion failed";
     return probe;
   }
@@ -22,7 +26,8 @@ CuptiProbe probe_cupti() {
   // tracing. Without a device there is nothing to trace; with one, a source must really start.
   const DeviceProbe cuda = probe_cuda();
   if (!cuda.available()) {
-    probe.detail = "CUPTI " + api + " is installed, but there is no CUDA device to trace: " +
+    probe.detail = "CUPTI " + api + " (" + cupti.name +
+                   ") is installed, but there is no CUDA device to trace: " +
                    cuda.unavailable_reason;
     return probe;
   }

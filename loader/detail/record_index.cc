@@ -48,6 +48,9 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
     throw fail("holds " + std::to_string(h.record_count) + " records in " +
                std::to_string(h.shard_count) +
                " shards; a records dataset has 1 record and 1 shard at least");
+  if (h.num_classes < 1)
+    throw fail("declares " + std::to_string(h.num_classes) +
+               " classes; labels lie in 0..classes-1, so a dataset has 1 class at least");
   // Computed so that no product wraps: a record count of 2^61 + n must not pass for n.
   const std::uint64_t fixed_bytes = sizeof(IndexHeader) +
                                     std::uint64_t{h.shard_count} * sizeof(IndexShard) + sizeof(IndexFooter);
@@ -98,6 +101,13 @@ RecordIndex parse_record_index(std::span<const char> index, const std::filesyste
     if (e.shard >= table.size() || i < table[e.shard].first_record ||
         i >= table[e.shard].first_record + table[e.shard].record_count)
       throw fail(where + " names shard " + std::to_string(e.shard) + ", which does not hold it");
+    // The index is checksummed and each record's header must repeat its label, so a label out
+    // of range is how the dataset was written, not a flipped bit: refused for the whole dataset
+    // here, before any step, rather than by the loss on some later epoch.
+    if (e.label < 0 || e.label >= h.num_classes)
+      throw fail(where + " (" + (dir / shard_file_name(e.shard)).string() + ") has label " +
+                 std::to_string(e.label) + ", outside 0.." + std::to_string(h.num_classes - 1) +
+                 " (the index's " + std::to_string(h.num_classes) + " classes)");
     if (out.variable ? e.length > sample_bytes : e.length != sample_bytes)
       throw fail(where + " is " + std::to_string(e.length) + " bytes; the sample (" +
                  out.spec.to_string() + ") is " + std::to_string(sample_bytes) +

@@ -26,8 +26,8 @@ DatasetError records_error(const std::filesystem::path& dir, const std::string& 
 
 // Parses `index`, the bytes of DIR/records.index, and checks what the index says of itself: magic,
 // version, checksums, the sample layout, its size against its counts, the shard table (consecutive
-// records from 0) and every entry against its shard. Throws DatasetError naming the index file
-// (records_error) for the first problem.
+// records from 0), every entry against its shard and every label against the number of classes.
+// Throws DatasetError naming the index file (records_error) for the first problem.
 RecordIndex parse_record_index(std::span<const char> index, const std::filesystem::path& dir);
 
 }  // namespace feedscope::detail

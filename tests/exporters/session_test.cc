@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <ranges>
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -155,6 +158,41 @@ TEST(SessionTest, TheMetricsEndpointServesBatchesWhileTheLoopRuns) {
   ASSERT_EQ(r.status, 200) << r.error;
   EXPECT_EQ(series_value(r.body, "feedscope_samples_total"), 50);
   EXPECT_NE(r.body.find("feedscope_bottleneck_info"), std::string::npos);
+}
+
+// The bottleneck series at 1 in the exposition text, or empty while none is.
+std::string bottleneck_set(const std::string& text) {
+  static const std::regex re(
+      R"re((^|\n)feedscope_bottleneck_info\{[^}]*bottleneck="([a-z_]+)"[^}]*\} 1(\n|$))re");
+  std::smatch m;
+  return std::regex_search(text, m, re) ? m[2].str() : "";
+}
+
+// As in `feedscope run`, the endpoint names the bottleneck of each window while the loop goes on,
+// not only at finish(). A window is 5 s; the deadline leaves a slow machine room.
+TEST(SessionTest, TheBottleneckMetricIsSetWhileTheLoopRuns) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.metrics_addr = "127.0.0.1:0";
+  o.batch_size = 8;
+  Session fs(o);
+  const std::string address = fs.metrics_address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::string named;
+  for (int x : fs.wrap(std::views::iota(0))) {
+    {
+      auto step = fs.step(8);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a step that takes time
+    }
+    if (x % 50 != 0) continue;
+    const auto r = testing::http_get(port, "/metrics");
+    ASSERT_EQ(r.status, 200) << r.error;
+    named = bottleneck_set(r.body);
+    if (!named.empty() || std::chrono::steady_clock::now() > deadline) break;
+  }
+  // Read before finish(), which sets the metric too. The step takes all the time and the data is at hand: the step, on the CPU, is the limit.
+  EXPECT_EQ(named, "cpu_compute");
 }
 
 }  // namespace

@@ -270,6 +270,18 @@ TEST_F(CliTest, RankLoadsItsShareOfTheDataset) {
   EXPECT_NE(bad.err.find("rank: 4 is not below world_size 4"), std::string::npos) << bad.err;
 }
 
+TEST_F(CliTest, AnEpochWithoutABatchIsExit2SayingWhy) {
+  const auto r = run_process({kBinary, "run", "--dataset", "synthetic:16", "--synthetic-samples",
+                              "10", "--loader-only", "--steps", "1", "--batch-size", "4",
+                              "--drop-last", "--rank", "1", "--world-size", "4",
+                              "--sample-hz", "0", "--report-dir", (dir_ / "report").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rank 1 of 4: no batch of batch_size 4 in an epoch: the sampler's share is "
+                       "2 of the dataset's 10 samples, and drop_last drops a partial batch"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(CliTest, MakeDatasetImagesThenLoadAndTrainOnIt) {
   const std::string data = (dir_ / "images").string();
   const auto made = run_process({kBinary, "make-dataset", "images", "--out", data, "--count", "12",

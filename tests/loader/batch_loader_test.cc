@@ -359,6 +359,47 @@ TEST(BatchLoaderTest, RejectsBadOptionsNamingTheKey) {
   EXPECT_THROW(BatchLoader(dataset, sampler, o), std::invalid_argument);
 }
 
+// The reason names what is true: the dataset's size, the sampler's share where it differs, the
+// batch size, and drop_last only where it is on and drops the samples.
+TEST(BatchLoaderTest, EmptyEpochReasonSaysWhatLeavesNoBatch) {
+  LoaderOptions o;
+  o.num_workers = 0;
+  o.batch_size = 4;
+  o.drop_last = true;
+  {
+    BatchLoader loader(std::make_shared<CountingDataset>(3), std::make_shared<SequentialSampler>(3), o);
+    EXPECT_EQ(loader.batches_per_epoch(), 0u);
+    EXPECT_EQ(loader.empty_epoch_reason(),
+              "no batch of batch_size 4 in an epoch: the dataset holds 3 samples, and drop_last "
+              "drops a partial batch");
+  }
+  {
+    // 10 samples over 4 ranks with drop_last: 2 each.
+    BatchLoader loader(std::make_shared<CountingDataset>(10),
+                       std::make_shared<DistributedSampler>(10, 1, 4, false, 0, true), o);
+    EXPECT_EQ(loader.empty_epoch_reason(),
+              "no batch of batch_size 4 in an epoch: the sampler's share is 2 of the dataset's 10 "
+              "samples, and drop_last drops a partial batch");
+  }
+  o.drop_last = false;
+  {
+    BatchLoader loader(std::make_shared<CountingDataset>(3), std::make_shared<SequentialSampler>(3), o);
+    EXPECT_EQ(loader.batches_per_epoch(), 1u);
+    EXPECT_EQ(loader.empty_epoch_reason(), "");
+  }
+  {
+    BatchLoader loader(std::make_shared<CountingDataset>(0), std::make_shared<SequentialSampler>(0), o);
+    EXPECT_EQ(loader.empty_epoch_reason(),
+              "no batch of batch_size 4 in an epoch: the dataset holds 0 samples");
+  }
+  {
+    BatchLoader loader(std::make_shared<CountingDataset>(10), std::make_shared<SequentialSampler>(0), o);
+    EXPECT_EQ(loader.empty_epoch_reason(),
+              "no batch of batch_size 4 in an epoch: the sampler's share is 0 of the dataset's 10 "
+              "samples");
+  }
+}
+
 LoaderOptions skip_options(int workers, int batch_size, double max_bad_ratio) {
   LoaderOptions o;
   o.num_workers = workers;

@@ -309,6 +309,36 @@ TEST(RecordDatasetTest, ShardTableMustHoldConsecutiveRecords) {
   EXPECT_NO_THROW(RecordDataset{dir.path()});
 }
 
+// Labels are in the index: one the classes cannot hold is refused at open, naming the record,
+// its shard file and the label, whatever the bad-sample policy.
+TEST(RecordDatasetTest, LabelOutsideTheClassesIsRefusedAtOpen) {
+  TempDir dir;
+  write_variable(dir.path(), 40);  // 3 classes; shards of 1000 bytes
+  const auto shard_of = [&](std::uint32_t s) { return (dir / detail::shard_file_name(s)).string(); };
+  std::uint32_t shard = 0;
+  edit_index(dir.path(), [&](IndexParts& p) {
+    p.entries[17].label = 3;
+    shard = p.entries[17].shard;
+  });
+  std::string what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: record 17 (" + shard_of(shard) +
+                                 ") has label 3, outside 0..2 (the index's 3 classes)")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.entries[17].label = 2;
+    p.entries[0].label = -1;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "record 0 (" + shard_of(0) + ") has label -1, outside 0..2")) << what;
+  edit_index(dir.path(), [](IndexParts& p) {
+    p.entries[0].label = 0;
+    p.header.num_classes = 0;
+  });
+  what = open_error(dir.path());
+  EXPECT_TRUE(contains(what, "records.index: declares 0 classes; labels lie in 0..classes-1")) << what;
+  edit_index(dir.path(), [](IndexParts& p) { p.header.num_classes = 3; });
+  EXPECT_NO_THROW(RecordDataset{dir.path()});
+}
+
 // Found by fuzz/records_index_fuzz.cc: dimensions whose product overflows int64 reached
 // SampleSpec::bytes(), undefined behaviour that let any byte count through.
 TEST(RecordDatasetTest, SampleOverTheRecordLimitIsRefused) {

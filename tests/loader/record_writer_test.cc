@@ -55,6 +55,23 @@ TEST(RecordWriterTest, RejectsRecordsThatDoNotFitTheSpec) {
   EXPECT_THROW(RecordWriter(dir / "bad", o), DatasetError) << "variable records are 1-D uint8";
 }
 
+TEST(RecordWriterTest, RejectsALabelOutsideItsClasses) {
+  TempDir dir;
+  RecordWriterOptions o;
+  o.spec = SampleSpec{{4}, DType::uint8};
+  o.num_classes = 3;
+  RecordWriter writer(dir / "three", o);
+  EXPECT_NO_THROW(writer.append(2, std::vector<std::byte>(4)));
+  try {
+    writer.append(3, std::vector<std::byte>(4));
+    FAIL() << "wrote label 3 with 3 classes";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "records writer: label 3 is outside 0..2 (num_classes 3)");
+  }
+  o.num_classes = -1;
+  EXPECT_THROW(RecordWriter(dir / "negative", o), DatasetError);
+}
+
 TEST(RecordWriterTest, UnfinishedWriteLeavesNoIndex) {
   TempDir dir;
   {

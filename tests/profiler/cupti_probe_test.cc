@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "pinned_memory/device_probe.h"
+#if FEEDSCOPE_WITH_CUDA
+#include "profiler/detail/cupti_api.h"
+#endif
 
 namespace feedscope {
 namespace {
@@ -14,7 +17,17 @@ TEST(CuptiProbeTest, AvailableOnlyWhereACudaDeviceCanBeTracedOtherwiseSaysWhy) {
   if (!cuda.built_with_cuda) {
     EXPECT_FALSE(cupti.available);
     EXPECT_NE(cupti.detail.find("built without CUDA"), std::string::npos) << cupti.detail;
-  } else if (!cuda.available()) {
+    return;
+  }
+#if FEEDSCOPE_WITH_CUDA
+  // Loaded at run time: where the library is missing, that is the reason, device or not.
+  if (const detail::CuptiLibrary& lib = detail::cupti(); !lib.loaded) {
+    EXPECT_FALSE(cupti.available);
+    EXPECT_EQ(cupti.detail, lib.reason);
+    return;
+  }
+#endif
+  if (!cuda.available()) {
     EXPECT_FALSE(cupti.available) << "no CUDA device, yet CUPTI is called available: " << cupti.detail;
     EXPECT_NE(cupti.detail.find("no CUDA device to trace: " + cuda.unavailable_reason),
               std::string::npos)

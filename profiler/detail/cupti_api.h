@@ -1,0 +1,48 @@
+#pragma once
+// CUPTI, loaded at run time with dlopen as sampler/nvml_source.cc loads NVML: a CUDA build starts
+// on a machine that has the CUDA runtime but no CUPTI, and traces nothing there. CUPTI's headers
+// still give the types and signatures. For the .cc files of a CUDA build (FEEDSCOPE_WITH_CUDA)
+// only: it includes <cupti.h>.
+#include <cupti.h>
+
+#include <string>
+#include <vector>
+
+namespace feedscope::detail {
+
+// Every CUPTI entry point feedscope calls, under CUPTI's own names and types.
+struct CuptiApi {
+  decltype(&::cuptiGetVersion) cuptiGetVersion = nullptr;
+  decltype(&::cuptiGetResultString) cuptiGetResultString = nullptr;
+  decltype(&::cuptiGetCallbackName) cuptiGetCallbackName = nullptr;
+  decltype(&::cuptiGetTimestamp) cuptiGetTimestamp = nullptr;
+  decltype(&::cuptiActivityRegisterCallbacks) cuptiActivityRegisterCallbacks = nullptr;
+  decltype(&::cuptiActivityEnable) cuptiActivityEnable = nullptr;
+  decltype(&::cuptiActivityDisable) cuptiActivityDisable = nullptr;
+  decltype(&::cuptiActivityFlushAll) cuptiActivityFlushAll = nullptr;
+  decltype(&::cuptiActivityGetNextRecord) cuptiActivityGetNextRecord = nullptr;
+  decltype(&::cuptiActivityGetNumDroppedRecords) cuptiActivityGetNumDroppedRecords = nullptr;
+};
+
+// A loaded CUPTI, or why there is none.
+struct CuptiLibrary {
+  bool loaded = false;
+  CuptiApi api;         // every pointer set when loaded
+  std::string name;     // the name dlopen loaded it by
+  std::string reason;   // when not loaded, per name tried: "libcupti.so.13 not found: <dlerror>"
+};
+
+// The names dlopen tries, in order: the soname of the CUPTI whose headers feedscope was built
+// with (libcupti.so.13), the unversioned libcupti.so, and the toolkit's own copy found at
+// configure time, which the dynamic loader may not search (extras/CUPTI/lib64).
+std::vector<std::string> cupti_library_names();
+
+// Loads the first of `names` that dlopen opens, has every entry point of CuptiApi and is the
+// CUPTI major version of the headers (its records have their layouts). A loaded library stays
+// loaded: CUPTI may call back until the process exits.
+CuptiLibrary load_cupti(const std::vector<std::string>& names);
+
+// The process's CUPTI, loaded from cupti_library_names() on first use. Thread-safe.
+const CuptiLibrary& cupti();
+
+}  // namespace feedscope::detail
