@@ -36,6 +36,9 @@ struct RunConfig {
   std::int64_t warmup = 10;
   std::int64_t seed = 0;
   std::string report_dir = "feedscope-report";
+  // Stage spans trace.json keeps (the first half and the latest half; the rest are counted):
+  // 32 bytes each while the run lasts, about 100 in the file.
+  std::int64_t trace_max_spans = 1'000'000;
   double sample_hz = 10;  // utilization sampling; 0 turns the sampler off
   std::string metrics_addr;  // HOST:PORT of the Prometheus endpoint; empty: no endpoint
   std::int64_t rank = -1;    // -1: from $RANK (torchrun), else 0 and no rank label

@@ -29,6 +29,7 @@
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
 #include "profiler/gpu_trace.h"
+#include "profiler/span_digest.h"
 #include "profiler/stage_stats.h"
 #include "sampler/cpu_usage.h"
 #include "sampler/proc_fs.h"
@@ -219,6 +220,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     gpu_source.reset();
   }
   std::int64_t measure_begin = now_ns();
+  // What the run keeps of its spans: bounded however long it runs.
+  SpanDigest::Options digest_options;
+  digest_options.trace_max_spans = static_cast<std::size_t>(config.trace_max_spans);
+  digest_options.keep_steps = gpu_source != nullptr;
+  SpanDigest digest(run_begin, digest_options);
+  if (config.warmup == 0) digest.open_window(measure_begin);
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
   std::int64_t step = 0, measured_steps = 0, measured_samples = 0, all_samples = 0;
   std::uint64_t h2d_reported[2] = {0, 0};  // by pinned: bytes already added to the metrics
@@ -246,11 +253,14 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       live_diagnosis = live_bottleneck(
           *metrics, {config.batch_size, static_cast<int>(config.num_workers), cpus, on_gpu,
                      config.loader_only, sampler});
-    SpanCollector collector(spans, metrics.get(), run_begin, live_diagnosis);
+    SpanCollector collector(spans, digest, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
     std::int64_t epoch_batches = 0;
     for (;;) {
+      // Whatever ends the warm-up or the run happens from here on: the digest may place every
+      // span that began before.
+      digest.advance(wait_begin);
       if (const int signal = interrupt_signal(); signal != 0) {
         report.interrupted = interrupt_signal_name(signal);
         stop_early("interrupted", report.interrupted);
@@ -319,6 +329,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       if (step <= config.warmup) {
         if (step == config.warmup) {
           measure_begin = step_end;
+          digest.open_window(measure_begin);
           usage_begin = take_usage_snapshot(fs, measure_begin);
         }
         continue;
@@ -337,7 +348,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const UsageSnapshot usage_end = take_usage_snapshot(fs, end);
   const MeasuredWindow window{measure_begin, end, measured_steps, measured_samples};
   report.config = config_entries(config);
-  fill_measurements(report, spans.spans(), window, usage_between(usage_begin, usage_end, cpus), fs);
+  fill_measurements(report, digest, window, run_begin, usage_between(usage_begin, usage_end, cpus),
+                    fs);
   if (trainer) report.training.last_loss = trainer->last_loss();
   report.training.model = trainer ? trainer->describe() : "none (loader only)";
   report.training.parameters = trainer ? trainer->parameters() : 0;
@@ -352,9 +364,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     report.data_errors.examples.push_back({b.index, b.source, b.message});
 
   // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
-  const std::vector<Span> all_spans = spans.spans();
-  const GpuActivity gpu_activity =
-      finish_gpu_trace(report, gpu_source.get(), gpu_unavailable, all_spans, window);
+  const GpuActivity gpu_activity = finish_gpu_trace(report, gpu_source.get(), gpu_unavailable,
+                                                    digest.steps(window.begin_ns, window.end_ns),
+                                                    window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
   DiagnosisInput in = diagnosis_input(report);
@@ -366,7 +378,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.diagnosis = diagnose(in);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
-  write_report_files(report_dir, report, sampler, all_spans, spans.lanes(),
+  write_report_files(report_dir, report, sampler, digest.trace_spans(), spans.lanes(),
                      gpu_source ? &gpu_activity : nullptr, run_begin);
   if (bad_data) std::rethrow_exception(bad_data);
   return report;

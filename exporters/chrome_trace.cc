@@ -203,7 +203,7 @@ void ChromeTraceWriter::complete(int pid, int tid, std::string_view name,
   out_ << "}}";
 }
 
-void write_chrome_trace(std::ostream& out, const std::vector<Span>& spans,
+void write_chrome_trace(std::ostream& out, std::span<const Span> spans,
                         const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                         std::int64_t origin_ns) {
   ChromeTraceWriter w(out, origin_ns);
@@ -247,7 +247,7 @@ void write_chrome_trace(std::ostream& out, const std::vector<Span>& spans,
   w.finish();
 }
 
-void write_chrome_trace_file(const std::string& path, const std::vector<Span>& spans,
+void write_chrome_trace_file(const std::string& path, std::span<const Span> spans,
                              const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                              std::int64_t origin_ns) {
   const std::string tmp = path + ".tmp";

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,13 +56,13 @@ inline constexpr int kGpuPid = 2;
 
 // The whole trace of a run: stage spans on their lanes and, when given, the GPU's kernels,
 // copies and memsets. `gpu` may be null (no GPU trace).
-void write_chrome_trace(std::ostream& out, const std::vector<Span>& spans,
+void write_chrome_trace(std::ostream& out, std::span<const Span> spans,
                         const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                         std::int64_t origin_ns);
 
 // The same into `path`, through a temporary file and a rename. Throws std::runtime_error naming
 // the path when it cannot be written.
-void write_chrome_trace_file(const std::string& path, const std::vector<Span>& spans,
+void write_chrome_trace_file(const std::string& path, std::span<const Span> spans,
                              const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                              std::int64_t origin_ns);
 

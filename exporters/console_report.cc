@@ -37,6 +37,8 @@ std::string format_console_report(const Report& r, bool color) {
     out += line("  %-10s %8lld %10.3f %10.3f %10.3f %7.1f%%", s.name.c_str(),
                 static_cast<long long>(s.count), s.mean_ms, s.p95_ms, s.busy_s, 100 * s.share);
   }
+  if (const std::string cap = describe_trace_cap(r.trace); !cap.empty())
+    out += "  trace.json: " + cap + "\n";
   out += "\n  evidence:\n";
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {
@@ -48,6 +50,18 @@ std::string format_console_report(const Report& r, bool color) {
     }
   }
   return out;
+}
+
+std::string describe_trace_cap(const TraceSummary& t) {
+  if (!t.omitted_from_s) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%llu of %llu stage spans: those that began from %.2f s to %.2f s are left out "
+                "(trace_max_spans %llu)",
+                static_cast<unsigned long long>(t.spans_kept),
+                static_cast<unsigned long long>(t.spans_total), *t.omitted_from_s, *t.omitted_to_s,
+                static_cast<unsigned long long>(t.max_spans));
+  return buf;
 }
 
 }  // namespace feedscope

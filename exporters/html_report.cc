@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "exporters/console_report.h"
+
 namespace feedscope {
 
 std::string html_escape(const std::string& text) {
@@ -292,7 +294,9 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
     h << "<tr><td>" << esc(key) << "</td><td>" << esc(text) << "</td></tr>\n";
   }
   h << "</table>\n<p class=\"axis\">feedscope " << esc(e.feedscope_version)
-    << " · report.json holds the same numbers; trace.json opens in Perfetto.</p>\n</body></html>\n";
+    << " · report.json holds the same numbers; trace.json opens in Perfetto"
+    << (r.trace.omitted_from_s ? "; it holds " + esc(describe_trace_cap(r.trace)) : "")
+    << ".</p>\n</body></html>\n";
   return h.str();
 }
 

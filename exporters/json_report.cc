@@ -55,7 +55,9 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
             {"pageable_gbps", optional_number(g.h2d_pageable_gbps)},
             {"share", g.h2d_share}}},
           {"d2h_bytes", g.d2h_bytes},
-          {"dropped", g.dropped}};
+          {"dropped", g.dropped},
+          {"records_not_kept", g.records_not_kept},
+          {"covered_until_s", optional_number(g.covered_until_s)}};
 }
 
 }  // namespace
@@ -137,6 +139,14 @@ std::string report_to_json(const Report& r) {
                       {"ratio", de.ratio},
                       {"examples", examples}};
   j["spans_dropped"] = r.spans_dropped;
+  const TraceSummary& tr = r.trace;
+  j["trace"] = {{"max_spans", tr.max_spans},
+                {"spans_total", tr.spans_total},
+                {"spans_kept", tr.spans_kept},
+                {"spans_not_kept", tr.spans_total - tr.spans_kept},
+                {"omitted", tr.omitted_from_s ? nlohmann::ordered_json{{"from_s", *tr.omitted_from_s},
+                                                                       {"to_s", *tr.omitted_to_s}}
+                                              : nlohmann::ordered_json(nullptr)}};
   j["interrupted"] = r.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.interrupted);
   j["stopped_early"] = r.stopped_early.reason.empty()
                            ? nlohmann::ordered_json(nullptr)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -12,13 +13,13 @@
 #include "exporters/json_report.h"
 #include "profiler/gpu_trace.h"
 #include "profiler/loop_profiler.h"
-#include "profiler/stage_stats.h"
 
 namespace feedscope {
 
-SpanCollector::SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
-                             WindowFn on_window, std::int64_t window_ns, LoopProfiler* loop)
-    : registry_(registry), metrics_(metrics), begin_ns_(begin_ns),
+SpanCollector::SpanCollector(SpanRegistry& registry, SpanDigest& digest, MetricsExporter* metrics,
+                             std::int64_t begin_ns, WindowFn on_window, std::int64_t window_ns,
+                             LoopProfiler* loop)
+    : registry_(registry), digest_(digest), metrics_(metrics), begin_ns_(begin_ns),
       on_window_(std::move(on_window)), window_ns_(window_ns), window_begin_ns_(begin_ns),
       loop_(loop), thread_([this](std::stop_token stop) { this->run(stop); }) {}
 
@@ -31,9 +32,13 @@ SpanCollector::~SpanCollector() {
 void SpanCollector::drain() {
   if (loop_) loop_->collect();
   fresh_.clear();
-  const bool keep = metrics_ != nullptr || on_window_;
-  registry_.collect(keep ? &fresh_ : nullptr);
-  if (on_window_) window_.insert(window_.end(), fresh_.begin(), fresh_.end());
+  registry_.drain(fresh_);
+  digest_.add(fresh_);
+  if (on_window_) {
+    // Spans drained late from an earlier window are left out, as that window's statistics were.
+    for (const Span& span : fresh_)
+      if (span.begin_ns >= window_begin_ns_) window_.add(by_stage(span));
+  }
   if (!metrics_) return;
   for (const Span& span : fresh_) {
     const double seconds = static_cast<double>(span.end_ns - span.begin_ns) / 1e9;
@@ -54,7 +59,8 @@ void SpanCollector::run(std::stop_token stop) {
     const std::int64_t now = now_ns();
     if (on_window_ && now - window_begin_ns_ >= window_ns_) {
       try {
-        on_window_(window_, window_begin_ns_, now);
+        const double wall_s = static_cast<double>(std::max<std::int64_t>(now - window_begin_ns_, 1)) / 1e9;
+        on_window_(window_.stats(fixed_stage_names(), wall_s), window_begin_ns_, now);
       } catch (...) {  // a failed live estimate must not end the run; the final report decides
       }
       window_.clear();
@@ -64,9 +70,9 @@ void SpanCollector::run(std::stop_token stop) {
 }
 
 SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup) {
-  return [&metrics, setup](const std::vector<Span>& window, std::int64_t begin, std::int64_t end) {
+  return [&metrics, setup](const std::vector<StageStats>& stages, std::int64_t begin, std::int64_t end) {
     DiagnosisInput in;
-    in.stages = compute_stage_stats(window, begin, end);
+    in.stages = stages;
     const StageStats* wait = find_stage(in.stages, Stage::wait);
     in.wall_s = static_cast<double>(end - begin) / 1e9;
     in.batches = wait ? wait->count : 0;
@@ -131,8 +137,8 @@ void stop_tracers(GpuActivitySource* gpu, UtilizationSampler* sampler, Report& r
   }
 }
 
-void fill_measurements(Report& report, const std::vector<Span>& spans, const MeasuredWindow& window,
-                       const UsageRatios& usage, const ProcFs& fs) {
+void fill_measurements(Report& report, SpanDigest& digest, const MeasuredWindow& window,
+                       std::int64_t trace_origin_ns, const UsageRatios& usage, const ProcFs& fs) {
   const double wall_s = static_cast<double>(window.end_ns - window.begin_ns) / 1e9;
   Throughput& t = report.throughput;
   t.steps = window.steps;
@@ -140,7 +146,8 @@ void fill_measurements(Report& report, const std::vector<Span>& spans, const Mea
   t.wall_s = wall_s;
   t.samples_per_s = static_cast<double>(window.samples) / wall_s;
   t.batches_per_s = static_cast<double>(window.steps) / wall_s;
-  report.stages = compute_stage_stats(spans, window.begin_ns, window.end_ns);
+  report.stages = digest.stage_stats(window.begin_ns, window.end_ns);
+  report.trace = digest.trace_summary(trace_origin_ns);
   report.utilization.cpu_process_ratio = usage.process;
   report.utilization.cpu_system_ratio = usage.system;
   if (const auto status = fs.read("/proc/self/status"))
@@ -149,18 +156,25 @@ void fill_measurements(Report& report, const std::vector<Span>& spans, const Mea
 }
 
 GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
-                             const std::string& unavailable_reason, const std::vector<Span>& spans,
+                             const std::string& unavailable_reason, const SpanDigest::Steps& steps,
                              const MeasuredWindow& window) {
   if (!gpu) {
     report.gpu_trace_unavailable = unavailable_reason;
     return {};
   }
   GpuActivity activity = gpu->collect();
-  std::vector<StepWindow> steps;
-  for (const Span& s : spans)
-    if (s.stage == Stage::step && s.begin_ns >= window.begin_ns && s.begin_ns < window.end_ns)
-      steps.push_back({s.begin_ns, s.end_ns});
-  report.gpu_trace = summarize_gpu_trace(activity, std::move(steps));
+  // Past a cap the records or the steps stop: a step is summarized only if both are complete
+  // over it, so the summary describes the first part of the run rather than mixing in steps
+  // whose GPU work was never recorded.
+  const std::int64_t complete_until = std::min(steps.complete_until_ns, activity.kept_until_ns);
+  std::vector<StepWindow> windows;
+  for (const StepWindow& w : steps.windows)
+    if (w.end_ns <= complete_until) windows.push_back(w);
+  report.gpu_trace = summarize_gpu_trace(activity, std::move(windows));
+  report.gpu_trace->records_not_kept = activity.not_kept;
+  if (complete_until != std::numeric_limits<std::int64_t>::max())
+    report.gpu_trace->covered_until_s =
+        static_cast<double>(std::max<std::int64_t>(complete_until - window.begin_ns, 0)) / 1e9;
   return activity;
 }
 
@@ -177,7 +191,7 @@ DiagnosisInput diagnosis_input(const Report& report) {
 }
 
 void write_report_files(const std::filesystem::path& report_dir, const Report& report,
-                        const UtilizationSampler* sampler, const std::vector<Span>& spans,
+                        const UtilizationSampler* sampler, std::span<const Span> trace_spans,
                         const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                         std::int64_t run_begin_ns) {
   write_file_atomically((report_dir / "report.json").string(), report_to_json(report));
@@ -186,7 +200,7 @@ void write_report_files(const std::filesystem::path& report_dir, const Report& r
       report_to_html(report, sampler ? sampler->recent() : std::vector<UtilizationSample>{},
                      run_begin_ns));
   // Spans only when there was no GPU trace.
-  write_chrome_trace_file((report_dir / "trace.json").string(), spans, lanes, gpu, run_begin_ns);
+  write_chrome_trace_file((report_dir / "trace.json").string(), trace_spans, lanes, gpu, run_begin_ns);
 }
 
 }  // namespace feedscope

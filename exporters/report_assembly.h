@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -19,6 +20,8 @@
 #include "profiler/gpu_activity.h"
 #include "profiler/gpu_activity_source.h"
 #include "profiler/report.h"
+#include "profiler/span_digest.h"
+#include "profiler/stage_accumulator.h"
 #include "sampler/cpu_usage.h"
 #include "sampler/proc_fs.h"
 #include "sampler/utilization_sampler.h"
@@ -27,17 +30,19 @@ namespace feedscope {
 
 class LoopProfiler;
 
-// Drains the span rings on its own thread so they never fill, however long the run, and streams
-// the fresh spans to the metrics endpoint when there is one. With `on_window`, every `window_ns`
-// it also hands over the spans of the window just ended (the live diagnosis). With `loop`, it
-// drains that profiler's custom-stage rings too. Construct and destroy on one thread; the
-// destructor joins and drains once more.
+// Drains the span rings on its own thread so they never fill, however long the run, into
+// `digest` (statistics, trace, step windows: bounded memory), and streams the fresh spans to the
+// metrics endpoint when there is one. With `on_window`, every `window_ns` it also hands over the
+// stage statistics of the spans that began in the window just ended (the live diagnosis). With
+// `loop`, it drains that profiler's custom-stage rings too. Construct and destroy on one thread;
+// the destructor joins and drains once more, so the digest is complete once it returns.
 class SpanCollector {
  public:
-  using WindowFn = std::function<void(const std::vector<Span>&, std::int64_t, std::int64_t)>;
-  SpanCollector(SpanRegistry& registry, MetricsExporter* metrics, std::int64_t begin_ns,
-                WindowFn on_window = {}, std::int64_t window_ns = 5'000'000'000,
-                LoopProfiler* loop = nullptr);
+  using WindowFn =
+      std::function<void(const std::vector<StageStats>&, std::int64_t begin_ns, std::int64_t end_ns)>;
+  SpanCollector(SpanRegistry& registry, SpanDigest& digest, MetricsExporter* metrics,
+                std::int64_t begin_ns, WindowFn on_window = {},
+                std::int64_t window_ns = 5'000'000'000, LoopProfiler* loop = nullptr);
   ~SpanCollector();
   SpanCollector(const SpanCollector&) = delete;
   SpanCollector& operator=(const SpanCollector&) = delete;
@@ -47,6 +52,7 @@ class SpanCollector {
   void run(std::stop_token stop);
 
   SpanRegistry& registry_;
+  SpanDigest& digest_;
   MetricsExporter* metrics_;
   std::int64_t begin_ns_;
   WindowFn on_window_;
@@ -54,12 +60,12 @@ class SpanCollector {
   std::int64_t window_begin_ns_;
   LoopProfiler* loop_;
   std::vector<Span> fresh_;
-  std::vector<Span> window_;
+  StageAccumulator window_;  // the live window's spans, digested
   double wait_s_ = 0;
   std::jthread thread_;  // last: starts once everything above is initialized
 };
 
-// What the live diagnosis of a window needs besides its spans: the rest of DiagnosisInput, as far
+// What the live diagnosis of a window needs besides its stage statistics: the rest of DiagnosisInput, as far
 // as the run knows it while it goes on.
 struct LiveDiagnosisSetup {
   std::int64_t batch_size = 0;  // 0: unknown (throughput then reads 0; the bottleneck stands)
@@ -70,7 +76,7 @@ struct LiveDiagnosisSetup {
   const UtilizationSampler* sampler = nullptr;  // its summary so far, when sampling
 };
 // The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
-// `feedscope run` and a wrapped loop alike: diagnoses each window's spans and sets the metric; a
+// `feedscope run` and a wrapped loop alike: diagnoses each window's stages and sets the metric; a
 // window without a batch leaves it as it was. `metrics` and the sampler must outlive the collector.
 SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup);
 
@@ -101,15 +107,17 @@ struct MeasuredWindow {
   std::int64_t samples = 0;
 };
 
-// Throughput, stage statistics over the window, process/system CPU ratios between the two
-// snapshots and peak RSS.
-void fill_measurements(Report& report, const std::vector<Span>& spans, const MeasuredWindow& window,
-                       const UsageRatios& usage, const ProcFs& fs);
+// Throughput, stage statistics over the window, what trace.json holds (times after
+// `trace_origin_ns`), process/system CPU ratios between the two snapshots and peak RSS. The
+// digest must be complete: its collector destroyed.
+void fill_measurements(Report& report, SpanDigest& digest, const MeasuredWindow& window,
+                       std::int64_t trace_origin_ns, const UsageRatios& usage, const ProcFs& fs);
 
-// The GPU trace summary over the measured `step` spans, or report.gpu_trace_unavailable =
+// The GPU trace summary over the measured `step` windows, or report.gpu_trace_unavailable =
 // `unavailable_reason` when `gpu` is null. Returns the records for trace.json (empty without).
+// Where a memory cap left records or steps out, only the steps before the cut are summarized.
 GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
-                             const std::string& unavailable_reason, const std::vector<Span>& spans,
+                             const std::string& unavailable_reason, const SpanDigest::Steps& steps,
                              const MeasuredWindow& window);
 
 // The diagnosis input from what the report measured; the caller adds what only it knows
@@ -120,7 +128,7 @@ DiagnosisInput diagnosis_input(const Report& report);
 // records when `gpu` is non-null) in `report_dir`, each through a temporary file and a rename.
 // Throws std::runtime_error naming a file that cannot be written.
 void write_report_files(const std::filesystem::path& report_dir, const Report& report,
-                        const UtilizationSampler* sampler, const std::vector<Span>& spans,
+                        const UtilizationSampler* sampler, std::span<const Span> trace_spans,
                         const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                         std::int64_t run_begin_ns);
 

@@ -14,7 +14,7 @@
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
-#include "profiler/stage_stats.h"
+#include "profiler/span_digest.h"
 
 namespace feedscope {
 
@@ -43,7 +43,18 @@ struct Session::Impl final : LoopListener {
   void batch_done(std::int64_t samples) noexcept override {
     if (metrics) metrics->add_batch(samples);
   }
-  void window_opened(std::int64_t) noexcept override {
+  void loop_started(std::int64_t begin_ns) noexcept override {
+    try {
+      digest->set_origin(begin_ns);
+    } catch (...) {  // a lock that fails: statistics, never the user's loop
+    }
+  }
+  void advanced(std::int64_t now) noexcept override { digest->advance(now); }
+  void window_opened(std::int64_t begin_ns) noexcept override {
+    try {
+      digest->open_window(begin_ns);
+    } catch (...) {
+    }
     try {
       usage_begin = take_usage_snapshot(fs, now_ns());
     } catch (...) {  // CPU ratios are then over the whole run; the loop goes on
@@ -63,6 +74,7 @@ struct Session::Impl final : LoopListener {
   Sampling sampling;
   std::unique_ptr<GpuActivitySource> gpu;
   std::string gpu_unavailable;
+  std::unique_ptr<SpanDigest> digest;
   std::unique_ptr<LoopProfiler> loop;
   std::unique_ptr<SpanCollector> collector;
   std::optional<Report> report;
@@ -81,6 +93,9 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   if (o.batch_size < 0)
     throw std::invalid_argument("batch_size: must be >= 0, got " + std::to_string(o.batch_size));
   if (o.report_dir.empty()) throw std::invalid_argument("report_dir: must not be empty");
+  if (o.trace_max_spans < 0)
+    throw std::invalid_argument("trace_max_spans: must be >= 0, got " +
+                                std::to_string(o.trace_max_spans));
   s.report_dir = o.report_dir;
   std::error_code ec;
   std::filesystem::create_directories(s.report_dir, ec);
@@ -120,6 +135,10 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
     }
   }
   s.usage_begin = take_usage_snapshot(s.fs, now_ns());
+  SpanDigest::Options digest;
+  digest.trace_max_spans = static_cast<std::size_t>(o.trace_max_spans);
+  digest.keep_steps = s.gpu != nullptr;
+  s.digest = std::make_unique<SpanDigest>(s.run_begin_ns, digest);
   LoopProfiler::Options lo;
   lo.warmup = o.warmup;
   lo.clock = clock;
@@ -133,7 +152,7 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
         *s.metrics, {o.batch_size, o.num_workers, s.cpus,
                      o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false,
                      s.sampling.sampler.get()});
-  s.collector = std::make_unique<SpanCollector>(s.spans, s.metrics.get(), s.run_begin_ns,
+  s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
                                                 std::move(live_diagnosis), 5'000'000'000,
                                                 s.loop.get());
 }
@@ -177,14 +196,17 @@ const Report& Session::finish() {
                    {"batch_size", o.batch_size},
                    {"num_workers", std::int64_t{o.num_workers}},
                    {"device", o.device},
-                   {"trace_gpu", o.trace_gpu}};
+                   {"trace_gpu", o.trace_gpu},
+                   {"trace_max_spans", o.trace_max_spans}};
   if (o.rank >= 0) report.config.emplace_back("rank", std::int64_t{o.rank});
-  const std::vector<Span> spans = s.spans.spans();
-  fill_measurements(report, spans, window, usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
+  fill_measurements(report, *s.digest, window, s.run_begin_ns,
+                    usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
   report.custom_stages = s.loop->custom_stage_stats(window.begin_ns, window.end_ns);
   report.training.model = "user loop (feedscope::Session)";
   report.spans_dropped = s.spans.dropped();
-  const GpuActivity activity = finish_gpu_trace(report, s.gpu.get(), s.gpu_unavailable, spans, window);
+  const GpuActivity activity =
+      finish_gpu_trace(report, s.gpu.get(), s.gpu_unavailable,
+                       s.digest->steps(window.begin_ns, window.end_ns), window);
 
   const bool traced_kernels = report.gpu_trace && report.gpu_trace->kernels > 0;
   const bool on_gpu = o.device.empty() ? traced_kernels : o.device.rfind("cuda", 0) == 0;
@@ -201,8 +223,8 @@ const Report& Session::finish() {
   if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   s.report = std::move(report);
-  write_report_files(s.report_dir, *s.report, s.sampling.sampler.get(), spans, s.spans.lanes(),
-                     s.gpu ? &activity : nullptr, s.run_begin_ns);
+  write_report_files(s.report_dir, *s.report, s.sampling.sampler.get(), s.digest->trace_spans(),
+                     s.spans.lanes(), s.gpu ? &activity : nullptr, s.run_begin_ns);
   if (o.print) {
     std::cerr << format_console_report(*s.report, ::isatty(STDERR_FILENO) != 0)
               << "feedscope: report in " << s.report_dir.string() << std::endl;

@@ -44,6 +44,8 @@ class Session {
                          // kernels means the GPU, otherwise the CPU
     bool print = true;      // the console report (verdict first) on stderr at finish()
     bool trace_gpu = true;  // CUPTI activity trace, where the build and the machine allow it
+    // Stage spans trace.json keeps: the first half and the latest half; the rest are counted.
+    std::int64_t trace_max_spans = 1'000'000;
     LoopProfiler::Clock clock = &now_ns;  // the spans' clock; tests pass their own
   };
 

@@ -98,11 +98,14 @@ void SpanRegistry::record(LaneRole role, Stage stage, std::int64_t batch, std::i
   }
 }
 
-void SpanRegistry::collect(std::vector<Span>* fresh) {
+void SpanRegistry::drain(std::vector<Span>& out) {
   std::lock_guard lock(mutex_);
-  const std::size_t before = store_.size();
+  for (Lane& lane : lanes_) lane.ring->drain(out);
+}
+
+void SpanRegistry::collect() {
+  std::lock_guard lock(mutex_);
   for (Lane& lane : lanes_) lane.ring->drain(store_);
-  if (fresh) fresh->insert(fresh->end(), store_.begin() + static_cast<std::ptrdiff_t>(before), store_.end());
 }
 
 std::vector<Span> SpanRegistry::spans() {

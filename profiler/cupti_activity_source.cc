@@ -5,6 +5,7 @@
 #if FEEDSCOPE_WITH_CUDA
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -30,6 +31,10 @@ using detail::cupti;
 constexpr std::size_t kBufferBytes = 8u << 20;
 constexpr std::size_t kBufferAlign = 8;
 constexpr int kMaxBuffers = 32;
+// What the parsed records may take until collected: a training loop launches thousands of kernels
+// a second for days. Past it, records are counted and dropped, so the summary covers the run up to
+// the first one left out. About 250,000 kernel records with their names.
+constexpr std::size_t kMaxStoreBytes = std::size_t{64} << 20;
 
 constexpr std::array<CUpti_ActivityKind, 5> kKinds = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -60,6 +65,7 @@ struct Shared {
   // Below state is shared with CUPTI's buffer thread (and with a thread inside FlushAll).
   std::mutex mutex;
   GpuActivity store;                                         // guarded by mutex
+  std::size_t store_bytes = 0;                               // guarded by mutex
   std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
   std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
   std::atomic<int> buffers_out{0};
@@ -182,6 +188,28 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
   }
 }
 
+std::size_t record_bytes(const KernelRecord& r) { return sizeof r + r.name.capacity(); }
+std::size_t record_bytes(const RuntimeApiRecord& r) { return sizeof r + r.name.capacity(); }
+template <typename Record>
+std::size_t record_bytes(const Record& r) {
+  return sizeof r;
+}
+
+// Caller holds shared().mutex. Moves `from` into `to` while the store stays under its cap.
+template <typename Record>
+void keep_under_cap(Shared& s, std::vector<Record>& from, std::vector<Record>& to) {
+  for (Record& r : from) {
+    const std::size_t bytes = record_bytes(r);
+    if (s.store_bytes + bytes > kMaxStoreBytes) {
+      ++s.store.not_kept;
+      s.store.kept_until_ns = std::min(s.store.kept_until_ns, r.start_ns);
+      continue;
+    }
+    s.store_bytes += bytes;
+    to.push_back(std::move(r));
+  }
+}
+
 void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
                                std::size_t* max_records) {
   Shared& s = shared();
@@ -212,8 +240,12 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     parse(s, buffer, valid, parsed);
     std::size_t dropped = 0;
     if (cupti().api.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
-      parsed.dropped += dropped;
-    s.store.append(std::move(parsed));
+      s.store.dropped += dropped;
+    keep_under_cap(s, parsed.kernels, s.store.kernels);
+    keep_under_cap(s, parsed.memcpys, s.store.memcpys);
+    keep_under_cap(s, parsed.memsets, s.store.memsets);
+    keep_under_cap(s, parsed.syncs, s.store.syncs);
+    keep_under_cap(s, parsed.runtime, s.store.runtime);
   } catch (...) {
   }
   std::free(buffer);
@@ -230,6 +262,7 @@ class CuptiActivitySource final : public GpuActivitySource {
       {
         std::lock_guard lock(s.mutex);
         s.store = GpuActivity{};
+        s.store_bytes = 0;
       }
       s.claimed.store(false);
     }
@@ -285,6 +318,7 @@ class CuptiActivitySource final : public GpuActivitySource {
     std::lock_guard lock(s.mutex);
     GpuActivity out = std::move(s.store);
     s.store = GpuActivity{};
+    s.store_bytes = 0;
     return out;
   }
 

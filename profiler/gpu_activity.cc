@@ -1,5 +1,6 @@
 #include "profiler/gpu_activity.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace feedscope {
@@ -24,6 +25,10 @@ void GpuActivity::append(GpuActivity&& more) {
   move_append(runtime, more.runtime);
   dropped += more.dropped;
   more.dropped = 0;
+  not_kept += more.not_kept;
+  more.not_kept = 0;
+  kept_until_ns = std::min(kept_until_ns, more.kept_until_ns);
+  more.kept_until_ns = std::numeric_limits<std::int64_t>::max();
 }
 
 const char* to_string(MemcpyKind kind) {

@@ -3,6 +3,7 @@
 // never see CUDA or CUPTI types and tests can fabricate records. Every timestamp is in the clock
 // of loader/span_recorder.h's now_ns() (steady_clock nanoseconds): a source converts on its side.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,17 @@ struct GpuActivity {
   std::vector<SyncRecord> syncs;
   std::vector<RuntimeApiRecord> runtime;
   std::uint64_t dropped = 0;  // records the source lost (full buffers), never seen here
+  // Records the source counted but did not keep, past its memory cap; every record that
+  // started before kept_until_ns is kept.
+  std::uint64_t not_kept = 0;
+  std::int64_t kept_until_ns = std::numeric_limits<std::int64_t>::max();
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&
            runtime.empty();
+  }
+  std::size_t records() const {
+    return kernels.size() + memcpys.size() + memsets.size() + syncs.size() + runtime.size();
   }
   // Moves every record of `more` to the end of this one.
   void append(GpuActivity&& more);

@@ -4,8 +4,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "profiler/stage_stats.h"
-
 namespace feedscope {
 
 LoopProfiler::LoopProfiler(SpanRegistry& spans, Options options, LoopListener* listener)
@@ -21,8 +19,31 @@ void LoopProfiler::finish_batch() noexcept {
   if (!batch_stepped_ && listener_) listener_->batch_done(0);
 }
 
+void LoopProfiler::note_event(std::int64_t ns) noexcept {
+  if (first_event_ns_ == 0) {
+    first_event_ns_ = ns;
+    try {
+      custom_stats_.set_origin(ns);
+    } catch (...) {  // a lock that fails: the custom stages then count from the first span
+    }
+    if (listener_) listener_->loop_started(ns);
+  }
+  custom_stats_.advance(ns);
+  if (listener_) listener_->advanced(ns);
+}
+
+void LoopProfiler::open_window(std::int64_t begin_ns) noexcept {
+  warmup_done_ = true;
+  measure_begin_ns_ = begin_ns;
+  try {
+    custom_stats_.open_window(begin_ns);
+  } catch (...) {  // as above: statistics, never the user's loop
+  }
+  if (listener_) listener_->window_opened(begin_ns);
+}
+
 void LoopProfiler::fetched(std::int64_t begin_ns, std::int64_t end_ns, bool got_batch) noexcept {
-  if (first_event_ns_ == 0) first_event_ns_ = begin_ns;
+  note_event(begin_ns);
   finish_batch();
   if (!got_batch) {
     // The fetch that finds the end delivers nothing to wait for: the window ends as it begins.
@@ -32,12 +53,10 @@ void LoopProfiler::fetched(std::int64_t begin_ns, std::int64_t end_ns, bool got_
   // The window opens when the loop asks for its first measured batch, so that batch's wait counts
   // and the last warm-up step, which ended before, does not.
   if (!warmup_done_ && batches_ == options_.warmup) {
-    warmup_done_ = true;
-    measure_begin_ns_ = begin_ns;
     batches_at_begin_ = batches_;
     steps_at_begin_ = steps_;
     samples_at_begin_ = samples_;
-    if (listener_) listener_->window_opened(begin_ns);
+    open_window(begin_ns);
   }
   spans_.record(LaneRole::training, Stage::wait, batches_, begin_ns, end_ns);
   ++batches_;
@@ -48,14 +67,12 @@ void LoopProfiler::fetched(std::int64_t begin_ns, std::int64_t end_ns, bool got_
 
 void LoopProfiler::step_done(std::int64_t begin_ns, std::int64_t end_ns,
                              std::int64_t samples) noexcept {
-  if (first_event_ns_ == 0) first_event_ns_ = begin_ns;
+  note_event(begin_ns);
   // A loop that uses step scopes without wrap(): warm-up counts in steps instead.
   if (!warmup_done_ && batches_ == 0 && steps_ == options_.warmup) {
-    warmup_done_ = true;
-    measure_begin_ns_ = begin_ns;
     steps_at_begin_ = steps_;
     samples_at_begin_ = samples_;
-    if (listener_) listener_->window_opened(begin_ns);
+    open_window(begin_ns);
   }
   const std::int64_t batch = batches_ > 0 ? batches_ - 1 : steps_;
   spans_.record(LaneRole::training, Stage::step, batch, begin_ns, end_ns);
@@ -81,7 +98,7 @@ LoopProfiler::StageId LoopProfiler::custom_stage(std::string_view name) {
     throw std::invalid_argument("too many custom stages");
   auto ring = std::make_unique<SpanRing>(options_.custom_ring_capacity);
   std::lock_guard lock(mutex_);
-  custom_.push_back(CustomStage{std::string(name), std::move(ring), {}});
+  custom_.push_back(CustomStage{std::string(name), std::move(ring)});
   custom_by_id_.push_back(&custom_.back());
   return static_cast<StageId>(custom_by_id_.size() - 1);
 }
@@ -94,7 +111,13 @@ void LoopProfiler::custom_done(StageId id, std::int64_t begin_ns, std::int64_t e
 
 void LoopProfiler::collect() {
   std::lock_guard lock(mutex_);
-  for (CustomStage& stage : custom_) stage.ring->drain(stage.store);
+  drained_.clear();
+  for (CustomStage& stage : custom_) stage.ring->drain(drained_);
+  if (drained_.empty()) return;
+  timed_.clear();
+  // A custom span carries its stage's id in `lane`; all run on the one training lane.
+  for (const Span& s : drained_) timed_.push_back({s.begin_ns, s.end_ns, s.lane, 0});
+  custom_stats_.add(timed_);
 }
 
 LoopWindow LoopProfiler::window() const noexcept {
@@ -118,18 +141,12 @@ LoopWindow LoopProfiler::window() const noexcept {
 
 std::vector<StageStats> LoopProfiler::custom_stage_stats(std::int64_t begin_ns,
                                                          std::int64_t end_ns) {
-  std::lock_guard lock(mutex_);
-  const double wall_s = static_cast<double>(std::max<std::int64_t>(end_ns - begin_ns, 1)) / 1e9;
-  std::vector<StageStats> out;
-  for (const CustomStage& stage : custom_) {
-    std::vector<double> durations_ms;
-    for (const Span& s : stage.store)
-      if (s.begin_ns >= begin_ns && s.begin_ns < end_ns)
-        durations_ms.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e6);
-    const int lanes = durations_ms.empty() ? 0 : 1;
-    out.push_back(stats_of_durations(stage.name, durations_ms, lanes, wall_s));
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mutex_);
+    for (const CustomStage& stage : custom_) names.push_back(stage.name);
   }
-  return out;
+  return custom_stats_.finish(begin_ns, end_ns, names);
 }
 
 }  // namespace feedscope

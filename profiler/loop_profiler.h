@@ -17,6 +17,7 @@
 
 #include "loader/span_recorder.h"
 #include "profiler/report.h"
+#include "profiler/stage_accumulator.h"
 
 namespace feedscope {
 
@@ -26,6 +27,11 @@ class LoopListener {
  public:
   virtual ~LoopListener() = default;
   virtual void batch_done(std::int64_t samples) noexcept = 0;
+  // The loop's first event, at `begin_ns`: where the window begins if warm-up never ends.
+  virtual void loop_started(std::int64_t /*begin_ns*/) noexcept {}
+  // Every event of the loop: whatever bound of the measured window is still to come (its begin,
+  // its end) is at or after `now_ns` (WindowedStageStats::advance()).
+  virtual void advanced(std::int64_t /*now_ns*/) noexcept {}
   // Warm-up is over: the measured window opens at `begin_ns`. Once per run.
   virtual void window_opened(std::int64_t /*begin_ns*/) noexcept {}
 };
@@ -156,8 +162,8 @@ class LoopProfiler {
   StageScope scope(std::string_view name) { return StageScope(this, custom_stage(name)); }
   void custom_done(StageId id, std::int64_t begin_ns, std::int64_t end_ns) noexcept;
 
-  // Drains the custom stages' rings into their stores (the wait/step spans stay in the
-  // SpanRegistry, whose own collect() drains them). Any one thread at a time.
+  // Drains the custom stages' rings into their statistics (the wait/step spans stay in the
+  // SpanRegistry, whose own drain() takes them). Any one thread at a time.
   void collect();
 
   // The measured window as of now: the loop's last event ends it.
@@ -165,18 +171,22 @@ class LoopProfiler {
   // The training-thread batches fetched so far, warm-up included.
   std::int64_t batches() const noexcept { return batches_; }
 
-  // Statistics of each custom stage over [begin_ns, end_ns), in order of first use; `share` is
-  // busy / window (one training lane). collect() first.
+  // Statistics of each custom stage over the measured window [window().begin_ns, end_ns), in
+  // order of first use; `share` is busy / window (one training lane). Kept as the spans are
+  // collected, in memory that does not grow with their number (p50/p95 within 0.79 %, see
+  // WindowedStageStats); `begin_ns` must be window().begin_ns. collect() first.
   std::vector<StageStats> custom_stage_stats(std::int64_t begin_ns, std::int64_t end_ns);
 
  private:
   struct CustomStage {
     std::string name;
     std::unique_ptr<SpanRing> ring;
-    std::vector<Span> store;
   };
 
   void finish_batch() noexcept;
+  // Tells the custom statistics and the listener how far the loop has got.
+  void note_event(std::int64_t ns) noexcept;
+  void open_window(std::int64_t begin_ns) noexcept;
 
   SpanRegistry& spans_;
   Options options_;
@@ -199,6 +209,12 @@ class LoopProfiler {
   // Below state is shared with the collecting thread, guarded by mutex_.
   mutable std::mutex mutex_;
   std::deque<CustomStage> custom_;
+  std::vector<Span> drained_;     // collect()'s, reused
+  std::vector<TimedSpan> timed_;  // collect()'s, reused
+
+  // Thread-safe on its own: fed by collect(), its bounds set by the training thread. Origin 0
+  // until the first event, as window() has it; custom spans wait for that event to be placed.
+  WindowedStageStats custom_stats_{0};
 };
 
 // wrap(): a range whose iterator times how long the loop is blocked getting each batch.

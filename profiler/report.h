@@ -116,6 +116,22 @@ struct GpuTraceSummary {
   double h2d_pageable_s_per_step = 0;  // summed pageable H2D copy time, per step
   std::uint64_t d2h_bytes = 0;
   std::uint64_t dropped = 0;  // records the tracer lost
+  // Memory caps: records past the tracer's are counted here, not analysed; and when records or
+  // step windows were left out, the summary covers only the measured steps that ended before
+  // this many seconds into the measured window.
+  std::uint64_t records_not_kept = 0;
+  std::optional<double> covered_until_s;
+};
+
+// How much of the run trace.json holds: at most max_spans stage spans (--trace-max-spans), the
+// first ones and the latest. When some were left out, they are exactly those that began from
+// omitted_from_s to omitted_to_s (seconds after the run's start, as trace.json's timestamps).
+struct TraceSummary {
+  std::uint64_t max_spans = 0;
+  std::uint64_t spans_total = 0;
+  std::uint64_t spans_kept = 0;
+  std::optional<double> omitted_from_s;
+  std::optional<double> omitted_to_s;
 };
 
 struct TrainingSummary {
@@ -156,6 +172,7 @@ struct Report {
   std::string gpu_trace_unavailable;  // why gpu_trace is empty
   DataErrorsSummary data_errors;
   std::uint64_t spans_dropped = 0;
+  TraceSummary trace;
   // "SIGINT" or "SIGTERM" when the run was stopped early: the report covers the steps done.
   std::string interrupted;
   // Why the run ended before measuring what it was asked for: "interrupted" (a signal; the

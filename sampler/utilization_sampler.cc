@@ -1,7 +1,5 @@
 #include "sampler/utilization_sampler.h"
 
-#include "sampler/statistics.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -188,7 +186,7 @@ void UtilizationSampler::record(const UtilizationSample& s) {
   ring_next_ = (ring_next_ + 1) % ring_.size();
   ++total_samples_;
   auto put = [&](const std::string& key, std::optional<double> value) {
-    if (value) series_[key].push_back(*value);
+    if (value) series_[key].add(*value);
   };
   put("cpu_system_ratio", s.cpu_system_ratio);
   put("cpu_process_ratio", s.cpu_process_ratio);
@@ -270,10 +268,10 @@ UtilizationSummary UtilizationSampler::summary() const {
   out.samples = total_samples_;
   for (const auto& [key, values] : series_) {
     SeriesSummary s;
-    s.count = values.size();
-    for (double v : values) s.mean += v, s.max = std::max(s.max, v);
-    s.mean /= static_cast<double>(std::max<std::size_t>(values.size(), 1));
-    s.p95 = percentile(values, 0.95);
+    s.count = values.count();
+    s.mean = values.mean();
+    s.p95 = values.quantile(0.95);
+    s.max = values.max();
     out.series[key] = s;
   }
   for (const auto& [name, acc] : thread_busy_)

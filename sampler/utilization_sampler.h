@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "sampler/gpu_source.h"
+#include "sampler/log_histogram.h"
 #include "sampler/proc_fs.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
 
-// mean / p95 / max of one series over the whole run.
+// mean / p95 / max of one series over the whole run; the p95 within LogHistogram's 0.79 %.
 struct SeriesSummary {
   std::size_t count = 0;
   double mean = 0;
@@ -90,7 +91,8 @@ class UtilizationSampler {
   std::vector<UtilizationSample> ring_;
   std::size_t ring_next_ = 0;
   std::size_t total_samples_ = 0;
-  std::map<std::string, std::vector<double>> series_;
+  // A run of days at 10 Hz must not keep every reading: a histogram per series instead.
+  std::map<std::string, LogHistogram> series_;
   std::map<std::string, std::pair<double, std::size_t>> thread_busy_;
   std::map<std::string, std::string> unavailable_;
 

@@ -88,6 +88,32 @@ TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
   EXPECT_DOUBLE_EQ(t["h2d"]["pinned_gbps"].get<double>(), 20.0);
   EXPECT_TRUE(t["h2d"]["pageable_gbps"].is_null());
   EXPECT_EQ(t["dropped"], 3);
+  EXPECT_EQ(t["records_not_kept"], 0);
+  EXPECT_TRUE(t["covered_until_s"].is_null()) << "null: every measured step is summarized";
+}
+
+TEST(JsonReportTest, GpuTraceSaysWhereAMemoryCapCutTheSummary) {
+  Report r = sample_report();
+  GpuTraceSummary g;
+  g.records_not_kept = 1234;
+  g.covered_until_s = 61.5;
+  r.gpu_trace = g;
+  const auto t = nlohmann::json::parse(report_to_json(r))["gpu_trace"];
+  EXPECT_EQ(t["records_not_kept"], 1234);
+  EXPECT_DOUBLE_EQ(t["covered_until_s"].get<double>(), 61.5);
+}
+
+TEST(JsonReportTest, TraceSaysHowManySpansTraceJsonHoldsAndWhichWereLeftOut) {
+  Report r = sample_report();
+  r.trace = {1000, 1000, 1000, std::nullopt, std::nullopt};
+  auto t = nlohmann::json::parse(report_to_json(r))["trace"];
+  EXPECT_EQ(t, nlohmann::json({{"max_spans", 1000}, {"spans_total", 1000}, {"spans_kept", 1000},
+                               {"spans_not_kept", 0}, {"omitted", nullptr}}));
+  r.trace = {1000, 5000, 990, 0.5, 12.25};
+  t = nlohmann::json::parse(report_to_json(r))["trace"];
+  EXPECT_EQ(t["spans_not_kept"], 4010);
+  EXPECT_DOUBLE_EQ(t["omitted"]["from_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(t["omitted"]["to_s"].get<double>(), 12.25);
 }
 
 TEST(JsonReportTest, DataErrorsCarryCountsAndTheFirstExamples) {
@@ -144,6 +170,17 @@ TEST(ConsoleReportTest, VerdictComesFirstAndEmptyStagesAreHidden) {
   EXPECT_EQ(text.find("decode"), std::string::npos);
   EXPECT_EQ(text.find("\033["), std::string::npos) << "no color codes when not a terminal";
   EXPECT_NE(text.find("device=cuda"), std::string::npos);
+  EXPECT_EQ(text.find("trace.json"), std::string::npos) << "nothing to say while it holds every span";
+}
+
+TEST(ConsoleReportTest, ATraceCutByItsCapIsSaid) {
+  Report r = sample_report();
+  r.trace = {1000, 5000, 990, 0.5, 12.25};
+  const std::string text = format_console_report(r, false);
+  EXPECT_NE(text.find("trace.json: 990 of 5000 stage spans: those that began from 0.50 s to 12.25 s "
+                      "are left out (trace_max_spans 1000)"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -111,6 +111,38 @@ TEST(SessionTest, SamplingWritesTimeseriesCsv) {
   EXPECT_TRUE(read_json(dir / "report.json")["utilization"]["unavailable"].is_object());
 }
 
+TEST(SessionTest, TraceJsonKeepsAtMostTraceMaxSpansAndTheReportCountsTheRest) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.trace_max_spans = 100;
+  o.warmup = 5;
+  {
+    Session fs(o);
+    std::vector<int> data(3000);
+    for (int x : fs.wrap(data)) {
+      auto step = fs.step(1);
+      auto augment = fs.scope("augment");
+      (void)x;
+    }
+  }
+  const auto j = read_json(dir / "report.json");
+  // Every span still counts in the statistics; only trace.json is capped.
+  EXPECT_EQ(j["stages"]["wait"]["count"], 2995);
+  EXPECT_EQ(j["stages"]["step"]["count"], 2995);
+  EXPECT_EQ(j["custom_stages"]["augment"]["count"], 2995);
+  EXPECT_EQ(j["config"]["trace_max_spans"], 100);
+  const auto& t = j["trace"];
+  EXPECT_EQ(t["max_spans"], 100);
+  EXPECT_EQ(t["spans_total"], 2 * 3000) << "a wait and a step per batch, warm-up's too";
+  EXPECT_LE(t["spans_kept"].get<int>(), 100);
+  EXPECT_EQ(t["spans_not_kept"].get<int>(), t["spans_total"].get<int>() - t["spans_kept"].get<int>());
+  EXPECT_TRUE(t["omitted"].is_object());
+  const auto trace = read_json(dir / "trace.json");
+  int events = 0;
+  for (const auto& e : trace["traceEvents"]) events += e["ph"] == "X" ? 1 : 0;
+  EXPECT_EQ(events, t["spans_kept"].get<int>());
+}
+
 TEST(SessionTest, BadOptionsThrowAtSetup) {
   testing::TempDir dir;
   Session::Options o = quiet(dir.path());
@@ -122,6 +154,9 @@ TEST(SessionTest, BadOptionsThrowAtSetup) {
   o = quiet(dir.path());
   o.metrics_addr = "not an address";
   EXPECT_THROW(Session{o}, MetricsError);
+  o = quiet(dir.path());
+  o.trace_max_spans = -1;
+  EXPECT_THROW(Session{o}, std::invalid_argument);
 }
 
 // The series value of `name` with the given label, from the exposition text; -1 when absent.

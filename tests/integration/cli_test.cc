@@ -133,6 +133,51 @@ TEST_F(CliTest, BadConfigValuesExit2NamingKeyAndValue) {
   EXPECT_EQ(both.exit_code, 2) << "steps and duration exclude each other";
   const auto unknown = run_process({kBinary, "run", "--num-wrokers", "2"});
   EXPECT_EQ(unknown.exit_code, 2);
+  for (const char* bad : {"-1", "abc", "1.5"}) {
+    const auto cap = run_process({kBinary, "run", "--trace-max-spans", bad});
+    EXPECT_EQ(cap.exit_code, 2) << bad;
+    EXPECT_NE(cap.err.find(std::string("trace_max_spans: '") + bad + "' (from --trace-max-spans)"),
+              std::string::npos)
+        << cap.err;
+  }
+}
+
+TEST_F(CliTest, ALongLoaderRunWritesATraceCappedAtTraceMaxSpansAndSaysWhatItLeftOut) {
+  // Loader only, synthetic: hundreds of thousands of spans a second, far past the cap.
+  const auto r = run_process({kBinary, "run", "--dataset", "synthetic:3x32x32", "--loader-only",
+                              "--num-workers", "2", "--batch-size", "64", "--duration", "2",
+                              "--sample-hz", "0", "--trace-max-spans", "5000",
+                              "--report-dir", (dir_ / "report").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_report();
+  const auto& t = j["trace"];
+  EXPECT_EQ(j["config"]["trace_max_spans"], 5000);
+  EXPECT_EQ(t["max_spans"], 5000);
+  const auto total = t["spans_total"].get<std::int64_t>();
+  const auto kept = t["spans_kept"].get<std::int64_t>();
+  EXPECT_LE(kept, 5000);
+  EXPECT_GT(total, 5000) << "a 2 s loader run makes more spans than the cap";
+  EXPECT_EQ(t["spans_not_kept"].get<std::int64_t>(), total - kept);
+  ASSERT_TRUE(t["omitted"].is_object()) << t.dump();
+  const double from = t["omitted"]["from_s"], to = t["omitted"]["to_s"];
+  EXPECT_LT(from, to);
+  // The statistics still count every span in the window, far more than the trace holds.
+  EXPECT_GT(j["stages"]["collate"]["count"].get<std::int64_t>(), 5000);
+  std::ifstream in(dir_ / "report" / "trace.json");
+  const auto trace = nlohmann::json::parse(in);
+  std::int64_t spans = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++spans;
+    const double ts_s = e["ts"].get<double>() / 1e6;
+    // Nothing from the gap: the trace has the start and the end of the run, cleanly cut.
+    EXPECT_FALSE(ts_s >= from + 1e-6 && ts_s <= to - 1e-6) << e.dump();
+  }
+  EXPECT_EQ(spans, kept);
+  EXPECT_NE(r.out.find("trace.json: "), std::string::npos) << "the summary says so too";
+  std::ifstream html(dir_ / "report" / "report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("of " + std::to_string(total) + " stage spans"), std::string::npos);
 }
 
 TEST_F(CliTest, MissingGpuIsExit4WithTheReason) {

@@ -1,0 +1,86 @@
+#include "exporters/report_assembly.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <utility>
+
+#include "tests/support/durations.h"
+
+namespace feedscope {
+namespace {
+
+using testing::kMs;
+
+// Hands back fabricated records, as a CUPTI source that hit its memory cap would.
+class FabricatedGpuSource final : public GpuActivitySource {
+ public:
+  explicit FabricatedGpuSource(GpuActivity activity) : activity_(std::move(activity)) {}
+  bool start() override { return true; }
+  void stop() override {}
+  GpuActivity collect() override { return std::exchange(activity_, {}); }
+  std::string unavailable_reason() const override { return ""; }
+
+ private:
+  GpuActivity activity_;
+};
+
+// Ten 10 ms steps from t = 0, each with one 5 ms kernel at its start.
+GpuActivity ten_steps_of_kernels() {
+  GpuActivity a;
+  for (int i = 0; i < 10; ++i)
+    a.kernels.push_back({"k", i * 10 * kMs, i * 10 * kMs + 5 * kMs, 0, 7, static_cast<std::uint32_t>(i)});
+  return a;
+}
+
+SpanDigest::Steps ten_steps() {
+  SpanDigest::Steps s;
+  for (int i = 0; i < 10; ++i) s.windows.push_back({i * 10 * kMs, i * 10 * kMs + 10 * kMs});
+  return s;
+}
+
+TEST(FinishGpuTraceTest, WithEveryRecordAndStepTheSummaryCoversTheWholeWindow) {
+  FabricatedGpuSource gpu(ten_steps_of_kernels());
+  Report report;
+  finish_gpu_trace(report, &gpu, "", ten_steps(), {0, 100 * kMs, 10, 640});
+  ASSERT_TRUE(report.gpu_trace);
+  EXPECT_EQ(report.gpu_trace->steps, 10);
+  EXPECT_EQ(report.gpu_trace->kernels, 10);
+  EXPECT_DOUBLE_EQ(report.gpu_trace->gpu_busy_ratio, 0.5);
+  EXPECT_EQ(report.gpu_trace->records_not_kept, 0u);
+  EXPECT_FALSE(report.gpu_trace->covered_until_s);
+}
+
+TEST(FinishGpuTraceTest, PastTheRecordCapOnlyTheStepsBeforeTheCutAreSummarized) {
+  GpuActivity a = ten_steps_of_kernels();
+  // The source kept the first six kernels; the other four were counted, starting at 60 ms.
+  a.kernels.resize(6);
+  a.not_kept = 4;
+  a.kept_until_ns = 60 * kMs;
+  FabricatedGpuSource gpu(std::move(a));
+  Report report;
+  finish_gpu_trace(report, &gpu, "", ten_steps(), {0, 100 * kMs, 10, 640});
+  ASSERT_TRUE(report.gpu_trace);
+  // Without the cut the last four steps would count as idle: a busy ratio of 0.3, not 0.5.
+  EXPECT_EQ(report.gpu_trace->steps, 6);
+  EXPECT_DOUBLE_EQ(report.gpu_trace->gpu_busy_ratio, 0.5);
+  EXPECT_EQ(report.gpu_trace->records_not_kept, 4u);
+  ASSERT_TRUE(report.gpu_trace->covered_until_s);
+  EXPECT_DOUBLE_EQ(*report.gpu_trace->covered_until_s, 0.06);
+}
+
+TEST(FinishGpuTraceTest, PastTheStepCapTheSummaryStopsWhereTheStepsDo) {
+  FabricatedGpuSource gpu(ten_steps_of_kernels());
+  SpanDigest::Steps steps = ten_steps();
+  steps.windows.resize(3);
+  steps.complete_until_ns = 30 * kMs;
+  Report report;
+  finish_gpu_trace(report, &gpu, "", steps, {0, 100 * kMs, 10, 640});
+  ASSERT_TRUE(report.gpu_trace);
+  EXPECT_EQ(report.gpu_trace->steps, 3);
+  EXPECT_EQ(report.gpu_trace->kernels, 3);
+  EXPECT_DOUBLE_EQ(*report.gpu_trace->covered_until_s, 0.03);
+}
+
+}  // namespace
+}  // namespace feedscope
