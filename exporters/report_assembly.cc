@@ -13,6 +13,7 @@
 #include "exporters/json_report.h"
 #include "profiler/gpu_trace.h"
 #include "profiler/loop_profiler.h"
+#include "profiler/stage_stats.h"
 
 namespace feedscope {
 
