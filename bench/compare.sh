@@ -13,26 +13,40 @@ echo "== images:DIR against PyTorch's DataLoader (torchvision ImageFolder + the 
 /usr/bin/python3 "$root/bench/torchvision_vs_feedscope.py" "$data" --feedscope "$fs"
 
 echo
-echo "== against libtorch's torch::data::DataLoader, the same decode and transform per sample, batch 64"
+echo "== against libtorch's torch::data::DataLoader, batch 64: a dataset running feedscope's own per-sample code, and one written as a libtorch user would"
 "$build/bench/libtorch_loader_bench" "$data"
 
 echo
-echo "== scaling from 1 to 2 workers, images:DIR, loader only"
+echo "== scaling from 1 to 2 workers, images:DIR, loader only (median of 3 alternating pairs)"
 rate() {
   "$fs" run --dataset "images:$data" --loader-only --num-workers "$1" --batch-size 64 \
-    --steps 12 --warmup 2 --sample-hz 0 --report-dir "${TMPDIR:-/tmp}/feedscope-compare" --json \
+    --steps 24 --warmup 2 --sample-hz 0 --report-dir "${TMPDIR:-/tmp}/feedscope-compare" --json \
     2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"]["samples_per_s"])'
 }
-one=$(rate 1); two=$(rate 2)
-/usr/bin/python3 -c "print(f'  1 worker {float($one):.1f}/s, 2 workers {float($two):.1f}/s: {float($two)/float($one):.2f}x')"
+pairs=""
+for _ in 1 2 3; do pairs="$pairs $(rate 1),$(rate 2)"; done
+/usr/bin/python3 - $pairs <<'PY'
+import statistics, sys
+pairs = [tuple(map(float, p.split(","))) for p in sys.argv[1:]]
+one = statistics.median(p[0] for p in pairs)
+two = statistics.median(p[1] for p in pairs)
+ratio = statistics.median(p[1] / p[0] for p in pairs)
+print(f"  1 worker {one:.1f}/s, 2 workers {two:.1f}/s: {ratio:.2f}x")
+PY
 
 echo
 echo "== synthetic in-memory batches (no transform) against a plain memcpy of the same bytes"
-"$build/bench/loader_bench" --benchmark_min_time=0.5 --benchmark_format=json 2>/dev/null |
+echo "   (9 runs of each, randomly interleaved; medians)"
+"$build/bench/loader_bench" --benchmark_min_time=0.2 --benchmark_repetitions=9 \
+  --benchmark_enable_random_interleaving=true --benchmark_format=json 2>/dev/null |
   /usr/bin/python3 -c '
-import json, sys
-b = {x["name"]: x["bytes_per_second"] for x in json.load(sys.stdin)["benchmarks"]}
-memcpy = b.pop("BM_Memcpy/real_time")
-for name, rate in b.items():
+import json, statistics, sys
+runs = {}
+for x in json.load(sys.stdin)["benchmarks"]:
+    if x.get("run_type") == "iteration":
+        runs.setdefault(x["run_name"], []).append(x["bytes_per_second"])
+memcpy = statistics.median(runs.pop("BM_Memcpy/real_time"))
+for name in sorted(runs):
+    rate = statistics.median(runs[name])
     workers = name.split("/")[1]
     print(f"  {workers} worker(s): {rate / memcpy:.2f} of memcpy ({rate / 1e9:.2f} vs {memcpy / 1e9:.2f} GB/s)")'

@@ -43,7 +43,6 @@ void BM_LoaderSynthetic(benchmark::State& state) {
   LoaderOptions o;
   o.num_workers = static_cast<int>(state.range(0));
   o.batch_size = kBatch;
-  o.prefetch = 4;
   BatchLoader loader(dataset(), std::make_shared<SequentialSampler>(dataset()->size()), o);
   std::uint64_t epoch = 0;
   std::int64_t bytes = 0;
