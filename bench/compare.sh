@@ -7,6 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 data="${1:-${TMPDIR:-/tmp}/feedscope-bench-images}"
 fs="$build/cli/feedscope"
+cmake --build "$build" --target feedscope loader_bench libtorch_loader_bench >/dev/null
 [ -d "$data" ] || "$fs" make-dataset images --out "$data" --count 1024 >/dev/null
 
 echo "== images:DIR against PyTorch's DataLoader (torchvision ImageFolder + the same transforms), batch 64"
