@@ -155,6 +155,7 @@ PixelRect ResizeNormalize::prepare(const ResizeGeometry& g) {
     throw std::invalid_argument("resize: empty source, box or output");
   plan_axis(x_, g.domain.x, g.domain.width, g.box_x0, g.box_x1, g.out_width, g.window.x, g.window.width);
   plan_axis(y_, g.domain.y, g.domain.height, g.box_y0, g.box_y1, g.out_height, g.window.y, g.window.height);
+  widen_weights();
   return PixelRect{x_.min, y_.min, x_.max - x_.min, y_.max - y_.min};
 }
 
@@ -274,6 +275,17 @@ FEEDSCOPE_INLINE Pixel4 pixel(const float* row, const HorizontalPlan& h, int x) 
                  h.weights + static_cast<std::size_t>(x) * static_cast<std::size_t>(h.ksize), h.count[x]);
 }
 
+// Output pixels [x, out_w) one at a time: the tail after the SIMD groups.
+template <int K>
+FEEDSCOPE_INLINE void horizontal_tail(int x, const float* row, const HorizontalPlan& h, float* o,
+                                      std::size_t plane) {
+  for (; x < h.out_w; ++x) {
+    const Pixel4 acc = pixel<K>(row, h, x);
+    const auto xo = static_cast<std::size_t>(h.flip ? h.out_w - 1 - x : x);
+    for (std::size_t c = 0; c < 3; ++c) o[c * plane + xo] = acc[c] * h.mul[c] + h.add[c];
+  }
+}
+
 // One output row of the horizontal pass, written planar (CHW) and mirrored when flipping. Four
 // pixels at a time: their RGB_ vectors are transposed into R, G and B vectors, normalized and
 // stored whole, where a pixel at a time took three scalar multiply-adds and stores.
@@ -298,11 +310,7 @@ FEEDSCOPE_INLINE void horizontal(const float* row, const HorizontalPlan& h, floa
       std::memcpy(o + c * plane + at, &v, sizeof v);
     }
   }
-  for (; x < h.out_w; ++x) {
-    const Pixel4 acc = pixel<K>(row, h, x);
-    const auto xo = static_cast<std::size_t>(h.flip ? h.out_w - 1 - x : x);
-    for (std::size_t c = 0; c < 3; ++c) o[c * plane + xo] = acc[c] * h.mul[c] + h.add[c];
-  }
+  horizontal_tail<K>(x, row, h, o, plane);
 }
 
 #if defined(__x86_64__)
@@ -345,11 +353,7 @@ __attribute__((target("avx2,fma"))) void horizontal_avx2(const float* row, const
       _mm256_storeu_ps(o + c * plane + at, v);
     }
   }
-  for (; x < h.out_w; ++x) {
-    const Pixel4 acc = pixel<K>(row, h, x);
-    const auto xo = static_cast<std::size_t>(h.flip ? h.out_w - 1 - x : x);
-    for (std::size_t c = 0; c < 3; ++c) o[c * plane + xo] = acc[c] * h.mul[c] + h.add[c];
-  }
+  horizontal_tail<K>(x, row, h, o, plane);
 }
 #endif
 
@@ -364,15 +368,24 @@ struct VerticalPlan {
 
 using HorizontalFn = void (*)(const float* row, const HorizontalPlan& h, float* o, std::size_t plane);
 
+// Whether taps `ksize` wide (0: a count per pixel) have an AVX2 horizontal pass.
+bool has_avx2_horizontal(int ksize) {
+#if defined(__x86_64__)
+  return ksize == 3 || ksize == 5 || ksize == 7;
+#else
+  (void)ksize;
+  return false;
+#endif
+}
+
 // The horizontal pass for taps `ksize` wide (0: a count per pixel), in the widest SIMD allowed.
 HorizontalFn pick_horizontal(int ksize, bool avx2) {
 #if defined(__x86_64__)
-  if (avx2) {
+  if (avx2 && has_avx2_horizontal(ksize)) {
     switch (ksize) {
       case 3: return horizontal_avx2<3>;
       case 5: return horizontal_avx2<5>;
-      case 7: return horizontal_avx2<7>;
-      default: break;
+      default: return horizontal_avx2<7>;
     }
   }
 #else
@@ -420,8 +433,9 @@ void resample(const std::uint8_t* columns, std::size_t stride, std::size_t row_f
 ResizeNormalize::ResizeNormalize(Simd simd) : avx2_(simd == Simd::best && cpu_has_avx2_fma()) {}
 
 void ResizeNormalize::widen_weights() {
-  // For the AVX2 pass: per group of eight output pixels, per register j (pixels j and j+4), per
-  // tap, the two pixels' weights each broadcast to four lanes.
+  // For the AVX2 pass, when run() will take it: per group of eight output pixels, per register j
+  // (pixels j and j+4), per tap, the two pixels' weights each broadcast to four lanes.
+  if (!avx2_ || !has_avx2_horizontal(x_.fixed ? x_.ksize : 0)) return;
   const auto ksize = static_cast<std::size_t>(x_.ksize);
   const std::size_t groups = x_.first.size() / 8;
   wide_weights_.resize(groups * 8 * ksize * 4);
@@ -439,7 +453,6 @@ void ResizeNormalize::run(const std::uint8_t* rgb, std::size_t stride, int origi
   if (row_.size() < row_floats + 1) row_.resize(row_floats + 1);  // + the padding taps() reads
   const int ksize = x_.fixed ? x_.ksize : 0;
   const HorizontalFn horizontal = pick_horizontal(ksize, avx2_);
-  if (avx2_ && (ksize == 3 || ksize == 5 || ksize == 7)) widen_weights();
   HorizontalPlan h{x_.first.data(), x_.count.data(), x_.weights.data(), x_.ksize, x_.min,
                    static_cast<int>(x_.first.size()), flip, {}, {}, wide_weights_.data()};
   for (std::size_t c = 0; c < 3; ++c) {

@@ -89,7 +89,7 @@ class ResizeNormalize {
   };
   static void plan_axis(Axis& axis, int domain_begin, int domain_size, double box0, double box1,
                         int out_size, int window_begin, int window_size);
-  void widen_weights();
+  void widen_weights();  // part of prepare(): x_'s weights for the AVX2 horizontal pass
   bool avx2_ = false;
   Axis x_, y_;
   std::vector<float> row_;           // one vertically resampled row, interleaved RGB
