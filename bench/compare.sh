@@ -14,7 +14,7 @@ echo "== images:DIR against PyTorch's DataLoader (torchvision ImageFolder + the 
 /usr/bin/python3 "$root/bench/torchvision_vs_feedscope.py" "$data" --feedscope "$fs"
 
 echo
-echo "== against libtorch's torch::data::DataLoader, batch 64: a dataset running feedscope's own per-sample code, and one written as a libtorch user would"
+echo "== against libtorch's torch::data::DataLoader, batch 64, with three datasets: feedscope's own per-sample code (only the loader differs), a whole-image libjpeg-turbo decode with feedscope's transform, and one written as a libtorch user would (whole decode, torch ops)"
 "$build/bench/libtorch_loader_bench" "$data"
 
 echo

@@ -56,7 +56,11 @@ struct BatchLoader::Impl {
   struct Job {
     std::int64_t batch = -1;
     std::uint64_t epoch = 0;
-    std::size_t begin = 0;  // offset into plan
+    std::uint64_t generation = 0;  // the Schedule it belongs to
+    // Its Schedule's plan, kept alive while the job loads: a job of an abandoned epoch may still
+    // be reading it after begin_epoch() has moved on.
+    std::shared_ptr<const std::vector<std::size_t>> plan;
+    const std::size_t* indexes = nullptr;  // its samples, `count` of them, within *plan
     std::size_t count = 0;
     std::size_t attempted = 0;  // loads tried
     std::size_t filled = 0;     // samples written, bad ones left out
@@ -81,14 +85,25 @@ struct BatchLoader::Impl {
   tbb::concurrent_bounded_queue<int> done;  // slab ids of finished jobs
   std::atomic<bool> stopping{false};
 
+  // One epoch's batches: its sample order, and how far scheduling and delivery have got.
+  struct Schedule {
+    std::uint64_t generation = 0;  // unique per Schedule: tells a job of an abandoned one apart
+    std::uint64_t epoch = 0;
+    std::shared_ptr<const std::vector<std::size_t>> plan;  // sample indexes, in order
+    std::int64_t batches = 0;
+    std::int64_t next_schedule = 0;
+    std::int64_t next_deliver = 0;
+    std::map<std::int64_t, int> ready;  // finished batches not yet delivered: batch -> job id
+  };
+
   // Consumer-thread state.
-  std::vector<std::size_t> plan;  // this epoch's sample indexes
-  std::uint64_t epoch = 0;
-  std::int64_t batches = 0;
-  std::int64_t next_schedule = 0;
-  std::int64_t next_deliver = 0;
-  int in_flight = 0;
-  std::map<std::int64_t, int> ready;  // finished batches not yet delivered: batch -> job id
+  Schedule current;
+  // With prefetch_next_epoch: epoch + 1, started once every batch of `current` is scheduled, so
+  // the workers do not idle through the end of an epoch; begin_epoch(epoch + 1) adopts it, any
+  // other epoch drops it.
+  std::optional<Schedule> ahead;
+  std::uint64_t generations = 0;
+  int in_flight = 0;  // jobs of either Schedule, and of abandoned ones still finishing
   std::unique_ptr<DataErrorLog> errors;
   std::exception_ptr over_ratio;  // sticky BadDataError: the data is beyond tolerance for good
 
@@ -106,7 +121,7 @@ struct BatchLoader::Impl {
     std::size_t filled = 0;
     for (std::size_t i = 0; i < job.count; ++i) {
       if (stopping.load(std::memory_order_relaxed)) return;
-      const std::size_t index = plan[job.begin + i];
+      const std::size_t index = job.indexes[i];
       job.attempted = i + 1;
       try {
         // A bad sample's slot is overwritten by the next good one: the batch stays compact.
@@ -123,11 +138,27 @@ struct BatchLoader::Impl {
     job.filled = filled;
   }
 
-  void prepare(Job& job, Slab slab) {
-    job.batch = next_schedule++;
-    job.epoch = epoch;
-    job.begin = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
-    job.count = std::min(plan.size() - job.begin, static_cast<std::size_t>(options.batch_size));
+  Schedule make_schedule(std::uint64_t epoch) {
+    Schedule s;
+    s.generation = ++generations;
+    s.epoch = epoch;
+    s.plan = std::make_shared<const std::vector<std::size_t>>(sampler->epoch_indices(epoch));
+    const std::size_t samples = s.plan->size();
+    const auto batch = static_cast<std::size_t>(options.batch_size);
+    s.batches = static_cast<std::int64_t>(options.drop_last ? samples / batch
+                                                            : (samples + batch - 1) / batch);
+    return s;
+  }
+
+  void prepare(Job& job, Slab slab, Schedule& from) {
+    job.batch = from.next_schedule++;
+    job.epoch = from.epoch;
+    job.generation = from.generation;
+    const std::size_t begin =
+        static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(options.batch_size);
+    job.plan = from.plan;
+    job.indexes = from.plan->data() + begin;
+    job.count = std::min(from.plan->size() - begin, static_cast<std::size_t>(options.batch_size));
     job.attempted = 0;
     job.filled = 0;
     job.slab = std::move(slab);
@@ -135,10 +166,10 @@ struct BatchLoader::Impl {
     job.bad.clear();
   }
 
-  void schedule(Slab slab) {
+  void schedule(Slab slab, Schedule& from) {
     const int id = slab.id();
     Job& job = jobs[static_cast<std::size_t>(id)];
-    prepare(job, std::move(slab));
+    prepare(job, std::move(slab), from);
     ++in_flight;
     detail::tsan_release(this);  // the spawn inside libtbb orders prepare() before fill()
     arena->execute([this, id] {
@@ -154,13 +185,41 @@ struct BatchLoader::Impl {
     });
   }
 
+  // The Schedule the next job comes from: the current epoch's until all of it is scheduled,
+  // then the next epoch's; null when both are.
+  Schedule* next_to_schedule() {
+    if (current.next_schedule < current.batches) return &current;
+    if (!options.prefetch_next_epoch) return nullptr;
+    if (!ahead) ahead = make_schedule(current.epoch + 1);
+    return ahead->next_schedule < ahead->batches ? &*ahead : nullptr;
+  }
+
   void top_up() {
     const int max_in_flight = options.num_workers * options.prefetch;
-    while (next_schedule < batches && in_flight < max_in_flight) {
+    while (in_flight < max_in_flight) {
+      Schedule* from = next_to_schedule();
+      if (!from) break;
       Slab slab = pool->try_acquire();
       if (!slab) break;
-      schedule(std::move(slab));
+      schedule(std::move(slab), *from);
     }
+  }
+
+  // A finished job: ready for delivery, or dropped if its epoch was abandoned meanwhile.
+  void finished(int id) {
+    Job& job = jobs[static_cast<std::size_t>(id)];
+    if (job.generation == current.generation) {
+      current.ready.emplace(job.batch, id);
+    } else if (ahead && job.generation == ahead->generation) {
+      ahead->ready.emplace(job.batch, id);
+    } else {
+      job.slab.reset();
+    }
+  }
+
+  static void release_ready(Schedule& schedule, std::vector<Job>& jobs) {
+    for (auto& [batch, id] : schedule.ready) jobs[static_cast<std::size_t>(id)].slab.reset();
+    schedule.ready.clear();
   }
 
   // Waits for every in-flight job and drops its result.
@@ -174,8 +233,9 @@ struct BatchLoader::Impl {
       --in_flight;
     }
     if (arena) arena->execute([this] { group.wait(); });
-    for (auto& [batch, id] : ready) jobs[static_cast<std::size_t>(id)].slab.reset();
-    ready.clear();
+    release_ready(current, jobs);
+    if (ahead) release_ready(*ahead, jobs);
+    ahead.reset();
     stopping.store(false);
   }
 
@@ -201,7 +261,7 @@ struct BatchLoader::Impl {
     }
     Batch batch;
     batch.index = job.batch;
-    batch.epoch = epoch;
+    batch.epoch = job.epoch;
     batch.size = static_cast<std::int64_t>(job.filled);
     batch.data = job.slab.data();
     batch.labels = reinterpret_cast<std::int64_t*>(job.slab.data() + labels_offset);
@@ -295,14 +355,16 @@ BatchLoader::~BatchLoader() {
 
 void BatchLoader::begin_epoch(std::uint64_t epoch) {
   Impl& s = *impl_;
+  if (s.ahead && s.ahead->epoch == epoch) {
+    // The workers started this epoch already. What is left of the current one is dropped: its
+    // ready batches now, its jobs still loading as they finish (finished() no longer knows them).
+    Impl::release_ready(s.current, s.jobs);
+    s.current = std::move(*s.ahead);
+    s.ahead.reset();
+    return;
+  }
   s.drain();
-  s.epoch = epoch;
-  s.plan = s.sampler->epoch_indices(epoch);
-  const auto batch = static_cast<std::size_t>(s.options.batch_size);
-  s.batches = static_cast<std::int64_t>(s.options.drop_last ? s.plan.size() / batch
-                                                            : (s.plan.size() + batch - 1) / batch);
-  s.next_schedule = 0;
-  s.next_deliver = 0;
+  s.current = s.make_schedule(epoch);
 }
 
 std::optional<Batch> BatchLoader::next() {
@@ -310,29 +372,30 @@ std::optional<Batch> BatchLoader::next() {
   if (s.over_ratio) std::rethrow_exception(s.over_ratio);
 
   if (s.options.num_workers == 0) {
-    while (s.next_deliver < s.batches) {
+    while (s.current.next_deliver < s.current.batches) {
       Slab slab = s.pool->try_acquire();
       if (!slab) s.throw_exhausted();
       const int id = slab.id();
-      s.next_schedule = s.next_deliver;
+      s.current.next_schedule = s.current.next_deliver;
       Impl::Job& job = s.jobs[static_cast<std::size_t>(id)];
-      s.prepare(job, std::move(slab));
+      s.prepare(job, std::move(slab), s.current);
       LoadContext ctx{s.spans, LaneRole::training, job.batch, 0, job.epoch};
       s.fill(job, ctx);
-      ++s.next_deliver;
+      ++s.current.next_deliver;
       if (std::optional<Batch> batch = s.deliver(id)) return batch;
     }
     return std::nullopt;
   }
 
   s.top_up();
+  Impl::Schedule& current = s.current;  // stays the same object: only begin_epoch() replaces it
   for (;;) {
-    if (s.next_deliver >= s.batches) return std::nullopt;
-    auto it = s.options.in_order ? s.ready.find(s.next_deliver) : s.ready.begin();
-    if (it != s.ready.end()) {
+    if (current.next_deliver >= current.batches) return std::nullopt;
+    auto it = s.options.in_order ? current.ready.find(current.next_deliver) : current.ready.begin();
+    if (it != current.ready.end()) {
       const int id = it->second;
-      s.ready.erase(it);
-      ++s.next_deliver;
+      current.ready.erase(it);
+      ++current.next_deliver;
       std::optional<Batch> batch = s.deliver(id);
       s.top_up();
       if (batch) return batch;
@@ -348,25 +411,31 @@ std::optional<Batch> BatchLoader::next() {
     s.done.pop(id);
     detail::tsan_acquire(&s);
     --s.in_flight;
-    s.ready.emplace(s.jobs[static_cast<std::size_t>(id)].batch, id);
+    s.finished(id);
   }
 }
 
-std::size_t BatchLoader::batches_per_epoch() const { return static_cast<std::size_t>(impl_->batches); }
+std::size_t BatchLoader::batches_per_epoch() const {
+  return static_cast<std::size_t>(impl_->current.batches);
+}
 std::string BatchLoader::empty_epoch_reason() const {
   const Impl& s = *impl_;
-  if (s.batches > 0) return "";
+  if (s.current.batches > 0) return "";
   const std::size_t size = s.dataset->size();
   std::string why = "no batch of batch_size " + std::to_string(s.options.batch_size) +
                     " in an epoch: ";
-  why += s.plan.size() == size ? "the dataset holds " + std::to_string(size) + " samples"
-                               : "the sampler's share is " + std::to_string(s.plan.size()) +
+  const std::size_t share = s.current.plan ? s.current.plan->size() : 0;
+  why += share == size ? "the dataset holds " + std::to_string(size) + " samples"
+                       : "the sampler's share is " + std::to_string(share) +
                                      " of the dataset's " + std::to_string(size) + " samples";
-  if (s.options.drop_last && !s.plan.empty()) why += ", and drop_last drops a partial batch";
+  if (s.options.drop_last && share > 0) why += ", and drop_last drops a partial batch";
   return why;
 }
 int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
-int BatchLoader::batches_ready() const { return static_cast<int>(impl_->ready.size()); }
+int BatchLoader::batches_ready() const {
+  const Impl& s = *impl_;
+  return static_cast<int>(s.current.ready.size() + (s.ahead ? s.ahead->ready.size() : 0));
+}
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }
 const Dataset& BatchLoader::dataset() const { return *impl_->dataset; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }

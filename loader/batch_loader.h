@@ -30,6 +30,11 @@ struct LoaderOptions {
   bool pin_memory = false;
   bool drop_last = false;
   bool in_order = true;  // false: deliver batches as they finish
+  // Once every batch of an epoch is scheduled, idle workers start on the next epoch's first
+  // batches instead of waiting for begin_epoch(). Off by default, as in PyTorch: with it on, the
+  // next epoch's first samples are read before the code between epochs runs (a dataset changed
+  // there is seen only from later batches).
+  bool prefetch_next_epoch = false;
   int spare_slabs = 2;   // slabs beyond the in-flight ones: the batch in use and the one copying
   BadSamplePolicy bad_sample = BadSamplePolicy::fail;
   // skip: next() throws BadDataError once bad > max_bad_ratio x max(attempted, bad_ratio_floor).
@@ -122,6 +127,8 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // Starts an epoch; abandons what is left of the previous one. Workers persist across epochs.
+  // With prefetch_next_epoch, begin_epoch(epoch + 1) keeps what the workers started of it, and
+  // any other epoch drops it.
   void begin_epoch(std::uint64_t epoch);
   // The next batch of the current epoch, or nullopt at its end. Under the fail policy, rethrows
   // a worker's SampleError; under skip, a batch may hold fewer samples (bad ones left out; a

@@ -98,6 +98,7 @@ struct Grid {
   int workers;
   int prefetch;
   bool drop_last;
+  bool next_epoch;  // prefetch_next_epoch: epochs 1 and 2 are adopted, already started
 };
 
 class EverySampleOnceTest : public ::testing::TestWithParam<Grid> {};
@@ -113,6 +114,7 @@ TEST_P(EverySampleOnceTest, EachEpochVisitsEverySampleExactlyOnce) {
   o.prefetch = g.prefetch;
   o.batch_size = kBatch;
   o.drop_last = g.drop_last;
+  o.prefetch_next_epoch = g.next_epoch;
   const std::size_t ranks = g.order == Order::distributed ? kWorld : 1;
   std::vector<std::unique_ptr<BatchLoader>> loaders;
   for (std::size_t rank = 0; rank < ranks; ++rank) {
@@ -162,7 +164,9 @@ std::vector<Grid> full_grid() {
   for (Order order : {Order::sequential, Order::random, Order::distributed})
     for (int workers : {0, 1, 2, 4})
       for (int prefetch : {1, 2, 4})
-        for (bool drop_last : {false, true}) grid.push_back({order, workers, prefetch, drop_last});
+        for (bool drop_last : {false, true})
+          for (bool next_epoch : {false, true})
+            grid.push_back({order, workers, prefetch, drop_last, next_epoch});
   return grid;
 }
 
@@ -175,7 +179,8 @@ INSTANTIATE_TEST_SUITE_P(SamplerWorkersPrefetchDropLast, EverySampleOnceTest,
                                                                             : "distributed";
                            return std::string(order) + "_workers" + std::to_string(g.workers) +
                                   "_prefetch" + std::to_string(g.prefetch) +
-                                  (g.drop_last ? "_droplast" : "");
+                                  (g.drop_last ? "_droplast" : "") +
+                                  (g.next_epoch ? "_nextepoch" : "");
                          });
 
 TEST(BatchLoaderTest, SameSeedSameOrderDifferentEpochDifferentOrder) {
@@ -558,6 +563,99 @@ TEST(BatchLoaderTest, DestructionWithSlabsInFlightAndABatchHeldJoinsAndReturnsEv
   EXPECT_EQ(dataset->loads.load(), loads) << "nothing loads once the loader is gone";
 }
 
+
+// Epoch e + 1's first batches load while epoch e's last ones are consumed: once epoch 0 is
+// drained, its successor is loading without begin_epoch(), and adopting it loads nothing twice and
+// delivers what a fresh loader's epoch 1 holds, batch for batch.
+TEST(BatchLoaderTest, WorkersStartTheNextEpochBeforeItIsAskedFor) {
+  constexpr int kSize = 40;
+  auto dataset = std::make_shared<ActiveDataset>(kSize);
+  auto sampler = std::make_shared<RandomSampler>(kSize, 3);
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.prefetch = 2;
+  o.batch_size = 4;
+  o.prefetch_next_epoch = true;
+  const auto fresh_epoch = [&](std::uint64_t epoch) {
+    BatchLoader fresh(std::make_shared<IndexDataset>(kSize), sampler, o);
+    fresh.begin_epoch(epoch);
+    return drain_indexes(fresh);
+  };
+  BatchLoader loader(dataset, sampler, o);
+  EXPECT_EQ(drain_indexes(loader).size(), static_cast<std::size_t>(kSize));
+  const int started = o.num_workers * o.prefetch;  // as many as may be in flight
+  EXPECT_EQ(loader.batches_in_flight(), started);
+  const int ahead_loads = started * o.batch_size;
+  const auto settled_loads = [&](int expected) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (dataset->loads.load() < expected && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // nothing more comes
+    return dataset->loads.load();
+  };
+  EXPECT_EQ(settled_loads(kSize + ahead_loads), kSize + ahead_loads)
+      << "epoch 1's first batches, loaded unasked";
+
+  loader.begin_epoch(1);
+  EXPECT_EQ(drain_indexes(loader), fresh_epoch(1));
+  // Epoch 1 loaded once, and epoch 2's first batches are loading in turn.
+  EXPECT_EQ(settled_loads(2 * kSize + ahead_loads), 2 * kSize + ahead_loads)
+      << "a sample of epoch 1 loaded twice";
+}
+
+// Asking for another epoch than the one started drops the started work: the epoch asked for comes
+// whole and in its own order, and every slab comes back.
+TEST(BatchLoaderTest, BeginningAnotherEpochDropsTheOneStartedAhead) {
+  constexpr std::size_t kSize = 40;
+  auto dataset = std::make_shared<IndexDataset>(kSize);
+  auto sampler = std::make_shared<RandomSampler>(kSize, 3);
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.batch_size = 4;
+  o.prefetch_next_epoch = true;
+  BatchLoader fresh(dataset, sampler, o);
+  fresh.begin_epoch(5);
+  const std::vector<std::size_t> expected = drain_indexes(fresh);
+
+  BatchLoader loader(dataset, sampler, o);
+  drain_indexes(loader);  // epoch 0; epoch 1 starts loading
+  loader.begin_epoch(5);
+  EXPECT_EQ(drain_indexes(loader), expected);
+  loader.begin_epoch(9);  // not 6, which has started by now
+  EXPECT_EQ(loader.pool().slabs_in_use(), 0) << "begin_epoch() drains what another epoch started";
+}
+
+// begin_epoch(epoch + 1) before the current epoch is consumed: its undelivered batches (ready, or
+// still loading when the next epoch is adopted) never surface, and their slabs return.
+TEST(BatchLoaderTest, AdoptingTheNextEpochMidEpochDropsTheRestOfTheCurrentOne) {
+  constexpr std::size_t kSize = 40;
+  auto dataset = std::make_shared<IndexDataset>(kSize);
+  auto sampler = std::make_shared<RandomSampler>(kSize, 3);
+  for (const int prefetch : {1, 2, 4}) {
+    LoaderOptions o;
+    o.num_workers = 2;
+    o.prefetch = prefetch;
+    o.batch_size = 4;
+  o.prefetch_next_epoch = true;
+    BatchLoader fresh(dataset, sampler, o);
+    fresh.begin_epoch(1);
+    const std::vector<std::size_t> expected = drain_indexes(fresh);
+
+    BatchLoader loader(dataset, sampler, o);
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(loader.next());  // 2 of 10 batches left
+    loader.begin_epoch(1);
+    std::vector<std::size_t> got;
+    while (auto batch = loader.next()) {
+      EXPECT_EQ(batch->epoch, 1u) << "a batch of the abandoned epoch 0";
+      const std::size_t bytes = dataset->spec().bytes();
+      for (std::int64_t i = 0; i < batch->size; ++i)
+        got.push_back(IndexDataset::decode(batch->data + static_cast<std::size_t>(i) * bytes));
+    }
+    EXPECT_EQ(got, expected) << "prefetch " << prefetch;
+    loader.begin_epoch(9);
+    EXPECT_EQ(loader.pool().slabs_in_use(), 0) << "prefetch " << prefetch;
+  }
+}
 
 // Backpressure at every worker count: a consumer that keeps every batch stops the loading once
 // the slabs run out (not one sample loaded beyond them, no allocation), the next call is a clear
