@@ -40,6 +40,8 @@ struct RunConfig {
   // 32 bytes each while the run lasts, about 100 in the file.
   std::int64_t trace_max_spans = 1'000'000;
   double sample_hz = 10;  // utilization sampling; 0 turns the sampler off
+  // timeseries.csv's size limit: past it the rows thin to every other one (0: no limit).
+  std::int64_t timeseries_max_mib = 64;
   std::string metrics_addr;  // HOST:PORT of the Prometheus endpoint; empty: no endpoint
   std::int64_t rank = -1;    // -1: from $RANK (torchrun), else 0 and no rank label
   std::int64_t world_size = 0;  // 0: from $WORLD_SIZE (torchrun), else 1

@@ -214,7 +214,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.environment.device = device;
   const PinnedPool& pool = loader.pool();
   const Sampling sampling =
-      start_sampling(config.sample_hz, report_dir, run_begin, spans, metrics.get(),
+      start_sampling({config.sample_hz, static_cast<std::uint64_t>(config.timeseries_max_mib) << 20},
+                     report_dir, run_begin, spans, metrics.get(),
                      [&pool] { return pool.pinned() ? std::uint64_t{pool.total_bytes()} : 0; });
   UtilizationSampler* const sampler = sampling.sampler.get();
   // GPU trace: CUPTI's start-up stays out of the measured window.

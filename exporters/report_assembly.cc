@@ -89,14 +89,16 @@ SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisS
   };
 }
 
-Sampling start_sampling(double hz, const std::filesystem::path& report_dir, std::int64_t run_begin_ns,
+Sampling start_sampling(SamplingOptions options, const std::filesystem::path& report_dir,
+                        std::int64_t run_begin_ns,
                         SpanRegistry& spans, MetricsExporter* metrics,
                         std::function<std::uint64_t()> pinned_bytes) {
   Sampling out;
-  if (hz <= 0) return out;
-  out.csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin_ns);
+  if (options.hz <= 0) return out;
+  out.csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin_ns,
+                                            options.csv_max_bytes);
   UtilizationSampler::Options so;
-  so.hz = hz;
+  so.hz = options.hz;
   so.gpu = make_nvml_source();
   so.thread_names = [&spans] {
     std::map<int, std::string> names;

@@ -87,9 +87,14 @@ struct Sampling {
   std::unique_ptr<TimeseriesCsv> csv;
   std::unique_ptr<UtilizationSampler> sampler;
 };
-// Starts sampling at `hz` with NVML GPU readings and thread names from the span lanes. `spans` and
+struct SamplingOptions {
+  double hz = 10;  // 0: off
+  std::uint64_t csv_max_bytes = TimeseriesCsv::kDefaultMaxBytes;  // 0: no limit
+};
+// Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.
-Sampling start_sampling(double hz, const std::filesystem::path& report_dir, std::int64_t run_begin_ns,
+Sampling start_sampling(SamplingOptions options, const std::filesystem::path& report_dir,
+                        std::int64_t run_begin_ns,
                         SpanRegistry& spans, MetricsExporter* metrics,
                         std::function<std::uint64_t()> pinned_bytes = {});
 

@@ -93,6 +93,9 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   if (o.batch_size < 0)
     throw std::invalid_argument("batch_size: must be >= 0, got " + std::to_string(o.batch_size));
   if (o.report_dir.empty()) throw std::invalid_argument("report_dir: must not be empty");
+  if (o.timeseries_max_mib < 0)
+    throw std::invalid_argument("timeseries_max_mib: must be >= 0, got " +
+                                std::to_string(o.timeseries_max_mib));
   if (o.trace_max_spans < 0)
     throw std::invalid_argument("trace_max_spans: must be >= 0, got " +
                                 std::to_string(o.trace_max_spans));
@@ -124,7 +127,8 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
     mo.cuda_version = s.env.cuda_version;
     s.metrics = std::make_unique<MetricsExporter>(mo);
   }
-  s.sampling = start_sampling(o.sample_hz, s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
+  s.sampling = start_sampling({o.sample_hz, static_cast<std::uint64_t>(o.timeseries_max_mib) << 20},
+                              s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
   s.gpu_unavailable = gpu_trace_precondition(o.trace_gpu);
   if (s.gpu_unavailable.empty()) {
     // CUPTI's start-up stays out of the loop: it runs here, before the first fetch.
@@ -193,6 +197,7 @@ const Report& Session::finish() {
                    {"warmup", o.warmup},
                    {"metrics_addr", o.metrics_addr},
                    {"sample_hz", o.sample_hz},
+                   {"timeseries_max_mib", o.timeseries_max_mib},
                    {"batch_size", o.batch_size},
                    {"num_workers", std::int64_t{o.num_workers}},
                    {"device", o.device},

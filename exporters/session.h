@@ -38,6 +38,8 @@ class Session {
     int rank = -1;              // `rank` label on every series when >= 0
     std::string host{};          // `host` label; empty: this machine's hostname
     double sample_hz = 10;      // utilization sampling (timeseries.csv); 0: off
+    // timeseries.csv's size limit: past it the rows thin to every other one; 0: no limit.
+    std::int64_t timeseries_max_mib = 64;
     std::int64_t batch_size = 0;  // of the user's loader, for the diagnosis; 0: from step samples
     int num_workers = 0;          // of the user's loader, for the diagnosis' recommendations
     std::string device{};  // what the step runs on ("cpu", "cuda:0"); empty: a GPU trace with

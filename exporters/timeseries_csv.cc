@@ -22,8 +22,9 @@ std::optional<double> as_double(std::optional<std::uint64_t> v) {
 
 }  // namespace
 
-TimeseriesCsv::TimeseriesCsv(const std::string& path, std::int64_t origin_ns)
-    : out_(path, std::ios::trunc), origin_ns_(origin_ns) {
+TimeseriesCsv::TimeseriesCsv(const std::string& path, std::int64_t origin_ns,
+                             std::uint64_t max_bytes)
+    : path_(path), out_(path, std::ios::trunc), origin_ns_(origin_ns), max_bytes_(max_bytes) {
   if (!out_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
 }
 
@@ -74,13 +75,64 @@ std::string TimeseriesCsv::row(const UtilizationSample& s, std::int64_t origin_n
 void TimeseriesCsv::write(const UtilizationSample& s) {
   std::lock_guard lock(mutex_);
   if (!header_written_) {
-    out_ << header(s);
+    const std::string h = header(s);
+    out_ << h;
+    bytes_ += h.size();
     cores_ = s.cpu_core_ratio.size();
     gpus_ = s.gpus.size();
     header_written_ = true;
   }
-  out_ << row(s, origin_ns_, cores_, gpus_);
+  const std::uint64_t n = samples_++;
+  if (n % stride_ != 0) return;
+  const std::string r = row(s, origin_ns_, cores_, gpus_);
+  if (max_bytes_ > 0 && bytes_ + r.size() > max_bytes_) {
+    thin();
+    if (n % stride_ != 0) return;
+  }
+  out_ << r;
   out_.flush();
+  if (!out_) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+  bytes_ += r.size();
+}
+
+// Row k of the file is sample k x stride, so keeping the even rows leaves samples k x 2 stride.
+void TimeseriesCsv::thin() {
+  out_.close();
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ifstream in(path_);
+    std::ofstream kept(tmp, std::ios::trunc);
+    if (!in || !kept)
+      throw std::runtime_error("cannot thin " + path_ + " through " + tmp + ": " +
+                               std::strerror(errno));
+    std::string line;
+    std::getline(in, line);  // the header
+    kept << line << '\n';
+    std::uint64_t size = line.size() + 1;
+    for (std::uint64_t k = 0; std::getline(in, line); ++k) {
+      if (k % 2 != 0) continue;
+      kept << line << '\n';
+      size += line.size() + 1;
+    }
+    kept.flush();
+    if (!kept) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    bytes_ = size;
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp + " to " + path_ + ": " + std::strerror(errno));
+  stride_ *= 2;
+  out_.open(path_, std::ios::app);
+  if (!out_) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+}
+
+std::uint64_t TimeseriesCsv::stride() const {
+  std::lock_guard lock(mutex_);
+  return stride_;
+}
+
+std::uint64_t TimeseriesCsv::bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
 }
 
 }  // namespace feedscope
