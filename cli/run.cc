@@ -208,6 +208,9 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
 
   const ProcFs fs;
   const int cpus = online_cpus(fs);
+  // What the diagnosis knows of this run besides what it measures, live and at the end alike.
+  const DiagnosisSetup diagnosis_setup{config.batch_size, static_cast<int>(config.num_workers),
+                                       cpus, on_gpu, config.loader_only};
   Report report;
   const std::int64_t run_begin = now_ns();
   report.environment = std::move(environment);
@@ -253,10 +256,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     // The bottleneck of the last window, for the endpoint's feedscope_bottleneck_info while the
     // run goes on; the report's diagnosis is made over the whole measured run at the end.
     SpanCollector::WindowFn live_diagnosis;
-    if (metrics)
-      live_diagnosis = live_bottleneck(
-          *metrics, {config.batch_size, static_cast<int>(config.num_workers), cpus, on_gpu,
-                     config.loader_only, sampler});
+    if (metrics) live_diagnosis = live_bottleneck(*metrics, diagnosis_setup, sampler);
     SpanCollector collector(spans, digest, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting
@@ -373,13 +373,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
                                                     window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  DiagnosisInput in = diagnosis_input(report);
-  in.batch_size = config.batch_size;
-  in.num_workers = static_cast<int>(config.num_workers);
-  in.cpus = cpus;
-  in.on_gpu = on_gpu;
-  in.loader_only = config.loader_only;
-  report.diagnosis = diagnose(in);
+  report.diagnosis = diagnose(diagnosis_input(report, diagnosis_setup));
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_report_files(report_dir, report, sampler, digest.trace_spans(), spans.lanes(),

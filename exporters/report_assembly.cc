@@ -70,21 +70,27 @@ void SpanCollector::run(std::stop_token stop) {
   }
 }
 
-SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup) {
-  return [&metrics, setup](const std::vector<StageStats>& stages, std::int64_t begin, std::int64_t end) {
+void DiagnosisSetup::fill(DiagnosisInput& in) const {
+  in.batch_size = batch_size;
+  in.num_workers = num_workers;
+  in.cpus = cpus;
+  in.on_gpu = on_gpu;
+  in.loader_only = loader_only;
+}
+
+SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
+                                        const UtilizationSampler* sampler) {
+  return [&metrics, setup, sampler](const std::vector<StageStats>& stages, std::int64_t begin,
+                                    std::int64_t end) {
     DiagnosisInput in;
     in.stages = stages;
     const StageStats* wait = find_stage(in.stages, Stage::wait);
     in.wall_s = static_cast<double>(end - begin) / 1e9;
     in.batches = wait ? wait->count : 0;
     if (in.batches == 0) return;
-    in.batch_size = setup.batch_size;
+    setup.fill(in);
     in.samples_per_s = static_cast<double>(in.batches * setup.batch_size) / in.wall_s;
-    in.num_workers = setup.num_workers;
-    in.cpus = setup.cpus;
-    in.on_gpu = setup.on_gpu;
-    in.loader_only = setup.loader_only;
-    if (setup.sampler) fill_utilization(setup.sampler->summary(), in.utilization);
+    if (sampler) fill_utilization(sampler->summary(), in.utilization);
     metrics.set_bottleneck(diagnose(in).bottleneck);
   };
 }
@@ -181,8 +187,9 @@ GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
   return activity;
 }
 
-DiagnosisInput diagnosis_input(const Report& report) {
+DiagnosisInput diagnosis_input(const Report& report, const DiagnosisSetup& setup) {
   DiagnosisInput in;
+  setup.fill(in);
   in.stages = report.stages;
   in.wall_s = report.throughput.wall_s;
   in.batches = report.throughput.steps;

@@ -65,20 +65,22 @@ class SpanCollector {
   std::jthread thread_;  // last: starts once everything above is initialized
 };
 
-// What the live diagnosis of a window needs besides its stage statistics: the rest of DiagnosisInput, as far
-// as the run knows it while it goes on.
-struct LiveDiagnosisSetup {
+// What the diagnosis knows of a run besides what it measures: the part of DiagnosisInput that is
+// the same for the live windows and the final report of one run.
+struct DiagnosisSetup {
   std::int64_t batch_size = 0;  // 0: unknown (throughput then reads 0; the bottleneck stands)
   int num_workers = 0;
   int cpus = 1;
   bool on_gpu = false;
   bool loader_only = false;
-  const UtilizationSampler* sampler = nullptr;  // its summary so far, when sampling
+  void fill(DiagnosisInput& in) const;
 };
 // The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
 // `feedscope run` and a wrapped loop alike: diagnoses each window's stages and sets the metric; a
-// window without a batch leaves it as it was. `metrics` and the sampler must outlive the collector.
-SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, LiveDiagnosisSetup setup);
+// window without a batch leaves it as it was. `sampler` (its summary so far) may be null;
+// `metrics` and the sampler must outlive the collector.
+SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
+                                        const UtilizationSampler* sampler);
 
 // The utilization sampler of a run, writing <report_dir>/timeseries.csv and the endpoint's
 // utilization series; both members null when sampling is off (hz <= 0). The csv outlives the
@@ -125,9 +127,8 @@ GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
                              const std::string& unavailable_reason, const SpanDigest::Steps& steps,
                              const MeasuredWindow& window);
 
-// The diagnosis input from what the report measured; the caller adds what only it knows
-// (batch_size, num_workers, cpus, on_gpu, loader_only, model_parameters).
-DiagnosisInput diagnosis_input(const Report& report);
+// The diagnosis input of the final report: what the report measured, and the run's setup.
+DiagnosisInput diagnosis_input(const Report& report, const DiagnosisSetup& setup);
 
 // report.json, report.html (with the sampler's readings, if any) and trace.json (with the GPU
 // records when `gpu` is non-null) in `report_dir`, each through a temporary file and a rename.

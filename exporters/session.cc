@@ -153,9 +153,10 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   SpanCollector::WindowFn live_diagnosis;
   if (s.metrics)
     live_diagnosis = live_bottleneck(
-        *s.metrics, {o.batch_size, o.num_workers, s.cpus,
-                     o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false,
-                     s.sampling.sampler.get()});
+        *s.metrics,
+        {o.batch_size, o.num_workers, s.cpus,
+         o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false},
+        s.sampling.sampler.get());
   s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
                                                 std::move(live_diagnosis), 5'000'000'000,
                                                 s.loop.get());
@@ -216,15 +217,12 @@ const Report& Session::finish() {
   const bool traced_kernels = report.gpu_trace && report.gpu_trace->kernels > 0;
   const bool on_gpu = o.device.empty() ? traced_kernels : o.device.rfind("cuda", 0) == 0;
   report.environment.device = o.device.empty() ? (on_gpu ? "cuda" : "cpu") : o.device;
-  DiagnosisInput in = diagnosis_input(report);
-  in.batch_size = o.batch_size > 0 ? o.batch_size
-                  : window.steps > 0 ? window.samples / window.steps
-                                     : 0;
-  in.num_workers = o.num_workers;
-  in.cpus = s.cpus;
-  in.on_gpu = on_gpu;
-  in.loader_only = false;
-  report.diagnosis = diagnose(in);
+  // Known only now: the batch size from the steps' samples, and whether kernels ran.
+  const DiagnosisSetup setup{o.batch_size > 0         ? o.batch_size
+                             : window.steps > 0       ? window.samples / window.steps
+                                                      : 0,
+                             o.num_workers, s.cpus, on_gpu, false};
+  report.diagnosis = diagnose(diagnosis_input(report, setup));
   if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   s.report = std::move(report);
