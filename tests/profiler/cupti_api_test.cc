@@ -36,6 +36,27 @@ TEST(CuptiApiTest, ALibraryWithoutCuptisEntryPointsIsRefused) {
   EXPECT_EQ(lib.reason, "libm.so.6 lacks cuptiGetVersion: not CUPTI");
 }
 
+// CUPTI's records change layout between CUDA majors: another major's library is refused, not read.
+TEST(CuptiApiTest, AnotherCudaMajorsCuptiIsRefusedNamingBothVersions) {
+  const CuptiLibrary lib = load_cupti({FAKE_CUPTI_CUDA12});
+  EXPECT_FALSE(lib.loaded);
+  EXPECT_EQ(lib.api.cuptiGetVersion, nullptr) << "nothing of a refused library is kept";
+  const std::string expected = std::string(FAKE_CUPTI_CUDA12) + " is CUPTI API version 120000; " +
+                               "feedscope reads the records of CUDA " +
+                               std::to_string(CUPTI_API_VERSION / 10000) + "'s CUPTI";
+  EXPECT_EQ(lib.reason.rfind(expected, 0), 0u) << lib.reason;
+}
+
+TEST(CuptiApiTest, ACuptiWhoseVersionCallFailsIsRefused) {
+  const CuptiLibrary lib = load_cupti({FAKE_CUPTI_BROKEN, FAKE_CUPTI_CUDA12});
+  EXPECT_FALSE(lib.loaded);
+  EXPECT_EQ(lib.reason.rfind(std::string(FAKE_CUPTI_BROKEN) + ": cuptiGetVersion failed", 0), 0u)
+      << lib.reason;
+  EXPECT_NE(lib.reason.find("; " + std::string(FAKE_CUPTI_CUDA12) + " is CUPTI API version"),
+            std::string::npos)
+      << "the next name is tried: " << lib.reason;
+}
+
 TEST(CuptiApiTest, EveryNameTriedIsInTheReasonInOrder) {
   const CuptiLibrary lib = load_cupti({"libfeedscope-no-such-cupti.so", "libm.so.6"});
   EXPECT_FALSE(lib.loaded);
