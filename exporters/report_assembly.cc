@@ -19,10 +19,10 @@ namespace feedscope {
 
 SpanCollector::SpanCollector(SpanRegistry& registry, SpanDigest& digest, MetricsExporter* metrics,
                              std::int64_t begin_ns, WindowFn on_window, std::int64_t window_ns,
-                             LoopProfiler* loop)
+                             LoopProfiler* loop, Clock clock)
     : registry_(registry), digest_(digest), metrics_(metrics), begin_ns_(begin_ns),
       on_window_(std::move(on_window)), window_ns_(window_ns), window_begin_ns_(begin_ns),
-      loop_(loop), thread_([this](std::stop_token stop) { this->run(stop); }) {}
+      loop_(loop), clock_(clock), thread_([this](std::stop_token stop) { this->run(stop); }) {}
 
 SpanCollector::~SpanCollector() {
   thread_.request_stop();
@@ -46,7 +46,7 @@ void SpanCollector::drain() {
     metrics_->observe_stage(span.stage, seconds);
     if (span.stage == Stage::wait) wait_s_ += seconds;
   }
-  const double elapsed = static_cast<double>(now_ns() - begin_ns_) / 1e9;
+  const double elapsed = static_cast<double>(clock_() - begin_ns_) / 1e9;
   if (elapsed > 0) metrics_->set_data_stall_ratio(std::min(1.0, wait_s_ / elapsed));
 }
 
@@ -57,7 +57,7 @@ void SpanCollector::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     cv.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
     drain();
-    const std::int64_t now = now_ns();
+    const std::int64_t now = clock_();
     if (on_window_ && now - window_begin_ns_ >= window_ns_) {
       try {
         const double wall_s = static_cast<double>(std::max<std::int64_t>(now - window_begin_ns_, 1)) / 1e9;

@@ -34,15 +34,18 @@ class LoopProfiler;
 // `digest` (statistics, trace, step windows: bounded memory), and streams the fresh spans to the
 // metrics endpoint when there is one. With `on_window`, every `window_ns` it also hands over the
 // stage statistics of the spans that began in the window just ended (the live diagnosis). With
-// `loop`, it drains that profiler's custom-stage rings too. Construct and destroy on one thread;
-// the destructor joins and drains once more, so the digest is complete once it returns.
+// `loop`, it drains that profiler's custom-stage rings too. Windows and the live data-stall ratio
+// are measured on `clock`, the spans' clock. Construct and destroy on one thread; the destructor
+// joins and drains once more, so the digest is complete once it returns.
 class SpanCollector {
  public:
   using WindowFn =
       std::function<void(const std::vector<StageStats>&, std::int64_t begin_ns, std::int64_t end_ns)>;
+  using Clock = std::int64_t (*)() noexcept;
   SpanCollector(SpanRegistry& registry, SpanDigest& digest, MetricsExporter* metrics,
                 std::int64_t begin_ns, WindowFn on_window = {},
-                std::int64_t window_ns = 5'000'000'000, LoopProfiler* loop = nullptr);
+                std::int64_t window_ns = 5'000'000'000, LoopProfiler* loop = nullptr,
+                Clock clock = &now_ns);
   ~SpanCollector();
   SpanCollector(const SpanCollector&) = delete;
   SpanCollector& operator=(const SpanCollector&) = delete;
@@ -59,6 +62,7 @@ class SpanCollector {
   std::int64_t window_ns_;
   std::int64_t window_begin_ns_;
   LoopProfiler* loop_;
+  Clock clock_;
   std::vector<Span> fresh_;
   StageAccumulator window_;  // the live window's spans, digested
   double wait_s_ = 0;

@@ -159,7 +159,7 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
         s.sampling.sampler.get());
   s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
                                                 std::move(live_diagnosis), 5'000'000'000,
-                                                s.loop.get());
+                                                s.loop.get(), clock);
 }
 
 Session::~Session() {

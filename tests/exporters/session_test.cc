@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -228,6 +230,37 @@ TEST(SessionTest, TheBottleneckMetricIsSetWhileTheLoopRuns) {
   }
   // Read before finish(), which sets the metric too. The step takes all the time and the data is at hand: the step, on the CPU, is the limit.
   EXPECT_EQ(named, "cpu_compute");
+}
+
+// The live windows and the live data-stall ratio are measured on the session's clock, as its
+// spans are. Under a clock that runs 100 ms per reading, waiting is a large share of the loop's
+// clock time; measured against the real clock since the (fake) start, it would read about 0.
+std::atomic<std::int64_t> fast_clock_ns{0};
+std::int64_t fast_clock() noexcept { return fast_clock_ns.fetch_add(100'000'000); }
+
+TEST(SessionTest, LiveWindowsRunOnTheSessionsClock) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.metrics_addr = "127.0.0.1:0";
+  o.batch_size = 8;
+  o.clock = &fast_clock;
+  Session fs(o);
+  const std::string address = fs.metrics_address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::string named;
+  double stall = -1;
+  for (int x : fs.wrap(std::views::iota(0))) {
+    { auto step = fs.step(8); }
+    if (x % 20 != 0) continue;
+    const std::string text = testing::http_get(port, "/metrics").body;
+    named = bottleneck_set(text);
+    stall = series_value(text, "feedscope_data_stall_ratio");
+    if ((!named.empty() && stall > 0) || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(named.empty()) << "no live window closed within 3 real seconds";
+  EXPECT_GT(stall, 0.1) << "the live stall ratio is wait time over the session clock's elapsed time";
 }
 
 }  // namespace
