@@ -564,6 +564,15 @@ TEST(BatchLoaderTest, DestructionWithSlabsInFlightAndABatchHeldJoinsAndReturnsEv
 }
 
 
+// What a fresh loader delivers of `epoch`: what adopting or dropping a started epoch must match.
+std::vector<std::size_t> fresh_epoch(std::shared_ptr<const Dataset> dataset,
+                                     std::shared_ptr<const IndexSampler> sampler,
+                                     const LoaderOptions& options, std::uint64_t epoch) {
+  BatchLoader fresh(std::move(dataset), std::move(sampler), options);
+  fresh.begin_epoch(epoch);
+  return drain_indexes(fresh);
+}
+
 // Epoch e + 1's first batches load while epoch e's last ones are consumed: once epoch 0 is
 // drained, its successor is loading without begin_epoch(), and adopting it loads nothing twice and
 // delivers what a fresh loader's epoch 1 holds, batch for batch.
@@ -576,11 +585,6 @@ TEST(BatchLoaderTest, WorkersStartTheNextEpochBeforeItIsAskedFor) {
   o.prefetch = 2;
   o.batch_size = 4;
   o.prefetch_next_epoch = true;
-  const auto fresh_epoch = [&](std::uint64_t epoch) {
-    BatchLoader fresh(std::make_shared<IndexDataset>(kSize), sampler, o);
-    fresh.begin_epoch(epoch);
-    return drain_indexes(fresh);
-  };
   BatchLoader loader(dataset, sampler, o);
   EXPECT_EQ(drain_indexes(loader).size(), static_cast<std::size_t>(kSize));
   const int started = o.num_workers * o.prefetch;  // as many as may be in flight
@@ -597,7 +601,7 @@ TEST(BatchLoaderTest, WorkersStartTheNextEpochBeforeItIsAskedFor) {
       << "epoch 1's first batches, loaded unasked";
 
   loader.begin_epoch(1);
-  EXPECT_EQ(drain_indexes(loader), fresh_epoch(1));
+  EXPECT_EQ(drain_indexes(loader), fresh_epoch(std::make_shared<IndexDataset>(kSize), sampler, o, 1));
   // Epoch 1 loaded once, and epoch 2's first batches are loading in turn.
   EXPECT_EQ(settled_loads(2 * kSize + ahead_loads), 2 * kSize + ahead_loads)
       << "a sample of epoch 1 loaded twice";
@@ -613,14 +617,10 @@ TEST(BatchLoaderTest, BeginningAnotherEpochDropsTheOneStartedAhead) {
   o.num_workers = 2;
   o.batch_size = 4;
   o.prefetch_next_epoch = true;
-  BatchLoader fresh(dataset, sampler, o);
-  fresh.begin_epoch(5);
-  const std::vector<std::size_t> expected = drain_indexes(fresh);
-
   BatchLoader loader(dataset, sampler, o);
   drain_indexes(loader);  // epoch 0; epoch 1 starts loading
   loader.begin_epoch(5);
-  EXPECT_EQ(drain_indexes(loader), expected);
+  EXPECT_EQ(drain_indexes(loader), fresh_epoch(dataset, sampler, o, 5));
   loader.begin_epoch(9);  // not 6, which has started by now
   EXPECT_EQ(loader.pool().slabs_in_use(), 0) << "begin_epoch() drains what another epoch started";
 }
@@ -636,11 +636,7 @@ TEST(BatchLoaderTest, AdoptingTheNextEpochMidEpochDropsTheRestOfTheCurrentOne) {
     o.num_workers = 2;
     o.prefetch = prefetch;
     o.batch_size = 4;
-  o.prefetch_next_epoch = true;
-    BatchLoader fresh(dataset, sampler, o);
-    fresh.begin_epoch(1);
-    const std::vector<std::size_t> expected = drain_indexes(fresh);
-
+    o.prefetch_next_epoch = true;
     BatchLoader loader(dataset, sampler, o);
     for (int i = 0; i < 8; ++i) ASSERT_TRUE(loader.next());  // 2 of 10 batches left
     loader.begin_epoch(1);
@@ -651,7 +647,7 @@ TEST(BatchLoaderTest, AdoptingTheNextEpochMidEpochDropsTheRestOfTheCurrentOne) {
       for (std::int64_t i = 0; i < batch->size; ++i)
         got.push_back(IndexDataset::decode(batch->data + static_cast<std::size_t>(i) * bytes));
     }
-    EXPECT_EQ(got, expected) << "prefetch " << prefetch;
+    EXPECT_EQ(got, fresh_epoch(dataset, sampler, o, 1)) << "prefetch " << prefetch;
     loader.begin_epoch(9);
     EXPECT_EQ(loader.pool().slabs_in_use(), 0) << "prefetch " << prefetch;
   }
