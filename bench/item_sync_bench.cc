@@ -8,6 +8,7 @@
 // usage: item_sync_bench --sync step|end [--iterations N (2000)] [--size N (1000)]
 //                        [--device cuda|cpu] [--report-dir DIR]
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <cstdio>
