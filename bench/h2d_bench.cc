@@ -1,0 +1,357 @@
+// Host-to-device copies on a GPU machine, each pair measured side by side in one run:
+//  1. feedscope's copy engine (pinned_memory/copy_engine.h) against a bare cudaMemcpyAsync of the
+//     same bytes from the same host memory, pinned and pageable, 1 MiB to 1 GiB. The README's goal
+//     is the engine's pinned copy at 90 % of the bare one or better.
+//  2. The loader's copy overlapped with the step: the BatchLoader and DeviceFeeder deliver batches
+//     one ahead as in `feedscope run`, and a step of known length (bench/spin_kernel.cu) reads each.
+//     The copy is hidden when the time per step with the copy running ahead is the step's alone,
+//     not the step's plus the copy's.
+// Times are the host clock around the work and a stream synchronize (what a caller waits for),
+// medians over repeats that alternate the two sides. Exits 77 where no CUDA device is present.
+//
+// usage: h2d_bench [--max-mib N (1024)] [--overlap-mib N (64)] [--workers N] [--json FILE]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/spin_kernel.h"
+#include "loader/batch_loader.h"
+#include "loader/device_feeder.h"
+#include "loader/index_sampler.h"
+#include "loader/synthetic_dataset.h"
+#include "pinned_memory/copy_engine.h"
+#include "pinned_memory/errors.h"
+#include "pinned_memory/host_allocator.h"
+#include "pinned_memory/pinned_pool.h"
+
+namespace {
+
+using namespace feedscope;
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw DeviceError(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" +
+                      cudaGetErrorString(status) + ")");
+}
+#define CHECK(call) check((call), #call)
+
+double seconds_since(Clock::time_point begin) {
+  return std::chrono::duration<double>(Clock::now() - begin).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Never zeros (METHOD: they hide unwritten outputs): a different word at every offset.
+void fill_pattern(std::byte* data, std::size_t bytes) {
+  auto* words = reinterpret_cast<std::uint64_t*>(data);
+  for (std::size_t i = 0; i < bytes / 8; ++i) words[i] = (i + 1) * 0x9E3779B97F4A7C15ull;
+}
+
+// The first and last 64 KiB on the device equal the host's.
+void verify(const void* device, const std::byte* host, std::size_t bytes, const char* what) {
+  const std::size_t n = std::min(bytes / 2, 64 * std::size_t{1024});
+  std::vector<std::byte> back(n);
+  for (const std::size_t offset : {std::size_t{0}, bytes - n}) {
+    CHECK(cudaMemcpy(back.data(), static_cast<const std::byte*>(device) + offset, n,
+                     cudaMemcpyDeviceToHost));
+    if (std::memcmp(back.data(), host + offset, n) != 0)
+      throw std::runtime_error(std::string(what) + ": the bytes on the device differ from the "
+                               "host's at offset " + std::to_string(offset));
+  }
+}
+
+struct Options {
+  std::size_t max_bytes = 1024 * kMiB;
+  std::size_t overlap_bytes = 64 * kMiB;
+  int workers = 0;  // 0: min(8, cores - 2)
+  std::string json_path;
+};
+
+// --- 1. The engine against a bare cudaMemcpyAsync --------------------------------------------------
+
+// One memory kind at one size: the same slab is the source of both sides.
+struct Pair {
+  double bare_gbps = 0;
+  double engine_gbps = 0;
+};
+
+Pair measure_pair(std::unique_ptr<HostAllocator> allocator, std::size_t bytes, void* device_dst,
+                  cudaStream_t stream, int repeats, const char* what) {
+  auto pool = PinnedPool::create(bytes, 1, std::move(allocator));
+  CopyEngine engine({.device = 0, .buffer_bytes = bytes, .buffers = 2});
+  std::byte* host = nullptr;
+  {
+    Slab slab = pool->acquire();
+    host = slab.data();
+    fill_pattern(host, bytes);
+  }
+  const auto bare = [&] {
+    const Clock::time_point begin = Clock::now();
+    CHECK(cudaMemcpyAsync(device_dst, host, bytes, cudaMemcpyHostToDevice, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    return seconds_since(begin);
+  };
+  std::int64_t tag = 0;
+  const auto through_engine = [&](bool check_bytes) {
+    Slab slab = pool->acquire();  // the loader hands the engine a collated slab: not timed
+    const Clock::time_point begin = Clock::now();
+    DeviceCopy copy = engine.submit(std::move(slab), bytes, tag++);
+    engine.wait_idle();
+    const double s = seconds_since(begin);
+    if (check_bytes) verify(copy.data(), host, bytes, what);
+    engine.reclaim();  // the slab goes back to the pool
+    copy.release_after(nullptr);
+    return s;
+  };
+  bare();
+  through_engine(true);
+  verify(device_dst, host, bytes, what);
+  std::vector<double> bare_s, engine_s;
+  for (int r = 0; r < repeats; ++r) {
+    if (r % 2 == 0) {
+      bare_s.push_back(bare());
+      engine_s.push_back(through_engine(false));
+    } else {
+      engine_s.push_back(through_engine(false));
+      bare_s.push_back(bare());
+    }
+  }
+  const double b = static_cast<double>(bytes);
+  return {b / median(bare_s) / 1e9, b / median(engine_s) / 1e9};
+}
+
+nlohmann::json measure_h2d(const Options& o) {
+  std::printf("\nH2D: feedscope's copy engine against a bare cudaMemcpyAsync of the same bytes from\n"
+              "the same host memory (GB/s; host clock around the copy and a stream synchronize;\n"
+              "medians of alternating repeats)\n\n");
+  std::printf("%9s %7s | %12s %12s %6s | %13s %12s %6s | %15s\n", "size", "repeats",
+              "bare pinned", "feedscope", "ratio", "bare pageable", "feedscope", "ratio",
+              "pinned/pageable");
+  cudaStream_t stream = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t bytes = kMiB; bytes <= o.max_bytes; bytes *= 4) {
+    void* dst = nullptr;
+    CHECK(cudaMalloc(&dst, bytes));
+    // About 4 GiB a side at small sizes, at least 5 repeats at 1 GiB.
+    const int repeats = static_cast<int>(std::clamp<std::size_t>(4096 * kMiB / bytes, 5, 41));
+    const Pair pinned = measure_pair(make_pinned_allocator(), bytes, dst, stream, repeats, "pinned");
+    const Pair pageable =
+        measure_pair(make_page_allocator(), bytes, dst, stream, repeats, "pageable");
+    CHECK(cudaFree(dst));
+    std::printf("%5zu MiB %7d | %12.2f %12.2f %6.3f | %13.2f %12.2f %6.3f | %15.2f\n",
+                bytes / kMiB, repeats, pinned.bare_gbps, pinned.engine_gbps,
+                pinned.engine_gbps / pinned.bare_gbps, pageable.bare_gbps, pageable.engine_gbps,
+                pageable.engine_gbps / pageable.bare_gbps, pinned.engine_gbps / pageable.engine_gbps);
+    std::fflush(stdout);
+    rows.push_back({{"bytes", bytes},
+                    {"repeats", repeats},
+                    {"bare_pinned_gbps", pinned.bare_gbps},
+                    {"engine_pinned_gbps", pinned.engine_gbps},
+                    {"bare_pageable_gbps", pageable.bare_gbps},
+                    {"engine_pageable_gbps", pageable.engine_gbps}});
+  }
+  CHECK(cudaStreamDestroy(stream));
+  return rows;
+}
+
+// --- 2. The loader's copy overlapped with the step ---------------------------------------------------
+
+constexpr int kBatch = 32;
+constexpr int kWarmup = 5;
+constexpr int kSteps = 40;
+
+// Cycles of the SM clock per millisecond, from timing long spins with events.
+double spin_cycles_per_ms(std::uint32_t* sink) {
+  constexpr std::int64_t kCycles = 20'000'000;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  CHECK(cudaEventCreate(&begin));
+  CHECK(cudaEventCreate(&end));
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    CHECK(cudaEventRecord(begin, nullptr));
+    CHECK(bench::launch_spin(nullptr, kCycles, sink, nullptr));
+    CHECK(cudaEventRecord(end, nullptr));
+    CHECK(cudaEventSynchronize(end));
+    float elapsed = 0;
+    CHECK(cudaEventElapsedTime(&elapsed, begin, end));
+    if (i > 0) ms.push_back(elapsed);  // the first launch loads the module
+  }
+  CHECK(cudaEventDestroy(begin));
+  CHECK(cudaEventDestroy(end));
+  return static_cast<double>(kCycles) / median(ms);
+}
+
+// A loader and the epoch it is in: several step loops take turns on one loader.
+struct Rig {
+  std::unique_ptr<BatchLoader> loader;
+  std::uint64_t epoch = 0;
+};
+
+Rig make_loader(std::size_t sample_floats, int workers, bool pinned) {
+  SyntheticDataset::Options d;
+  d.shape = {static_cast<std::int64_t>(sample_floats)};
+  d.count = kBatch * 16;
+  auto dataset = std::make_shared<SyntheticDataset>(d);
+  LoaderOptions lo;
+  lo.num_workers = workers;
+  lo.batch_size = kBatch;
+  lo.prefetch = 2;
+  lo.pin_memory = pinned;
+  return {std::make_unique<BatchLoader>(dataset, std::make_shared<SequentialSampler>(d.count), lo)};
+}
+
+// Milliseconds per step over kSteps steps after kWarmup, the step loop of cli/trainer.cc: wait for
+// the step two back (StepFence), order the step after the batch's copy, run it, release the batch.
+// `cycles` 0: no step (the loader, or the loader and the copy, alone).
+double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint32_t* sink) {
+  DeviceFeeder feeder(*rig.loader, engine);
+  StepFence fence(2);
+  Clock::time_point begin;
+  for (int i = 0; i < kWarmup + kSteps; ++i) {
+    if (i == kWarmup) {
+      CHECK(cudaDeviceSynchronize());
+      begin = Clock::now();
+    }
+    std::optional<DeviceBatch> batch = feeder.next();
+    if (!batch) {
+      feeder.begin_epoch(++rig.epoch);
+      batch = feeder.next();
+    }
+    if (cycles > 0) {
+      fence.wait_for_previous();
+      batch->order_before(nullptr);
+      CHECK(bench::launch_spin(batch->on_device ? batch->data : nullptr, cycles, sink, nullptr));
+      fence.mark(nullptr);
+    }
+    batch->release_after(nullptr);
+  }
+  if (engine != nullptr) engine->wait_idle();
+  CHECK(cudaDeviceSynchronize());
+  return seconds_since(begin) * 1e3 / kSteps;
+}
+
+double ms_per_step_alone(std::int64_t cycles, std::uint32_t* sink) {
+  StepFence fence(2);
+  Clock::time_point begin;
+  for (int i = 0; i < kWarmup + kSteps; ++i) {
+    if (i == kWarmup) {
+      CHECK(cudaDeviceSynchronize());
+      begin = Clock::now();
+    }
+    fence.wait_for_previous();
+    CHECK(bench::launch_spin(nullptr, cycles, sink, nullptr));
+    fence.mark(nullptr);
+  }
+  CHECK(cudaDeviceSynchronize());
+  return seconds_since(begin) * 1e3 / kSteps;
+}
+
+nlohmann::json measure_overlap(const Options& o) {
+  const int workers =
+      o.workers > 0 ? o.workers
+                    : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 2, 1, 8);
+  const std::size_t sample_floats = o.overlap_bytes / kBatch / sizeof(float);
+  std::uint32_t* sink = nullptr;
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&sink), sizeof(std::uint32_t)));
+  const double cycles_per_ms = spin_cycles_per_ms(sink);
+
+  double loader_ms = 0;
+  {
+    Rig cpu = make_loader(sample_floats, workers, false);
+    loader_ms = ms_per_step(cpu, nullptr, 0, sink);
+  }
+  Rig rig = make_loader(sample_floats, workers, true);
+  CopyEngine engine({.device = 0, .buffer_bytes = rig.loader->pool().slab_bytes(), .buffers = 3});
+  const double copy_ms = ms_per_step(rig, &engine, 0, sink);
+  // A step twice the copy's length: hidden, the copy costs nothing; in series it adds half.
+  const auto cycles = static_cast<std::int64_t>(2 * copy_ms * cycles_per_ms);
+  const double step_ms = ms_per_step_alone(cycles, sink);
+  const double with_prefetch_ms = ms_per_step(rig, &engine, cycles, sink);
+  CHECK(cudaFree(sink));
+
+  const double hidden = std::clamp((step_ms + copy_ms - with_prefetch_ms) / copy_ms, 0.0, 1.0);
+  const std::size_t batch_bytes = sample_floats * sizeof(float) * kBatch;
+  std::printf("\nThe loader's copy overlapped with the step: batches of %zu MiB (%d samples), %d "
+              "workers,\npinned slabs, the DeviceFeeder one batch ahead; ms per step over %d steps\n\n",
+              batch_bytes / kMiB, kBatch, workers, kSteps);
+  std::printf("  loader alone (no copy, no step)        %8.3f\n", loader_ms);
+  std::printf("  copy alone (loader + H2D, no step)     %8.3f   %.2f GB/s\n", copy_ms,
+              static_cast<double>(batch_bytes) / copy_ms / 1e6);
+  std::printf("  step alone (spin kernel, no data)      %8.3f\n", step_ms);
+  std::printf("  step with the copy running ahead       %8.3f   (hidden: %.3f; in series: %.3f)\n",
+              with_prefetch_ms, std::max(step_ms, copy_ms), step_ms + copy_ms);
+  std::printf("  copy hidden behind the step            %8.0f %%\n", 100 * hidden);
+  return {{"batch_bytes", batch_bytes},       {"batch_size", kBatch},
+          {"workers", workers},               {"steps", kSteps},
+          {"loader_ms", loader_ms},           {"copy_ms", copy_ms},
+          {"step_ms", step_ms},               {"with_prefetch_ms", with_prefetch_ms},
+          {"hidden_fraction", hidden}};
+}
+
+std::size_t parse_mib(const std::string& flag, const char* value) {
+  const long v = std::strtol(value, nullptr, 10);
+  if (v < 1 || v > 64 * 1024) throw std::invalid_argument(flag + ": '" + value + "' is not 1 to 65536 MiB");
+  return static_cast<std::size_t>(v) * kMiB;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a != "--max-mib" && a != "--overlap-mib" && a != "--workers" && a != "--json")
+        throw std::invalid_argument("unknown option " + a);
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      const char* value = argv[++i];
+      if (a == "--max-mib") o.max_bytes = parse_mib(a, value);
+      else if (a == "--overlap-mib") o.overlap_bytes = parse_mib(a, value);
+      else if (a == "--workers") o.workers = std::max(1, std::atoi(value));
+      else o.json_path = value;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "h2d_bench: %s\nusage: h2d_bench [--max-mib N] [--overlap-mib N] "
+                         "[--workers N] [--json FILE]\n", e.what());
+    return 2;
+  }
+  std::string why;
+  if (!copy_engine_available(&why)) {
+    std::fprintf(stderr, "h2d_bench: %s; this bench measures host-to-device copies and needs a "
+                         "GPU (scripts/device_check.sh runs it on one)\n", why.c_str());
+    return 77;
+  }
+  try {
+    cudaDeviceProp prop{};
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("h2d_bench on %s (compute %d.%d)\n", prop.name, prop.major, prop.minor);
+    nlohmann::json out = {{"device", prop.name}};
+    out["h2d"] = measure_h2d(o);
+    out["overlap"] = measure_overlap(o);
+    if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "h2d_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

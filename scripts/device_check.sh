@@ -1,0 +1,538 @@
+#!/usr/bin/env bash
+# Builds feedscope on a lent GPU machine and runs its test suite and GPU measurements there, in one
+# command from the repository root. That machine reaches no package registry: the Debian packages
+# feedscope needs travel as .deb files that scripts/device_prepare.sh fetched beforehand, and are
+# unpacked here into a prefix outside / (never into /: that can break the machine). libtorch is the
+# machine's own CUDA one, from python3's torch. The device tool's call:
+#
+#   run(command: "bash scripts/device_check.sh", carry: [".device-debs"])
+#
+# usage: scripts/device_check.sh [--allow-no-gpu] [--torch-prefix DIR|system] [PHASE...]
+#   PHASE      build | test | measure | all (the default: all three, in one 10-minute command)
+#     build    unpack the .debs into the prefix, configure (Release, CUDA on, sm_90), build
+#              everything and the benchmarks; print where each library came from
+#     test     ctest, the whole suite; list what skipped and why; fail if a GPU test skipped
+#     measure  H2D bandwidth (bench/h2d_bench), the loader's copy overlapped with a step, and the
+#              classic cases as feedscope runs, each writing its report.json
+#   test and measure first build what is missing (a no-op when `build` ran in an earlier call on
+#   the same machine, which stays warm 30 s after a call and keeps the build folder).
+#   --allow-no-gpu   a dry run on a machine without a GPU: the GPU tests and measurements then
+#                    say "no device" without making the exit code non-zero
+#   --torch-prefix   where TorchConfig.cmake is found: DIR, or 'system' for CMake's own search
+#                    (Debian's libtorch-dev); default: python3's torch.utils.cmake_prefix_path
+#
+# Environment: OUT (results; the device tool sets it; default BUILD_DIR/device-out),
+# BUILD_DIR (build-device), FEEDSCOPE_DEPS_PREFIX (/tmp/fsdeps), FEEDSCOPE_DEVICE_DEADLINE_S (560:
+# measurements that would end past it are skipped, so the summary is written before the device
+# tool's 10-minute limit), FS_IMAGES_MODEL (the classic image run's model options), JOBS (build and
+# ctest parallelism; default: every core).
+#
+# What comes back under $OUT: device_check.log (everything printed), summary.md (the key figures)
+# and reports.tar.gz (every report.json, trace.json of the GPU runs, bench output, ctest's JUnit).
+# Exit code: 0 when everything built, every test passed, no GPU test skipped and every
+# measurement ran; 1 otherwise; 2 bad usage.
+set -uo pipefail  # no -e: a failed measurement is recorded and the next one still runs
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+prefix="${FEEDSCOPE_DEPS_PREFIX:-/tmp/fsdeps}"
+build="${BUILD_DIR:-$root/build-device}"
+out="${OUT:-$build/device-out}"
+debs="$root/.device-debs"
+work="$build/device-work"
+deadline_s="${FEEDSCOPE_DEVICE_DEADLINE_S:-560}"
+images_model="${FS_IMAGES_MODEL:---model cnn --hidden 1024 --layers 4}"
+jobs="${JOBS:-$(nproc)}"
+
+usage() { sed -n '2,/^set -uo/{/^#/{s/^# \{0,1\}//;p}}' "${BASH_SOURCE[0]}"; }
+
+allow_no_gpu=0
+torch_prefix=""
+phases=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --allow-no-gpu) allow_no_gpu=1 ;;
+    --torch-prefix)
+      [ $# -ge 2 ] || { usage >&2; exit 2; }
+      torch_prefix="$2"
+      shift ;;
+    build|test|measure) phases+=("$1") ;;
+    all) phases+=(build test measure) ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "device_check: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#phases[@]} -gt 0 ] || phases=(build test measure)
+case "$prefix" in
+  /|/usr|/usr/*|"") echo "device_check: FEEDSCOPE_DEPS_PREFIX=$prefix would unpack over the system" >&2; exit 2 ;;
+esac
+
+mkdir -p "$out" "$work"
+exec > >(tee -a "$out/device_check.log") 2>&1
+
+failures=()
+phase_times=()
+section() { printf '\n=== %s (%d s in) ===\n' "$1" "$SECONDS"; }
+fail() { failures+=("$1"); echo "device_check: FAILED: $1"; }
+timed() {  # timed NAME COMMAND...: runs a phase, records its seconds
+  local name="$1" begin=$SECONDS
+  shift
+  "$@"
+  local rc=$?
+  phase_times+=("$name $((SECONDS - begin)) s")
+  echo "device_check: phase $name took $((SECONDS - begin)) s (exit $rc)"
+  return $rc
+}
+
+# --- The machine ----------------------------------------------------------------------------------
+section "machine"
+[ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null && export PATH="/usr/local/cuda/bin:$PATH"
+grep -E '^(PRETTY_NAME|VERSION_ID)=' /etc/os-release 2>/dev/null || echo "os: no /etc/os-release"
+echo "kernel $(uname -r) $(uname -m), $(nproc) cores," \
+     "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+gpu_present=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L; then
+  gpu_present=1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max \
+             --format=csv,noheader || true
+else
+  echo "nvidia-smi: no GPU listed"
+fi
+if command -v nvcc >/dev/null; then nvcc --version | tail -n 2; else echo "nvcc: not found"; fi
+echo "c++: $(c++ --version 2>/dev/null | head -n 1)"
+echo "cmake: $(cmake --version | head -n 1), ninja $(ninja --version 2>/dev/null || echo 'not found')"
+python3 - <<'EOF' || echo "python3: torch could not be imported"
+import sys, torch
+print(f"python3 {sys.version.split()[0]} ({sys.executable}); torch {torch.__version__}, "
+      f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"sees a GPU: {torch.cuda.is_available()}"
+      + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else ""))
+print(f"torch C++ ABI: _GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}; "
+      f"cmake prefix: {torch.utils.cmake_prefix_path}")
+EOF
+if [ $gpu_present -eq 0 ]; then
+  if [ $allow_no_gpu -eq 1 ]; then
+    echo "device_check: no device on this machine (--allow-no-gpu: a dry run)"
+  else
+    fail "no GPU on this machine (nvidia-smi lists none); --allow-no-gpu for a dry run"
+  fi
+fi
+if [ -z "$torch_prefix" ]; then
+  torch_prefix="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
+  if [ -z "$torch_prefix" ]; then
+    echo "device_check: python3 has no torch; --torch-prefix DIR|system says where libtorch is" >&2
+    exit 1
+  fi
+  # Debian's libraries use the C++11 std::string; a torch built without it cannot link with them.
+  if [ "$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')" != 1 ]; then
+    echo "device_check: this torch was built with _GLIBCXX_USE_CXX11_ABI=0; the Debian packages" \
+         "need 1" >&2
+    exit 1
+  fi
+elif [ "$torch_prefix" = system ]; then
+  torch_prefix=""
+fi
+multiarch="$(c++ -print-multiarch 2>/dev/null)"
+multiarch="${multiarch:-x86_64-linux-gnu}"
+libdir="$prefix/usr/lib/$multiarch"
+
+# --- The Debian packages, unpacked into $prefix -------------------------------------------------------
+# Their CMake configs and .pc files may name /usr; their symlinks may point into /. Each is turned
+# to the prefix, or, for a base library device_prepare.sh left out (zlib), to the system's copy.
+fix_symlinks() {
+  local link target base stem rest soname system ldconfig
+  ldconfig="$(command -v ldconfig || echo /sbin/ldconfig)"
+  while IFS= read -r link; do
+    target="$(readlink "$link")"
+    case "$target" in /*) ;; *) continue ;; esac
+    if [ -e "$prefix$target" ]; then
+      ln -sfn "$prefix$target" "$link"
+      echo "  symlink ${link#"$prefix"} -> $prefix$target"
+      continue
+    fi
+    base="$(basename "$target")"  # libz.so.1.2.13: the system has it as libz.so.1
+    stem="${base%%.so.*}"
+    rest="${base#*.so.}"
+    soname="$stem.so.${rest%%.*}"
+    system="$("$ldconfig" -p | awk -v n="$soname" '$1 == n && /x86-64/ {print $NF; exit}')"
+    if [ -n "$system" ]; then
+      ln -sfn "$system" "$link"
+      echo "  symlink ${link#"$prefix"} -> $system (the system's $soname; its package was left out)"
+    else
+      echo "  WARNING: symlink ${link#"$prefix"} -> $target: neither in the prefix nor a system $soname"
+    fi
+  done < <(find "$prefix" -type l)
+}
+
+fix_configs() {
+  local configs=() f
+  mapfile -t configs < <(grep -rlE '"/usr[/"]' "$prefix" --include='*.cmake')
+  for f in "${configs[@]}"; do
+    sed -i -E "s#\"/usr([/\"])#\"$prefix/usr\\1#g" "$f"
+    echo "  cmake config ${f#"$prefix"}: /usr -> $prefix/usr"
+  done
+  # feedscope links prometheus-cpp::core only; the config would otherwise look for libcurl (for
+  # the push library), which device_prepare.sh leaves behind with its dependencies.
+  f="$libdir/cmake/prometheus-cpp/prometheus-cpp-config.cmake"
+  sed -i 's/^set(PROMETHEUS_CPP_ENABLE_PUSH ON)$/set(PROMETHEUS_CPP_ENABLE_PUSH OFF)/' "$f"
+  if ! grep -q '^set(PROMETHEUS_CPP_ENABLE_PUSH OFF)$' "$f"; then
+    echo "device_check: could not turn prometheus-cpp's push component off in $f" >&2
+    return 1
+  fi
+  echo "  cmake config ${f#"$prefix"}: push component off (no libcurl)"
+  mapfile -t configs < <(find "$prefix" -name '*.pc')
+  sed -i -E "s#^((exec_)?prefix|libdir|includedir)=/usr#\\1=$prefix/usr#; s#(-[IL])/usr/#\\1$prefix/usr/#g" \
+    "${configs[@]}"
+  echo "  pkg-config: ${#configs[@]} .pc files point into $prefix/usr"
+  if grep -rnE '"/usr[/"]' "$prefix" --include='*.cmake'; then
+    echo "device_check: the CMake configs above still name /usr" >&2
+    return 1
+  fi
+}
+
+unpack_debs() {
+  local stamp f packages=("$debs"/*.deb)
+  if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+    echo "device_check: no .deb files in $debs: run scripts/device_prepare.sh where apt works," \
+         "and name .device-debs in the device call's carry" >&2
+    return 1
+  fi
+  stamp="$(cd "$debs" && cksum ./*.deb)"
+  if [ -f "$prefix/.unpacked" ] && [ "$(cat "$prefix/.unpacked")" = "$stamp" ]; then
+    echo "device_check: $prefix holds these .debs already"
+    return 0
+  fi
+  [ -f "$debs/MANIFEST" ] && head -n 1 "$debs/MANIFEST"
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  for f in "$debs"/*.deb; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$f" "$prefix" || return 1
+    else  # a system without dpkg: a .deb is an ar archive holding data.tar.*
+      (cd "$prefix" && ar p "$f" "$(ar t "$f" | grep '^data\.tar')" | tar -xf - ) || return 1
+    fi
+  done
+  echo "device_check: unpacked ${#packages[@]} packages into $prefix"
+  fix_symlinks
+  fix_configs || return 1
+  if find "$prefix" -xtype l | grep .; then
+    echo "  (the symlinks above point into packages left out; nothing feedscope uses)"
+  fi
+  echo "$stamp" >"$prefix/.unpacked"
+}
+
+use_prefix() {
+  export PKG_CONFIG_PATH="$libdir/pkgconfig:$prefix/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # Test discovery runs the test programs during the build, and a library in the prefix may need
+  # another one there (a dependency's RUNPATH is not the executable's).
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}"  # torch's config: Hopper only
+}
+
+# --- build ----------------------------------------------------------------------------------------
+# Where each of the packages' CMake configs, and each linked library, was found.
+report_resolution() {
+  local var value lib path bad=0 bin
+  echo "device_check: CMake packages (want: under $prefix)"
+  for var in TBB_DIR yaml-cpp_DIR prometheus-cpp_DIR civetweb_DIR spdlog_DIR fmt_DIR GTest_DIR \
+             benchmark_DIR libjpeg-turbo_DIR CLI11_DIR nlohmann_json_DIR ZLIB_LIBRARY_RELEASE \
+             Torch_DIR CUDAToolkit_BIN_DIR CUDAToolkit_CUPTI_INCLUDE_DIR CUDA_cupti_LIBRARY; do
+    value="$(sed -n "s|^$var:[A-Z]*=||p" "$build/CMakeCache.txt" | head -n 1)"
+    case "$var:$value" in
+      Torch_DIR:*|CUDA*) printf '  %-32s %s\n' "$var" "${value:-unset}" ;;
+      *:"$prefix"/*) printf '  %-32s %s\n' "$var" "$value" ;;
+      *) printf '  %-32s %s   <-- NOT from the prefix\n' "$var" "${value:-unset}"; bad=1 ;;
+    esac
+  done
+  echo "device_check: static libraries linked (GoogleTest)"
+  grep -oE '[^ ]*lib(gtest|gtest_main|gmock)\.a' "$build/build.ninja" | sort -u | sed 's/^/  /'
+  for bin in "$build/cli/feedscope" "$build/bench/loader_bench"; do
+    [ -x "$bin" ] || continue
+    echo "device_check: shared libraries of ${bin#"$build"/} (ldd)"
+    while read -r lib _ path _; do
+      case "$lib" in
+        libtbb*|libyaml-cpp*|libprometheus*|libjpeg*|libturbojpeg*|libspdlog*|libfmt*|libbenchmark*|libcivetweb*)
+          case "$path" in
+            "$prefix"/*) printf '  %-28s %s\n' "$lib" "$path" ;;
+            *) printf '  %-28s %s   <-- NOT from the prefix\n' "$lib" "$path"; bad=1 ;;
+          esac ;;
+        libz.so*) printf '  %-28s %s (the system'"'"'s: zlib1g is left out)\n' "$lib" "$path" ;;
+        libtorch*|libc10*|libcudart*|libcupti*) printf '  %-28s %s\n' "$lib" "$path" ;;
+      esac
+    done < <(ldd "$bin")
+  done
+  return $bad
+}
+
+do_build() {
+  unpack_debs || { fail "unpacking the .debs"; return 1; }
+  use_prefix
+  if [ ! -f "$build/build.ninja" ]; then
+    section "configure"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      "-DCMAKE_PREFIX_PATH=$prefix/usr${torch_prefix:+;$torch_prefix}" \
+      -DFEEDSCOPE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DFEEDSCOPE_WERROR=OFF \
+      "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include/$multiarch" \
+      || { fail "configure"; rm -f "$build/build.ninja"; return 1; }
+  fi
+  section "build ($jobs jobs)"
+  local log="$work/build.log"
+  if ! cmake --build "$build" -j "$jobs" 2>&1 | tee "$log"; then
+    fail "build"
+    return 1
+  fi
+  if ! cmake --build "$build" -j "$jobs" --target benches 2>&1 | tee -a "$log"; then
+    fail "build of the benchmarks"
+    return 1
+  fi
+  echo "device_check: $(grep -c 'warning:' "$log") compiler warning lines in what this call built" \
+       "(warnings are not errors here: FEEDSCOPE_WERROR=OFF)"
+  report_resolution | tee "$work/resolution.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "a library came from outside $prefix (above)"
+  return 0
+}
+
+ensure_built() {
+  if [ -f "$build/build.ninja" ] && [ -x "$build/cli/feedscope" ]; then
+    unpack_debs >/dev/null || { fail "unpacking the .debs"; return 1; }
+    use_prefix
+    if ! cmake --build "$build" -j "$jobs" --target all benches >/dev/null; then
+      fail "incremental build"
+      return 1
+    fi
+    return 0
+  fi
+  do_build
+}
+
+# --- test -------------------------------------------------------------------------------------------
+do_test() {
+  ensure_built || return 1
+  section "ctest ($jobs jobs)"
+  local junit="$work/ctest.xml" rc left=$((deadline_s - SECONDS))
+  rm -f "$junit"
+  if [ $left -lt 60 ]; then
+    fail "ctest skipped: ${left} s left before the ${deadline_s} s deadline; run the test phase in a call of its own"
+    return 1
+  fi
+  timeout -s INT -k 10 "$left" \
+    ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$jobs" --output-junit "$junit"
+  rc=$?
+  [ $rc -ne 124 ] || fail "ctest stopped at the ${deadline_s} s deadline; run the test phase in a call of its own"
+  [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "ctest: some tests failed (above)"
+  [ -f "$junit" ] || { fail "ctest wrote no $junit"; return 1; }
+  # Which tests skipped, why, and whether a GPU test is among them: a test named *GpuTest.* or
+  # *.Gpu*, or one that skipped for want of a device, must run on this machine.
+  local verdict
+  python3 - "$junit" "$work/ctest-summary.json" <<'EOF'
+import json, re, sys, xml.etree.ElementTree as ET
+cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
+skipped, failed = [], []
+for c in cases:
+    name, status, text = c.get("name"), c.get("status", ""), c.findtext("system-out") or ""
+    if status == "fail" or c.find("failure") is not None:
+        failed.append(name)
+    if status in ("notrun", "disabled") or c.find("skipped") is not None:
+        m = re.search(r"Skipped\n(.*?)\n*\[  SKIPPED \]", text, re.S)
+        reason = " ".join(m.group(1).split()) if m else "(no reason printed)"
+        needs_gpu = bool(re.search(r"GpuTest\.|\.Gpu", name) or
+                         re.search(r"no CUDA device|CUPTI is not installed|built without CUDA", reason))
+        skipped.append({"name": name, "reason": reason, "needs_gpu": needs_gpu})
+summary = {"tests": len(cases), "failed": failed, "skipped": skipped,
+           "gpu_tests_skipped": [s["name"] for s in skipped if s["needs_gpu"]]}
+json.dump(summary, open(sys.argv[2], "w"), indent=2)
+print(f"\ndevice_check: {len(cases)} tests, {len(failed)} failed, {len(skipped)} skipped")
+for s in skipped:
+    print(f"  skipped{'  <-- A GPU TEST' if s['needs_gpu'] else ''}: {s['name']}: {s['reason']}")
+sys.exit(3 if summary["gpu_tests_skipped"] else 0)
+EOF
+  verdict=$?
+  [ $verdict -eq 0 ] || [ $verdict -eq 3 ] || fail "reading ctest's results"
+  if [ $verdict -eq 3 ]; then
+    if [ $allow_no_gpu -eq 1 ] && [ $gpu_present -eq 0 ]; then
+      echo "device_check: GPU tests skipped: no device here (--allow-no-gpu)"
+    else
+      fail "GPU tests skipped on a machine that should run them (marked above)"
+    fi
+  fi
+  return 0
+}
+
+# --- measure ----------------------------------------------------------------------------------------
+steps_tsv="$work/reports/steps.tsv"
+# step NAME SECONDS COMMAND...: runs one measurement, its output also into reports/NAME.log, unless
+# fewer than SECONDS remain before the deadline. A GPU step's "no device" (exit 77, or exit 4 from
+# feedscope) is a failure only where there is a GPU.
+step() {
+  local name="$1" estimate="$2" rc begin=$SECONDS
+  shift 2
+  if [ $((SECONDS + estimate)) -gt "$deadline_s" ]; then
+    echo "device_check: skipping $name: ${estimate} s would pass the ${deadline_s} s deadline"
+    printf '%s\tskipped (deadline)\t0\n' "$name" >>"$steps_tsv"
+    fail "$name skipped for time"
+    return 0
+  fi
+  section "$name"
+  echo "+ $*"
+  timeout -s INT -k 10 $((estimate * 3 + 30)) "$@" 2>&1 | tee "$work/reports/$name.log"
+  rc=${PIPESTATUS[0]}
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - begin))" >>"$steps_tsv"
+  if [ "$rc" -ne 0 ]; then
+    if [ $gpu_present -eq 0 ] && { [ "$rc" -eq 77 ] || [ "$rc" -eq 4 ]; }; then
+      echo "device_check: $name: no device (exit $rc)"
+      [ $allow_no_gpu -eq 1 ] || fail "$name: no device"
+    else
+      fail "$name (exit $rc)"
+    fi
+  fi
+}
+
+do_measure() {
+  ensure_built || return 1
+  local fs="$build/cli/feedscope" rep="$work/reports" images="$work/images" count=1024
+  rm -rf "$rep"
+  mkdir -p "$rep"
+  : >"$steps_tsv"
+  step probe 10 "$fs" probe
+  # 1. H2D: the copy engine against a bare cudaMemcpyAsync, pinned and pageable, 1 MiB to 1 GiB;
+  #    then the loader's copy overlapped with a step.
+  step h2d 60 "$build/bench/h2d_bench" --json "$rep/h2d.json"
+  # 2. The classic cases. A 3->100->3 MLP at batch 100: launch overhead on the GPU, against the CPU.
+  local mlp=(--dataset synthetic:3 --classes 3 --model mlp --hidden 100 --layers 1 --batch-size 100
+             --num-workers 1 --steps 1000 --warmup 50)
+  step mlp-gpu 25 "$fs" run "${mlp[@]}" --device cuda --report-dir "$rep/mlp-gpu"
+  step mlp-cpu 25 "$fs" run "${mlp[@]}" --device cpu --report-dir "$rep/mlp-cpu"
+  # A 1000x1000 matmul loop with an .item() in every iteration, against one at the end.
+  step sync-step 25 "$build/bench/item_sync_bench" --sync step --report-dir "$rep/sync-step"
+  step sync-end 25 "$build/bench/item_sync_bench" --sync end --report-dir "$rep/sync-end"
+  # Image training through 1 worker, then 8: decode-bound, then the GPU's convolutions.
+  [ $gpu_present -eq 1 ] || count=64  # a dry run checks the commands, not the figures
+  rm -rf "$images"
+  step make-images 40 "$fs" make-dataset images --out "$images" --count "$count"
+  local model=() img
+  read -r -a model <<<"$images_model"
+  img=(--dataset "images:$images" "${model[@]}" --batch-size 64 --warmup 5
+       --trace-max-spans 100000 --device cuda)
+  step images-1-worker 40 "$fs" run "${img[@]}" --num-workers 1 --steps 30 --report-dir "$rep/images-1-worker"
+  step images-8-workers 40 "$fs" run "${img[@]}" --num-workers 8 --steps 60 --report-dir "$rep/images-8-workers"
+  # The copy stream in a real run: large synthetic batches from pinned, then pageable, memory.
+  local big=(--dataset synthetic:3x224x224 --synthetic-samples 4096 --model cnn --hidden 64
+             --layers 2 --batch-size 128 --num-workers 8 --steps 100 --warmup 10 --device cuda)
+  step copy-pinned 30 "$fs" run "${big[@]}" --pin-memory=on --report-dir "$rep/copy-pinned"
+  step copy-pageable 30 "$fs" run "${big[@]}" --pin-memory=off --report-dir "$rep/copy-pageable"
+  return 0
+}
+
+# --- summary ------------------------------------------------------------------------------------------
+write_summary() {
+  section "summary"
+  python3 - "$work" "$out/summary.md" "${phase_times[*]:-}" "$(nvidia-smi -L 2>/dev/null | head -n 1)" \
+    <<'EOF' || fail "writing the summary"
+import json, os, sys
+work, path, phases, gpu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rep = os.path.join(work, "reports")
+def load(*parts):
+    p = os.path.join(*parts)
+    try:
+        return json.load(open(p))
+    except (OSError, ValueError):
+        return None
+lines = [f"# feedscope on the device: {gpu or 'no GPU'}", ""]
+if phases:
+    lines += ["phases: " + phases.replace(" s ", " s, "), ""]
+t = load(work, "ctest-summary.json")
+if t:
+    lines += [f"tests: {t['tests']} run, {len(t['failed'])} failed, {len(t['skipped'])} skipped; "
+              f"GPU tests skipped: {', '.join(t['gpu_tests_skipped']) or 'none'}", ""]
+    lines += [f"- skipped: {s['name']}: {s['reason']}" for s in t["skipped"]] + [""]
+steps = {}
+if os.path.exists(os.path.join(rep, "steps.tsv")):
+    for row in open(os.path.join(rep, "steps.tsv")):
+        name, rc, secs = row.rstrip("\n").split("\t")
+        steps[name] = (rc, secs)
+h = load(rep, "h2d.json")
+if h:
+    lines += [f"## H2D on {h['device']}: feedscope's copy engine against a bare cudaMemcpyAsync (GB/s)", "",
+              "| size | bare pinned | feedscope pinned | ratio | bare pageable | feedscope pageable | ratio | pinned/pageable |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in h["h2d"]:
+        lines.append(f"| {r['bytes'] >> 20} MiB | {r['bare_pinned_gbps']:.2f} | {r['engine_pinned_gbps']:.2f} | "
+                     f"{r['engine_pinned_gbps'] / r['bare_pinned_gbps']:.3f} | {r['bare_pageable_gbps']:.2f} | "
+                     f"{r['engine_pageable_gbps']:.2f} | {r['engine_pageable_gbps'] / r['bare_pageable_gbps']:.3f} | "
+                     f"{r['engine_pinned_gbps'] / r['engine_pageable_gbps']:.2f} |")
+    o = h["overlap"]
+    lines += ["", f"Copy overlapped with the step ({o['batch_bytes'] >> 20} MiB batches, {o['workers']} workers), ms per step: "
+              f"loader alone {o['loader_ms']:.2f}, copy alone {o['copy_ms']:.2f}, step alone {o['step_ms']:.2f}, "
+              f"step with the copy running ahead {o['with_prefetch_ms']:.2f} "
+              f"(hidden would be {max(o['step_ms'], o['copy_ms']):.2f}, in series {o['step_ms'] + o['copy_ms']:.2f}): "
+              f"{100 * o['hidden_fraction']:.0f} % of the copy hidden", ""]
+cases = [("mlp-gpu", "launch_overhead"), ("mlp-cpu", None), ("sync-step", None), ("sync-end", None),
+         ("images-1-worker", "cpu_preprocess"), ("images-8-workers", "gpu_compute"),
+         ("copy-pinned", None), ("copy-pageable", None)]
+if not steps:
+    cases = []
+    lines += ["(measure did not run in this call)"]
+else:
+    lines += ["## Classic cases (feedscope's diagnosis of each)", "",
+              "| run | device | bottleneck (expected) | samples/s | step ms | wait ms | data stall | GPU busy | kernels/step | syncs (per step) | H2D GB/s pinned / pageable |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+verdicts = []
+for name, expected in cases:
+    r = load(rep, name, "report.json")
+    if not r:
+        rc = steps.get(name, ("not run", ""))[0]
+        lines.append(f"| {name} | | no report (exit {rc}) | | | | | | | | |")
+        continue
+    d, g, st = r["diagnosis"], r.get("gpu_trace", {}), r["stages"]
+    got = d["bottleneck"]
+    mark = "" if not expected else (" (as expected)" if got == expected else f" (expected {expected})")
+    ms = lambda s: f"{st.get(s, {}).get('mean_ms', 0):.3f}"
+    if "unavailable" in g:
+        busy = kps = syncs = h2d = "-"
+    else:
+        busy, kps = f"{g['gpu_busy_ratio']:.2f}", f"{g['kernels_per_step']:.1f}"
+        syncs = f"{g['syncs']['count']} ({g['syncs']['per_step']:.2f})"
+        fmt = lambda v: "-" if v is None else f"{v:.1f}"
+        h2d = f"{fmt(g['h2d']['pinned_gbps'])} / {fmt(g['h2d']['pageable_gbps'])}"
+    lines.append(f"| {name} | {r['environment']['device']} | {got}{mark} | {r['throughput']['samples_per_s']:.1f} | "
+                 f"{ms('step')} | {ms('wait')} | {d['data_stall_ratio']:.3f} | {busy} | {kps} | {syncs} | {h2d} |")
+    verdicts.append(f"- {name}: {d['verdict']}")
+    verdicts += [f"  - {e}" for e in d["evidence"][:4]]
+    verdicts += [f"  - recommends: {x['action']} ({x['setting']}, predicted {x['predicted_speedup']:.2f}x)"
+                 for x in d["recommendations"][:2]]
+if steps:
+    lines += ["", "Verdicts:", ""] + verdicts + ["", "Steps (exit code, seconds):", ""]
+    lines += [f"- {n}: exit {rc}, {s} s" for n, (rc, s) in steps.items()]
+open(path, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+  # Everything else in one archive (the device tool brings back 8 files, 16 MiB each).
+  local tarball="$out/reports.tar.gz"
+  cp -f "$work"/ctest.xml "$work"/ctest-summary.json "$work"/resolution.txt "$work/reports/" 2>/dev/null
+  tar -czf "$tarball" -C "$work" reports
+  if [ "$(stat -c %s "$tarball")" -gt $((15 * 1024 * 1024)) ]; then
+    echo "device_check: reports.tar.gz is over 15 MiB: leaving out trace.json but mlp-gpu's"
+    tar -czf "$tarball" -C "$work" --exclude='*/images-*/trace.json' --exclude='*/copy-*/trace.json' \
+        --exclude='*/sync-*/trace.json' --exclude='*/mlp-cpu/trace.json' reports
+  fi
+  echo "device_check: $tarball: $(($(stat -c %s "$tarball") / 1024)) KiB"
+}
+
+for phase in "${phases[@]}"; do
+  case "$phase" in
+    build) timed build do_build ;;
+    test) timed test do_test ;;
+    measure) timed measure do_measure ;;
+  esac
+done
+[ -d "$work/reports" ] || mkdir -p "$work/reports"
+write_summary
+
+section "done"
+echo "device_check: phases: ${phase_times[*]:-none}; ${SECONDS} s in all"
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "device_check: ${#failures[@]} problem(s):"
+  printf '  - %s\n' "${failures[@]}"
+  exit 1
+fi
+echo "device_check: all done, nothing failed"
