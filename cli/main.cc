@@ -48,10 +48,9 @@ struct RunOptions {
       for (char& c : flag) c = c == '_' ? '-' : c;
       const std::string help = std::string(key.help) + " [" + std::string(key.allowed) + "]";
       std::string& value = values[std::string(key.name)];
-      CLI::Option* opt =
-          key.type == KeyType::boolean
-              ? app.add_flag(flag + "{on}", value, help)
-              : app.add_option(flag, value, help);
+      CLI::Option* opt = app.add_option(flag, value, help);
+      // A boolean key alone means on; it also takes a value, as `--pin-memory off` or `=off`.
+      if (key.type == KeyType::boolean) opt->expected(0, 1)->default_str("on");
       options[std::string(key.name)] = opt;
     }
     options["steps"]->excludes(options["duration"]);

@@ -110,6 +110,22 @@ TEST_F(CliTest, JsonFlagPrintsTheReportOnStdout) {
   EXPECT_EQ(j["stages"]["step"]["count"], 0);
 }
 
+// A boolean option alone means on, and takes on/off after a space or an '=', as the README's
+// option table writes them.
+TEST_F(CliTest, BooleanOptionsTakeAValueAfterASpaceOrAnEquals) {
+  const auto r = run_process({kBinary, "run", "--dataset", "synthetic:32", "--steps", "3",
+                              "--warmup", "0", "--loader-only", "--shuffle", "off", "--drop-last=on",
+                              "--json", "--report-dir", (dir_ / "report").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["loader_only"], true);
+  EXPECT_EQ(j["config"]["shuffle"], false);
+  EXPECT_EQ(j["config"]["drop_last"], true);
+  const auto bad = run_process({kBinary, "run", "--shuffle", "maybe"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("shuffle: 'maybe'"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, ConfigFileWithCommandLineOverride) {
   std::ofstream(dir_ / "run.yaml") << "dataset: synthetic:16\nsteps: 4\nwarmup: 0\nnum_workers: 1\n";
   const auto r = run_process({kBinary, "run", "--config", (dir_ / "run.yaml").string(),
