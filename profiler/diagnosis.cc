@@ -357,15 +357,23 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     // Not a loader setting, and no prediction of how fast a faster step would be: what is known
     // is how far the loader would keep up, so that is the number given, as an upper bound.
     r.setting = "step";
-    r.action = fmt("Speed up the step itself (%s); the loader has headroom up to %.0f samples/s "
-                   "(%.1fx the current rate) before it becomes the limit.",
-                   in.on_gpu ? "mixed precision, a bigger batch, a leaner model"
-                             : "a GPU if there is one, a leaner model",
-                   loader_rate, measured > 0 ? loader_rate / measured : 0.0);
-    r.predicted_samples_per_s = loader_rate;
-    r.predicted_speedup = measured > 0 ? loader_rate / measured : 0;
-    r.basis = "upper bound: the loader's capacity at the current num_workers, from per-batch "
-              "load time";
+    const char* how = in.on_gpu ? "mixed precision, a bigger batch, a leaner model"
+                                : "a GPU if there is one, a leaner model";
+    if (loader_rate > 0 && std::isfinite(loader_rate) && measured > 0) {
+      r.action = fmt("Speed up the step itself (%s); the loader has headroom up to %.0f "
+                     "samples/s (%.1fx the current rate) before it becomes the limit.",
+                     how, loader_rate, loader_rate / measured);
+      r.predicted_samples_per_s = loader_rate;
+      r.predicted_speedup = loader_rate / measured;
+      r.basis = "upper bound: the loader's capacity at the current num_workers, from per-batch "
+                "load time";
+    } else {
+      // A wrapped loop whose loader records no load stages (or no batch size): its capacity is
+      // unknown, so no bound is given rather than a 0.
+      r.action = fmt("Speed up the step itself (%s).", how);
+      r.basis = "no prediction: the loader's own stages were not measured, so how far it would "
+                "keep up is unknown";
+    }
     d.recommendations.push_back(r);
   }
   if (gpu && !input_side && gpu->syncs_per_step >= 1)

@@ -84,6 +84,23 @@ TEST(DiagnosisTest, HeavyStepOnTheCpuIsCpuCompute) {
   EXPECT_EQ(d.verdict.rfind("Not input-bound", 0), 0u) << d.verdict;
 }
 
+// A wrapped loop that times only its steps and waits: the loader's capacity is unknown, and the
+// advice says so rather than promising a headroom of 0 samples/s.
+TEST(DiagnosisTest, AStepBoundLoopWithoutLoaderStagesGetsNoHeadroomFigure) {
+  const Diagnosis d = diagnose(scenario(5.0, 100, 0.0, 0.0, 0.0005, 0.049, 0, 2, false));
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+  ASSERT_FALSE(d.recommendations.empty());
+  const Recommendation& r = d.recommendations[0];
+  EXPECT_EQ(r.setting, "step");
+  EXPECT_EQ(r.action.find("headroom"), std::string::npos) << r.action;
+  EXPECT_EQ(r.predicted_speedup, 0);
+  EXPECT_NE(r.basis.find("no prediction"), std::string::npos) << r.basis;
+  // With load stages measured, the bound is there.
+  const Diagnosis with_loader = diagnose(scenario(5.0, 100, 0.0, 0.002, 0.0005, 0.049, 2, 2, false));
+  EXPECT_NE(with_loader.recommendations[0].action.find("headroom up to"), std::string::npos);
+  EXPECT_GT(with_loader.recommendations[0].predicted_speedup, 1);
+}
+
 TEST(DiagnosisTest, HeavyStepOnTheGpuIsGpuCompute) {
   EXPECT_EQ(diagnose(scenario(5.0, 100, 0.0, 0.002, 0.0005, 0.049, 2, 8, true)).bottleneck,
             "gpu_compute");
