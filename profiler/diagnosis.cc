@@ -304,7 +304,38 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double loader_rate =
       predicted_batches_per_s(Costs{c.worker, 0}, std::max(1, in.num_workers), in.cpus,
                               in.on_gpu) * static_cast<double>(in.batch_size);
-  if (d.bottleneck == "cpu_preprocess") {
+  // Input-bound, yet the workers are mostly idle: what the loop waits for is each batch's hand-off
+  // (a worker waking, a queue), not loading work. More workers would not shorten it.
+  const bool handoff = d.bottleneck == "cpu_preprocess" && !in.loader_only && in.num_workers > 0 &&
+                       load_s < 0.5 * worker_capacity_s && in.batches > 0;
+  if (handoff) {
+    const double wait_per_batch = wait / static_cast<double>(in.batches);
+    d.evidence.push_back(fmt("the loop waits %.3f ms per batch while loading one takes %.3f ms of "
+                             "a worker: the wait is the hand-off, not the loading",
+                             wait_per_batch * 1e3, c.worker * 1e3));
+    d.verdict = fmt("Input-bound (%s): the loop waits for data %.0f%% of the time, but the %d "
+                    "worker(s) are idle most of the run: each batch's hand-off (a worker waking, "
+                    "a queue) costs more than loading it.",
+                    d.input_bound.c_str(), 100 * d.data_stall_ratio, in.num_workers);
+    Recommendation r;
+    if (c.worker < wait_per_batch) {
+      r.setting = "num_workers=0";
+      r.action = fmt("Load in the training thread (num_workers=0): a batch takes %.3f ms to load, "
+                     "less than the %.3f ms the loop now waits for it.",
+                     c.worker * 1e3, wait_per_batch * 1e3);
+      const double rate = c.step + c.worker > 0
+                              ? static_cast<double>(in.batch_size) / (c.step + c.worker)
+                              : 0;
+      r.predicted_samples_per_s = rate;
+      r.predicted_speedup = measured > 0 ? rate / measured : 0;
+      r.basis = "what-if: rate = batch_size / (step time + load time), loading in the loop";
+    } else {
+      r.setting = "batch_size";
+      r.action = "Raise batch_size: the hand-off costs about the same per batch whatever its size.";
+      r.basis = "no prediction: how the step's time grows with the batch is not measured";
+    }
+    d.recommendations.push_back(r);
+  } else if (d.bottleneck == "cpu_preprocess") {
     if (in.num_workers < in.cpus) {
       d.recommendations.push_back(more_workers(in, c, measured));
     } else {

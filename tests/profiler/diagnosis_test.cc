@@ -62,6 +62,25 @@ TEST(DiagnosisTest, SlowDecodeWithOneWorkerIsCpuPreprocessAndMoreWorkersHelp) {
   EXPECT_EQ(d.verdict.rfind("Input-bound (highly)", 0), 0u) << d.verdict;
 }
 
+// A tiny step and tinier loads: the loop still waits, on each batch's hand-off, with the worker
+// nearly idle. More workers would not help; loading in the loop would.
+TEST(DiagnosisTest, AWaitWithIdleWorkersIsTheHandOffAndLoadingInTheLoopHelps) {
+  // Per batch: load 5 us, wait 30 us, step 200 us; 1 worker busy 2 % of the run.
+  const DiagnosisInput in = scenario(0.0235, 100, 0.0, 0.000005, 0.00003, 0.0002, 1, 2, false);
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_NE(d.verdict.find("hand-off"), std::string::npos) << d.verdict;
+  ASSERT_FALSE(d.recommendations.empty());
+  const Recommendation& r = d.recommendations[0];
+  EXPECT_EQ(r.setting, "num_workers=0") << r.action;
+  // 64 / (200 us + 5 us) = 312,195 samples/s against 64 x 100 / 0.0235 s = 272,340 measured.
+  EXPECT_NEAR(r.predicted_samples_per_s, 64 / 0.000205, 1);
+  EXPECT_NEAR(r.predicted_speedup, (64 / 0.000205) / (6400 / 0.0235), 1e-6);
+  // The same wait with workers busy loading is the ordinary case: more workers.
+  EXPECT_EQ(diagnose(scenario(3.0, 100, 0.0, 0.029, 0.020, 0.010, 1, 4, false))
+                .recommendations[0].setting.rfind("num_workers=", 0), 0u);
+}
+
 TEST(DiagnosisTest, CpuCountCapsTheWorkerAdvice) {
   const Diagnosis d = diagnose(scenario(3.0, 100, 0.0, 0.030, 0.020, 0.010, 1, 2, false));
   ASSERT_FALSE(d.recommendations.empty());
