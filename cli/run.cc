@@ -121,6 +121,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     t.device = config.device;
     t.seed = static_cast<std::uint64_t>(config.seed);
     t.sample = dataset->spec();
+    // A CPU step gets the cores the workers leave (it waits while they load at 0 workers).
+    t.cpu_threads = std::max(1, environment.cpus - static_cast<int>(config.num_workers));
     trainer = make_trainer(t);
   }
   const bool on_gpu = trainer && trainer->on_gpu();

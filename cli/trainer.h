@@ -20,6 +20,9 @@ struct TrainerOptions {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   std::uint64_t seed = 0;
   SampleSpec sample;
+  // Threads a step on the CPU may use (torch's intra-op pool and the BLAS library's); 0 leaves
+  // libtorch's default, one per core, which spins on the cores the loader's workers need.
+  int cpu_threads = 0;
 };
 
 // Not thread-safe: one training thread.
