@@ -56,11 +56,22 @@ std::uint64_t sample_seed() {
   return gen();
 }
 
-// The torch::data face of the same dataset: get() decodes and transforms into a fresh tensor.
-class TorchJpegFolder : public torch::data::datasets::Dataset<TorchJpegFolder> {
+// A torch::data dataset over the image folder; each subclass's get() loads one sample its way.
+template <class Self>
+class FolderDataset : public torch::data::datasets::Dataset<Self> {
  public:
-  explicit TorchJpegFolder(std::shared_ptr<const ImageFolderDataset> images)
+  explicit FolderDataset(std::shared_ptr<const ImageFolderDataset> images)
       : images_(std::move(images)) {}
+  torch::optional<std::size_t> size() const override { return images_->size(); }
+
+ protected:
+  std::shared_ptr<const ImageFolderDataset> images_;
+};
+
+// The torch::data face of the same dataset: get() decodes and transforms into a fresh tensor.
+class TorchJpegFolder : public FolderDataset<TorchJpegFolder> {
+ public:
+  using FolderDataset::FolderDataset;
   torch::data::Example<> get(std::size_t index) override {
     const auto& shape = images_->spec().shape;
     torch::Tensor x = torch::empty({shape[0], shape[1], shape[2]}, torch::kFloat32);
@@ -69,17 +80,12 @@ class TorchJpegFolder : public torch::data::datasets::Dataset<TorchJpegFolder> {
         index, std::span<std::byte>(static_cast<std::byte*>(x.data_ptr()), x.nbytes()), ctx);
     return {x, torch::tensor(label, torch::kInt64)};
   }
-  torch::optional<std::size_t> size() const override { return images_->size(); }
-
- private:
-  std::shared_ptr<const ImageFolderDataset> images_;
 };
 
 // Whole-image decode, then feedscope's transform: what region decode at a DCT scale buys.
-class WholeDecodeTorchJpegFolder : public torch::data::datasets::Dataset<WholeDecodeTorchJpegFolder> {
+class WholeDecodeTorchJpegFolder : public FolderDataset<WholeDecodeTorchJpegFolder> {
  public:
-  explicit WholeDecodeTorchJpegFolder(std::shared_ptr<const ImageFolderDataset> images)
-      : images_(std::move(images)) {}
+  using FolderDataset::FolderDataset;
   torch::data::Example<> get(std::size_t index) override {
     const std::vector<std::uint8_t> file = read_file(images_->path(index));
     thread_local feedscope::JpegDecoder decoder;
@@ -94,17 +100,12 @@ class WholeDecodeTorchJpegFolder : public torch::data::datasets::Dataset<WholeDe
                feedscope::Normalization{}, x.data_ptr<float>());
     return {x, torch::tensor(images_->label(index), torch::kInt64)};
   }
-  torch::optional<std::size_t> size() const override { return images_->size(); }
-
- private:
-  std::shared_ptr<const ImageFolderDataset> images_;
 };
 
 // The straightforward libtorch dataset: whole-image decode, then torch ops.
-class TypicalTorchJpegFolder : public torch::data::datasets::Dataset<TypicalTorchJpegFolder> {
+class TypicalTorchJpegFolder : public FolderDataset<TypicalTorchJpegFolder> {
  public:
-  explicit TypicalTorchJpegFolder(std::shared_ptr<const ImageFolderDataset> images)
-      : images_(std::move(images)) {}
+  using FolderDataset::FolderDataset;
   torch::data::Example<> get(std::size_t index) override {
     const std::vector<std::uint8_t> file = read_file(images_->path(index));
     thread_local feedscope::JpegDecoder decoder;  // libjpeg-turbo, the accurate DCT, as PIL
@@ -130,10 +131,6 @@ class TypicalTorchJpegFolder : public torch::data::datasets::Dataset<TypicalTorc
     static const torch::Tensor std = torch::tensor({0.229f, 0.224f, 0.225f}).view({3, 1, 1}) * 255.0f;
     return {(x - mean) / std, torch::tensor(images_->label(index), torch::kInt64)};
   }
-  torch::optional<std::size_t> size() const override { return images_->size(); }
-
- private:
-  std::shared_ptr<const ImageFolderDataset> images_;
 };
 
 template <class TorchDataset>

@@ -209,7 +209,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const std::filesystem::path report_dir(config.report_dir);
 
   const ProcFs fs;
-  const int cpus = online_cpus(fs);
+  const int cpus = environment.cpus;
   // What the diagnosis knows of this run besides what it measures, live and at the end alike.
   const DiagnosisSetup diagnosis_setup{config.batch_size, static_cast<int>(config.num_workers),
                                        cpus, on_gpu, config.loader_only};

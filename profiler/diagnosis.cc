@@ -323,12 +323,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       r.action = fmt("Load in the training thread (num_workers=0): a batch takes %.3f ms to load, "
                      "less than the %.3f ms the loop now waits for it.",
                      c.worker * 1e3, wait_per_batch * 1e3);
-      const double rate = c.step + c.worker > 0
-                              ? static_cast<double>(in.batch_size) / (c.step + c.worker)
-                              : 0;
-      r.predicted_samples_per_s = rate;
-      r.predicted_speedup = measured > 0 ? rate / measured : 0;
       r.basis = "what-if: rate = batch_size / (step time + load time), loading in the loop";
+      r = with_prediction(std::move(r),
+                          predicted_batches_per_s(c, 0, in.cpus, in.on_gpu) *
+                              static_cast<double>(in.batch_size),
+                          measured);
     } else {
       r.setting = "batch_size";
       r.action = "Raise batch_size: the hand-off costs about the same per batch whatever its size.";
@@ -394,10 +393,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       r.action = fmt("Speed up the step itself (%s); the loader has headroom up to %.0f "
                      "samples/s (%.1fx the current rate) before it becomes the limit.",
                      how, loader_rate, loader_rate / measured);
-      r.predicted_samples_per_s = loader_rate;
-      r.predicted_speedup = loader_rate / measured;
       r.basis = "upper bound: the loader's capacity at the current num_workers, from per-batch "
                 "load time";
+      r = with_prediction(std::move(r), loader_rate, measured);
     } else {
       // A wrapped loop whose loader records no load stages (or no batch size): its capacity is
       // unknown, so no bound is given rather than a 0.
