@@ -276,6 +276,13 @@ class CuptiActivitySource final : public GpuActivitySource {
       log_once(reason_);
       return false;
     }
+    // Without a driver CUPTI's activity calls fail with CUPTI_ERROR_UNKNOWN at best; ask the
+    // runtime first, which says why, and leave CUPTI alone where there is nothing to trace.
+    if (const DeviceProbe probe = probe_cuda(); !probe.available()) {
+      reason_ = "CUPTI: no CUDA device to trace: " + probe.unavailable_reason;
+      log_once(reason_);
+      return false;
+    }
     Shared& s = shared();
     if (!owner_) {
       bool expected = false;
@@ -350,9 +357,6 @@ class CuptiActivitySource final : public GpuActivitySource {
   bool check(CUptiResult result, const char* what) {
     if (result == CUPTI_SUCCESS) return true;
     reason_ = std::string("CUPTI: ") + what + ": " + result_text(result);
-    // CUPTI says CUPTI_ERROR_UNKNOWN where the driver is missing; the runtime says which.
-    const DeviceProbe probe = probe_cuda();
-    if (!probe.available()) reason_ += " (no CUDA device: " + probe.unavailable_reason + ")";
     log_once(reason_);
     return false;
   }

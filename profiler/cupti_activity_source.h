@@ -10,7 +10,9 @@ namespace feedscope {
 // A CUPTI activity source. CUPTI delivers records to one process-wide set of callbacks, so one
 // source records at a time: a second one started meanwhile reports itself unavailable. In a build
 // without CUDA the source is always unavailable ("built without CUDA"); where CUPTI cannot be
-// loaded at run time, it says why ("CUPTI: libcupti.so.13 not found: ...").
+// loaded at run time, it says why ("CUPTI: libcupti.so.13 not found: ..."); where the runtime
+// finds no device, start() says so without calling into CUPTI ("CUPTI: no CUDA device to
+// trace: ...").
 std::unique_ptr<GpuActivitySource> make_cupti_source();
 
 }  // namespace feedscope
