@@ -20,6 +20,13 @@ configure() {
     cmake -S "$root" -B "$dir" -G Ninja -DFEEDSCOPE_SANITIZE="$sanitize" -DFEEDSCOPE_BUILD_BENCH=OFF "$@"
 }
 
+# failed DIR: after ctest's non-zero exit, print the failed tests' output again and stop.
+failed() {
+  local rc=$?
+  bash "$root/scripts/show_failures.sh" "$1"
+  exit "$rc"
+}
+
 run_asan() {
   local dir="${ASAN_BUILD_DIR:-$root/build-asan}"
   echo "== ASan + UBSan: the whole suite ($dir)"
@@ -30,7 +37,8 @@ run_asan() {
   ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_invalid_pointer_pairs=1" \
   LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp" \
-    ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E 'PlantedScenario'
+    ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E 'PlantedScenario' ||
+    failed "$dir"
 }
 
 run_tsan() {
@@ -42,7 +50,8 @@ run_tsan() {
   # Only those executables are built; ctest lists the others' tests as *_NOT_BUILT (and the
   # fuzz replays, which have no threads, as not run).
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp" \
-    ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E '_NOT_BUILT$|^fuzz_replay'
+    ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E '_NOT_BUILT$|^fuzz_replay' ||
+    failed "$dir"
 }
 
 [ $# -gt 0 ] || set -- asan tsan

@@ -4,4 +4,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/build.sh"
 cd "${BUILD_DIR:-$root/build}"
-ctest --output-on-failure --timeout 600 -j "$(nproc)"
+ctest --output-on-failure --timeout 600 -j "$(nproc)" || {
+  rc=$?
+  bash "$root/scripts/show_failures.sh" .
+  exit "$rc"
+}
