@@ -219,7 +219,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.environment.device = device;
   const PinnedPool& pool = loader.pool();
   const Sampling sampling =
-      start_sampling({config.sample_hz, static_cast<std::uint64_t>(config.timeseries_max_mib) << 20},
+      start_sampling({config.sample_hz, config.timeseries_max_mib},
                      report_dir, run_begin, spans, metrics.get(),
                      [&pool] { return pool.pinned() ? std::uint64_t{pool.total_bytes()} : 0; });
   UtilizationSampler* const sampler = sampling.sampler.get();
@@ -240,12 +240,17 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::uint64_t h2d_reported[2] = {0, 0};  // by pinned: bytes already added to the metrics
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
+  UsageSnapshot usage_end;  // taken where the window closes, before any shutdown work
+  const auto close_window = [&](std::int64_t at) {
+    end = at;
+    usage_end = take_usage_snapshot(fs, at);
+  };
   std::exception_ptr bad_data;  // rethrown once the partial report is written
   // Ends the run before what was asked for: a stop in warm-up reports what ran rather than an
   // empty window.
   const auto stop_early = [&](const std::string& reason, const std::string& message) {
     report.stopped_early = {reason, message};
-    end = now_ns();
+    close_window(now_ns());
     if (step <= config.warmup) {
       measure_begin = run_begin;
       measured_steps = step;
@@ -345,13 +350,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       const bool done = duration_ns > 0 ? step_end - measure_begin >= duration_ns
                                         : measured_steps >= config.steps;
       if (done) {
-        end = step_end;
+        close_window(step_end);
         break;
       }
     }
   }
   stop_tracers(gpu_source.get(), sampler, report);
-  const UsageSnapshot usage_end = take_usage_snapshot(fs, end);
   const MeasuredWindow window{measure_begin, end, measured_steps, measured_samples};
   report.config = config_entries(config);
   fill_measurements(report, digest, window, run_begin, usage_between(usage_begin, usage_end, cpus),

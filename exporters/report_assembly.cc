@@ -102,7 +102,7 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
   Sampling out;
   if (options.hz <= 0) return out;
   out.csv = std::make_unique<TimeseriesCsv>((report_dir / "timeseries.csv").string(), run_begin_ns,
-                                            options.csv_max_bytes);
+                                            static_cast<std::uint64_t>(options.csv_max_mib) << 20);
   UtilizationSampler::Options so;
   so.hz = options.hz;
   so.gpu = make_nvml_source();

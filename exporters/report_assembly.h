@@ -95,7 +95,8 @@ struct Sampling {
 };
 struct SamplingOptions {
   double hz = 10;  // 0: off
-  std::uint64_t csv_max_bytes = TimeseriesCsv::kDefaultMaxBytes;  // 0: no limit
+  // timeseries.csv's size limit in MiB, as --timeseries-max-mib gives it; 0: no limit.
+  std::int64_t csv_max_mib = static_cast<std::int64_t>(TimeseriesCsv::kDefaultMaxBytes >> 20);
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

@@ -127,7 +127,7 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
     mo.cuda_version = s.env.cuda_version;
     s.metrics = std::make_unique<MetricsExporter>(mo);
   }
-  s.sampling = start_sampling({o.sample_hz, static_cast<std::uint64_t>(o.timeseries_max_mib) << 20},
+  s.sampling = start_sampling({o.sample_hz, o.timeseries_max_mib},
                               s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
   s.gpu_unavailable = gpu_trace_precondition(o.trace_gpu);
   if (s.gpu_unavailable.empty()) {

@@ -315,6 +315,11 @@ do_test() {
     fail "ctest skipped: ${left} s left before the ${deadline_s} s deadline; run the test phase in a call of its own"
     return 1
   fi
+  # The torchvision parity test's reference: this machine's python3 where it has torchvision
+  # (there is no Debian python3-torchvision here).
+  if [ -z "${FEEDSCOPE_PYTHON:-}" ] && python3 -c 'import torchvision' 2>/dev/null; then
+    export FEEDSCOPE_PYTHON="$(command -v python3)"
+  fi
   timeout -s INT -k 10 "$left" \
     ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$jobs" --output-junit "$junit"
   rc=$?

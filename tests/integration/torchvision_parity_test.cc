@@ -1,9 +1,11 @@
 // feedscope's images:DIR samples against torchvision's own transforms on the same files: the eval
 // pipeline as is, the train pipeline with feedscope's crop and flip handed to torchvision's
-// F.resized_crop / F.hflip. Needs Debian's /usr/bin/python3 with torchvision; skipped without.
+// F.resized_crop / F.hflip. Needs a python3 with torchvision: $FEEDSCOPE_PYTHON, or Debian's
+// /usr/bin/python3 (python3-torchvision); skipped without.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,8 +54,15 @@ struct Sample {
   int scale = 8;
 };
 
+// $FEEDSCOPE_PYTHON where set (a GPU machine's python3 with its own torch), else Debian's.
+std::string reference_python() {
+  const char* chosen = std::getenv("FEEDSCOPE_PYTHON");
+  return chosen && *chosen ? chosen : "/usr/bin/python3";
+}
+
 TEST(TorchvisionParityTest, SamplesMatchTorchvisionsTransforms) {
-  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string python = reference_python();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << "no " << python;
   testing::TempDir dir;
   ImageDatasetOptions make;
   make.out = dir / "small";
@@ -107,8 +116,8 @@ TEST(TorchvisionParityTest, SamplesMatchTorchvisionsTransforms) {
   crops.close();
 
   const auto r = testing::run_process(
-      {"/usr/bin/python3", "-c", kReference, dir / "samples.bin", dir / "crops.txt"});
-  if (r.exit_code == 77) GTEST_SKIP() << "torchvision is not installed for /usr/bin/python3";
+      {python, "-c", kReference, dir / "samples.bin", dir / "crops.txt"});
+  if (r.exit_code == 77) GTEST_SKIP() << "torchvision is not installed for " << python;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream diffs(r.out);
   int scaled = 0;
