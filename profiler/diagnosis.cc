@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "profiler/stage_stats.h"
@@ -243,6 +244,125 @@ bool storage_evidence(const DiagnosisInput& in, Diagnosis& d) {
   return reading || pressed;
 }
 
+// Lanes crowded out of their cores: the CPUs are full, threads that are no span lane (torch's
+// intra-op pool, OpenBLAS's, the user's own) take a share of them, and a lane's thread runs for
+// clearly less of the time than its spans are open. Either the loader's workers wait for a core
+// (an input-bound run), or a CPU step spread over the intra-op pool fights the workers for the
+// cores and takes several times its own CPU time in wall time (OpenBLAS spinning between a small
+// step's matrix products): what `feedscope run` measured before it capped the step's threads.
+constexpr double kOtherThreadsCores = 0.15;  // of a core, on average
+constexpr double kCpusFull = 0.85;           // of every core, busy
+constexpr double kLaneRunShare = 0.85;       // a lane's CPU time / its span time, below it
+
+std::optional<double> series_mean(const DiagnosisInput& in, const char* name) {
+  const auto it = in.utilization.series.find(name);
+  if (it == in.utilization.series.end()) return std::nullopt;
+  return it->second.mean;
+}
+
+std::optional<double> thread_share(const DiagnosisInput& in, const std::string& name) {
+  const auto it = in.utilization.threads.find(name);
+  if (it == in.utilization.threads.end()) return std::nullopt;
+  return it->second;
+}
+
+// The mean CPU share of the workers' threads, where the sampler saw them.
+std::optional<double> worker_cpu_share(const DiagnosisInput& in) {
+  double sum = 0;
+  int seen = 0;
+  for (int i = 0; i < in.num_workers; ++i) {
+    if (const auto share = thread_share(in, "worker " + std::to_string(i))) {
+      sum += *share;
+      ++seen;
+    }
+  }
+  if (seen == 0) return std::nullopt;
+  return sum / seen;
+}
+
+// The cores other threads take while every core is busy and workers load beside them; nullopt
+// where they are too few, the cores have room, or the sampler did not read threads.
+std::optional<double> others_on_full_cores(const DiagnosisInput& in) {
+  const std::optional<double> other = series_mean(in, "cpu_other_threads_cores");
+  if (in.num_workers <= 0 || !other || *other < kOtherThreadsCores ||
+      in.utilization.cpu_system_ratio < kCpusFull)
+    return std::nullopt;
+  return other;
+}
+
+// The workers' per-batch load time shrunk to the CPU time they spent on it (their threads' CPU
+// share over their spans' share of the run); as measured where the sampler did not see them.
+double uncrowded_worker_s(const DiagnosisInput& in, const Costs& c, double span_share) {
+  const std::optional<double> run_share = worker_cpu_share(in);
+  if (!run_share || span_share <= 0) return c.worker;
+  return c.worker * std::min(1.0, *run_share / span_share);
+}
+
+Recommendation cap_other_threads(const DiagnosisInput& in, double other, const Costs& after,
+                                 double measured, const char* basis) {
+  const int keep = std::max(1, in.cpus - in.num_workers);
+  Recommendation r;
+  r.setting = "torch::set_num_threads(" + std::to_string(keep) + ")";
+  r.action = fmt("Keep the process within its cores: other threads of it take %.1f of the %d "
+                 "cores. If they are torch's intra-op pool or OpenBLAS's (which spins between a "
+                 "CPU step's matrix products), call torch::set_num_threads(%d) and set "
+                 "OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d before the process starts.",
+                 other, in.cpus, keep, keep, keep);
+  r.basis = basis;
+  return with_prediction(std::move(r),
+                         predicted_batches_per_s(after, in.num_workers, in.cpus, in.on_gpu) *
+                             static_cast<double>(in.batch_size),
+                         measured);
+}
+
+// An input-bound run whose workers wait for cores that other threads take.
+std::optional<Recommendation> workers_crowded_out(const DiagnosisInput& in, const Costs& c,
+                                                  double span_share, double measured,
+                                                  Diagnosis& d) {
+  const std::optional<double> other = others_on_full_cores(in);
+  if (!other) return std::nullopt;
+  const std::optional<double> run_share = worker_cpu_share(in);
+  if (!run_share || *run_share >= kLaneRunShare * span_share) return std::nullopt;
+  Costs after = c;
+  after.worker = uncrowded_worker_s(in, c, span_share);
+  d.evidence.push_back(fmt("threads outside the pipeline use %.2f cores on average while every "
+                           "core is %.0f%% busy; the workers run %.0f%% of the time, loading "
+                           "%.0f%% of it",
+                           *other, 100 * in.utilization.cpu_system_ratio,
+                           100 * *worker_cpu_share(in), 100 * span_share));
+  return cap_other_threads(in, *other, after, measured,
+                           "what-if: each batch's load time shrunk to the workers' CPU time for "
+                           "it (their threads' CPU share over their spans' share of the run), at "
+                           "the current num_workers");
+}
+
+// A CPU step whose thread runs a fraction of the step's time while other threads (its intra-op
+// pool) and the workers overfill the cores.
+std::optional<Recommendation> step_crowded_out(const DiagnosisInput& in, const Costs& c,
+                                               double wall, double worker_span_share,
+                                               double measured, Diagnosis& d) {
+  const std::optional<double> other = others_on_full_cores(in);
+  const std::optional<double> training = thread_share(in, "training");
+  const double step_share = busy(in, Stage::step) / wall;
+  if (in.on_gpu || in.loader_only || !other || !training || in.batches <= 0 ||
+      *training >= kLaneRunShare * step_share)
+    return std::nullopt;
+  d.evidence.push_back(fmt("the step's spans are open %.0f%% of the run, its thread runs %.0f%%, "
+                           "and threads outside the pipeline use %.2f cores while every core is "
+                           "%.0f%% busy: the step's threads and %d worker(s) overfill %d cores",
+                           100 * step_share, 100 * *training, *other,
+                           100 * in.utilization.cpu_system_ratio, in.num_workers, in.cpus));
+  // Spinning and working look alike in CPU time, so the other threads' share is taken as spin:
+  // the step at its own thread's CPU time per batch, the most the cap can give the step.
+  Costs after = c;
+  after.step = std::min(c.step, *training * wall / static_cast<double>(in.batches));
+  after.worker = uncrowded_worker_s(in, c, worker_span_share);
+  return cap_other_threads(in, *other, after, measured,
+                           "what-if: the step at its own thread's CPU time per batch (what "
+                           "the other threads did taken as spinning), the workers at their CPU "
+                           "time per batch, at the current num_workers");
+}
+
 }  // namespace
 
 const char* input_bound_class(double ratio) {
@@ -335,6 +455,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     }
     d.recommendations.push_back(r);
   } else if (d.bottleneck == "cpu_preprocess") {
+    // More workers cannot help while other threads hold the cores: that advice comes first.
+    std::optional<Recommendation> cap =
+        workers_crowded_out(in, c, load_s / worker_capacity_s, measured, d);
+    const bool crowded = cap.has_value();
+    if (crowded) d.recommendations.push_back(std::move(*cap));
     if (in.num_workers < in.cpus) {
       d.recommendations.push_back(more_workers(in, c, measured));
     } else {
@@ -349,8 +474,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       d.recommendations.push_back(r);
     }
     d.verdict = fmt("Input-bound (%s): the training loop waits for data %.0f%% of the time, and "
-                    "loader workers spend it on CPU preprocessing.",
-                    d.input_bound.c_str(), 100 * d.data_stall_ratio);
+                    "loader workers spend it on CPU preprocessing%s.",
+                    d.input_bound.c_str(), 100 * d.data_stall_ratio,
+                    crowded ? ", short of cores that other threads of the process take" : "");
     if (in.loader_only)
       d.verdict = fmt("Loader-only run: %.0f samples/s, limited by CPU preprocessing on %d "
                       "worker(s).", measured, std::max(1, in.num_workers));
@@ -383,6 +509,12 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     d.verdict = fmt("Not input-bound: the %s training step is the limit (%.0f%% of wall time); "
                     "the loader waits on it.",
                     where, 100 * busy(in, Stage::step) / wall);
+    // Cheaper to try than a faster step, where the step's own threads crowd the workers.
+    if (std::optional<Recommendation> cap =
+            step_crowded_out(in, c, wall, load_s / worker_capacity_s, measured, d)) {
+      d.verdict += " The step's threads and the loader's workers overfill the cores.";
+      d.recommendations.push_back(std::move(*cap));
+    }
     Recommendation r;
     // Not a loader setting, and no prediction of how fast a faster step would be: what is known
     // is how far the loader would keep up, so that is the number given, as an upper bound.

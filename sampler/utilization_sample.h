@@ -12,6 +12,7 @@ struct ThreadCpu {
   int tid = 0;
   std::string name;     // "worker 0", "training", or the kernel's comm for other threads
   double ratio = 0;     // busy share of one core since the previous sample, 0..1
+  bool lane = false;    // named by a span lane: a loader worker or the training thread
 };
 
 struct DiskSample {

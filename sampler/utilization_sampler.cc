@@ -100,6 +100,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     t.tid = tid;
     if (const auto it = names.find(tid); it != names.end()) {
       t.name = it->second;
+      t.lane = true;
     } else {
       auto [cached, inserted] = kernel_names_.try_emplace(tid);
       if (inserted)
@@ -190,6 +191,14 @@ void UtilizationSampler::record(const UtilizationSample& s) {
   };
   put("cpu_system_ratio", s.cpu_system_ratio);
   put("cpu_process_ratio", s.cpu_process_ratio);
+  // Cores taken by the process's threads that are no span lane (a BLAS or OpenMP pool, the
+  // user's own threads): what competes with the loader's workers for the CPUs.
+  if (!s.threads.empty()) {
+    double other = 0;
+    for (const ThreadCpu& t : s.threads)
+      if (!t.lane) other += t.ratio;
+    put("cpu_other_threads_cores", other);
+  }
   if (s.memory_available_bytes) put("memory_available_bytes", static_cast<double>(*s.memory_available_bytes));
   if (s.rss_bytes) put("rss_bytes", static_cast<double>(*s.rss_bytes));
   put("pinned_bytes", static_cast<double>(s.pinned_bytes));

@@ -81,6 +81,88 @@ TEST(DiagnosisTest, AWaitWithIdleWorkersIsTheHandOffAndLoadingInTheLoopHelps) {
                 .recommendations[0].setting.rfind("num_workers=", 0), 0u);
 }
 
+// One worker on 2 cores next to a CPU step, with the sampler's readings of a BLAS pool spinning
+// beside it: the worker's spans are open the whole run, but its thread runs `worker_runs` of it.
+DiagnosisInput crowded_worker(double other_cores, double system_busy, double worker_runs) {
+  DiagnosisInput in = scenario(3.0, 100, 0.001, 0.029, 0.020, 0.010, 1, 2, false);
+  in.utilization.cpu_system_ratio = system_busy;
+  in.utilization.series["cpu_other_threads_cores"] = SeriesStats{other_cores, other_cores, 1.0};
+  in.utilization.threads["worker 0"] = worker_runs;
+  in.utilization.threads["training"] = 0.4;
+  return in;
+}
+
+TEST(DiagnosisTest, WorkersCrowdedOutByOtherThreadsAreToldToCapThemFirst) {
+  const Diagnosis d = diagnose(crowded_worker(0.9, 0.98, 0.55));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  ASSERT_GE(d.recommendations.size(), 2u);
+  const Recommendation& cap = d.recommendations[0];
+  EXPECT_EQ(cap.setting, "torch::set_num_threads(1)") << "2 cores less the 1 worker";
+  EXPECT_NE(cap.action.find("OPENBLAS_NUM_THREADS=1"), std::string::npos) << cap.action;
+  // The worker's 30 ms a batch is 16.5 ms of CPU (0.55 of its open spans): min(1/0.0165,
+  // 1/0.010, 2/(0.0165+0.010)) = 60.6 batches/s = 3879 samples/s, against 2133 measured.
+  EXPECT_NEAR(cap.predicted_samples_per_s, 64 / 0.0165, 1);
+  EXPECT_NEAR(cap.predicted_speedup, (64 / 0.0165) / (6400 / 3.0), 1e-6);
+  EXPECT_EQ(d.recommendations[1].setting, "num_workers=2") << "the worker advice still follows";
+  EXPECT_NE(d.verdict.find("short of cores"), std::string::npos) << d.verdict;
+  bool said = false;
+  for (const std::string& e : d.evidence)
+    said = said || e.find("threads outside the pipeline use 0.90 cores") != std::string::npos;
+  EXPECT_TRUE(said) << "the evidence names the other threads' cores";
+}
+
+TEST(DiagnosisTest, OtherThreadsAreNoCulpritWhileTheWorkersRunOrTheCoresHaveRoom) {
+  const auto first_setting = [](const DiagnosisInput& in) {
+    const Diagnosis d = diagnose(in);
+    return d.recommendations.empty() ? std::string() : d.recommendations[0].setting;
+  };
+  EXPECT_EQ(first_setting(crowded_worker(0.9, 0.98, 0.95)), "num_workers=2")
+      << "the worker runs whenever its spans are open: it is not waiting for a core";
+  EXPECT_EQ(first_setting(crowded_worker(0.1, 0.98, 0.55)), "num_workers=2")
+      << "a tenth of a core elsewhere is not what holds the worker back";
+  EXPECT_EQ(first_setting(crowded_worker(0.9, 0.60, 0.55)), "num_workers=2")
+      << "the cores have room: the worker is waiting on something else";
+  DiagnosisInput unsampled = crowded_worker(0.9, 0.98, 0.55);
+  unsampled.utilization.threads.clear();
+  EXPECT_EQ(first_setting(unsampled), "num_workers=2") << "no thread readings, no claim";
+}
+
+// Measured by `feedscope run` with its thread cap taken out: 2 workers and a 1-hidden-layer MLP
+// on 2 cores, OpenBLAS's pool spinning beside the step (2.82 s, 40 batches of 64).
+DiagnosisInput crowded_step(double training_runs, bool gpu) {
+  DiagnosisInput in = scenario(2.82, 40, 0.0022, 0.1113, 0.0019, 0.0686, 2, 2, gpu);
+  in.utilization.cpu_system_ratio = 1.0;
+  in.utilization.series["cpu_other_threads_cores"] = SeriesStats{0.24, 0.5, 0.9};
+  in.utilization.threads["worker 0"] = 0.78;
+  in.utilization.threads["worker 1"] = 0.79;
+  in.utilization.threads["training"] = training_runs;
+  return in;
+}
+
+TEST(DiagnosisTest, ACpuStepSpreadOverASpinningPoolBesideTheWorkersIsToldToCapIt) {
+  const DiagnosisInput in = crowded_step(0.18, false);
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+  EXPECT_NE(d.verdict.find("overfill the cores"), std::string::npos) << d.verdict;
+  ASSERT_GE(d.recommendations.size(), 2u);
+  const Recommendation& cap = d.recommendations[0];
+  EXPECT_EQ(cap.setting, "torch::set_num_threads(1)");
+  EXPECT_EQ(d.recommendations[1].setting, "step") << "the step advice still follows";
+  // The step at its thread's CPU per batch: 0.18 x 2.82 s / 40 = 12.7 ms. The workers' spans are
+  // open 80.5 % of the run and their threads run 78.5 %: 113.5 ms of load becomes 110.7 ms. Then
+  // min(2 / 0.1107, 1 / 0.0127, 2 / (0.1107 + 0.0127)) = 16.2 batches/s, x 64 samples.
+  const double step = 0.18 * 2.82 / 40, span = 0.1135 * 40 / (2.82 * 2);
+  const double worker = 0.1135 * 0.785 / span;
+  EXPECT_NEAR(cap.predicted_samples_per_s, 64 * 2 / (worker + step), 1e-6);
+  EXPECT_GT(cap.predicted_speedup, 1.1);
+  EXPECT_LT(cap.predicted_speedup, 1.2) << "measured after the cap: 1.07x and 1.25x, two pairs";
+
+  EXPECT_EQ(diagnose(crowded_step(0.9, false)).recommendations[0].setting, "step")
+      << "a step whose thread runs the whole step is its own work, not a crowded pool's";
+  EXPECT_NE(diagnose(crowded_step(0.18, true)).recommendations[0].setting.rfind("torch::", 0), 0u)
+      << "a GPU step's host thread waits on the device, not on cores";
+}
+
 TEST(DiagnosisTest, CpuCountCapsTheWorkerAdvice) {
   const Diagnosis d = diagnose(scenario(3.0, 100, 0.0, 0.030, 0.020, 0.010, 1, 2, false));
   ASSERT_FALSE(d.recommendations.empty());

@@ -91,6 +91,7 @@ TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
   const long hz = clock_ticks_per_second();
   proc.cpu(75, 25, 25, 75);  // core 0 75 % busy, core 1 25 %
   proc.write("proc/self/stat", FakeProc::task_stat("feedscope", static_cast<int>(hz)));
+  proc.write("proc/self/task/101/stat", FakeProc::task_stat("feedscope", static_cast<int>(hz / 4)));
   proc.write("proc/self/task/102/stat", FakeProc::task_stat("tbb_worker", static_cast<int>(hz / 2)));
   proc.write("proc/diskstats", "   8 0 sda 20 0 6144 5 0 0 0 0 0 350 0\n");  // +2 MiB, +250 ms
   const UtilizationSample s = sampler.sample(2 * kSecond);  // one second later
@@ -108,8 +109,10 @@ TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
       saw_worker = true;
       EXPECT_EQ(t.name, "worker 0") << "loader lanes name their threads";
       EXPECT_NEAR(t.ratio, 0.5, 0.02);
+      EXPECT_TRUE(t.lane);
     } else {
       EXPECT_EQ(t.name, "feedscope") << "others keep the kernel's name";
+      EXPECT_FALSE(t.lane);
     }
   }
   EXPECT_TRUE(saw_worker);
@@ -131,6 +134,8 @@ TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
   EXPECT_EQ(sum.samples, 1u);
   EXPECT_DOUBLE_EQ(sum.series.at("cpu_system_ratio").mean, 0.5);
   EXPECT_NEAR(sum.thread_busy_mean.at("worker 0"), 0.5, 0.02);
+  EXPECT_NEAR(sum.series.at("cpu_other_threads_cores").mean, 0.25, 0.02)
+      << "thread 101 is no lane: its quarter of a core competes with the worker";
   EXPECT_EQ(sum.unavailable.at("gpu"), "GPU sampling not requested");
 }
 
