@@ -31,6 +31,7 @@ struct RunConfig {
   bool drop_last = false;
   bool cold_cache = false;  // evict the dataset's files from the page cache before every epoch
   std::string device = "auto";
+  std::int64_t cpu_threads = 0;  // a CPU step's threads; 0: the cores the workers leave
   std::int64_t steps = 200;
   double duration = 0;  // seconds; > 0 runs for a time instead of a step count
   std::int64_t warmup = 10;

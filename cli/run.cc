@@ -121,8 +121,11 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     t.device = config.device;
     t.seed = static_cast<std::uint64_t>(config.seed);
     t.sample = dataset->spec();
-    // A CPU step gets the cores the workers leave (it waits while they load at 0 workers).
-    t.cpu_threads = std::max(1, environment.cpus - static_cast<int>(config.num_workers));
+    // A CPU step gets the cores the workers leave (it waits while they load at 0 workers),
+    // unless --cpu-threads says otherwise.
+    t.cpu_threads = config.cpu_threads > 0
+                        ? static_cast<int>(config.cpu_threads)
+                        : std::max(1, environment.cpus - static_cast<int>(config.num_workers));
     trainer = make_trainer(t);
   }
   const bool on_gpu = trainer && trainer->on_gpu();

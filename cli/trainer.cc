@@ -107,6 +107,11 @@ class TorchTrainer final : public Trainer {
       for (std::int64_t i = 0; i < o.layers; ++i) describe_ += "-" + std::to_string(o.hidden);
       describe_ += "-" + std::to_string(o.classes);
     }
+    // The threads the CPU step runs on, in the report's training.model.
+    if (!device_.is_cuda()) {
+      const int threads = torch::get_num_threads();
+      describe_ += ", " + std::to_string(threads) + (threads == 1 ? " CPU thread" : " CPU threads");
+    }
     net_->to(device_);
     if (device_.is_cuda()) fence_ = std::make_unique<StepFence>(2);
     for (const auto& p : net_->parameters()) parameters_ += p.numel();

@@ -99,6 +99,34 @@ TEST_F(CliTest, TrainingLowersTheLoss) {
   EXPECT_LT(j["training"]["last_loss"].get<double>(), 0.7 * j["training"]["first_loss"].get<double>());
 }
 
+// A CPU step runs on the cores the workers leave unless --cpu-threads says how many; the report's
+// model line says which it ran on.
+TEST_F(CliTest, ACpuStepRunsOnTheCoresTheWorkersLeaveOrOnCpuThreads) {
+  const auto report = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {kBinary, "run", "--dataset", "synthetic:3x8x8", "--steps",
+                                     "2", "--warmup", "0", "--num-workers", "1", "--device", "cpu",
+                                     "--sample-hz", "0", "--json", "--report-dir",
+                                     (dir_ / "report").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const auto auto_threads = report({});
+  ASSERT_TRUE(auto_threads.contains("training"));
+  const int left = std::max(1, auto_threads["environment"]["cpus"].get<int>() - 1);
+  EXPECT_NE(auto_threads["training"]["model"].get<std::string>().find(
+                ", " + std::to_string(left) + (left == 1 ? " CPU thread" : " CPU threads")),
+            std::string::npos)
+      << "cpus - num_workers, at least 1: " << auto_threads["training"]["model"];
+  const auto three = report({"--cpu-threads", "3"});
+  ASSERT_TRUE(three.contains("training"));
+  EXPECT_NE(three["training"]["model"].get<std::string>().find(", 3 CPU threads"),
+            std::string::npos)
+      << three["training"]["model"];
+  EXPECT_EQ(three["config"]["cpu_threads"], 3);
+}
+
 TEST_F(CliTest, JsonFlagPrintsTheReportOnStdout) {
   const auto r = run_process({kBinary, "run", "--dataset", "synthetic:32", "--steps", "5",
                               "--warmup", "0", "--loader-only", "--json", "--report-dir",
