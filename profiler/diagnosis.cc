@@ -291,9 +291,9 @@ std::optional<double> others_on_full_cores(const DiagnosisInput& in) {
 }
 
 // The workers' per-batch load time shrunk to the CPU time they spent on it (their threads' CPU
-// share over their spans' share of the run); as measured where the sampler did not see them.
-double uncrowded_worker_s(const DiagnosisInput& in, const Costs& c, double span_share) {
-  const std::optional<double> run_share = worker_cpu_share(in);
+// share, `run_share`, over their spans' share of the run); as measured where the sampler did not
+// see them.
+double uncrowded_worker_s(const Costs& c, std::optional<double> run_share, double span_share) {
   if (!run_share || span_share <= 0) return c.worker;
   return c.worker * std::min(1.0, *run_share / span_share);
 }
@@ -324,12 +324,12 @@ std::optional<Recommendation> workers_crowded_out(const DiagnosisInput& in, cons
   const std::optional<double> run_share = worker_cpu_share(in);
   if (!run_share || *run_share >= kLaneRunShare * span_share) return std::nullopt;
   Costs after = c;
-  after.worker = uncrowded_worker_s(in, c, span_share);
+  after.worker = uncrowded_worker_s(c, run_share, span_share);
   d.evidence.push_back(fmt("threads outside the pipeline use %.2f cores on average while every "
                            "core is %.0f%% busy; the workers run %.0f%% of the time, loading "
                            "%.0f%% of it",
-                           *other, 100 * in.utilization.cpu_system_ratio,
-                           100 * *worker_cpu_share(in), 100 * span_share));
+                           *other, 100 * in.utilization.cpu_system_ratio, 100 * *run_share,
+                           100 * span_share));
   return cap_other_threads(in, *other, after, measured,
                            "what-if: each batch's load time shrunk to the workers' CPU time for "
                            "it (their threads' CPU share over their spans' share of the run), at "
@@ -356,7 +356,7 @@ std::optional<Recommendation> step_crowded_out(const DiagnosisInput& in, const C
   // the step at its own thread's CPU time per batch, the most the cap can give the step.
   Costs after = c;
   after.step = std::min(c.step, *training * wall / static_cast<double>(in.batches));
-  after.worker = uncrowded_worker_s(in, c, worker_span_share);
+  after.worker = uncrowded_worker_s(c, worker_cpu_share(in), worker_span_share);
   return cap_other_threads(in, *other, after, measured,
                            "what-if: the step at its own thread's CPU time per batch (what "
                            "the other threads did taken as spinning), the workers at their CPU "
