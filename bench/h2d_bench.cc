@@ -220,18 +220,30 @@ Rig make_loader(std::size_t sample_floats, int workers, bool pinned) {
   return {std::make_unique<BatchLoader>(dataset, std::make_shared<SequentialSampler>(d.count), lo)};
 }
 
-// Milliseconds per step over kSteps steps after kWarmup, the step loop of cli/trainer.cc: wait for
-// the step two back (StepFence), order the step after the batch's copy, run it, release the batch.
-// `cycles` 0: no step (the loader, or the loader and the copy, alone).
-double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint32_t* sink) {
-  DeviceFeeder feeder(*rig.loader, engine);
-  StepFence fence(2);
+// Milliseconds per call of `step` over kSteps calls after kWarmup, the device idle at both ends;
+// `drain` runs before the last synchronize, for work the device has not been handed yet.
+template <typename Step, typename Drain>
+double ms_per_call(Step&& step, Drain&& drain) {
   Clock::time_point begin;
   for (int i = 0; i < kWarmup + kSteps; ++i) {
     if (i == kWarmup) {
       CHECK(cudaDeviceSynchronize());
       begin = Clock::now();
     }
+    step();
+  }
+  drain();
+  CHECK(cudaDeviceSynchronize());
+  return seconds_since(begin) * 1e3 / kSteps;
+}
+
+// Milliseconds per step, the step loop of cli/trainer.cc: wait for the step two back (StepFence),
+// order the step after the batch's copy, run it, release the batch. `cycles` 0: no step (the
+// loader, or the loader and the copy, alone).
+double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint32_t* sink) {
+  DeviceFeeder feeder(*rig.loader, engine);
+  StepFence fence(2);
+  const auto step = [&] {
     std::optional<DeviceBatch> batch = feeder.next();
     if (!batch) {
       feeder.begin_epoch(++rig.epoch);
@@ -244,26 +256,21 @@ double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint3
       fence.mark(nullptr);
     }
     batch->release_after(nullptr);
-  }
-  if (engine != nullptr) engine->wait_idle();
-  CHECK(cudaDeviceSynchronize());
-  return seconds_since(begin) * 1e3 / kSteps;
+  };
+  return ms_per_call(step, [&] {
+    if (engine != nullptr) engine->wait_idle();
+  });
 }
 
 double ms_per_step_alone(std::int64_t cycles, std::uint32_t* sink) {
   StepFence fence(2);
-  Clock::time_point begin;
-  for (int i = 0; i < kWarmup + kSteps; ++i) {
-    if (i == kWarmup) {
-      CHECK(cudaDeviceSynchronize());
-      begin = Clock::now();
-    }
-    fence.wait_for_previous();
-    CHECK(bench::launch_spin(nullptr, cycles, sink, nullptr));
-    fence.mark(nullptr);
-  }
-  CHECK(cudaDeviceSynchronize());
-  return seconds_since(begin) * 1e3 / kSteps;
+  return ms_per_call(
+      [&] {
+        fence.wait_for_previous();
+        CHECK(bench::launch_spin(nullptr, cycles, sink, nullptr));
+        fence.mark(nullptr);
+      },
+      [] {});
 }
 
 nlohmann::json measure_overlap(const Options& o) {
