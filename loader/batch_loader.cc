@@ -171,18 +171,21 @@ struct BatchLoader::Impl {
     Job& job = jobs[static_cast<std::size_t>(id)];
     prepare(job, std::move(slab), from);
     ++in_flight;
-    detail::tsan_release(this);  // the spawn inside libtbb orders prepare() before fill()
-    arena->execute([this, id] {
-      group.run([this, id] {
-        detail::tsan_acquire(this);
-        Job& j = jobs[static_cast<std::size_t>(id)];
-        LoadContext ctx{spans, LaneRole::worker, j.batch,
-                        std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
-        fill(j, ctx);
-        detail::tsan_release(this);
-        done.push(id);
-      });
-    });
+    detail::tsan_release(this);  // the enqueue inside libtbb orders prepare() before fill()
+    // Enqueued, not run() from inside the arena: oneTBB guarantees a worker only for enqueued
+    // work. A task_group::run() from this thread lands in its own slot's pool, and a worker that
+    // misses the wake-up leaves it there while next() blocks on `done` (oneTBB issues 738 and
+    // 1684; the likely cause of one TSan ctest run that hung here). The group still counts it
+    // for drain().
+    arena->enqueue(group.defer([this, id] {
+      detail::tsan_acquire(this);
+      Job& j = jobs[static_cast<std::size_t>(id)];
+      LoadContext ctx{spans, LaneRole::worker, j.batch,
+                      std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
+      fill(j, ctx);
+      detail::tsan_release(this);
+      done.push(id);
+    }));
   }
 
   // The Schedule the next job comes from: the current epoch's until all of it is scheduled,
