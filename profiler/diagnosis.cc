@@ -456,8 +456,10 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     d.recommendations.push_back(r);
   } else if (d.bottleneck == "cpu_preprocess") {
     // More workers cannot help while other threads hold the cores: that advice comes first.
+    // Either side may be the one squeezed: the workers, or a CPU step spread over its pool.
     std::optional<Recommendation> cap =
         workers_crowded_out(in, c, load_s / worker_capacity_s, measured, d);
+    if (!cap) cap = step_crowded_out(in, c, wall, load_s / worker_capacity_s, measured, d);
     const bool crowded = cap.has_value();
     if (crowded) d.recommendations.push_back(std::move(*cap));
     if (in.num_workers < in.cpus) {

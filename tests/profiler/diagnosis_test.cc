@@ -163,6 +163,23 @@ TEST(DiagnosisTest, ACpuStepSpreadOverASpinningPoolBesideTheWorkersIsToldToCapIt
       << "a GPU step's host thread waits on the device, not on cores";
 }
 
+// The planted run of the scenario test on a minute when loading, not the step, came out longest:
+// input-bound, the workers running 59 % against spans open 66 % (not clearly waiting for a core),
+// while the step's thread runs 23 % of a step open 51 %: the step's pool is what overfills.
+TEST(DiagnosisTest, AnInputBoundRunBesideACrowdedCpuStepIsToldToCapItsThreads) {
+  DiagnosisInput in = scenario(2.68, 30, 0.0, 0.117, 0.0437, 0.0455, 2, 2, false);
+  in.utilization.cpu_system_ratio = 0.98;
+  in.utilization.series["cpu_other_threads_cores"] = SeriesStats{0.54, 1.04, 1.2};
+  in.utilization.threads["worker 0"] = 0.56;
+  in.utilization.threads["worker 1"] = 0.62;
+  in.utilization.threads["training"] = 0.23;
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations[0].setting, "torch::set_num_threads(1)") << d.recommendations[0].action;
+  EXPECT_GT(d.recommendations[0].predicted_speedup, 1.0);
+}
+
 TEST(DiagnosisTest, CpuCountCapsTheWorkerAdvice) {
   const Diagnosis d = diagnose(scenario(3.0, 100, 0.0, 0.030, 0.020, 0.010, 1, 2, false));
   ASSERT_FALSE(d.recommendations.empty());
