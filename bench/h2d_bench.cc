@@ -36,6 +36,7 @@
 #include "pinned_memory/errors.h"
 #include "pinned_memory/host_allocator.h"
 #include "pinned_memory/pinned_pool.h"
+#include "pinned_memory/step_fence.h"
 
 namespace {
 
@@ -242,7 +243,7 @@ double ms_per_call(Step&& step, Drain&& drain) {
 // loader, or the loader and the copy, alone).
 double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint32_t* sink) {
   DeviceFeeder feeder(*rig.loader, engine);
-  StepFence fence(2);
+  StepFence fence(0, 2);
   const auto step = [&] {
     std::optional<DeviceBatch> batch = feeder.next();
     if (!batch) {
@@ -263,7 +264,7 @@ double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint3
 }
 
 double ms_per_step_alone(std::int64_t cycles, std::uint32_t* sink) {
-  StepFence fence(2);
+  StepFence fence(0, 2);
   return ms_per_call(
       [&] {
         fence.wait_for_previous();

@@ -5,9 +5,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include "pinned_memory/copy_engine.h"
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
+#include "pinned_memory/step_fence.h"
 
 namespace feedscope {
 
@@ -30,6 +30,9 @@ torch::Device resolve_device(const std::string& name) {
   if (device.has_index() && device.index() >= count)
     throw DeviceError("device '" + name + "' does not exist: " + std::to_string(count) +
                       " CUDA device(s) present");
+  // "cuda" is the first device, named with its index: the copy engine, the step fence and the
+  // report all name the one device the step runs on.
+  if (!device.has_index()) device = torch::Device(torch::kCUDA, 0);
   return device;
 }
 
@@ -113,7 +116,7 @@ class TorchTrainer final : public Trainer {
       describe_ += ", " + std::to_string(threads) + (threads == 1 ? " CPU thread" : " CPU threads");
     }
     net_->to(device_);
-    if (device_.is_cuda()) fence_ = std::make_unique<StepFence>(2);
+    if (device_.is_cuda()) fence_ = std::make_unique<StepFence>(device_.index(), 2);
     for (const auto& p : net_->parameters()) parameters_ += p.numel();
     optimizer_ = std::make_unique<torch::optim::SGD>(
         net_->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
@@ -135,7 +138,8 @@ class TorchTrainer final : public Trainer {
         y = y.to(device_);
       }
       fence_->wait_for_previous();
-      // libtorch queues on the legacy default stream unless told otherwise: wait there.
+      // libtorch queues on the device's legacy default stream unless told otherwise: the null
+      // stream, with the step's device current (the engine and the fence make it so).
       batch.order_before(nullptr);
     }
     if (dtype != torch::kFloat32) x = x.to(torch::kFloat32);
@@ -148,10 +152,15 @@ class TorchTrainer final : public Trainer {
 
   double last_loss() override { return loss_.defined() ? loss_.item<double>() : 0.0; }
 
+  void drain() override {
+    if (fence_) fence_->wait_all();
+  }
+
   std::string describe() const override { return describe_; }
   std::int64_t parameters() const override { return parameters_; }
   std::string device() const override { return device_.str(); }
   bool on_gpu() const override { return device_.is_cuda(); }
+  int cuda_index() const override { return device_.is_cuda() ? device_.index() : -1; }
 
  private:
   TrainerOptions options_;

@@ -34,11 +34,17 @@ class Trainer {
   // at most two steps ahead of the device (StepFence). The caller releases the batch after the
   // step (release_after(nullptr)), so its buffer is reused only once the step is done.
   virtual void step(const DeviceBatch& batch) = 0;
-  // The loss of the last step. Waits for the device: call it rarely, not every step.
+  // The loss of the last step. Waits for the device: call it rarely, not every step, and never
+  // inside a measured step (the GPU trace would count the wait as a sync of the step's).
   virtual double last_loss() = 0;
+  // Waits until the device has finished every step queued so far, by polling (feedscope's own
+  // wait, never a host-synchronizing call). A no-op on the CPU. Call it after the measured
+  // window, before the GPU trace stops, so the trace holds the last steps' kernels.
+  virtual void drain() = 0;
   virtual std::string describe() const = 0;  // "mlp 3072-512-512-10"
   virtual std::int64_t parameters() const = 0;
-  virtual std::string device() const = 0;    // "cpu", "cuda:0"
+  virtual std::string device() const = 0;    // "cpu", "cuda:0": always with its index on a GPU
+  virtual int cuda_index() const = 0;        // N of cuda:N; -1 on the CPU
   virtual bool on_gpu() const = 0;
 };
 

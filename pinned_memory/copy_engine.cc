@@ -1,16 +1,12 @@
 #include "pinned_memory/copy_engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <utility>
 
+#include "pinned_memory/detail/cuda_ops.h"
 #include "pinned_memory/errors.h"
-
-#if FEEDSCOPE_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "pinned_memory/detail/cuda_call.h"
-#endif
 
 namespace feedscope {
 
@@ -44,106 +40,119 @@ void DeviceCopy::release_after(void* stream) noexcept {
   bytes_ = 0;
 }
 
-#if FEEDSCOPE_WITH_CUDA
-
 namespace {
+
 std::int64_t steady_now_ns() {  // loader/span_recorder.h's clock, which this module cannot see
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
 }  // namespace
 
 struct CopyEngine::Cuda {
-  // Timing events of one copy, taken from a pool at submit and returned at reclaim: a buffer's
-  // next copy may be queued before the host has read the previous copy's timing.
+  // Timing events of one copy, taken from a pool at submit and returned when the copy retires: a
+  // buffer's next copy may be queued before the host has read the previous copy's timing.
   struct TimingPair {
-    cudaEvent_t begin = nullptr;
-    cudaEvent_t end = nullptr;
+    void* begin = nullptr;
+    void* end = nullptr;
   };
 
-  cudaStream_t stream = nullptr;
+  explicit Cuda(detail::CudaOps& o) : ops(o) {}
+  ~Cuda() {
+    // The copies in flight read their slabs until done: wait for them before anything is freed.
+    if (stream != nullptr && !timing_of_in_flight.empty()) {
+      try {
+        detail::wait_for_event(
+            ops, timing_pool[static_cast<std::size_t>(timing_of_in_flight.back())].end);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "feedscope: copy engine: waiting for the last copy: %s\n", e.what());
+      }
+    }
+    for (void* e : ready) ops.destroy_event(e);
+    for (void* e : consumed) ops.destroy_event(e);
+    for (const TimingPair& t : timing_pool) {
+      ops.destroy_event(t.begin);
+      ops.destroy_event(t.end);
+    }
+    if (reference != nullptr) ops.destroy_event(reference);
+    for (void* b : buffers) ops.release(b);
+    if (stream != nullptr) ops.destroy_stream(stream);
+  }
+
+  detail::CudaOps& ops;
+  void* stream = nullptr;
   std::vector<void*> buffers;
-  std::vector<cudaEvent_t> ready;     // per buffer: its latest copy is done
-  std::vector<cudaEvent_t> consumed;  // per buffer: the work that read it is done
+  std::vector<void*> ready;     // per buffer: its latest copy is done
+  std::vector<void*> consumed;  // per buffer: the work that read it is done
   std::vector<TimingPair> timing_pool;
   std::vector<int> free_timing;
   std::deque<int> timing_of_in_flight;  // parallel to CopyEngine::in_flight_
   // The device-to-host clock anchor: `reference` completed at host time `reference_ns`.
-  cudaEvent_t reference = nullptr;
+  void* reference = nullptr;
   std::int64_t reference_ns = 0;
-
-  void anchor() {
-    FEEDSCOPE_CUDA_CALL(cudaEventRecord(reference, stream));
-    FEEDSCOPE_CUDA_CALL(cudaEventSynchronize(reference));
-    reference_ns = steady_now_ns();
-  }
-
-  ~Cuda() {
-    if (stream != nullptr) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaStreamSynchronize(stream));
-    for (cudaEvent_t e : ready) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(e));
-    for (cudaEvent_t e : consumed) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(e));
-    for (const TimingPair& t : timing_pool) {
-      FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(t.begin));
-      FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(t.end));
-    }
-    if (reference != nullptr) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(reference));
-    for (void* b : buffers) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaFree(b));
-    if (stream != nullptr) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaStreamDestroy(stream));
-  }
 };
 
-CopyEngine::CopyEngine(Options options) : options_(options) {
+CopyEngine::CopyEngine(Options options)
+    : options_(options),
+      ops_(options.ops != nullptr ? *options.ops : detail::cuda_runtime_ops()) {
   if (options_.buffer_bytes == 0)
     throw std::invalid_argument("copy engine: buffer_bytes is 0; allowed: 1 or more");
   if (options_.buffers < 2)
     throw std::invalid_argument("copy engine: buffers " + std::to_string(options_.buffers) +
                                 " cannot overlap a copy with a step; allowed: 2 or more");
-  std::string why;
-  if (!copy_engine_available(&why)) throw DeviceError("copy engine: " + why);
-  int count = 0;
-  FEEDSCOPE_CUDA_CALL(cudaGetDeviceCount(&count));
+  const char* why = nullptr;
+  const int count = ops_.device_count(&why);
+  if (count == 0) throw DeviceError(std::string("copy engine: no CUDA device: ") + why);
   if (options_.device < 0 || options_.device >= count)
     throw DeviceError("copy engine: device " + std::to_string(options_.device) +
                       " does not exist: " + std::to_string(count) + " CUDA device(s) present");
 
-  const detail::DeviceGuard guard(options_.device);
-  cuda_ = std::make_unique<Cuda>();
+  const detail::DeviceScope on_device(ops_, options_.device);
+  cuda_ = std::make_unique<Cuda>(ops_);
   Cuda& c = *cuda_;
   // Non-blocking: the copy stream must not serialize with the legacy default stream the step
   // runs on; the two are ordered by events only.
-  FEEDSCOPE_CUDA_CALL(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  c.stream = ops_.create_stream();
   const auto n = static_cast<std::size_t>(options_.buffers);
-  c.buffers.resize(n, nullptr);
-  c.ready.resize(n, nullptr);
-  c.consumed.resize(n, nullptr);
   for (std::size_t i = 0; i < n; ++i) {
-    FEEDSCOPE_CUDA_CALL(cudaMalloc(&c.buffers[i], options_.buffer_bytes));
-    FEEDSCOPE_CUDA_CALL(cudaEventCreateWithFlags(&c.ready[i], cudaEventDisableTiming));
-    FEEDSCOPE_CUDA_CALL(cudaEventCreateWithFlags(&c.consumed[i], cudaEventDisableTiming));
+    c.buffers.push_back(ops_.allocate(options_.buffer_bytes));
+    c.ready.push_back(ops_.create_event(false));
+    c.consumed.push_back(ops_.create_event(false));
   }
-  // Two timing pairs a buffer: enough for every copy that can be queued but not yet reclaimed.
-  c.timing_pool.resize(2 * n);
-  for (std::size_t i = 0; i < c.timing_pool.size(); ++i) {
-    FEEDSCOPE_CUDA_CALL(cudaEventCreate(&c.timing_pool[i].begin));
-    FEEDSCOPE_CUDA_CALL(cudaEventCreate(&c.timing_pool[i].end));
+  // Two timing pairs a buffer: enough for every copy that can be queued but not yet retired.
+  for (std::size_t i = 0; i < 2 * n; ++i) {
+    Cuda::TimingPair t;
+    t.begin = ops_.create_event(true);
+    c.timing_pool.push_back(t);  // held before the next call can throw: ~Cuda frees it
+    c.timing_pool.back().end = ops_.create_event(true);
     c.free_timing.push_back(static_cast<int>(i));
   }
-  FEEDSCOPE_CUDA_CALL(cudaEventCreate(&c.reference));
-  c.anchor();
+  c.reference = ops_.create_event(true);
+  anchor();
   held_.assign(n, false);
+  finished_.reserve(2 * n);
 }
 
 CopyEngine::~CopyEngine() {
   if (cuda_) {
     try {
-      const detail::DeviceGuard guard(options_.device);
-      cuda_.reset();  // synchronizes the copy stream first
+      const detail::DeviceScope on_device(ops_, options_.device);
+      cuda_.reset();  // waits for the copies in flight first
     } catch (...) {
       cuda_.reset();
     }
   }
   in_flight_.clear();  // the copies are done: their slabs go back to their pools
+}
+
+void CopyEngine::anchor() {
+  Cuda& c = *cuda_;
+  ops_.record(c.reference, c.stream);
+  // Polled with yields only (the first attempts' idle), never a sleep: the host time is read the
+  // moment the event is seen done.
+  while (!ops_.query(c.reference)) ops_.idle(0);
+  c.reference_ns = steady_now_ns();
 }
 
 DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
@@ -165,31 +174,30 @@ DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
                               "loop; release a batch before taking the next");
   next_buffer_ = (buffer + 1) % options_.buffers;
 
-  const detail::DeviceGuard guard(options_.device);
+  const detail::DeviceScope on_device(ops_, options_.device);
   Cuda& c = *cuda_;
-  reclaim();
-  if (c.free_timing.empty()) {  // more copies queued than reclaimed: wait for the oldest
-    FEEDSCOPE_CUDA_CALL(cudaEventSynchronize(c.timing_pool[static_cast<std::size_t>(
-        c.timing_of_in_flight.front())].end));
-    reclaim();
+  retire_completed();
+  if (c.free_timing.empty()) {  // more copies queued than retired: wait for the oldest
+    detail::wait_for_event(
+        ops_, c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.front())].end);
+    retire_completed();
   }
   // Re-anchor the clock while the stream is idle, so that float milliseconds from the anchor
   // stay precise in a long run.
-  if (in_flight_.empty() && steady_now_ns() - c.reference_ns > 10'000'000'000) c.anchor();
+  if (in_flight_.empty() && steady_now_ns() - c.reference_ns > 10'000'000'000) anchor();
 
   const auto b = static_cast<std::size_t>(buffer);
   const int timing = c.free_timing.back();
-  c.free_timing.pop_back();
   const Cuda::TimingPair& t = c.timing_pool[static_cast<std::size_t>(timing)];
   // The step that read this buffer last must be done before the copy overwrites it. An event
   // never recorded (the buffer's first use) makes the wait a no-op.
-  FEEDSCOPE_CUDA_CALL(cudaStreamWaitEvent(c.stream, c.consumed[b], 0));
-  FEEDSCOPE_CUDA_CALL(cudaEventRecord(t.begin, c.stream));
-  FEEDSCOPE_CUDA_CALL(cudaMemcpyAsync(c.buffers[b], slab.data(), bytes, cudaMemcpyHostToDevice,
-                                      c.stream));
-  FEEDSCOPE_CUDA_CALL(cudaEventRecord(t.end, c.stream));
-  FEEDSCOPE_CUDA_CALL(cudaEventRecord(c.ready[b], c.stream));
+  ops_.stream_wait(c.stream, c.consumed[b]);
+  ops_.record(t.begin, c.stream);
+  ops_.copy_to_device_async(c.buffers[b], slab.data(), bytes, c.stream);
+  ops_.record(t.end, c.stream);
+  ops_.record(c.ready[b], c.stream);
 
+  c.free_timing.pop_back();
   held_[b] = true;
   in_flight_.push_back(InFlight{std::move(slab), buffer, tag, bytes});
   c.timing_of_in_flight.push_back(timing);
@@ -201,36 +209,49 @@ DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
   return copy;
 }
 
-void CopyEngine::reclaim(std::vector<CopyTiming>* timings) {
+void CopyEngine::retire_completed() {
   Cuda& c = *cuda_;
   while (!in_flight_.empty()) {
     const int timing = c.timing_of_in_flight.front();
     const Cuda::TimingPair& t = c.timing_pool[static_cast<std::size_t>(timing)];
-    const cudaError_t status = cudaEventQuery(t.end);
-    if (status == cudaErrorNotReady) return;
-    FEEDSCOPE_CUDA_CALL(status);
-    InFlight& done = in_flight_.front();
-    if (timings != nullptr) {
-      float from_reference_ms = 0, duration_ms = 0;
-      FEEDSCOPE_CUDA_CALL(cudaEventElapsedTime(&from_reference_ms, c.reference, t.begin));
-      FEEDSCOPE_CUDA_CALL(cudaEventElapsedTime(&duration_ms, t.begin, t.end));
-      CopyTiming timing_out;
-      timing_out.tag = done.tag;
-      timing_out.begin_ns = c.reference_ns + static_cast<std::int64_t>(from_reference_ms * 1e6);
-      timing_out.end_ns = timing_out.begin_ns + static_cast<std::int64_t>(duration_ms * 1e6);
-      timing_out.bytes = done.bytes;
-      timing_out.pinned = done.slab.pinned();
-      timings->push_back(timing_out);
+    if (!ops_.query(t.end)) return;
+    const InFlight& done = in_flight_.front();
+    const float from_reference_ms = ops_.elapsed_ms(c.reference, t.begin);
+    const float duration_ms = ops_.elapsed_ms(t.begin, t.end);
+    CopyTiming out;
+    out.tag = done.tag;
+    out.begin_ns = c.reference_ns + static_cast<std::int64_t>(from_reference_ms * 1e6);
+    out.end_ns = out.begin_ns + static_cast<std::int64_t>(duration_ms * 1e6);
+    out.bytes = done.bytes;
+    out.pinned = done.slab.pinned();
+    if (finished_.size() >= kKeptTimings) {  // nobody collects: keep the newest
+      finished_.erase(finished_.begin());
+      ++timings_dropped_;
     }
+    finished_.push_back(out);
     c.free_timing.push_back(timing);
     c.timing_of_in_flight.pop_front();
     in_flight_.pop_front();  // the slab returns to its pool
   }
 }
 
+void CopyEngine::reclaim(std::vector<CopyTiming>* timings) {
+  const detail::DeviceScope on_device(ops_, options_.device);
+  retire_completed();
+  if (timings == nullptr) return;
+  timings->insert(timings->end(), finished_.begin(), finished_.end());
+  finished_.clear();
+}
+
 void CopyEngine::wait_idle() {
-  const detail::DeviceGuard guard(options_.device);
-  FEEDSCOPE_CUDA_CALL(cudaStreamSynchronize(cuda_->stream));
+  {
+    const detail::DeviceScope on_device(ops_, options_.device);
+    Cuda& c = *cuda_;
+    if (!c.timing_of_in_flight.empty())
+      detail::wait_for_event(
+          ops_, c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.back())].end);
+  }
+  reclaim(nullptr);
 }
 
 int CopyEngine::buffers_in_use() const noexcept {
@@ -240,92 +261,26 @@ int CopyEngine::buffers_in_use() const noexcept {
 }
 
 void CopyEngine::order_before(int buffer, void* stream) const {
-  const detail::DeviceGuard guard(options_.device);
-  FEEDSCOPE_CUDA_CALL(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                          cuda_->ready[static_cast<std::size_t>(buffer)], 0));
+  const detail::DeviceScope on_device(ops_, options_.device);
+  ops_.stream_wait(stream, cuda_->ready[static_cast<std::size_t>(buffer)]);
 }
 
 void CopyEngine::release(int buffer, void* stream) noexcept {
   const auto b = static_cast<std::size_t>(buffer);
-  int previous = 0;
-  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != options_.device &&
-                        cudaSetDevice(options_.device) == cudaSuccess;
-  FEEDSCOPE_CUDA_CALL_NOEXCEPT(
-      cudaEventRecord(cuda_->consumed[b], static_cast<cudaStream_t>(stream)));
-  if (switched) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaSetDevice(previous));
+  try {
+    const detail::DeviceScope on_device(ops_, options_.device);
+    ops_.record_noexcept(cuda_->consumed[b], stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "feedscope: copy engine: releasing a buffer: %s\n", e.what());
+  }
   held_[b] = false;
 }
 
 bool copy_engine_available(std::string* why_not) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    if (why_not != nullptr)
-      *why_not = status != cudaSuccess
-                     ? std::string("no CUDA device: ") + cudaGetErrorString(status)
-                     : std::string("no CUDA device: none found");
-    return false;
-  }
-  return true;
-}
-
-struct StepFence::Events {
-  std::vector<cudaEvent_t> ring;
-  std::size_t marks = 0;
-};
-
-StepFence::StepFence(int depth) : events_(std::make_unique<Events>()) {
-  if (depth < 1) throw std::invalid_argument("step fence: depth must be 1 or more");
-  events_->ring.resize(static_cast<std::size_t>(depth), nullptr);
-  for (cudaEvent_t& e : events_->ring)
-    FEEDSCOPE_CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-}
-
-StepFence::~StepFence() {
-  for (cudaEvent_t e : events_->ring)
-    if (e != nullptr) FEEDSCOPE_CUDA_CALL_NOEXCEPT(cudaEventDestroy(e));
-}
-
-void StepFence::mark(void* stream) {
-  Events& ev = *events_;
-  FEEDSCOPE_CUDA_CALL(
-      cudaEventRecord(ev.ring[ev.marks % ev.ring.size()], static_cast<cudaStream_t>(stream)));
-  ++ev.marks;
-}
-
-void StepFence::wait_for_previous() {
-  Events& ev = *events_;
-  // The slot the next mark() overwrites holds the oldest step still allowed in flight.
-  if (ev.marks >= ev.ring.size())
-    FEEDSCOPE_CUDA_CALL(cudaEventSynchronize(ev.ring[ev.marks % ev.ring.size()]));
-}
-
-#else  // no CUDA in this build: the engine cannot be made; the fence does nothing
-
-struct CopyEngine::Cuda {};
-
-CopyEngine::CopyEngine(Options options) : options_(options) {
-  throw DeviceError("copy engine: this feedscope was built without CUDA");
-}
-CopyEngine::~CopyEngine() = default;
-DeviceCopy CopyEngine::submit(Slab, std::size_t, std::int64_t) { return {}; }
-void CopyEngine::reclaim(std::vector<CopyTiming>*) {}
-void CopyEngine::wait_idle() {}
-int CopyEngine::buffers_in_use() const noexcept { return 0; }
-void CopyEngine::order_before(int, void*) const {}
-void CopyEngine::release(int, void*) noexcept {}
-
-bool copy_engine_available(std::string* why_not) {
-  if (why_not != nullptr) *why_not = "this feedscope was built without CUDA";
+  const char* why = nullptr;
+  if (detail::cuda_runtime_ops().device_count(&why) > 0) return true;
+  if (why_not != nullptr) *why_not = std::string("no CUDA device: ") + why;
   return false;
 }
-
-struct StepFence::Events {};
-StepFence::StepFence(int) {}
-StepFence::~StepFence() = default;
-void StepFence::mark(void*) {}
-void StepFence::wait_for_previous() {}
-
-#endif
 
 }  // namespace feedscope

@@ -17,6 +17,10 @@
 
 namespace feedscope {
 
+namespace detail {
+class CudaOps;
+}
+
 // Every device buffer is held by a live DeviceCopy: the caller keeps batches beyond the engine's
 // depth. Thrown by submit(), at once, instead of waiting for a release that cannot come.
 class CopyEngineExhausted : public std::runtime_error {
@@ -75,6 +79,8 @@ class CopyEngine {
     // Device buffers: the batch the step reads, the one copying, one of slack. Fewer than 2
     // cannot overlap the copy with the step.
     int buffers = 3;
+    // The CUDA calls the engine makes; null: the CUDA runtime. Tests pass a simulated device.
+    detail::CudaOps* ops = nullptr;
   };
   explicit CopyEngine(Options options);
   ~CopyEngine();
@@ -86,9 +92,15 @@ class CopyEngine {
   // Throws std::invalid_argument when `bytes` exceeds the buffer, CopyEngineExhausted when every
   // buffer is held by a live DeviceCopy.
   DeviceCopy submit(Slab slab, std::size_t bytes, std::int64_t tag);
-  // Returns the slabs of completed copies to their pools and appends their timings. Never blocks.
+  // Returns the slabs of completed copies to their pools and appends the timing of every copy
+  // that completed since the last call that collected them, in submission order: also those
+  // whose slabs submit() already took back, so no copy's span or bytes go missing. Never blocks.
+  // Uncollected timings are kept up to kKeptTimings; older ones are dropped and counted.
   void reclaim(std::vector<CopyTiming>* timings = nullptr);
-  // Blocks until every queued copy is done (tests; shutdown).
+  static constexpr std::size_t kKeptTimings = 4096;
+  std::uint64_t timings_dropped() const noexcept { return timings_dropped_; }
+  // Waits until every queued copy is done, by polling (never a host-synchronizing CUDA call: a
+  // profiler would count it as the user's), then reclaims.
   void wait_idle();
 
   int device() const noexcept { return options_.device; }
@@ -99,7 +111,7 @@ class CopyEngine {
 
  private:
   friend class DeviceCopy;
-  struct Cuda;  // streams, events and buffers; defined where CUDA is included
+  struct Cuda;  // the stream, events and device buffers
   struct InFlight {
     Slab slab;
     int buffer = -1;
@@ -108,34 +120,21 @@ class CopyEngine {
   };
   void order_before(int buffer, void* stream) const;
   void release(int buffer, void* stream) noexcept;
+  // Returns the slabs of copies done by now; keeps their timings in finished_.
+  void retire_completed();
+  void anchor();
 
   Options options_;
+  detail::CudaOps& ops_;
   std::unique_ptr<Cuda> cuda_;
   std::vector<bool> held_;  // buffer -> a live DeviceCopy has it
   int next_buffer_ = 0;
   std::deque<InFlight> in_flight_;  // submission order = completion order on one stream
+  std::vector<CopyTiming> finished_;  // completed, not yet collected by reclaim(&timings)
+  std::uint64_t timings_dropped_ = 0;
 };
 
 // Whether this build and machine can run a CopyEngine; the reason when not.
 bool copy_engine_available(std::string* why_not = nullptr);
-
-// Bounds how far the host runs ahead of the device: mark() records an event on a stream after a
-// step; wait_for_previous() blocks until the step `depth` marks ago has finished. A step loop
-// that never synchronizes otherwise queues work without limit and its host-side step times mean
-// nothing; this keeps `depth` steps in flight, as frameworks do. Not thread-safe. A no-op
-// without CUDA.
-class StepFence {
- public:
-  explicit StepFence(int depth = 2);
-  ~StepFence();
-  StepFence(const StepFence&) = delete;
-  StepFence& operator=(const StepFence&) = delete;
-  void mark(void* stream);
-  void wait_for_previous();
-
- private:
-  struct Events;
-  std::unique_ptr<Events> events_;
-};
 
 }  // namespace feedscope
