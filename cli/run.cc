@@ -180,8 +180,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::unique_ptr<CopyEngine> engine;
   if (on_gpu) {
     CopyEngine::Options eo;
-    const std::string name = trainer->device();  // "cuda:N"
-    eo.device = name.find(':') == std::string::npos ? 0 : std::stoi(name.substr(name.find(':') + 1));
+    eo.device = trainer->cuda_index();  // the step's device: its stream reads the buffers
     eo.buffer_bytes = loader.pool().slab_bytes();
     engine = std::make_unique<CopyEngine>(eo);
   }
@@ -316,11 +315,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
         metrics->set_queue_batches("in_flight", loader.batches_in_flight());
       }
       spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin, step_begin);
-      if (trainer) {
-        trainer->step(*batch);
-        // Reading the loss waits for the device: once at the start, once at the end.
-        if (!report.training.first_loss) report.training.first_loss = trainer->last_loss();
-      }
+      if (trainer) trainer->step(*batch);
       const std::int64_t size = batch->size;
       const std::int64_t index = batch->index;
       // The memory goes back before the next wait: the slab to the pool, the device buffer to
@@ -330,6 +325,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       const std::int64_t step_end = now_ns();
       wait_begin = step_end;
       if (trainer) spans.record(LaneRole::training, Stage::step, index, step_begin, step_end);
+      // Reading the loss waits for the device: once at the start, once at the end, outside any
+      // step's window, so the GPU trace never counts it as a sync of the step's.
+      if (trainer && !report.training.first_loss) {
+        report.training.first_loss = trainer->last_loss();
+        wait_begin = now_ns();
+      }
       ++step;
       all_samples += size;
       if (metrics) {
@@ -358,7 +359,13 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
     }
   }
-  stop_tracers(gpu_source.get(), sampler, report);
+  // The device finishes the steps still queued (up to two) before the trace stops: their kernels
+  // ran for measured steps. feedscope's own polling waits, after the window closed.
+  const auto drain = [&] {
+    if (trainer) trainer->drain();
+    if (engine) engine->wait_idle();
+  };
+  stop_tracers(drain, gpu_source.get(), sampler, report);
   const MeasuredWindow window{measure_begin, end, measured_steps, measured_samples};
   report.config = config_entries(config);
   fill_measurements(report, digest, window, run_begin, usage_between(usage_begin, usage_end, cpus),

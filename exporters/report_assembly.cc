@@ -136,7 +136,9 @@ void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
   u.gpu_util_ratio = mean("gpu0_util_ratio");
 }
 
-void stop_tracers(GpuActivitySource* gpu, UtilizationSampler* sampler, Report& report) {
+void stop_tracers(const std::function<void()>& drain_device, GpuActivitySource* gpu,
+                  UtilizationSampler* sampler, Report& report) {
+  if (drain_device) drain_device();
   if (gpu) gpu->stop();
   if (sampler) {
     sampler->stop();

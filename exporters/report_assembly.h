@@ -107,9 +107,13 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
 
 void fill_utilization(const UtilizationSummary& summary, Utilization& u);
 
-// Stops the GPU tracer first (before anything else runs on the device), then the sampler, and
-// fills report.utilization from the sampler's summary, or says sampling was off.
-void stop_tracers(GpuActivitySource* gpu, UtilizationSampler* sampler, Report& report);
+// Runs `drain_device` (when given) first: the device finishes the steps still queued (a GPU step
+// loop runs up to two steps ahead), so the trace holds the kernels of every measured step, not
+// only those done when the loop ended. Then stops the GPU tracer (before anything else runs on
+// the device), then the sampler, and fills report.utilization from the sampler's summary, or
+// says sampling was off.
+void stop_tracers(const std::function<void()>& drain_device, GpuActivitySource* gpu,
+                  UtilizationSampler* sampler, Report& report);
 
 // The measured window [begin_ns, end_ns) of a run.
 struct MeasuredWindow {

@@ -11,6 +11,7 @@
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
 #include "exporters/report_assembly.h"
+#include "pinned_memory/device_drain.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
@@ -184,7 +185,10 @@ const Report& Session::finish() {
   s.collector.reset();  // joins, then drains the last spans of every ring
   Report report;
   report.environment = s.env;
-  stop_tracers(s.gpu.get(), s.sampling.sampler.get(), report);
+  // The loop's last steps may still be queued on the device: their kernels belong to the trace.
+  const auto drain = [] { drain_used_devices(); };
+  stop_tracers(s.gpu ? drain : std::function<void()>{}, s.gpu.get(), s.sampling.sampler.get(),
+               report);
   const UsageSnapshot usage_end = take_usage_snapshot(s.fs, now_ns());
 
   MeasuredWindow window;

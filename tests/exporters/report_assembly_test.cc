@@ -25,6 +25,60 @@ class FabricatedGpuSource final : public GpuActivitySource {
   GpuActivity activity_;
 };
 
+// A trace of a device that runs what it was given only when drained: kernels still queued when
+// the trace stops are lost, as CUPTI's are for work that has not run by then.
+class QueuedKernelsSource final : public GpuActivitySource {
+ public:
+  bool start() override { return true; }
+  void stop() override {
+    stopped_ = true;
+    lost_ = queued_;
+  }
+  GpuActivity collect() override { return std::exchange(done_, {}); }
+  std::string unavailable_reason() const override { return ""; }
+
+  void launch(KernelRecord k) { queued_.push_back(std::move(k)); }
+  void run_queued() {
+    if (stopped_) return;
+    for (KernelRecord& k : queued_) done_.kernels.push_back(std::move(k));
+    queued_.clear();
+  }
+  std::size_t lost() const { return lost_.size(); }
+
+ private:
+  bool stopped_ = false;
+  std::vector<KernelRecord> queued_, lost_;
+  GpuActivity done_;
+};
+
+TEST(StopTracersTest, TheDeviceDrainsBeforeTheTraceStopsSoTheLastStepsKernelsAreKept) {
+  QueuedKernelsSource gpu;
+  for (std::uint32_t i = 0; i < 10; ++i)
+    gpu.launch({"k", i * 10 * kMs, i * 10 * kMs + 5 * kMs, 0, 7, i});
+  gpu.run_queued();
+  // The loop ends two steps ahead of the device, as the step fence allows.
+  gpu.launch({"k", 100 * kMs, 105 * kMs, 0, 7, 10});
+  gpu.launch({"k", 110 * kMs, 115 * kMs, 0, 7, 11});
+  Report report;
+  bool drained = false;
+  stop_tracers([&] { drained = true; gpu.run_queued(); }, &gpu, nullptr, report);
+  EXPECT_TRUE(drained);
+  EXPECT_EQ(gpu.lost(), 0u);
+  SpanDigest::Steps steps;
+  for (int i = 0; i < 12; ++i) steps.windows.push_back({i * 10 * kMs, i * 10 * kMs + 10 * kMs});
+  finish_gpu_trace(report, &gpu, "", steps, MeasuredWindow{0, 120 * kMs, 12, 12});
+  ASSERT_TRUE(report.gpu_trace);
+  EXPECT_EQ(report.gpu_trace->kernels, 12);
+  EXPECT_DOUBLE_EQ(report.gpu_trace->kernels_per_step, 1.0);
+  EXPECT_NEAR(report.gpu_trace->gpu_busy_ratio, 0.5, 1e-9);
+}
+
+TEST(StopTracersTest, WithoutADrainOrTracersItSaysSamplingWasOff) {
+  Report report;
+  stop_tracers({}, nullptr, nullptr, report);
+  EXPECT_EQ(report.utilization.unavailable.count("sampler"), 1u);
+}
+
 // Ten 10 ms steps from t = 0, each with one 5 ms kernel at its start.
 GpuActivity ten_steps_of_kernels() {
   GpuActivity a;
