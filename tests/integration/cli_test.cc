@@ -38,9 +38,11 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, RunWritesAReportWithTheSchemaAndStages) {
+  // --device cpu: the expectations below are a CPU step's; `auto` is the GPU where there is one.
   const auto r = run_process({kBinary, "run", "--dataset", "synthetic:64", "--hidden", "32",
                               "--steps", "30", "--warmup", "3", "--batch-size", "16",
-                              "--num-workers", "2", "--report-dir", (dir_ / "report").string()});
+                              "--num-workers", "2", "--device", "cpu", "--report-dir",
+                              (dir_ / "report").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("feedscope: "), std::string::npos);
   EXPECT_NE(r.out.find("bottleneck:"), std::string::npos);

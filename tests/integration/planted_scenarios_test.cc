@@ -29,6 +29,9 @@ using testing::kBinary;
 
 nlohmann::json run_report(std::vector<std::string> args, const std::filesystem::path& report_dir) {
   args.insert(args.begin(), {kBinary, "run"});
+  // Every scenario here is planted on the CPU; `auto` would pick a GPU where there is one.
+  if (std::find(args.begin(), args.end(), "--device") == args.end())
+    args.insert(args.end(), {"--device", "cpu"});
   args.insert(args.end(), {"--report-dir", report_dir.string()});
   const auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -48,6 +48,7 @@ TEST(PrometheusIntegrationTest, RealServerScrapesARunningFeedscope) {
   // A run long enough to outlast the test; the test stops it.
   BackgroundProcess feedscope({kBinary, "run", "--metrics-addr", "127.0.0.1:0", "--rank", "3",
                                "--world-size", "4", "--host", "testhost", "--duration", "300", "--hidden", "64",
+                               "--device", "cpu",  // the bottlenecks expected below are a CPU step's
                                "--report-dir", (dir / "report").string()},
                               (dir / "feedscope.log").string());
   ASSERT_TRUE(feedscope.started());
