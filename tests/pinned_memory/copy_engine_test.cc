@@ -18,12 +18,6 @@
 namespace feedscope {
 namespace {
 
-std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 TEST(CopyEngineTest, WithoutADeviceConstructionSaysWhy) {
   std::string why;
   if (copy_engine_available(&why)) GTEST_SKIP() << "a CUDA device is present";
@@ -201,6 +195,12 @@ TEST(CopyEngineTest, ShutdownWaitsForTheCopiesInFlightAndFreesEverything) {
   EXPECT_EQ(f->cuda.live_allocations(), 0);
 }
 #if FEEDSCOPE_WITH_CUDA
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 class CopyEngineGpuTest : public ::testing::Test {
  protected:

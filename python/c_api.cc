@@ -1,0 +1,173 @@
+// The C ABI of python/feedscope_c.h over feedscope::Session. Every entry point catches: no C++
+// exception may unwind into a C caller (ctypes, a CPython interpreter).
+#include "python/feedscope_c.h"
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "exporters/json_report.h"
+#include "exporters/session.h"
+#include "loader/span_recorder.h"
+
+struct feedscope_session {
+  std::unique_ptr<feedscope::Session> session;
+  std::optional<std::string> report_json;  // set by the first successful finish
+  std::string metrics_address;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int fail(const std::string& why) {
+  last_error = why;
+  return -1;
+}
+
+// Runs `fn`, turning an exception into the thread's last error.
+template <typename Fn>
+int guarded(Fn&& fn) {
+  try {
+    fn();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  } catch (...) {
+    return fail("unknown error");
+  }
+}
+
+template <typename T>
+void take(const nlohmann::json& j, const char* key, T& out, const char* type) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  try {
+    out = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(std::string("option '") + key + "': expected " + type + ", got " +
+                                it->dump());
+  }
+}
+
+feedscope::Session::Options parse_options(const char* text) {
+  feedscope::Session::Options o;
+  if (text == nullptr || *text == '\0') return o;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw std::invalid_argument("options: not a JSON object: " + std::string(text));
+  static const char* const kKeys[] = {"report_dir", "warmup",     "metrics_addr",    "rank",
+                                      "host",       "sample_hz",  "timeseries_max_mib",
+                                      "batch_size", "num_workers", "device",         "print",
+                                      "trace_gpu",  "trace_max_spans"};
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known) {
+      std::string allowed;
+      for (const char* k : kKeys) allowed += std::string(allowed.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("unknown option '" + key + "'; allowed: " + allowed);
+    }
+  }
+  take(j, "report_dir", o.report_dir, "a string");
+  take(j, "warmup", o.warmup, "an integer");
+  take(j, "metrics_addr", o.metrics_addr, "a string");
+  take(j, "rank", o.rank, "an integer");
+  take(j, "host", o.host, "a string");
+  take(j, "sample_hz", o.sample_hz, "a number");
+  take(j, "timeseries_max_mib", o.timeseries_max_mib, "an integer");
+  take(j, "batch_size", o.batch_size, "an integer");
+  take(j, "num_workers", o.num_workers, "an integer");
+  take(j, "device", o.device, "a string");
+  take(j, "print", o.print, "true or false");
+  take(j, "trace_gpu", o.trace_gpu, "true or false");
+  take(j, "trace_max_spans", o.trace_max_spans, "an integer");
+  return o;
+}
+
+bool usable(feedscope_session* s) {
+  if (s == nullptr) {
+    fail("no session (NULL)");
+    return false;
+  }
+  if (s->report_json) {
+    fail("the session is finished: nothing more can be recorded");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+int feedscope_abi_version(void) { return FEEDSCOPE_C_ABI_VERSION; }
+
+const char* feedscope_last_error(void) { return last_error.c_str(); }
+
+int64_t feedscope_now_ns(void) { return feedscope::now_ns(); }
+
+feedscope_session* feedscope_session_create(const char* options_json) {
+  auto s = std::make_unique<feedscope_session>();
+  const int rc = guarded([&] {
+    s->session = std::make_unique<feedscope::Session>(parse_options(options_json));
+    s->metrics_address = s->session->metrics_address();
+  });
+  return rc == 0 ? s.release() : nullptr;
+}
+
+void feedscope_session_destroy(feedscope_session* session) {
+  if (session == nullptr) return;
+  guarded([&] { delete session; });  // ~Session finishes, and reports a failure on stderr
+}
+
+int feedscope_fetched(feedscope_session* s, int64_t begin_ns, int64_t end_ns, int got_batch) {
+  if (!usable(s)) return -1;
+  s->session->profiler().fetched(begin_ns, end_ns, got_batch != 0);
+  return 0;
+}
+
+int feedscope_step_done(feedscope_session* s, int64_t begin_ns, int64_t end_ns, int64_t samples) {
+  if (!usable(s)) return -1;
+  s->session->profiler().step_done(begin_ns, end_ns, samples);
+  return 0;
+}
+
+int feedscope_stage_id(feedscope_session* s, const char* name) {
+  if (!usable(s)) return -1;
+  int id = -1;
+  guarded([&] { id = s->session->profiler().custom_stage(name ? name : ""); });
+  return id;
+}
+
+int feedscope_stage_done(feedscope_session* s, int stage_id, int64_t begin_ns, int64_t end_ns) {
+  if (!usable(s)) return -1;
+  if (stage_id < 0 || stage_id > 0xffff) return fail("stage id " + std::to_string(stage_id) +
+                                                     " was not given by feedscope_stage_id");
+  s->session->profiler().custom_done(static_cast<feedscope::LoopProfiler::StageId>(stage_id),
+                                     begin_ns, end_ns);
+  return 0;
+}
+
+const char* feedscope_finish(feedscope_session* s) {
+  if (s == nullptr) {
+    fail("no session (NULL)");
+    return nullptr;
+  }
+  if (s->report_json) return s->report_json->c_str();
+  const int rc = guarded([&] { s->report_json = feedscope::report_to_json(s->session->finish()); });
+  return rc == 0 ? s->report_json->c_str() : nullptr;
+}
+
+const char* feedscope_metrics_address(feedscope_session* s) {
+  if (s == nullptr) {
+    fail("no session (NULL)");
+    return nullptr;
+  }
+  return s->metrics_address.c_str();
+}
+
+}  // extern "C"

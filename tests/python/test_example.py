@@ -1,0 +1,65 @@
+"""examples/wrap_python_loop.py, a plain PyTorch loop with feedscope's lines, run for real with
+the interpreter's own torch and torchvision: the report must measure wait and step and give the
+right verdict for an input-bound and a compute-bound loop."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "wrap_python_loop.py"
+
+try:
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+@unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+class WrapPythonLoopTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = pathlib.Path(cls._tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def run_example(self, name, *args):
+        report_dir = self.dir / name
+        r = subprocess.run([sys.executable, str(EXAMPLE), "--report-dir", str(report_dir), *args],
+                           capture_output=True, text=True, timeout=300, env=os.environ.copy())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return json.loads((report_dir / "report.json").read_text())
+
+    def test_images_through_one_worker_and_a_tiny_model_are_input_bound(self):
+        data = self.dir / "images"
+        subprocess.run([os.environ["FEEDSCOPE_BINARY"], "make-dataset", "images", "--out",
+                        str(data), "--count", "96", "--classes", "4"], check=True,
+                       capture_output=True)
+        report = self.run_example("input", "--data", str(data), "--workers", "1", "--model",
+                                  "tiny", "--steps", "10", "--warmup", "2", "--batch-size", "16")
+        self.assertEqual(report["stages"]["wait"]["count"], 10)
+        self.assertEqual(report["stages"]["step"]["count"], 10)
+        d = report["diagnosis"]
+        self.assertGreaterEqual(d["data_stall_ratio"], 0.2, d)
+        self.assertIn(d["bottleneck"], ("cpu_preprocess", "storage_io"), d)
+
+    def test_in_memory_data_and_a_heavy_mlp_are_compute_bound(self):
+        report = self.run_example("compute", "--in-memory", "--workers", "0", "--model", "heavy",
+                                  "--steps", "10", "--warmup", "2", "--batch-size", "64")
+        self.assertEqual(report["stages"]["step"]["count"], 10)
+        d = report["diagnosis"]
+        self.assertLess(d["data_stall_ratio"], 0.05, d)
+        self.assertEqual(d["bottleneck"], "cpu_compute", d)
+
+
+if __name__ == "__main__":
+    unittest.main()
