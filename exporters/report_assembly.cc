@@ -160,6 +160,7 @@ void fill_measurements(Report& report, SpanDigest& digest, const MeasuredWindow&
   report.stages = digest.stage_stats(window.begin_ns, window.end_ns);
   report.trace = digest.trace_summary(trace_origin_ns);
   report.utilization.cpu_process_ratio = usage.process;
+  report.utilization.cpu_child_processes_cores = usage.descendants_cores;
   report.utilization.cpu_system_ratio = usage.system;
   if (const auto status = fs.read("/proc/self/status"))
     if (const auto mem = parse_process_status(*status))

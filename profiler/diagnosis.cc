@@ -34,11 +34,39 @@ struct Costs {
   double step = 0;    // training step per batch
 };
 
+// The loader's work over the window, in seconds of one core, and where it was measured: the
+// loader's stage spans where feedscope loads (`feedscope run`), else the CPU its worker processes
+// took (a wrapped loop over a PyTorch DataLoader with workers, sampled as this process's
+// children). Nothing where neither was measured: a wrapped loop that loads in its own thread, or
+// in threads feedscope cannot tell apart.
+struct LoaderWork {
+  double busy_s = 0;
+  bool measured = false;
+  bool from_processes = false;
+};
+
+LoaderWork loader_work(const DiagnosisInput& in) {
+  LoaderWork w;
+  for (const Stage stage : {Stage::read, Stage::decode, Stage::transform, Stage::collate}) {
+    const StageStats* st = find_stage(in.stages, stage);
+    if (st == nullptr || st->count == 0) continue;
+    w.busy_s += st->busy_s;
+    w.measured = true;
+  }
+  if (w.measured || in.loader_only || in.num_workers <= 0) return w;
+  const std::optional<double> children = in.utilization.cpu_child_processes_cores;
+  if (children && *children > 0) {
+    w.busy_s = *children * in.wall_s;
+    w.measured = true;
+    w.from_processes = true;
+  }
+  return w;
+}
+
 Costs measure_costs(const DiagnosisInput& in) {
   Costs c;
   const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
-  c.worker = (busy(in, Stage::read) + busy(in, Stage::decode) + busy(in, Stage::transform) +
-              busy(in, Stage::collate)) / batches;
+  c.worker = loader_work(in).busy_s / batches;
   c.step = in.loader_only ? 0.0 : mean_s(in, Stage::step);
   return c;
 }
@@ -64,6 +92,13 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
   target = std::min(target, in.cpus);
   Recommendation r;
   r.setting = "num_workers=" + std::to_string(target);
+  if (c.worker <= 0) {  // what loading costs was not measured: no number to stand on
+    r.action = fmt("Raise num_workers from %d to %d: the loop waits for its batches.",
+                   in.num_workers, target);
+    r.basis = "no prediction: the loader's work per batch was not measured (no loader spans, no "
+              "worker processes)";
+    return r;
+  }
   r.action = fmt("Raise num_workers from %d to %d: loading a batch takes %.1f ms of one core, "
                  "the step %.1f ms.",
                  in.num_workers, target, c.worker * 1e3, c.step * 1e3);
@@ -379,8 +414,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   d.input_bound = input_bound_class(d.data_stall_ratio);
   const Costs c = measure_costs(in);
   const double measured = in.samples_per_s;
-  const double load_s = busy(in, Stage::read) + busy(in, Stage::decode) +
-                        busy(in, Stage::transform) + busy(in, Stage::collate);
+  const LoaderWork loader = loader_work(in);
+  const double load_s = loader.busy_s;
   const double h2d_s = busy(in, Stage::h2d);
   const double worker_capacity_s = wall * std::max(1, in.num_workers);
   const double cpu_saturation = in.utilization.cpu_process_ratio;
@@ -393,12 +428,20 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   if (!in.loader_only)
     d.evidence.push_back(fmt("step %.2f ms mean per batch, %.1f%% of wall time",
                              c.step * 1e3, 100 * busy(in, Stage::step) / wall));
-  d.evidence.push_back(fmt("loading %.2f ms of one thread per batch; %s busy %.0f%% of the run",
-                           c.worker * 1e3,
-                           in.num_workers > 0
-                               ? (std::to_string(in.num_workers) + " worker(s)").c_str()
-                               : "the training thread (num_workers=0)",
-                           100 * load_s / worker_capacity_s));
+  if (!loader.measured) {
+    d.evidence.push_back("loading: not measured (no loader stage spans, no worker processes seen)");
+  } else if (loader.from_processes) {
+    d.evidence.push_back(fmt("loading %.2f ms of one core per batch, the CPU of the loader's worker "
+                             "processes; %d worker(s) busy %.0f%% of the run",
+                             c.worker * 1e3, in.num_workers, 100 * load_s / worker_capacity_s));
+  } else {
+    d.evidence.push_back(fmt("loading %.2f ms of one thread per batch; %s busy %.0f%% of the run",
+                             c.worker * 1e3,
+                             in.num_workers > 0
+                                 ? (std::to_string(in.num_workers) + " worker(s)").c_str()
+                                 : "the training thread (num_workers=0)",
+                             100 * load_s / worker_capacity_s));
+  }
   d.evidence.push_back(fmt("process CPU %.0f%% of %d cores", 100 * cpu_saturation, in.cpus));
 
   const bool input_side = in.loader_only || d.data_stall_ratio >= kModeratelyInputBound;
@@ -427,7 +470,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   // Input-bound, yet the workers are mostly idle: what the loop waits for is each batch's hand-off
   // (a worker waking, a queue), not loading work. More workers would not shorten it.
   const bool handoff = d.bottleneck == "cpu_preprocess" && !in.loader_only && in.num_workers > 0 &&
-                       load_s < 0.5 * worker_capacity_s && in.batches > 0;
+                       loader.measured && load_s < 0.5 * worker_capacity_s && in.batches > 0;
   if (handoff) {
     const double wait_per_batch = wait / static_cast<double>(in.batches);
     d.evidence.push_back(fmt("the loop waits %.3f ms per batch while loading one takes %.3f ms of "

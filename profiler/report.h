@@ -53,6 +53,8 @@ struct SeriesStats {
 struct Utilization {
   double cpu_process_ratio = 0;  // process CPU time / (wall x cpus)
   double cpu_system_ratio = 0;   // busy / total ticks of /proc/stat over the run
+  // CPU of descendant processes (a DataLoader's workers) over the window, in cores.
+  std::optional<double> cpu_child_processes_cores;
   std::uint64_t rss_bytes_peak = 0;
   // Means of the sampler's series; empty where the source was unavailable.
   std::optional<double> disk_read_bytes_per_s;

@@ -9,6 +9,7 @@ UsageSnapshot take_usage_snapshot(const ProcFs& fs, std::int64_t time_ns) {
   s.time_ns = time_ns;
   if (const auto stat = fs.read("/proc/self/stat")) s.process_ticks = parse_task_cpu_ticks(*stat);
   if (const auto stat = fs.read("/proc/stat")) s.system = parse_cpu_times(*stat);
+  s.descendants_ticks = descendants_cpu_ticks(fs);
   return s;
 }
 
@@ -21,6 +22,10 @@ UsageRatios usage_between(const UsageSnapshot& begin, const UsageSnapshot& end, 
                          static_cast<double>(clock_ticks_per_second());
     r.process = std::clamp(cpu_s / (wall_s * cpus), 0.0, 1.0);
   }
+  if (begin.descendants_ticks && end.descendants_ticks && wall_s > 0 &&
+      *end.descendants_ticks >= *begin.descendants_ticks)
+    r.descendants_cores = static_cast<double>(*end.descendants_ticks - *begin.descendants_ticks) /
+                          static_cast<double>(clock_ticks_per_second()) / wall_s;
   if (begin.system && end.system && end.system->total > begin.system->total &&
       end.system->busy >= begin.system->busy) {
     r.system = std::clamp(static_cast<double>(end.system->busy - begin.system->busy) /

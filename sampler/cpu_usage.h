@@ -11,6 +11,7 @@ struct UsageSnapshot {
   std::int64_t time_ns = 0;
   std::optional<std::uint64_t> process_ticks;  // utime+stime of /proc/self/stat
   std::optional<CpuTimes> system;              // aggregate line of /proc/stat
+  std::optional<std::uint64_t> descendants_ticks;  // descendants_cpu_ticks(): worker processes
 };
 
 // `time_ns` is passed in so tests control the clock.
@@ -19,6 +20,8 @@ UsageSnapshot take_usage_snapshot(const ProcFs& fs, std::int64_t time_ns);
 struct UsageRatios {
   double process = 0;  // process CPU seconds / (wall seconds x cpus), 0..1
   double system = 0;   // busy ticks / total ticks, 0..1
+  // CPU seconds of descendant processes / wall seconds, in cores: a DataLoader's workers.
+  std::optional<double> descendants_cores;
 };
 UsageRatios usage_between(const UsageSnapshot& begin, const UsageSnapshot& end, int cpus);
 

@@ -115,6 +115,53 @@ std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line) 
   return utime + stime;
 }
 
+std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& stat_line) {
+  const std::size_t close = stat_line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
+  // cutime is field 16, cstime 17 -> indexes 13 and 14 after ')'.
+  if (fields.size() < 15) return std::nullopt;
+  std::uint64_t cutime = 0, cstime = 0;
+  if (!parse_u64(fields[13], cutime) || !parse_u64(fields[14], cstime)) return std::nullopt;
+  return cutime + cstime;
+}
+
+std::vector<int> descendant_pids(const ProcFs& fs, bool* readable) {
+  constexpr std::size_t kMaxProcesses = 256;  // a fork bomb must not stall sampling
+  std::vector<int> out;
+  std::vector<std::string> queue = {"self"};
+  if (readable != nullptr) *readable = false;
+  for (std::size_t i = 0; i < queue.size() && out.size() < kMaxProcesses; ++i) {
+    const std::string tasks = "/proc/" + queue[i] + "/task";
+    for (const std::string& tid : fs.list_dir(tasks)) {
+      const auto text = fs.read(tasks + "/" + tid + "/children");
+      if (!text) continue;
+      if (readable != nullptr) *readable = true;
+      for (const std::string_view pid : split_ws(*text)) {
+        std::uint64_t value = 0;
+        if (!parse_u64(pid, value) || value == 0 || out.size() >= kMaxProcesses) continue;
+        out.push_back(static_cast<int>(value));
+        queue.emplace_back(pid);
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs) {
+  const auto self = fs.read("/proc/self/stat");
+  const auto reaped = self ? parse_reaped_children_cpu_ticks(*self) : std::nullopt;
+  if (!reaped) return std::nullopt;
+  std::uint64_t ticks = *reaped;
+  for (const int pid : descendant_pids(fs)) {
+    const auto stat = fs.read("/proc/" + std::to_string(pid) + "/stat");
+    if (!stat) continue;  // it exited between listing and reading: its parent reaps it later
+    ticks += parse_task_cpu_ticks(*stat).value_or(0) +
+             parse_reaped_children_cpu_ticks(*stat).value_or(0);
+  }
+  return ticks;
+}
+
 std::optional<MemInfo> parse_meminfo(const std::string& meminfo) {
   const auto total = kb_field(meminfo, "MemTotal");
   const auto available = kb_field(meminfo, "MemAvailable");

@@ -31,6 +31,20 @@ std::optional<CpuTimes> parse_cpu_times(const std::string& proc_stat);
 
 // utime+stime of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat line, in clock ticks.
 std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line);
+// cutime+cstime of a /proc/<pid>/stat line: the CPU of its children that exited and were reaped.
+std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& stat_line);
+
+// This process's descendants, breadth first, from every task's /proc/<pid>/task/<tid>/children
+// (a child belongs to the thread that forked it); at most 256. `readable` (may be null) says
+// whether the kernel offers those files at all (CONFIG_PROC_CHILDREN).
+std::vector<int> descendant_pids(const ProcFs& fs, bool* readable = nullptr);
+
+// CPU ticks of every descendant process so far: those alive (all their threads, and their own
+// reaped children) and those this process reaped (cutime+cstime of /proc/self/stat). Grows
+// monotonically while the processes stay in the tree, so two readings bracket a window exactly,
+// including workers that started and ended between samples. nullopt when /proc/self/stat is
+// unreadable.
+std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs);
 
 struct MemInfo {
   std::uint64_t total_bytes = 0;

@@ -15,6 +15,13 @@ struct ThreadCpu {
   bool lane = false;    // named by a span lane: a loader worker or the training thread
 };
 
+// A descendant process (a PyTorch DataLoader's worker is one), all its threads together.
+struct ProcessCpu {
+  int pid = 0;
+  std::string name;  // its comm: "pt_data_worker" under torch 2.x, "python3" under 1.13
+  double cores = 0;  // CPU since the previous sample, in cores (0..cpus)
+};
+
 struct DiskSample {
   std::string device;            // "vda", "nvme0n1"
   std::uint64_t read_bytes_total = 0;
@@ -46,6 +53,7 @@ struct UtilizationSample {
   std::vector<double> cpu_core_ratio;      // per core
   std::optional<double> cpu_process_ratio; // process CPU / (wall x cpus), 0..1
   std::vector<ThreadCpu> threads;
+  std::vector<ProcessCpu> children;        // descendant processes seen in two samples in a row
   std::optional<std::uint64_t> memory_available_bytes;
   std::optional<std::uint64_t> rss_bytes;
   std::optional<std::uint64_t> rss_peak_bytes;

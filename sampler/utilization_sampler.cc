@@ -27,6 +27,7 @@ std::string trim_newline(std::string s) {
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
 
+
 }  // namespace
 
 UtilizationSampler::UtilizationSampler(Options options)
@@ -110,6 +111,29 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     t.ratio = std::clamp(static_cast<double>(*task_ticks - before->second) / ticks / dt, 0.0, 1.0);
     s.threads.push_back(std::move(t));
   }
+
+  // CPU: descendant processes (a DataLoader's workers), each with all its threads.
+  bool children_readable = false;
+  for (const int pid : descendant_pids(fs, &children_readable)) {
+    const std::string dir = "/proc/" + std::to_string(pid);
+    const auto stat = fs.read(dir + "/stat");
+    const auto process_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
+    if (!process_ticks) continue;  // it exited between listing and reading
+    next.child_ticks[pid] = *process_ticks;
+    const auto before = previous_.child_ticks.find(pid);
+    if (!have_previous || before == previous_.child_ticks.end() || *process_ticks < before->second)
+      continue;
+    ProcessCpu p;
+    p.pid = pid;
+    p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
+    p.cores = std::clamp(static_cast<double>(*process_ticks - before->second) / ticks / dt, 0.0,
+                         static_cast<double>(cpus_));
+    s.children.push_back(std::move(p));
+  }
+  if (!children_readable)
+    note_unavailable("child_processes",
+                     "/proc/self/task/*/children is missing (a kernel without "
+                     "CONFIG_PROC_CHILDREN): worker processes are not sampled");
 
   // Memory.
   if (const auto meminfo = fs.read("/proc/meminfo"))
@@ -198,6 +222,12 @@ void UtilizationSampler::record(const UtilizationSample& s) {
     for (const ThreadCpu& t : s.threads)
       if (!t.lane) other += t.ratio;
     put("cpu_other_threads_cores", other);
+  }
+  // Cores taken by descendant processes: a PyTorch DataLoader's workers, in a wrapped loop.
+  if (s.cpu_process_ratio) {
+    double children = 0;
+    for (const ProcessCpu& p : s.children) children += p.cores;
+    put("cpu_child_processes_cores", children);
   }
   if (s.memory_available_bytes) put("memory_available_bytes", static_cast<double>(*s.memory_available_bytes));
   if (s.rss_bytes) put("rss_bytes", static_cast<double>(*s.rss_bytes));

@@ -72,6 +72,7 @@ class UtilizationSampler {
     std::vector<CpuTimes> cores;
     std::optional<std::uint64_t> process_ticks;
     std::map<int, std::uint64_t> thread_ticks;
+    std::map<int, std::uint64_t> child_ticks;  // by pid
     std::map<std::string, DiskCounters> disks;
   };
   void run();

@@ -180,6 +180,43 @@ TEST(DiagnosisTest, AnInputBoundRunBesideACrowdedCpuStepIsToldToCapItsThreads) {
   EXPECT_GT(d.recommendations[0].predicted_speedup, 1.0);
 }
 
+// A wrapped Python loop over a DataLoader with worker processes: no loader spans, only the wait,
+// the step, and the CPU the sampler saw the worker processes take.
+DiagnosisInput wrapped_loop(std::optional<double> worker_process_cores) {
+  // 100 batches in 3 s: the loop waits 25 ms a batch, steps 5 ms; 1 worker, 4 cores.
+  DiagnosisInput in = scenario(3.0, 100, 0, 0, 0.025, 0.005, 1, 4, false);
+  in.utilization.cpu_child_processes_cores = worker_process_cores;
+  return in;
+}
+
+TEST(DiagnosisTest, AWrappedLoopsWorkerProcessesMeasureTheLoadingAndPredictMoreWorkers) {
+  // The worker process ran 0.95 of a core: 28.5 ms of loading per batch, a busy worker, so the
+  // wait is loading, not the hand-off, and more workers help by a measured amount.
+  const Diagnosis d = diagnose(wrapped_loop(0.95));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_EQ(d.verdict.find("hand-off"), std::string::npos) << d.verdict;
+  ASSERT_FALSE(d.recommendations.empty());
+  const Recommendation& r = d.recommendations[0];
+  EXPECT_EQ(r.setting, "num_workers=4") << "ceil(28.5 ms / 5 ms) = 6, capped at the 4 cores";
+  // 4 workers: min(4 / 28.5 ms, 1 / 5 ms, 4 cores / 33.5 ms of CPU a batch) = 119 batches/s.
+  EXPECT_NEAR(r.predicted_samples_per_s, 64 * 4 / 0.0335, 1);
+  EXPECT_GT(r.predicted_speedup, 3);
+  bool named = false;
+  for (const std::string& e : d.evidence) named |= e.find("worker processes") != std::string::npos;
+  EXPECT_TRUE(named) << "the evidence says where the loading figure comes from";
+}
+
+TEST(DiagnosisTest, AWrappedLoopWithoutLoaderReadingsGetsNoHandOffVerdictAndNoPrediction) {
+  // Nothing saw the loader work: neither "the workers idle" (hand-off) nor a number may be made up.
+  const Diagnosis d = diagnose(wrapped_loop(std::nullopt));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_EQ(d.verdict.find("hand-off"), std::string::npos) << d.verdict;
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations[0].setting, "num_workers=2");
+  EXPECT_EQ(d.recommendations[0].predicted_samples_per_s, 0);
+  EXPECT_NE(d.recommendations[0].basis.find("no prediction"), std::string::npos);
+}
+
 TEST(DiagnosisTest, CpuCountCapsTheWorkerAdvice) {
   const Diagnosis d = diagnose(scenario(3.0, 100, 0.0, 0.030, 0.020, 0.010, 1, 2, false));
   ASSERT_FALSE(d.recommendations.empty());

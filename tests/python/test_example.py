@@ -51,6 +51,15 @@ class WrapPythonLoopTest(unittest.TestCase):
         d = report["diagnosis"]
         self.assertGreaterEqual(d["data_stall_ratio"], 0.2, d)
         self.assertIn(d["bottleneck"], ("cpu_preprocess", "storage_io"), d)
+        # The DataLoader's worker is a child process: the sampler sees it load, so the wait is
+        # not taken for a hand-off and more workers come with a measured prediction.
+        self.assertNotIn("hand-off", d["verdict"])
+        self.assertGreater(report["utilization"]["cpu_child_processes_cores"], 0.5,
+                           report["utilization"])
+        if d["bottleneck"] == "cpu_preprocess" and report["environment"]["cpus"] > 1:
+            first = d["recommendations"][0]
+            self.assertTrue(first["setting"].startswith("num_workers="), d)
+            self.assertGreater(first["predicted_speedup"], 1.0, d)
 
     def test_in_memory_data_and_a_heavy_mlp_are_compute_bound(self):
         report = self.run_example("compute", "--in-memory", "--workers", "0", "--model", "heavy",

@@ -1,6 +1,13 @@
 #include "sampler/proc_fs.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "sampler/cpu_usage.h"
 
@@ -66,6 +73,77 @@ TEST(CpuUsageTest, RatiosBetweenTwoSnapshots) {
   EXPECT_DOUBLE_EQ(r.system, 0.75);
   b.process_ticks.reset();
   EXPECT_DOUBLE_EQ(usage_between(a, b, 2).process, 0.0) << "missing data reads as 0, not garbage";
+}
+
+// /proc/self/stat with utime, stime, cutime and cstime as given.
+std::string self_stat(int utime, int stime, int cutime, int cstime) {
+  return "42 (python3) S 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
+         std::to_string(stime) + " " + std::to_string(cutime) + " " + std::to_string(cstime) +
+         " 20 0 1 0\n";
+}
+
+TEST(ProcFsTest, DescendantsCpuCountsTheLiveTreeAndTheReapedAlike) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "feedscope-proc-descendants";
+  fs::remove_all(root);
+  const auto write = [&](const std::string& path, const std::string& text) {
+    fs::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text;
+  };
+  // self reaped workers worth 30 ticks; child 7 (10+5, and 4 it reaped), grandchild 8 (2).
+  write("proc/self/stat", self_stat(100, 10, 20, 10));
+  write("proc/self/task/42/children", "7 ");
+  write("proc/7/stat", self_stat(10, 5, 3, 1));
+  write("proc/7/task/7/children", "8 ");
+  write("proc/8/stat", self_stat(2, 0, 0, 0));
+  write("proc/8/task/8/children", "");
+  const ProcFs proc(root.string());
+  bool readable = false;
+  EXPECT_EQ(descendant_pids(proc, &readable), (std::vector<int>{7, 8}));
+  EXPECT_TRUE(readable);
+  EXPECT_EQ(parse_reaped_children_cpu_ticks(self_stat(1, 2, 3, 4)), 7u);
+  EXPECT_EQ(descendants_cpu_ticks(proc), 30u + 15 + 4 + 2);
+  // Child 7 exits and is reaped: its ticks move into self's cutime; the total does not drop.
+  fs::remove_all(root / "proc/7");
+  fs::remove_all(root / "proc/8");
+  write("proc/self/task/42/children", "");
+  write("proc/self/stat", self_stat(100, 10, 20 + 15 + 4 + 2, 10));
+  EXPECT_EQ(descendants_cpu_ticks(proc), 30u + 15 + 4 + 2);
+  fs::remove_all(root);
+}
+
+TEST(CpuUsageTest, AChildThatLivesAndDiesInsideTheWindowStillCounts) {
+  // A real forked child burns CPU and is reaped between the two snapshots: no sample ever saw it
+  // alive, yet the window holds its CPU (a DataLoader's workers of a short epoch).
+  const ProcFs proc;
+  const auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  const UsageSnapshot begin = take_usage_snapshot(proc, now());
+  ASSERT_TRUE(begin.descendants_ticks);
+  const pid_t child = ::fork();
+  if (child == 0) {  // burns 200 ms of its own CPU, however busy the machine (10 s at most)
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    timespec cpu{};
+    volatile unsigned x = 0;
+    do {
+      for (int i = 0; i < 100000; ++i) x = x + 1;
+      ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    } while (cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000 < 200 &&
+             std::chrono::steady_clock::now() < give_up);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const UsageSnapshot end = take_usage_snapshot(proc, now());
+  const UsageRatios r = usage_between(begin, end, 2);
+  ASSERT_TRUE(r.descendants_cores);
+  // 200 ms of the child's CPU, in 10 ms clock ticks, over a window at least as long.
+  const double cpu_s = *r.descendants_cores * static_cast<double>(end.time_ns - begin.time_ns) / 1e9;
+  EXPECT_GE(cpu_s, 0.18);
+  EXPECT_LE(*r.descendants_cores, 1.05) << "one single-threaded child: one core at most";
 }
 
 TEST(CpuUsageTest, SnapshotOfTheRealProc) {

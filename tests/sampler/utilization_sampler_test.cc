@@ -59,6 +59,7 @@ class FakeProc {
     write("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
   }
   ProcFs fs() const { return ProcFs(root_.string()); }
+  const fs::path& root() const { return root_; }
 
  private:
   fs::path root_;
@@ -137,6 +138,64 @@ TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
   EXPECT_NEAR(sum.series.at("cpu_other_threads_cores").mean, 0.25, 0.02)
       << "thread 101 is no lane: its quarter of a core competes with the worker";
   EXPECT_EQ(sum.unavailable.at("gpu"), "GPU sampling not requested");
+}
+
+TEST(UtilizationSamplerTest, DescendantProcessesAreSampledWithAllTheirThreads) {
+  // A PyTorch DataLoader's workers are processes: two children of the main thread, one of which
+  // forked a grandchild, and a child of another thread. Each one's CPU is that of all its threads.
+  FakeProc proc;
+  proc.baseline();
+  for (const char* d : {"proc/200/task/200", "proc/201/task/201", "proc/202/task/202",
+                        "proc/300/task/300"})
+    fs::create_directories(proc.root() / d);
+  proc.write("proc/self/task/101/children", "200 201 ");
+  proc.write("proc/self/task/102/children", "202 ");
+  proc.write("proc/201/task/201/children", "300 ");
+  for (const char* pid : {"200", "201", "202", "300"}) {
+    proc.write(std::string("proc/") + pid + "/stat", FakeProc::task_stat("pt_data_worker", 0));
+    proc.write(std::string("proc/") + pid + "/comm", "pt_data_worker\n");
+  }
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  sampler.sample(1 * kSecond);
+
+  const int hz = static_cast<int>(clock_ticks_per_second());
+  proc.write("proc/self/stat", FakeProc::task_stat("python3", hz / 10));
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", hz));       // one core
+  proc.write("proc/201/stat", FakeProc::task_stat("pt_data_worker", hz / 2));   // half
+  proc.write("proc/202/stat", FakeProc::task_stat("pt_data_worker", 3 * hz / 2));  // 2 threads
+  proc.write("proc/300/stat", FakeProc::task_stat("pt_data_worker", hz / 4));
+  const UtilizationSample s = sampler.sample(2 * kSecond);
+  ASSERT_EQ(s.children.size(), 4u);
+  double cores = 0;
+  for (const ProcessCpu& p : s.children) {
+    EXPECT_EQ(p.name, "pt_data_worker");
+    cores += p.cores;
+    if (p.pid == 202) {
+      EXPECT_NEAR(p.cores, 1.5, 1e-9) << "a process may take more than one core";
+    }
+  }
+  EXPECT_NEAR(cores, 3.25, 1e-9);
+  EXPECT_NEAR(sampler.summary().series.at("cpu_child_processes_cores").mean, 3.25, 1e-9);
+  EXPECT_EQ(sampler.summary().unavailable.count("child_processes"), 0u);
+
+  // A worker that exits between two samples drops out; a new one counts from its second sample.
+  proc.remove("proc/300");
+  proc.write("proc/201/task/201/children", "");
+  EXPECT_EQ(sampler.sample(3 * kSecond).children.size(), 3u);
+}
+
+TEST(UtilizationSamplerTest, WithoutChildrenFilesWorkerProcessesAreUnavailable) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  sampler.sample(1 * kSecond);
+  EXPECT_TRUE(sampler.sample(2 * kSecond).children.empty());
+  EXPECT_NE(sampler.summary().unavailable.at("child_processes").find("CONFIG_PROC_CHILDREN"),
+            std::string::npos);
 }
 
 TEST(UtilizationSamplerTest, MissingAndMalformedFilesAreUnavailableNeverACrash) {
