@@ -142,9 +142,10 @@ class NvmlSource final : public GpuSource {
     std::condition_variable_any wait_cv;
     while (!stop.stop_requested()) {
       for (std::size_t i = 0; i < devices_.size() && !stop.stop_requested(); ++i) {
+        const nvmlDevice device = devices_[i].handle;
         unsigned int tx = 0, rx = 0;
-        const bool tx_ok = nvml_.api.pcie_throughput(devices_[i].handle, kNvmlPcieTxBytes, &tx) == 0;
-        const bool rx_ok = nvml_.api.pcie_throughput(devices_[i].handle, kNvmlPcieRxBytes, &rx) == 0;
+        const bool tx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx) == 0;
+        const bool rx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx) == 0;
         std::lock_guard lock(pcie_mutex_);
         if (tx_ok) pcie_[i].tx_bytes_per_s = tx * 1024.0;  // NVML gives KB/s
         if (rx_ok) pcie_[i].rx_bytes_per_s = rx * 1024.0;

@@ -82,13 +82,11 @@ TEST(CuptiApiTest, TriesTheSonameOfItsHeadersFirst) {
 // use that one and load no second CUPTI, whatever the names it would otherwise try.
 TEST(CuptiApiTest, ACuptiLoadedAlreadyIsTheOnlyCandidate) {
   const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so"};
+  const std::string torchs = "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13";
   const std::vector<std::string> loaded = {
-      "/lib/x86_64-linux-gnu/libc.so.6",
-      "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13",
-      "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
-      "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13"};  // listed twice
-  EXPECT_EQ(cupti_candidates(loaded, names),
-            (std::vector<std::string>{"/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13"}));
+      "/lib/x86_64-linux-gnu/libc.so.6", torchs,
+      "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so", torchs};  // listed twice
+  EXPECT_EQ(cupti_candidates(loaded, names), (std::vector<std::string>{torchs}));
   // Another CUDA's CUPTI loaded: still the only candidate, so load_cupti refuses it by version
   // instead of loading a second one beside it.
   EXPECT_EQ(cupti_candidates({"/opt/cuda-12/lib64/libcupti.so.2024.1.0"}, names),
@@ -96,7 +94,8 @@ TEST(CuptiApiTest, ACuptiLoadedAlreadyIsTheOnlyCandidate) {
 }
 
 TEST(CuptiApiTest, WithNoCuptiLoadedTheNamesAreTried) {
-  const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib/libcupti.so.13"};
+  const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so",
+                                          "/usr/local/cuda/lib/libcupti.so.13"};
   EXPECT_EQ(cupti_candidates({}, names), names);
   // Only the file name counts: a folder named libcupti.so.13 or a library merely holding the
   // word is no CUPTI.

@@ -38,7 +38,9 @@ struct FakeNvml {
 FakeNvml* fake = nullptr;
 
 nvmlDevice handle_of(unsigned i) { return reinterpret_cast<nvmlDevice>(std::uintptr_t{i} + 1); }
-unsigned index_of(nvmlDevice d) { return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d) - 1); }
+unsigned index_of(nvmlDevice d) {
+  return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d) - 1);
+}
 
 nvmlReturn fake_init() { return ++fake->inits, fake->init_status; }
 nvmlReturn fake_shutdown() { return ++fake->shutdowns, 0; }
@@ -158,7 +160,8 @@ TEST_F(NvmlSourceTest, ReadDoesNotWaitForAPcieReading) {
   const std::vector<GpuSample> got = source->read();
   {
     std::lock_guard lock(nvml.mutex);
-    EXPECT_EQ(nvml.pcie_finished, 0) << "read() returned while the PCIe call was still blocked";
+    EXPECT_EQ(nvml.pcie_finished, 0)
+        << "read() waited for a PCIe call instead of returning while it was blocked";
     nvml.gate_open = true;
   }
   nvml.cv.notify_all();
