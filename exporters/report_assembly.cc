@@ -11,6 +11,7 @@
 #include "exporters/chrome_trace.h"
 #include "exporters/html_report.h"
 #include "exporters/json_report.h"
+#include "pinned_memory/device_probe.h"
 #include "profiler/gpu_trace.h"
 #include "profiler/loop_profiler.h"
 #include "profiler/stage_stats.h"
@@ -105,7 +106,13 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
                                             static_cast<std::uint64_t>(options.csv_max_mib) << 20);
   UtilizationSampler::Options so;
   so.hz = options.hz;
-  so.gpu = make_nvml_source();
+  // NVML numbers GPUs its own way; named by CUDA's index, series gpuN is the run's cuda:N.
+  std::optional<std::vector<std::string>> cuda_bus_ids;
+  if (const DeviceProbe cuda = probe_cuda(); cuda.available()) {
+    cuda_bus_ids.emplace(cuda.devices.back().index + 1);  // by CUDA index; "": no id
+    for (const CudaDevice& d : cuda.devices) (*cuda_bus_ids)[d.index] = d.pci_bus_id;
+  }
+  so.gpu = make_nvml_source(std::move(cuda_bus_ids));
   so.thread_names = [&spans] {
     std::map<int, std::string> names;
     for (const LaneInfo& lane : spans.lanes())

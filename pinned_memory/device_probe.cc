@@ -28,9 +28,14 @@ DeviceProbe probe_cuda() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    char bus_id[32] = {};  // the header asks for 13 characters at least
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, i) != cudaSuccess) {
+      bus_id[0] = '\0';
+      cudaGetLastError();
+    }
     probe.devices.push_back(CudaDevice{i, prop.name, prop.major, prop.minor,
                                        static_cast<std::uint64_t>(prop.totalGlobalMem),
-                                       prop.multiProcessorCount});
+                                       prop.multiProcessorCount, bus_id});
   }
   if (probe.devices.empty()) probe.unavailable_reason = "no CUDA device found";
 #else

@@ -14,6 +14,9 @@ struct CudaDevice {
   int compute_minor = 0;
   std::uint64_t memory_bytes = 0;
   int multiprocessors = 0;
+  // cudaDeviceGetPCIBusId's "0000:3B:00.0": how NVML's readings find this device (its index is
+  // CUDA's, after CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER); empty when CUDA did not say.
+  std::string pci_bus_id;
 };
 
 struct DeviceProbe {

@@ -2,6 +2,7 @@
 // Where GPU readings come from. Behind an interface so tests feed fabricated readings; the real
 // one loads NVML at run time (dlopen), so feedscope has no build dependency on the driver.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ class GpuSource {
 };
 
 // NVML through dlopen("libnvidia-ml.so.1"). Never throws: without a driver it reports why.
-std::unique_ptr<GpuSource> make_nvml_source();
+// `cuda_bus_ids`: the PCI bus ids of the CUDA devices this process sees, in CUDA's order
+// (cudaDeviceGetPCIBusId of cuda:0, cuda:1, ...). Given, each reading's GpuSample::index is the
+// CUDA index of its GPU, and GPUs the process's CUDA does not see are left out; nullopt (no CUDA
+// in the process), every GPU NVML sees, by NVML's index.
+std::unique_ptr<GpuSource> make_nvml_source(
+    std::optional<std::vector<std::string>> cuda_bus_ids = std::nullopt);
 
 }  // namespace feedscope

@@ -1,82 +1,114 @@
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "sampler/detail/nvml_api.h"
 #include "sampler/gpu_source.h"
+#include "sampler/pci_bus_id.h"
 
 namespace feedscope {
 
+namespace detail {
+
 namespace {
 
-// The few NVML declarations we need, from nvml.h (stable ABI; NVML_SUCCESS is 0).
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-constexpr int kPcieTx = 0, kPcieRx = 1, kClockSm = 1;
+template <typename Fn>
+bool bind(void* lib, Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
 
+// read() and unavailable_reason() are for one thread (the sampling thread). The PCIe readings
+// come from a thread of the source's own, because nvmlDeviceGetPcieThroughput waits out a ~20 ms
+// window per call (two per GPU), which would make a 10 Hz sampler's readings late and uneven;
+// NVML is thread-safe. The destructor stops and joins that thread before NVML shuts down.
 class NvmlSource final : public GpuSource {
  public:
-  NvmlSource() {
-    lib_ = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib_ == nullptr) {
-      const char* why = ::dlerror();
-      reason_ = why ? why : "dlopen(libnvidia-ml.so.1) failed";
+  NvmlSource(NvmlLibrary nvml, std::optional<std::vector<std::string>> cuda_bus_ids,
+             std::chrono::milliseconds pcie_period)
+      : nvml_(std::move(nvml)), pcie_period_(pcie_period) {
+    const NvmlApi& api = nvml_.api;
+    if (!nvml_.reason.empty()) {
+      reason_ = nvml_.reason;
       return;
     }
-    if (!bind(init_, "nvmlInit_v2") || !bind(shutdown_, "nvmlShutdown") ||
-        !bind(count_, "nvmlDeviceGetCount_v2") || !bind(handle_, "nvmlDeviceGetHandleByIndex_v2") ||
-        !bind(util_, "nvmlDeviceGetUtilizationRates") || !bind(memory_, "nvmlDeviceGetMemoryInfo")) {
-      reason_ = "libnvidia-ml.so.1 lacks a required function";
-      return;
-    }
-    bind(pcie_, "nvmlDeviceGetPcieThroughput");  // optional readings
-    bind(clock_, "nvmlDeviceGetClockInfo");
-    bind(power_, "nvmlDeviceGetPowerUsage");
-    if (const int status = init_(); status != 0) {
+    if (const nvmlReturn status = api.init(); status != 0) {
       reason_ = "nvmlInit_v2 failed with status " + std::to_string(status);
       return;
     }
     initialized_ = true;
     unsigned int count = 0;
-    if (count_(&count) != 0 || count == 0) {
+    if (api.device_count(&count) != 0 || count == 0) {
       reason_ = "NVML sees no GPU";
       return;
     }
+    std::vector<nvmlDevice> handles;
+    std::vector<std::string> nvml_bus_ids;
     for (unsigned int i = 0; i < count; ++i) {
-      nvmlDevice_t device = nullptr;
-      if (handle_(i, &device) == 0) devices_.push_back(device);
+      nvmlDevice device = nullptr;
+      if (api.handle_by_index(i, &device) != 0) continue;
+      handles.push_back(device);
+      NvmlPciInfo pci{};
+      if (api.pci_info && api.pci_info(device, &pci) == 0) {
+        pci.busId[sizeof(pci.busId) - 1] = '\0';
+        nvml_bus_ids.emplace_back(pci.busId);
+      } else {
+        nvml_bus_ids.emplace_back();
+      }
     }
+    if (!cuda_bus_ids) {
+      for (std::size_t i = 0; i < handles.size(); ++i)
+        devices_.push_back({handles[i], static_cast<int>(i)});
+    } else {
+      const std::vector<int> cuda = cuda_index_of_nvml_devices(nvml_bus_ids, *cuda_bus_ids);
+      for (std::size_t i = 0; i < handles.size(); ++i)
+        if (cuda[i] >= 0) devices_.push_back({handles[i], cuda[i]});
+      std::sort(devices_.begin(), devices_.end(),
+                [](const Device& a, const Device& b) { return a.index < b.index; });
+      if (devices_.empty()) reason_ = unmatched_reason(nvml_bus_ids, *cuda_bus_ids);
+    }
+    if (devices_.empty() && reason_.empty()) reason_ = "NVML gives no handle to any of its GPUs";
+    pcie_.assign(devices_.size(), {});
+    if (api.pcie_throughput && !devices_.empty())
+      pcie_thread_ = std::jthread([this](std::stop_token stop) { refresh_pcie(stop); });
   }
+
   ~NvmlSource() override {
-    if (initialized_) shutdown_();
-    if (lib_) ::dlclose(lib_);
+    pcie_thread_.request_stop();
+    if (pcie_thread_.joinable()) pcie_thread_.join();
+    if (initialized_) nvml_.api.shutdown();
   }
 
   std::vector<GpuSample> read() override {
+    const NvmlApi& api = nvml_.api;
     std::vector<GpuSample> out;
     for (std::size_t i = 0; i < devices_.size(); ++i) {
+      const nvmlDevice device = devices_[i].handle;
       GpuSample s;
-      s.index = static_cast<int>(i);
-      nvmlUtilization_t u{};
-      if (util_(devices_[i], &u) == 0) {
+      s.index = devices_[i].index;
+      NvmlUtilization u{};
+      if (api.utilization(device, &u) == 0) {
         s.util_ratio = u.gpu / 100.0;
         s.memory_util_ratio = u.memory / 100.0;
       }
-      nvmlMemory_t m{};
-      if (memory_(devices_[i], &m) == 0) {
+      NvmlMemory m{};
+      if (api.memory(device, &m) == 0) {
         s.memory_used_bytes = m.used;
         s.memory_total_bytes = m.total;
       }
       unsigned int value = 0;
-      if (pcie_ && pcie_(devices_[i], kPcieTx, &value) == 0) s.pcie_tx_bytes_per_s = value * 1024.0;
-      if (pcie_ && pcie_(devices_[i], kPcieRx, &value) == 0) s.pcie_rx_bytes_per_s = value * 1024.0;
-      if (clock_ && clock_(devices_[i], kClockSm, &value) == 0) s.sm_clock_mhz = value;
-      if (power_ && power_(devices_[i], &value) == 0) s.power_watts = value / 1000.0;
+      if (api.clock_info && api.clock_info(device, kNvmlClockSm, &value) == 0)
+        s.sm_clock_mhz = value;
+      if (api.power_usage && api.power_usage(device, &value) == 0) s.power_watts = value / 1000.0;
+      {
+        std::lock_guard lock(pcie_mutex_);
+        s.pcie_tx_bytes_per_s = pcie_[i].tx_bytes_per_s;
+        s.pcie_rx_bytes_per_s = pcie_[i].rx_bytes_per_s;
+      }
       out.push_back(s);
     }
     return out;
@@ -85,28 +117,94 @@ class NvmlSource final : public GpuSource {
   std::string unavailable_reason() const override { return devices_.empty() ? reason_ : ""; }
 
  private:
-  template <typename Fn>
-  bool bind(Fn& fn, const char* name) {
-    fn = reinterpret_cast<Fn>(::dlsym(lib_, name));
-    return fn != nullptr;
+  struct Device {
+    nvmlDevice handle;
+    int index;  // the name its samples carry
+  };
+  struct Pcie {
+    double tx_bytes_per_s = 0;
+    double rx_bytes_per_s = 0;
+  };
+
+  static std::string unmatched_reason(const std::vector<std::string>& nvml,
+                                      const std::vector<std::string>& cuda) {
+    const auto join = [](const std::vector<std::string>& ids) {
+      std::string s;
+      for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + (id.empty() ? "?" : id);
+      return s.empty() ? std::string("none") : s;
+    };
+    return "none of the " + std::to_string(nvml.size()) + " GPU(s) NVML sees (PCI " + join(nvml) +
+           ") is a CUDA device of this process (PCI " + join(cuda) + ")";
   }
-  void* lib_ = nullptr;
+
+  void refresh_pcie(std::stop_token stop) {
+    std::mutex wait_mutex;
+    std::condition_variable_any wait_cv;
+    while (!stop.stop_requested()) {
+      for (std::size_t i = 0; i < devices_.size() && !stop.stop_requested(); ++i) {
+        const nvmlDevice device = devices_[i].handle;
+        unsigned int tx = 0, rx = 0;
+        const bool tx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx) == 0;
+        const bool rx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx) == 0;
+        std::lock_guard lock(pcie_mutex_);
+        if (tx_ok) pcie_[i].tx_bytes_per_s = tx * 1024.0;  // NVML gives KB/s
+        if (rx_ok) pcie_[i].rx_bytes_per_s = rx * 1024.0;
+      }
+      std::unique_lock lock(wait_mutex);
+      wait_cv.wait_for(lock, stop, pcie_period_, [] { return false; });
+    }
+  }
+
+  NvmlLibrary nvml_;
+  std::chrono::milliseconds pcie_period_;
   bool initialized_ = false;
   std::string reason_;
-  std::vector<nvmlDevice_t> devices_;
-  int (*init_)() = nullptr;
-  int (*shutdown_)() = nullptr;
-  int (*count_)(unsigned int*) = nullptr;
-  int (*handle_)(unsigned int, nvmlDevice_t*) = nullptr;
-  int (*util_)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
-  int (*memory_)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  int (*pcie_)(nvmlDevice_t, int, unsigned int*) = nullptr;
-  int (*clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
-  int (*power_)(nvmlDevice_t, unsigned int*) = nullptr;
+  std::vector<Device> devices_;  // set in the constructor, read-only after
+
+  // Below state is shared with the PCIe thread, guarded by pcie_mutex_.
+  std::mutex pcie_mutex_;
+  std::vector<Pcie> pcie_;  // by position in devices_
+
+  std::jthread pcie_thread_;
 };
 
 }  // namespace
 
-std::unique_ptr<GpuSource> make_nvml_source() { return std::make_unique<NvmlSource>(); }
+NvmlLibrary load_nvml(const char* name) {
+  NvmlLibrary out;
+  void* lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    out.reason = why ? why : std::string("dlopen(") + name + ") failed";
+    return out;
+  }
+  out.library = std::shared_ptr<void>(lib, [](void* l) { ::dlclose(l); });
+  NvmlApi& a = out.api;
+  if (!bind(lib, a.init, "nvmlInit_v2") || !bind(lib, a.shutdown, "nvmlShutdown") ||
+      !bind(lib, a.device_count, "nvmlDeviceGetCount_v2") ||
+      !bind(lib, a.handle_by_index, "nvmlDeviceGetHandleByIndex_v2") ||
+      !bind(lib, a.utilization, "nvmlDeviceGetUtilizationRates") ||
+      !bind(lib, a.memory, "nvmlDeviceGetMemoryInfo")) {
+    out.reason = std::string(name) + " lacks a required function";
+    return out;
+  }
+  bind(lib, a.pcie_throughput, "nvmlDeviceGetPcieThroughput");  // optional readings
+  bind(lib, a.clock_info, "nvmlDeviceGetClockInfo");
+  bind(lib, a.power_usage, "nvmlDeviceGetPowerUsage");
+  bind(lib, a.pci_info, "nvmlDeviceGetPciInfo_v3");
+  return out;
+}
+
+std::unique_ptr<GpuSource> make_nvml_source(NvmlLibrary nvml,
+                                            std::optional<std::vector<std::string>> cuda_bus_ids,
+                                            std::chrono::milliseconds pcie_period) {
+  return std::make_unique<NvmlSource>(std::move(nvml), std::move(cuda_bus_ids), pcie_period);
+}
+
+}  // namespace detail
+
+std::unique_ptr<GpuSource> make_nvml_source(std::optional<std::vector<std::string>> cuda_bus_ids) {
+  return detail::make_nvml_source(detail::load_nvml(), std::move(cuda_bus_ids));
+}
 
 }  // namespace feedscope

@@ -36,11 +36,12 @@ struct PressureSample {          // /proc/pressure/<resource>, avg10 as a ratio 
 };
 
 struct GpuSample {
-  int index = 0;
+  int index = 0;                 // the CUDA index the process sees (cuda:N); see make_nvml_source
   double util_ratio = 0;         // NVML utilization.gpu / 100: a kernel ran in the period
   double memory_util_ratio = 0;  // NVML utilization.memory / 100
   std::uint64_t memory_used_bytes = 0;
   std::uint64_t memory_total_bytes = 0;
+  // The latest of NVML's ~20 ms PCIe windows, read off the sampling thread; 0 until the first.
   double pcie_tx_bytes_per_s = 0;
   double pcie_rx_bytes_per_s = 0;
   double sm_clock_mhz = 0;

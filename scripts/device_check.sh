@@ -1,35 +1,43 @@
 #!/usr/bin/env bash
-# Builds feedscope on a lent GPU machine and runs its test suite and GPU measurements there, in one
-# command from the repository root. That machine reaches no package registry: the Debian packages
-# feedscope needs travel as .deb files that scripts/device_prepare.sh fetched beforehand, and are
-# unpacked here into a prefix outside / (never into /: that can break the machine). libtorch is the
-# machine's own CUDA one, from python3's torch. The device tool's call:
+# Builds feedscope on a lent GPU machine and runs there what CI cannot: the tests that need a GPU,
+# and the GPU measurements. That machine reaches no package registry: the Debian packages feedscope
+# needs travel as .deb files that scripts/device_prepare.sh fetched beforehand, and are unpacked
+# here into a prefix outside / (never into /: that can break the machine). libtorch is the
+# machine's own CUDA one, from python3's torch.
 #
-#   run(command: "bash scripts/device_check.sh", carry: [".device-debs"])
+# A device call runs at most 10 minutes, and the machine stays warm only 30 s after it, so each
+# phase starts from a bare machine and does everything it needs in one call, within a deadline:
 #
-# usage: scripts/device_check.sh [--allow-no-gpu] [--torch-prefix DIR|system] [PHASE...]
-#   PHASE      build | test | measure | all (the default: all three, in one 10-minute command)
-#     build    unpack the .debs into the prefix, configure (Release, CUDA on, sm_90), build
-#              everything and the benchmarks; print where each library came from
-#     test     ctest, the whole suite; list what skipped and why; fail if a GPU test skipped
-#     measure  H2D bandwidth (bench/h2d_bench), the loader's copy overlapped with a step, and the
-#              classic cases as feedscope runs, each writing its report.json
-#   test and measure first build what is missing (a no-op when `build` ran in an earlier call on
-#   the same machine, which stays warm 30 s after a call and keeps the build folder).
+#   call 1: run(command: "bash scripts/device_check.sh gpu-tests", carry: [".device-debs"])
+#   call 2: run(command: "bash scripts/device_check.sh measure",   carry: [".device-debs"])
+#
+# usage: scripts/device_check.sh [--allow-no-gpu] [--torch-prefix DIR|system] PHASE
+#   PHASE      gpu-tests | measure (one a call; both in one command only for a dry run here)
+#     gpu-tests  unpack the .debs into the prefix, configure (Release, CUDA on, sm_90), build every
+#                test with all the machine's cores, print the compiler and where each library came
+#                from; run the tests that need a GPU (ctest -R "$GPU_TESTS": every *Gpu* test and
+#                the loaders of CUPTI, NVML and the CUDA probe); list what skipped and why; fail if
+#                a GPU test skipped. CI runs every other test.
+#     measure    unpack, configure and build only what the measurements run (feedscope,
+#                h2d_bench, item_sync_bench); print which libcupti a GPU run loaded; H2D bandwidth
+#                (bench/h2d_bench), the loader's copy hidden behind a step, and the classic cases
+#                as feedscope runs, each writing its report.json. Every measurement has a time
+#                budget, and none starts, or runs on, past the deadline.
 #   --allow-no-gpu   a dry run on a machine without a GPU: the GPU tests and measurements then
 #                    say "no device" without making the exit code non-zero
 #   --torch-prefix   where TorchConfig.cmake is found: DIR, or 'system' for CMake's own search
 #                    (Debian's libtorch-dev); default: python3's torch.utils.cmake_prefix_path
 #
 # Environment: OUT (results; the device tool sets it; default BUILD_DIR/device-out),
-# BUILD_DIR (build-device), FEEDSCOPE_DEPS_PREFIX (/tmp/fsdeps), FEEDSCOPE_DEVICE_DEADLINE_S (560:
-# measurements that would end past it are skipped, so the summary is written before the device
-# tool's 10-minute limit), FS_IMAGES_MODEL (the classic image run's model options), JOBS (build and
-# ctest parallelism; default: every core).
+# BUILD_DIR (build-device), FEEDSCOPE_DEPS_PREFIX (/tmp/fsdeps), FEEDSCOPE_DEVICE_DEADLINE_S (480,
+# counted from the script's start: what would end past it is skipped or stopped, so the summary
+# is written well inside the device tool's 10-minute limit), FS_IMAGES_MODEL (the classic image
+# run's model options), JOBS (build parallelism; default: every core), GPU_TESTS (the ctest regex
+# of gpu-tests).
 #
 # What comes back under $OUT: device_check.log (everything printed), summary.md (the key figures)
 # and reports.tar.gz (every report.json, trace.json of the GPU runs, bench output, ctest's JUnit).
-# Exit code: 0 when everything built, every test passed, no GPU test skipped and every
+# Exit code: 0 when the phase built, its tests passed with no GPU test skipped, and every
 # measurement ran; 1 otherwise; 2 bad usage.
 set -uo pipefail  # no -e: a failed measurement is recorded and the next one still runs
 
@@ -39,9 +47,10 @@ build="${BUILD_DIR:-$root/build-device}"
 out="${OUT:-$build/device-out}"
 debs="$root/.device-debs"
 work="$build/device-work"
-deadline_s="${FEEDSCOPE_DEVICE_DEADLINE_S:-560}"
+deadline_s="${FEEDSCOPE_DEVICE_DEADLINE_S:-480}"
 images_model="${FS_IMAGES_MODEL:---model cnn --hidden 1024 --layers 4}"
 jobs="${JOBS:-$(nproc)}"
+gpu_tests="${GPU_TESTS:-Gpu|CuptiApiTest|CuptiProbe|NvmlLibraryTest|NvmlSourceTest|DeviceProbe}"
 
 usage() { sed -n '2,/^set -uo/{/^#/{s/^# \{0,1\}//;p}}' "${BASH_SOURCE[0]}"; }
 
@@ -55,14 +64,13 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { usage >&2; exit 2; }
       torch_prefix="$2"
       shift ;;
-    build|test|measure) phases+=("$1") ;;
-    all) phases+=(build test measure) ;;
+    gpu-tests|measure) phases+=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) echo "device_check: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#phases[@]} -gt 0 ] || phases=(build test measure)
+[ ${#phases[@]} -gt 0 ] || { echo "device_check: name a phase: gpu-tests or measure" >&2; usage >&2; exit 2; }
 case "$prefix" in
   /|/usr|/usr/*|"") echo "device_check: FEEDSCOPE_DEPS_PREFIX=$prefix would unpack over the system" >&2; exit 2 ;;
 esac
@@ -264,7 +272,11 @@ report_resolution() {
   return $bad
 }
 
-do_build() {
+# build TARGET...: unpacks the .debs, configures where there is no build folder yet (a bare
+# machine), builds the targets with every core; prints the compiler and where each library came
+# from. A build folder kept from an earlier call on a still-warm machine only builds what changed.
+build() {
+  local begin=$SECONDS
   unpack_debs || { fail "unpacking the .debs"; return 1; }
   use_prefix
   if [ ! -f "$build/build.ninja" ]; then
@@ -275,57 +287,47 @@ do_build() {
       "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include/$multiarch" \
       || { fail "configure"; rm -f "$build/build.ninja"; return 1; }
   fi
-  section "build ($jobs jobs)"
+  # This machine's compiler, not CI's GCC 12: what built the binaries measured here.
+  local lang
+  for lang in CXX CUDA; do
+    echo "device_check: the $lang compiler CMake chose: $(sed -n -E \
+      "s/^set\(CMAKE_${lang}_COMPILER(_ID|_VERSION)? \"(.*)\"\)$/\2/p" \
+      "$build"/CMakeFiles/*/"CMake${lang}Compiler.cmake" | tr '\n' ' ')"
+  done
+  section "build ($jobs jobs): $*"
   local log="$work/build.log"
-  if ! cmake --build "$build" -j "$jobs" 2>&1 | tee "$log"; then
-    fail "build"
-    return 1
-  fi
-  if ! cmake --build "$build" -j "$jobs" --target benches 2>&1 | tee -a "$log"; then
-    fail "build of the benchmarks"
+  if ! cmake --build "$build" -j "$jobs" --target "$@" 2>&1 | tee "$log"; then
+    fail "build of $*"
     return 1
   fi
   echo "device_check: $(grep -c 'warning:' "$log") compiler warning lines in what this call built" \
        "(warnings are not errors here: FEEDSCOPE_WERROR=OFF)"
   report_resolution | tee "$work/resolution.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail "a library came from outside $prefix (above)"
+  phase_times+=("build $((SECONDS - begin)) s")
+  echo "device_check: configure and build took $((SECONDS - begin)) s"
   return 0
 }
 
-ensure_built() {
-  if [ -f "$build/build.ninja" ] && [ -x "$build/cli/feedscope" ]; then
-    unpack_debs >/dev/null || { fail "unpacking the .debs"; return 1; }
-    use_prefix
-    if ! cmake --build "$build" -j "$jobs" --target all benches >/dev/null; then
-      fail "incremental build"
-      return 1
-    fi
-    return 0
-  fi
-  do_build
-}
-
 # --- test -------------------------------------------------------------------------------------------
-do_test() {
-  ensure_built || return 1
-  section "ctest ($jobs jobs)"
+do_gpu_tests() {
+  build all || return 1
+  section "the tests that need a GPU: ctest -R '$gpu_tests'"
   local junit="$work/ctest.xml" rc left=$((deadline_s - SECONDS))
   rm -f "$junit"
-  if [ $left -lt 60 ]; then
-    fail "ctest skipped: ${left} s left before the ${deadline_s} s deadline; run the test phase in a call of its own"
+  if [ $left -lt 30 ]; then
+    fail "GPU tests not run: ${left} s left before the ${deadline_s} s deadline"
     return 1
   fi
-  # The torchvision parity test's reference: this machine's python3 where it has torchvision
-  # (there is no Debian python3-torchvision here).
-  if [ -z "${FEEDSCOPE_PYTHON:-}" ] && python3 -c 'import torchvision' 2>/dev/null; then
-    export FEEDSCOPE_PYTHON="$(command -v python3)"
-  fi
+  # Four at a time: the GPU tests share one device, and some time what it does.
   timeout -s INT -k 10 "$left" \
-    ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$jobs" --output-junit "$junit"
+    ctest --test-dir "$build" -R "$gpu_tests" --output-on-failure --timeout 300 -j 4 \
+          --output-junit "$junit"
   rc=$?
-  [ $rc -ne 124 ] || fail "ctest stopped at the ${deadline_s} s deadline; run the test phase in a call of its own"
+  [ $rc -ne 124 ] || fail "ctest stopped at the ${deadline_s} s deadline"
   [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "ctest: some tests failed (above)"
   [ -f "$junit" ] || { fail "ctest wrote no $junit"; return 1; }
+  grep -q '<testcase' "$junit" || { fail "ctest -R '$gpu_tests' found no test"; return 1; }
   # Which tests skipped, why, and whether a GPU test is among them: a test named *GpuTest.* or
   # *.Gpu*, or one that skipped for want of a device, must run on this machine.
   local verdict
@@ -365,6 +367,38 @@ EOF
 
 # --- measure ----------------------------------------------------------------------------------------
 steps_tsv="$work/reports/steps.tsv"
+# watch_maps FILE COMMAND...: runs COMMAND, appending to FILE the CUDA libraries its
+# /proc/PID/maps shows while it runs (which libcupti it traced with, and whether there were two).
+watch_maps() {
+  local file="$1" pid
+  shift
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    grep -oE '/[^[:space:]]*/lib(cupti|cudart|cuda|nvidia-ml|torch_cuda)\.so[^[:space:]]*' \
+      "/proc/$pid/maps" 2>/dev/null | sort -u >>"$file"
+    sleep 0.2
+  done
+  wait "$pid"
+}
+export -f watch_maps
+
+# The libraries watch_maps saw; more than one libcupti in one process fails the phase, and so does
+# none in a GPU run (its gpu_trace would be unavailable).
+report_maps() {
+  local file="$1" cuptis
+  [ -f "$file" ] || { echo "device_check: no $file"; return 0; }
+  sort -u -o "$file" "$file"
+  echo "device_check: CUDA libraries the GPU run mapped (/proc/PID/maps):"
+  sed 's/^/  /' "$file"
+  cuptis="$(grep -c '/libcupti\.so' "$file")"
+  if [ "$cuptis" -gt 1 ]; then
+    fail "the GPU run mapped $cuptis libcupti files: two CUPTIs in one process"
+  elif [ "$cuptis" -eq 0 ] && [ $gpu_present -eq 1 ]; then
+    fail "the GPU run mapped no libcupti: it traced nothing"
+  fi
+}
+
 # step NAME SECONDS COMMAND...: runs one measurement, its output also into reports/NAME.log, unless
 # fewer than SECONDS remain before the deadline. A GPU step's "no device" (exit 77, or exit 4 from
 # feedscope) is a failure only where there is a GPU.
@@ -377,9 +411,12 @@ step() {
     fail "$name skipped for time"
     return 0
   fi
-  section "$name"
+  # Up to three times the budget when it overruns, never past the deadline.
+  local limit=$((estimate * 3 + 30))
+  [ $limit -le $((deadline_s - SECONDS)) ] || limit=$((deadline_s - SECONDS))
+  section "$name (budget ${estimate} s, stopped after ${limit} s)"
   echo "+ $*"
-  timeout -s INT -k 10 $((estimate * 3 + 30)) "$@" 2>&1 | tee "$work/reports/$name.log"
+  timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee "$work/reports/$name.log"
   rc=${PIPESTATUS[0]}
   printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - begin))" >>"$steps_tsv"
   if [ "$rc" -ne 0 ]; then
@@ -393,7 +430,12 @@ step() {
 }
 
 do_measure() {
-  ensure_built || return 1
+  build feedscope h2d_bench item_sync_bench || return 1
+  # Where python3's torch keeps its own CUPTI, if its wheel ships one: the one a GPU run should use.
+  python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null |
+    while read -r site; do
+      echo "device_check: libcupti files under $site: $(find "$site" -name 'libcupti.so*' 2>/dev/null | tr '\n' ' ')"
+    done
   local fs="$build/cli/feedscope" rep="$work/reports" images="$work/images" count=1024
   rm -rf "$rep"
   mkdir -p "$rep"
@@ -405,7 +447,10 @@ do_measure() {
   # 2. The classic cases. A 3->100->3 MLP at batch 100: launch overhead on the GPU, against the CPU.
   local mlp=(--dataset synthetic:3 --classes 3 --model mlp --hidden 100 --layers 1 --batch-size 100
              --num-workers 1 --steps 1000 --warmup 50)
-  step mlp-gpu 25 "$fs" run "${mlp[@]}" --device cuda --report-dir "$rep/mlp-gpu"
+  rm -f "$rep/mlp-gpu.maps"
+  step mlp-gpu 25 bash -c 'watch_maps "$@"' _ "$rep/mlp-gpu.maps" \
+    "$fs" run "${mlp[@]}" --device cuda --report-dir "$rep/mlp-gpu"
+  report_maps "$rep/mlp-gpu.maps"
   step mlp-cpu 25 "$fs" run "${mlp[@]}" --device cpu --report-dir "$rep/mlp-cpu"
   # A 1000x1000 matmul loop with an .item() in every iteration, against one at the end.
   step sync-step 25 "$build/bench/item_sync_bench" --sync step --report-dir "$rep/sync-step"
@@ -450,6 +495,9 @@ if t:
     lines += [f"tests: {t['tests']} run, {len(t['failed'])} failed, {len(t['skipped'])} skipped; "
               f"GPU tests skipped: {', '.join(t['gpu_tests_skipped']) or 'none'}", ""]
     lines += [f"- skipped: {s['name']}: {s['reason']}" for s in t["skipped"]] + [""]
+if os.path.exists(os.path.join(rep, "mlp-gpu.maps")):
+    libs = sorted(set(open(os.path.join(rep, "mlp-gpu.maps")).read().split()))
+    lines += ["CUDA libraries mapped by the mlp-gpu run: " + (", ".join(libs) or "none"), ""]
 steps = {}
 if os.path.exists(os.path.join(rep, "steps.tsv")):
     for row in open(os.path.join(rep, "steps.tsv")):
@@ -467,7 +515,8 @@ if h:
                      f"{r['engine_pinned_gbps'] / r['engine_pageable_gbps']:.2f} |")
     o = h["overlap"]
     lines += ["", f"Copy overlapped with the step ({o['batch_bytes'] >> 20} MiB batches, {o['workers']} workers), ms per step: "
-              f"loader alone {o['loader_ms']:.2f}, copy alone {o['copy_ms']:.2f}, step alone {o['step_ms']:.2f}, "
+              f"loader alone {o['loader_ms']:.2f}, copy alone (the engine's timing of the copy) {o['copy_ms']:.2f}, "
+              f"loader + copy {o.get('loader_copy_ms', float('nan')):.2f}, step alone {o['step_ms']:.2f}, "
               f"step with the copy running ahead {o['with_prefetch_ms']:.2f} "
               f"(hidden would be {max(o['step_ms'], o['copy_ms']):.2f}, in series {o['step_ms'] + o['copy_ms']:.2f}): "
               f"{100 * o['hidden_fraction']:.0f} % of the copy hidden", ""]
@@ -525,8 +574,7 @@ EOF
 
 for phase in "${phases[@]}"; do
   case "$phase" in
-    build) timed build do_build ;;
-    test) timed test do_test ;;
+    gpu-tests) timed gpu-tests do_gpu_tests ;;
     measure) timed measure do_measure ;;
   esac
 done

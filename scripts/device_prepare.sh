@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs HERE, on Debian 12 with apt: downloads into .device-debs/ the .deb files that
-# scripts/device_check.sh unpacks on a lent GPU machine, which reaches no package registry. They
-# are the -dev packages of the libraries scripts/setup.sh installs, and the shared libraries those
-# need to build and run, less what every system that runs nvcc and python3 already has (the
-# exclusions below, each with why). No root needed: `apt-get download` only fetches. Idempotent:
-# a file already there is kept, one no longer wanted is removed. Prints the total size, which
-# travels with every device call (64 MiB limit for the whole working tree).
+# scripts/device_check.sh unpacks on a lent GPU machine (again in each of its two calls, each from
+# a bare machine), which reaches no package registry. They are the -dev packages of the libraries
+# scripts/setup.sh installs, and the shared libraries those need to build and run, less what every
+# system that runs nvcc and python3 already has (the exclusions below, each with why). No root
+# needed: `apt-get download` only fetches. Idempotent: a file already there is kept, one no longer
+# wanted is removed. Prints the total size, which travels with every device call (64 MiB limit for
+# the whole working tree).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$root/.device-debs"
@@ -143,3 +144,5 @@ bytes="$(cat "$out"/*.deb | wc -c)"
 echo "device_prepare: ${#files[@]} packages in $out, $((bytes / 1024)) KiB" \
      "($(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1048576}') MiB of the 64 MiB a device call carries)"
 echo "device_prepare: left out (see the script for why): ${skipped[*]}"
+echo "device_prepare: next, two device calls, each with carry [\".device-debs\"] (README: On a GPU" \
+     "machine): 'bash scripts/device_check.sh gpu-tests', then 'bash scripts/device_check.sh measure'"

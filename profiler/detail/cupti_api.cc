@@ -1,8 +1,11 @@
 #include "profiler/detail/cupti_api.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 namespace feedscope::detail {
 
@@ -75,6 +78,31 @@ std::string try_load(const std::string& name, CuptiLibrary& out) {
 
 }  // namespace
 
+std::vector<std::string> loaded_object_paths() {
+  std::vector<std::string> paths;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0')  // "": the program itself
+          static_cast<std::vector<std::string>*>(out)->emplace_back(info->dlpi_name);
+        return 0;
+      },
+      &paths);
+  return paths;
+}
+
+std::vector<std::string> cupti_candidates(const std::vector<std::string>& loaded,
+                                          const std::vector<std::string>& names) {
+  std::vector<std::string> found;
+  for (const std::string& path : loaded) {
+    const std::size_t slash = path.rfind('/');  // npos + 1: the whole path
+    const std::string_view file = std::string_view(path).substr(slash + 1);
+    if (file.starts_with("libcupti.so") &&
+        std::find(found.begin(), found.end(), path) == found.end())
+      found.push_back(path);
+  }
+  return found.empty() ? names : found;
+}
+
 std::vector<std::string> cupti_library_names() {
   std::vector<std::string> names = {"libcupti.so." + std::to_string(kMajor), "libcupti.so"};
 #ifdef FEEDSCOPE_CUPTI_LIBRARY_DIR
@@ -99,7 +127,8 @@ CuptiLibrary load_cupti(const std::vector<std::string>& names) {
 }
 
 const CuptiLibrary& cupti() {
-  static const CuptiLibrary library = load_cupti(cupti_library_names());
+  static const CuptiLibrary library =
+      load_cupti(cupti_candidates(loaded_object_paths(), cupti_library_names()));
   return library;
 }
 

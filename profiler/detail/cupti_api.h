@@ -28,7 +28,7 @@ struct CuptiApi {
 struct CuptiLibrary {
   bool loaded = false;
   CuptiApi api;         // every pointer set when loaded
-  std::string name;     // the name dlopen loaded it by
+  std::string name;     // the name dlopen loaded it by (a path when it was loaded already)
   std::string reason;   // when not loaded, per name tried: "libcupti.so.13 not found: <dlerror>"
 };
 
@@ -37,12 +37,24 @@ struct CuptiLibrary {
 // configure time, which the dynamic loader may not search (extras/CUPTI/lib64).
 std::vector<std::string> cupti_library_names();
 
+// The paths of the shared objects loaded in this process now (dl_iterate_phdr), in load order.
+std::vector<std::string> loaded_object_paths();
+
+// What load_cupti tries: a CUPTI the process has loaded already (an object whose file name starts
+// with "libcupti.so" among `loaded`, e.g. the one a CUDA torch brought in from its own pip
+// package), and then nothing else, since two CUPTIs in one process would both hook the same
+// driver; only when none is loaded, `names`. dlopen of a loaded object's path opens that object
+// again, no second copy.
+std::vector<std::string> cupti_candidates(const std::vector<std::string>& loaded,
+                                          const std::vector<std::string>& names);
+
 // Loads the first of `names` that dlopen opens, has every entry point of CuptiApi and is the
 // CUPTI major version of the headers (its records have their layouts). A loaded library stays
 // loaded: CUPTI may call back until the process exits.
 CuptiLibrary load_cupti(const std::vector<std::string>& names);
 
-// The process's CUPTI, loaded from cupti_library_names() on first use. Thread-safe.
+// The process's CUPTI: cupti_candidates(loaded_object_paths(), cupti_library_names()) on first
+// use. Thread-safe.
 const CuptiLibrary& cupti();
 
 }  // namespace feedscope::detail

@@ -30,6 +30,11 @@ TEST(DeviceProbeGpuTest, DescribesEveryDevice) {
   for (const CudaDevice& d : probe.devices) {
     EXPECT_GE(d.compute_major, 5);
     EXPECT_GT(d.multiprocessors, 0);
+    // "0000:3B:00.0", the spelling sampler/pci_bus_id.h matches against NVML's.
+    ASSERT_EQ(d.pci_bus_id.size(), 12u) << d.pci_bus_id;
+    EXPECT_EQ(d.pci_bus_id[4], ':');
+    EXPECT_EQ(d.pci_bus_id[7], ':');
+    EXPECT_EQ(d.pci_bus_id[10], '.');
   }
 }
 

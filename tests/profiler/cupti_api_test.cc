@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/temp_dir.h"
@@ -75,6 +78,56 @@ TEST(CuptiApiTest, TriesTheSonameOfItsHeadersFirst) {
     EXPECT_EQ(names[i].front(), '/') << "a configured path is absolute: " << names[i];
 }
 
+// A CUDA torch loads its own libcupti (from the pip package nvidia/cu13/lib, say); feedscope must
+// use that one and load no second CUPTI, whatever the names it would otherwise try.
+TEST(CuptiApiTest, ACuptiLoadedAlreadyIsTheOnlyCandidate) {
+  const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so"};
+  const std::string torchs = "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13";
+  const std::vector<std::string> loaded = {
+      "/lib/x86_64-linux-gnu/libc.so.6", torchs,
+      "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so", torchs};  // listed twice
+  EXPECT_EQ(cupti_candidates(loaded, names), (std::vector<std::string>{torchs}));
+  // Another CUDA's CUPTI loaded: still the only candidate, so load_cupti refuses it by version
+  // instead of loading a second one beside it.
+  EXPECT_EQ(cupti_candidates({"/opt/cuda-12/lib64/libcupti.so.2024.1.0"}, names),
+            (std::vector<std::string>{"/opt/cuda-12/lib64/libcupti.so.2024.1.0"}));
+}
+
+TEST(CuptiApiTest, WithNoCuptiLoadedTheNamesAreTried) {
+  const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so",
+                                          "/usr/local/cuda/lib/libcupti.so.13"};
+  EXPECT_EQ(cupti_candidates({}, names), names);
+  // Only the file name counts: a folder named libcupti.so.13 or a library merely holding the
+  // word is no CUPTI.
+  EXPECT_EQ(cupti_candidates({"/libcupti.so.13/libc.so.6", "/usr/lib/libnvcupti.so.1",
+                              "/usr/lib/libcupti_extra.so", "libfoo.so"},
+                             names),
+            names);
+}
+
+// The same through the dynamic loader: a library the process loaded as libcupti.so.12 is found
+// among the loaded objects and handed to load_cupti instead of the names; its version is refused.
+// (Another test of this process may have loaded the real CUPTI: it is a candidate too.)
+TEST(CuptiApiTest, AnAlreadyLoadedLibcuptiIsFoundAmongTheLoadedObjects) {
+  feedscope::testing::TempDir dir;
+  const std::string path = (dir / "libcupti.so.12").string();
+  std::filesystem::copy_file(FAKE_CUPTI_CUDA12, path);
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << ::dlerror();
+  const std::vector<std::string> candidates =
+      cupti_candidates(loaded_object_paths(), cupti_library_names());
+  std::string found;
+  for (const std::string& c : candidates) {
+    EXPECT_NE(c.find("/libcupti.so"), std::string::npos) << "only loaded CUPTIs, no name: " << c;
+    if (std::filesystem::equivalent(c, path)) found = c;
+  }
+  const CuptiLibrary lib = found.empty() ? CuptiLibrary{} : load_cupti({found});
+  ::dlclose(handle);
+  ASSERT_FALSE(found.empty()) << "the loaded libcupti.so.12 is not among the candidates";
+  EXPECT_FALSE(lib.loaded);
+  EXPECT_EQ(lib.reason.rfind(found + " is CUPTI API version 120000", 0), 0u) << lib.reason;
+}
+
 // The process's CUPTI: loaded with every entry point, or a reason naming the first name tried.
 TEST(CuptiApiTest, TheProcessesCuptiIsLoadedOrSaysWhy) {
   const CuptiLibrary& lib = cupti();
@@ -85,7 +138,9 @@ TEST(CuptiApiTest, TheProcessesCuptiIsLoadedOrSaysWhy) {
     GTEST_SKIP() << "CUPTI is not installed here: " << lib.reason;
   }
   EXPECT_TRUE(lib.reason.empty()) << lib.reason;
-  EXPECT_NE(std::find(names.begin(), names.end(), lib.name), names.end()) << lib.name;
+  const bool loaded_already = lib.name.find("/libcupti.so") != std::string::npos;
+  EXPECT_TRUE(loaded_already || std::find(names.begin(), names.end(), lib.name) != names.end())
+      << lib.name;
   std::uint32_t version = 0;
   ASSERT_EQ(lib.api.cuptiGetVersion(&version), CUPTI_SUCCESS);
   EXPECT_EQ(version / 10000, CUPTI_API_VERSION / 10000);

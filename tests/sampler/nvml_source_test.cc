@@ -1,0 +1,224 @@
+// The NVML source over a fake NVML (sampler/detail/nvml_api.h's table) with fabricated readings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "sampler/detail/nvml_api.h"
+#include "sampler/gpu_source.h"
+
+namespace feedscope {
+namespace {
+
+using detail::nvmlDevice;
+using detail::nvmlReturn;
+using namespace std::chrono_literals;
+
+// Bounds every wait of these tests, so that a broken source fails them instead of hanging them.
+constexpr auto kBound = 20s;
+
+// One fake machine. NVML GPU i reports utilization 10 + i %, (i + 1) GiB used, PCIe TX
+// (i + 1) x 1000 KB/s and RX (i + 1) x 2000 KB/s; its PCIe calls wait while the gate is closed.
+struct FakeNvml {
+  std::vector<std::string> bus_ids;  // NVML's order; "" : nvmlDeviceGetPciInfo_v3 fails
+  nvmlReturn init_status = 0;
+  int inits = 0, shutdowns = 0;
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool gate_open = true;
+  int pcie_started = 0, pcie_finished = 0;
+  std::thread::id pcie_thread;
+};
+FakeNvml* fake = nullptr;
+
+nvmlDevice handle_of(unsigned i) { return reinterpret_cast<nvmlDevice>(std::uintptr_t{i} + 1); }
+unsigned index_of(nvmlDevice d) {
+  return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d) - 1);
+}
+
+nvmlReturn fake_init() { return ++fake->inits, fake->init_status; }
+nvmlReturn fake_shutdown() { return ++fake->shutdowns, 0; }
+nvmlReturn fake_count(unsigned* n) { return *n = static_cast<unsigned>(fake->bus_ids.size()), 0; }
+nvmlReturn fake_handle(unsigned i, nvmlDevice* d) { return *d = handle_of(i), 0; }
+nvmlReturn fake_util(nvmlDevice d, detail::NvmlUtilization* u) {
+  *u = {10 + index_of(d), 50};
+  return 0;
+}
+nvmlReturn fake_memory(nvmlDevice d, detail::NvmlMemory* m) {
+  m->total = 80ull << 30;
+  m->used = (index_of(d) + 1ull) << 30;
+  m->free = m->total - m->used;
+  return 0;
+}
+nvmlReturn fake_pci(nvmlDevice d, detail::NvmlPciInfo* p) {
+  const std::string& id = fake->bus_ids.at(index_of(d));
+  if (id.empty()) return 999;  // NVML_ERROR_UNKNOWN
+  std::strncpy(p->busId, id.c_str(), sizeof(p->busId) - 1);
+  return 0;
+}
+nvmlReturn fake_pcie(nvmlDevice d, int counter, unsigned* kb_per_s) {
+  std::unique_lock lock(fake->mutex);
+  ++fake->pcie_started;
+  fake->pcie_thread = std::this_thread::get_id();
+  fake->cv.notify_all();
+  const bool opened = fake->cv.wait_for(lock, kBound, [] { return fake->gate_open; });
+  ++fake->pcie_finished;
+  fake->cv.notify_all();
+  if (!opened) return 10;  // NVML_ERROR_TIMEOUT
+  *kb_per_s = (index_of(d) + 1) * (counter == detail::kNvmlPcieTxBytes ? 1000 : 2000);
+  return 0;
+}
+
+class NvmlSourceTest : public ::testing::Test {
+ protected:
+  NvmlSourceTest() { fake = &nvml; }
+  ~NvmlSourceTest() override { fake = nullptr; }
+
+  static detail::NvmlLibrary library() {
+    detail::NvmlLibrary lib;
+    lib.api = {fake_init, fake_shutdown, fake_count, fake_handle, fake_util, fake_memory,
+               fake_pcie, nullptr, nullptr, fake_pci};
+    return lib;
+  }
+  // Reads until every GPU shows its fabricated PCIe rates, within kBound.
+  static std::vector<GpuSample> read_until_pcie(GpuSource& source) {
+    const auto end = std::chrono::steady_clock::now() + kBound;
+    std::vector<GpuSample> got;
+    do {
+      got = source.read();
+      const bool all = std::all_of(got.begin(), got.end(),
+                                   [](const GpuSample& g) { return g.pcie_rx_bytes_per_s > 0; });
+      if (!got.empty() && all) return got;
+      std::this_thread::sleep_for(1ms);  // waiting for an event, not measuring time
+    } while (std::chrono::steady_clock::now() < end);
+    ADD_FAILURE() << "the PCIe readings never arrived";
+    return got;
+  }
+
+  FakeNvml nvml;
+};
+
+TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
+  nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0"};
+  const auto source = detail::make_nvml_source(library(), std::nullopt, 1ms);
+  ASSERT_EQ(source->unavailable_reason(), "");
+  const std::vector<GpuSample> got = read_until_pcie(*source);
+  ASSERT_EQ(got.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].index, i);
+    EXPECT_DOUBLE_EQ(got[i].util_ratio, (10 + i) / 100.0);
+    EXPECT_DOUBLE_EQ(got[i].memory_util_ratio, 0.5);
+    EXPECT_EQ(got[i].memory_used_bytes, (i + 1ull) << 30);
+    EXPECT_DOUBLE_EQ(got[i].pcie_tx_bytes_per_s, (i + 1) * 1000 * 1024.0);
+    EXPECT_DOUBLE_EQ(got[i].pcie_rx_bytes_per_s, (i + 1) * 2000 * 1024.0);
+  }
+}
+
+// CUDA_VISIBLE_DEVICES=2,0 on a four-GPU machine: gpu0 must be cuda:0, which is NVML's GPU 2.
+TEST_F(NvmlSourceTest, NamesEachGpuByTheCudaIndexTheProcessSeesAndLeavesOutTheOthers) {
+  nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0", "00000000:86:00.0", "00000000:AF:00.0"};
+  const auto source = detail::make_nvml_source(
+      library(), std::vector<std::string>{"0000:86:00.0", "0000:18:00.0"}, 1ms);
+  ASSERT_EQ(source->unavailable_reason(), "");
+  const std::vector<GpuSample> got = read_until_pcie(*source);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].index, 0);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.12) << "cuda:0 is NVML's GPU 2";
+  EXPECT_DOUBLE_EQ(got[0].pcie_tx_bytes_per_s, 3 * 1000 * 1024.0) << "and so are its PCIe rates";
+  EXPECT_EQ(got[1].index, 1);
+  EXPECT_DOUBLE_EQ(got[1].util_ratio, 0.10) << "cuda:1 is NVML's GPU 0";
+  EXPECT_DOUBLE_EQ(got[1].pcie_tx_bytes_per_s, 1 * 1000 * 1024.0);
+}
+
+TEST_F(NvmlSourceTest, NoGpuOfTheProcessAmongNvmlsSaysWhichIdsWereCompared) {
+  nvml.bus_ids = {"00000000:18:00.0", ""};
+  const auto source =
+      detail::make_nvml_source(library(), std::vector<std::string>{"0000:86:00.0"}, 1ms);
+  EXPECT_TRUE(source->read().empty());
+  EXPECT_EQ(source->unavailable_reason(),
+            "none of the 2 GPU(s) NVML sees (PCI 00000000:18:00.0, ?) is a CUDA device of this "
+            "process (PCI 0000:86:00.0)");
+}
+
+// nvmlDeviceGetPcieThroughput waits out a ~20 ms window; the sampling thread must not.
+TEST_F(NvmlSourceTest, ReadDoesNotWaitForAPcieReading) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  nvml.gate_open = false;
+  const auto source = detail::make_nvml_source(library(), std::nullopt, 1ms);
+  {
+    std::unique_lock lock(nvml.mutex);
+    ASSERT_TRUE(nvml.cv.wait_for(lock, kBound, [&] { return nvml.pcie_started > 0; }))
+        << "the source's own thread reads PCIe";
+    EXPECT_NE(nvml.pcie_thread, std::this_thread::get_id());
+  }
+  const std::vector<GpuSample> got = source->read();
+  {
+    std::lock_guard lock(nvml.mutex);
+    EXPECT_EQ(nvml.pcie_finished, 0)
+        << "read() waited for a PCIe call instead of returning while it was blocked";
+    nvml.gate_open = true;
+  }
+  nvml.cv.notify_all();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10) << "the other readings are there";
+  EXPECT_EQ(got[0].pcie_tx_bytes_per_s, 0) << "no PCIe window has ended yet";
+  EXPECT_DOUBLE_EQ(read_until_pcie(*source)[0].pcie_rx_bytes_per_s, 2000 * 1024.0);
+}
+
+// A stop request ends the PCIe thread's pause at once; NVML shuts down after the thread is gone.
+TEST_F(NvmlSourceTest, DestructionStopsThePcieThreadThenShutsNvmlDown) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  auto source = detail::make_nvml_source(library(), std::nullopt, std::chrono::hours(1));
+  read_until_pcie(*source);
+  source.reset();
+  std::lock_guard lock(nvml.mutex);
+  EXPECT_EQ(nvml.pcie_started, 2) << "one round (TX, RX), then the hour's pause, cut short";
+  EXPECT_EQ(nvml.pcie_finished, 2);
+  EXPECT_EQ(nvml.inits, 1);
+  EXPECT_EQ(nvml.shutdowns, 1);
+}
+
+TEST_F(NvmlSourceTest, AFailedInitSaysItsStatusAndIsNotShutDown) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  nvml.init_status = 9;  // NVML_ERROR_DRIVER_NOT_LOADED
+  {
+    const auto source = detail::make_nvml_source(library(), std::nullopt, 1ms);
+    EXPECT_TRUE(source->read().empty());
+    EXPECT_EQ(source->unavailable_reason(), "nvmlInit_v2 failed with status 9");
+  }
+  EXPECT_EQ(nvml.shutdowns, 0);
+  EXPECT_EQ(nvml.pcie_started, 0);
+}
+
+TEST_F(NvmlSourceTest, WithoutThePcieCallTheOtherReadingsStillCome) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  detail::NvmlLibrary lib = library();
+  lib.api.pcie_throughput = nullptr;
+  const auto source = detail::make_nvml_source(lib, std::nullopt, 1ms);
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10);
+  EXPECT_EQ(got[0].pcie_rx_bytes_per_s, 0);
+}
+
+TEST(NvmlLibraryTest, ALibraryWithoutNvmlsEntryPointsIsRefused) {
+  const detail::NvmlLibrary lib = detail::load_nvml("libm.so.6");
+  EXPECT_EQ(lib.reason, "libm.so.6 lacks a required function");
+}
+
+TEST(NvmlLibraryTest, WithoutADriverSaysWhy) {
+  const auto nvml = make_nvml_source();
+  if (nvml->unavailable_reason().empty()) GTEST_SKIP() << "NVML is present on this machine";
+  EXPECT_TRUE(nvml->read().empty());
+  EXPECT_NE(nvml->unavailable_reason().find("libnvidia-ml"), std::string::npos)
+      << nvml->unavailable_reason();
+}
+
+}  // namespace
+}  // namespace feedscope
