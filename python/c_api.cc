@@ -2,6 +2,8 @@
 // exception may unwind into a C caller (ctypes, a CPython interpreter).
 #include "python/feedscope_c.h"
 
+#include <unistd.h>
+
 #include <exception>
 #include <memory>
 #include <optional>
@@ -14,6 +16,9 @@
 #include "loader/span_recorder.h"
 
 struct feedscope_session {
+  // The process that made it: a forked child (a DataLoader worker) has a copy of the session but
+  // none of its threads, and must never finish it or join them.
+  pid_t owner = ::getpid();
   std::unique_ptr<feedscope::Session> session;
   std::optional<std::string> report_json;  // set by the first successful finish
   std::string metrics_address;
@@ -93,6 +98,11 @@ bool usable(feedscope_session* s) {
     fail("no session (NULL)");
     return false;
   }
+  if (s->owner != ::getpid()) {
+    fail("the session belongs to process " + std::to_string(s->owner) +
+         "; a forked child cannot record into it");
+    return false;
+  }
   if (s->report_json) {
     fail("the session is finished: nothing more can be recorded");
     return false;
@@ -121,6 +131,10 @@ feedscope_session* feedscope_session_create(const char* options_json) {
 
 void feedscope_session_destroy(feedscope_session* session) {
   if (session == nullptr) return;
+  if (session->owner != ::getpid()) {  // a fork's copy: its threads are not here to join
+    (void)session->session.release();
+    return;
+  }
   guarded([&] { delete session; });  // ~Session finishes, and reports a failure on stderr
 }
 

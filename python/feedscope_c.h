@@ -27,7 +27,9 @@ int64_t feedscope_now_ns(void);
  * rank, host, sample_hz, timeseries_max_mib, batch_size, num_workers, device, print, trace_gpu,
  * trace_max_spans); an unknown key or a wrong type is an error naming it. */
 feedscope_session* feedscope_session_create(const char* options_json);
-/* Finishes the session if not done yet, then frees it. NULL is allowed. */
+/* Finishes the session if not done yet, then frees it. NULL is allowed. In a forked child (a
+ * DataLoader worker holds a copy of the session) it only forgets the copy: the session's threads
+ * live in the parent, which finishes it. */
 void feedscope_session_destroy(feedscope_session* session);
 
 /* The loop asked for its next batch at begin_ns and got one (got_batch 1) or learned the loader

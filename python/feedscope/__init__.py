@@ -158,7 +158,8 @@ class Session:
                 except StopIteration:
                     handle(self._handle, begin, _now(), 0)
                     return
-                handle(self._handle, begin, _now(), 1)
+                if handle(self._handle, begin, _now(), 1) != 0:
+                    raise _error("wrap")
                 yield item
         finally:
             self._loops -= 1
@@ -209,7 +210,8 @@ class Session:
         return _lib.feedscope_metrics_address(self._handle).decode()
 
     def close(self):
-        """Frees the native session (finishing it first if finish() was not called)."""
+        """Frees the native session (finishing it first if finish() was not called). In a forked
+        child (a DataLoader worker's copy of this object) it only forgets the copy."""
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
             _lib.feedscope_session_destroy(handle)

@@ -57,9 +57,10 @@ class WrapPythonLoopTest(unittest.TestCase):
         self.assertGreater(report["utilization"]["cpu_child_processes_cores"], 0.5,
                            report["utilization"])
         if d["bottleneck"] == "cpu_preprocess" and report["environment"]["cpus"] > 1:
-            first = d["recommendations"][0]
-            self.assertTrue(first["setting"].startswith("num_workers="), d)
-            self.assertGreater(first["predicted_speedup"], 1.0, d)
+            # (A cap on torch's threads may come first, where its pool crowds the cores.)
+            more = [r for r in d["recommendations"] if r["setting"].startswith("num_workers=")]
+            self.assertTrue(more, d)
+            self.assertGreater(more[0]["predicted_speedup"], 1.0, d)
 
     def test_in_memory_data_and_a_heavy_mlp_are_compute_bound(self):
         report = self.run_example("compute", "--in-memory", "--workers", "0", "--model", "heavy",

@@ -128,6 +128,31 @@ class SessionTest(unittest.TestCase):
         self.assertGreater(int(port), 0)
         fs.finish()
 
+    def test_a_forked_child_that_exits_normally_leaves_the_parents_session_alone(self):
+        # A DataLoader worker is a fork holding a copy of the session; one whose interpreter exits
+        # normally (not os._exit) runs finalizers. The copy must not finish the report or join
+        # threads that live in the parent.
+        fs = self.session()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                with self.assertRaisesRegex(feedscope.FeedscopeError, "forked child"):
+                    for _ in fs.wrap([1]):
+                        with fs.step(1):
+                            pass
+                fs.close()
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertFalse((self.dir / "report" / "report.json").exists(), "the child wrote nothing")
+        for x, _ in fs.wrap(slow_loader(3, 0)):
+            with fs.step(len(x)):
+                pass
+        self.assertEqual(fs.finish()["throughput"]["steps"], 3)
+
     def test_closing_without_finish_still_writes_the_report(self):
         # No finish(): freeing the session finishes it, as the C++ one's destructor does.
         code = (
