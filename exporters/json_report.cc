@@ -101,6 +101,7 @@ std::string report_to_json(const Report& r) {
   j["utilization"] = {{"cpu_process_ratio", u.cpu_process_ratio},
                       {"cpu_system_ratio", u.cpu_system_ratio},
                       {"cpu_child_processes_cores", optional_number(u.cpu_child_processes_cores)},
+                      {"storage_read_bytes_per_s", optional_number(u.storage_read_bytes_per_s)},
                       {"rss_bytes_peak", u.rss_bytes_peak},
                       {"disk_read_bytes_per_s", optional_number(u.disk_read_bytes_per_s)},
                       {"io_pressure_ratio", optional_number(u.io_pressure_ratio)},

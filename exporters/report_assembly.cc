@@ -168,6 +168,7 @@ void fill_measurements(Report& report, SpanDigest& digest, const MeasuredWindow&
   report.trace = digest.trace_summary(trace_origin_ns);
   report.utilization.cpu_process_ratio = usage.process;
   report.utilization.cpu_child_processes_cores = usage.descendants_cores;
+  report.utilization.storage_read_bytes_per_s = usage.storage_read_bytes_per_s;
   report.utilization.cpu_system_ratio = usage.system;
   if (const auto status = fs.read("/proc/self/status"))
     if (const auto mem = parse_process_status(*status))

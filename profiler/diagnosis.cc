@@ -267,6 +267,24 @@ constexpr double kStorageIoPressure = 0.10;
 bool storage_evidence(const DiagnosisInput& in, Diagnosis& d) {
   const auto& disk = in.utilization.disk_read_bytes_per_s;
   const auto& pressure = in.utilization.io_pressure_ratio;
+  // What the process itself fetched from storage over the window is exact however short the run
+  // (the sampler may not have read the disks once) and tells a page-cache hit from a disk read:
+  // a loader whose time goes to reading the page cache is not storage-bound.
+  // PSI's avg10 is no witness here: it lags ten seconds behind, so a run right after a cold one
+  // would read its pressure.
+  if (const auto& own = in.utilization.storage_read_bytes_per_s) {
+    if (*own >= kStorageReadBytesPerS) {
+      d.evidence.push_back(fmt("storage at work: the process read %.0f MB/s from storage, I/O "
+                               "pressure %s",
+                               *own / 1e6,
+                               pressure ? fmt("%.0f%%", 100 * *pressure).c_str() : "not sampled"));
+      return true;
+    }
+    d.evidence.push_back(fmt("the process read %.1f MB/s from storage: its reads were served from "
+                             "the page cache",
+                             *own / 1e6));
+    return false;
+  }
   if (!disk && !pressure) {
     d.evidence.push_back("no disk or I/O pressure readings: storage inferred from read time alone");
     return true;

@@ -55,6 +55,9 @@ struct Utilization {
   double cpu_system_ratio = 0;   // busy / total ticks of /proc/stat over the run
   // CPU of descendant processes (a DataLoader's workers) over the window, in cores.
   std::optional<double> cpu_child_processes_cores;
+  // Bytes the process fetched from storage over the window (read_bytes of /proc/self/io: the
+  // page cache's hits are not in it) / wall seconds.
+  std::optional<double> storage_read_bytes_per_s;
   std::uint64_t rss_bytes_peak = 0;
   // Means of the sampler's series; empty where the source was unavailable.
   std::optional<double> disk_read_bytes_per_s;

@@ -12,6 +12,7 @@ struct UsageSnapshot {
   std::optional<std::uint64_t> process_ticks;  // utime+stime of /proc/self/stat
   std::optional<CpuTimes> system;              // aggregate line of /proc/stat
   std::optional<std::uint64_t> descendants_ticks;  // descendants_cpu_ticks(): worker processes
+  std::optional<std::uint64_t> storage_read_bytes;  // read_bytes of /proc/self/io
 };
 
 // `time_ns` is passed in so tests control the clock.
@@ -22,6 +23,8 @@ struct UsageRatios {
   double system = 0;   // busy ticks / total ticks, 0..1
   // CPU seconds of descendant processes / wall seconds, in cores: a DataLoader's workers.
   std::optional<double> descendants_cores;
+  // Bytes this process's threads fetched from storage (not the page cache) / wall seconds.
+  std::optional<double> storage_read_bytes_per_s;
 };
 UsageRatios usage_between(const UsageSnapshot& begin, const UsageSnapshot& end, int cpus);
 

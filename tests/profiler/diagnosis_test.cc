@@ -261,6 +261,25 @@ TEST(DiagnosisTest, HeavyStepOnTheGpuIsGpuCompute) {
             "gpu_compute");
 }
 
+TEST(DiagnosisTest, ReadDominatedLoadingFromThePageCacheIsNotStorageIo) {
+  // A warm records run: reading is nearly all the loading, the CPU is half idle, and the run is
+  // too short for a single disk sample. What the process fetched from storage says it was the
+  // page cache: not storage_io (it was, when only the read time was there to go by).
+  DiagnosisInput in = scenario(0.05, 60, 0.004, 0.0002, 0.003, 0, 2, 2, false);
+  in.loader_only = true;
+  in.utilization.cpu_process_ratio = 0.5;
+  in.utilization.storage_read_bytes_per_s = 0.0;
+  EXPECT_EQ(diagnose(in).bottleneck, "cpu_preprocess");
+  in.utilization.io_pressure_ratio = 0.4;  // a lagging avg10 from a cold run just before
+  EXPECT_EQ(diagnose(in).bottleneck, "cpu_preprocess");
+  in.utilization.storage_read_bytes_per_s = 800e6;  // the same run, cold
+  const Diagnosis cold = diagnose(in);
+  EXPECT_EQ(cold.bottleneck, "storage_io");
+  bool named = false;
+  for (const std::string& e : cold.evidence) named |= e.find("800 MB/s from storage") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST(DiagnosisTest, ReadDominatedLoadingWithIdleCpuIsStorageIo) {
   DiagnosisInput in = scenario(4.0, 100, 0.030, 0.005, 0.025, 0.015, 2, 8, true);
   in.utilization.cpu_process_ratio = 0.15;

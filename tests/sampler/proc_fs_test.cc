@@ -71,6 +71,10 @@ TEST(CpuUsageTest, RatiosBetweenTwoSnapshots) {
   const UsageRatios r = usage_between(a, b, 2);
   EXPECT_DOUBLE_EQ(r.process, 0.5);
   EXPECT_DOUBLE_EQ(r.system, 0.75);
+  a.storage_read_bytes = 1000;
+  b.storage_read_bytes = 1000 + 8'000'000;
+  EXPECT_FALSE(r.storage_read_bytes_per_s) << "no /proc/self/io readings, no figure";
+  EXPECT_DOUBLE_EQ(*usage_between(a, b, 2).storage_read_bytes_per_s, 4e6);
   b.process_ticks.reset();
   EXPECT_DOUBLE_EQ(usage_between(a, b, 2).process, 0.0) << "missing data reads as 0, not garbage";
 }
