@@ -485,10 +485,20 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double loader_rate =
       predicted_batches_per_s(Costs{c.worker, 0}, std::max(1, in.num_workers), in.cpus,
                               in.on_gpu) * static_cast<double>(in.batch_size);
-  // Input-bound, yet the workers are mostly idle: what the loop waits for is each batch's hand-off
-  // (a worker waking, a queue), not loading work. More workers would not shorten it.
-  const bool handoff = d.bottleneck == "cpu_preprocess" && !in.loader_only && in.num_workers > 0 &&
-                       loader.measured && load_s < 0.5 * worker_capacity_s && in.batches > 0;
+  // More workers cannot help while other threads hold the cores: that advice comes first. Either
+  // side may be the one squeezed: the workers, or a CPU step spread over its pool. Asked before
+  // the hand-off: workers crowded out of their cores look idle too.
+  std::optional<Recommendation> cap;
+  if (d.bottleneck == "cpu_preprocess") {
+    cap = workers_crowded_out(in, c, load_s / worker_capacity_s, measured, d);
+    if (!cap) cap = step_crowded_out(in, c, wall, load_s / worker_capacity_s, measured, d);
+  }
+  // Input-bound, yet the workers are mostly idle with cores to spare: what the loop waits for is
+  // each batch's hand-off (a worker waking, a queue), not loading work. More workers would not
+  // shorten it.
+  const bool handoff = d.bottleneck == "cpu_preprocess" && !cap && !in.loader_only &&
+                       in.num_workers > 0 && loader.measured && load_s < 0.5 * worker_capacity_s &&
+                       in.batches > 0;
   if (handoff) {
     const double wait_per_batch = wait / static_cast<double>(in.batches);
     d.evidence.push_back(fmt("the loop waits %.3f ms per batch while loading one takes %.3f ms of "
@@ -516,11 +526,6 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     }
     d.recommendations.push_back(r);
   } else if (d.bottleneck == "cpu_preprocess") {
-    // More workers cannot help while other threads hold the cores: that advice comes first.
-    // Either side may be the one squeezed: the workers, or a CPU step spread over its pool.
-    std::optional<Recommendation> cap =
-        workers_crowded_out(in, c, load_s / worker_capacity_s, measured, d);
-    if (!cap) cap = step_crowded_out(in, c, wall, load_s / worker_capacity_s, measured, d);
     const bool crowded = cap.has_value();
     if (crowded) d.recommendations.push_back(std::move(*cap));
     if (in.num_workers < in.cpus) {

@@ -163,6 +163,27 @@ TEST(DiagnosisTest, ACpuStepSpreadOverASpinningPoolBesideTheWorkersIsToldToCapIt
       << "a GPU step's host thread waits on the device, not on cores";
 }
 
+// The planted run of the scenario test whose workers looked idle (spans open 41 % of the run)
+// and whose loop waited 6.3 ms a batch: 9.6 % data stall over 1.98 s, 30 batches, 53.5 ms of
+// loading a batch, the step's thread running 20 % while other threads took 0.79 cores of 2 full
+// ones. It was called a hand-off ("raise batch_size"); the workers were crowded out, and the
+// step's pool is what overfills the cores.
+TEST(DiagnosisTest, WorkersCrowdedOutOfTheirCoresAreNoHandOff) {
+  DiagnosisInput in = scenario(1.98, 30, 0.0, 0.0535, 0.0063, 0.0600, 2, 2, false);
+  in.utilization.cpu_process_ratio = 1.0;
+  in.utilization.cpu_system_ratio = 1.0;
+  in.utilization.series["cpu_other_threads_cores"] = SeriesStats{0.79, 1.2, 1.4};
+  in.utilization.threads["worker 0"] = 0.40;
+  in.utilization.threads["worker 1"] = 0.41;
+  in.utilization.threads["training"] = 0.20;
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_EQ(d.verdict.find("hand-off"), std::string::npos) << d.verdict;
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations[0].setting, "torch::set_num_threads(1)");
+  EXPECT_GT(d.recommendations[0].predicted_speedup, 1.0);
+}
+
 // The planted run of the scenario test on a minute when loading, not the step, came out longest:
 // input-bound, the workers running 59 % against spans open 66 % (not clearly waiting for a core),
 // while the step's thread runs 23 % of a step open 51 %: the step's pool is what overfills.
