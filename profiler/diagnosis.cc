@@ -84,7 +84,20 @@ double predicted_batches_per_s(const Costs& c, int workers, int cpus, bool on_gp
   return rate;
 }
 
-Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double measured) {
+// The cores a wrapped loop's loader and step can have: those the process's other threads (torch's
+// intra-op pool spinning between the step's parallel regions, OpenBLAS's) leave. A DataLoader
+// with worker processes competes with them: a wrapped Python loop with 1 worker on 2 cores had
+// 0.72 cores in other threads, and a second worker gave 1.12-1.32x, not the 1.9x the bare core
+// count promised.
+double cores_left_for_workers(const DiagnosisInput& in, bool workers_are_processes) {
+  if (!workers_are_processes) return in.cpus;
+  const auto other = in.utilization.series.find("cpu_other_threads_cores");
+  if (other == in.utilization.series.end()) return in.cpus;
+  return std::max(1.0, in.cpus - other->second.mean);
+}
+
+Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double measured,
+                            bool workers_are_processes) {
   // Enough workers that the loader outruns the step, but no more than the cores.
   int target = in.num_workers + 1;
   // The epsilon keeps 0.030/0.010 from rounding up to 4 workers.
@@ -102,12 +115,18 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
   r.action = fmt("Raise num_workers from %d to %d: loading a batch takes %.1f ms of one core, "
                  "the step %.1f ms.",
                  in.num_workers, target, c.worker * 1e3, c.step * 1e3);
-  const double rate = predicted_batches_per_s(c, target, in.cpus, in.on_gpu) *
-                      static_cast<double>(in.batch_size);
+  const double cores = cores_left_for_workers(in, workers_are_processes);
+  double rate = predicted_batches_per_s(c, target, in.cpus, in.on_gpu);
+  const double cpu_per_batch = c.worker + (in.on_gpu ? 0.0 : c.step);
+  if (cpu_per_batch > 0) rate = std::min(rate, cores / cpu_per_batch);
+  rate *= static_cast<double>(in.batch_size);
   r.predicted_samples_per_s = rate;
   r.predicted_speedup = measured > 0 ? rate / measured : 0;
   r.basis = "what-if: rate = min(workers / load time, 1 / step time, cores / CPU time per batch)"
             ", from this run's per-batch stage means";
+  if (cores < in.cpus)
+    r.basis += fmt("; %.2f of the %d cores, what the process's other threads leave", cores,
+                   in.cpus);
   return r;
 }
 
@@ -529,7 +548,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     const bool crowded = cap.has_value();
     if (crowded) d.recommendations.push_back(std::move(*cap));
     if (in.num_workers < in.cpus) {
-      d.recommendations.push_back(more_workers(in, c, measured));
+      d.recommendations.push_back(more_workers(in, c, measured, loader.from_processes));
     } else {
       Recommendation r;
       r.setting = "cheaper preprocessing";
