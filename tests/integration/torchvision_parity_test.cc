@@ -14,6 +14,7 @@
 #include "loader/image_folder_dataset.h"
 #include "loader/jpeg_decoder.h"
 #include "tests/support/process.h"
+#include "tests/support/reference_python.h"
 #include "tests/support/temp_dir.h"
 
 namespace feedscope {
@@ -54,14 +55,9 @@ struct Sample {
   int scale = 8;
 };
 
-// $FEEDSCOPE_PYTHON where set (a GPU machine's python3 with its own torch), else Debian's.
-std::string reference_python() {
-  const char* chosen = std::getenv("FEEDSCOPE_PYTHON");
-  return chosen && *chosen ? chosen : "/usr/bin/python3";
-}
 
 TEST(TorchvisionParityTest, SamplesMatchTorchvisionsTransforms) {
-  const std::string python = reference_python();
+  const std::string python = testing::reference_python();
   if (!std::filesystem::exists(python)) GTEST_SKIP() << "no " << python;
   testing::TempDir dir;
   ImageDatasetOptions make;
