@@ -109,6 +109,10 @@ const std::vector<KeySpec>& specs() {
        &RunConfig::image_pipeline, 0, 0, check_image_pipeline},
       {{"image_size", KeyType::integer, "8 to 1024", "output side of images:DIR samples"},
        &RunConfig::image_size, 8, 1024},
+      {{"reduced_decode", KeyType::boolean, "on | off",
+        "images:DIR: decode a large JPEG at 1/2, 1/4 or 1/8 scale where the crop stays 3x the output "
+        "(off: always full size, as PIL)"},
+       &RunConfig::reduced_decode},
       {{"model", KeyType::text, "mlp | cnn", "built-in model to train"}, &RunConfig::model, 0, 0,
        check_model},
       {{"hidden", KeyType::integer, "1 to 65536", "hidden width of the mlp / channels of the cnn"},

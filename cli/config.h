@@ -17,6 +17,7 @@ struct RunConfig {
   std::int64_t synthetic_samples = 8192;
   std::string image_pipeline = "train";  // images:DIR: train (random crop + flip) | eval
   std::int64_t image_size = 224;
+  bool reduced_decode = true;  // images:DIR: decode large JPEGs at 1/2..1/8 scale where accuracy allows
   std::string model = "mlp";
   std::int64_t hidden = 512;
   std::int64_t layers = 2;

@@ -81,6 +81,7 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
     o.root = spec.substr(colon + 1);
     o.train = config.image_pipeline != "eval";
     o.size = static_cast<int>(config.image_size);
+    o.reduced_decode = config.reduced_decode;
     o.seed = static_cast<std::uint64_t>(config.seed);
     return std::make_shared<ImageFolderDataset>(o);
   }

@@ -191,24 +191,29 @@ TEST(ImageFolderDatasetTest, FlipsAboutHalfTheTime) {
 
 TEST(ImageFolderDatasetTest, EvalMatchesAFullDecodeResizedAndCentreCropped) {
   TempDir dir;
-  const auto file = small_jpeg(600, 450, 4);
+  const auto file = small_jpeg(1200, 900, 4);
   write(dir.path() / "a/1.jpg", file);
-  ImageFolderDataset d(options_for(dir.path(), false, 112));  // resize 128, crop 112
+  ImageFolderDataset::Options o = options_for(dir.path(), false, 112);  // resize 128, crop 112
+  ImageFolderDataset d(o);
   const auto x = load(d, 0);
   EXPECT_EQ(x, load(d, 0, 5)) << "eval has no randomness";
+  o.reduced_decode = false;
+  const auto full = load(ImageFolderDataset(o), 0);
   // The straightforward way: decode everything at full size, resize the whole image, crop.
   JpegDecoder decoder;
   std::vector<std::uint8_t> rgb;
   decoder.decode(file, rgb);
   ResizeNormalize resize;
-  resize.prepare(resize_center_crop_geometry(600, 450, 128, 112));
+  resize.prepare(resize_center_crop_geometry(1200, 900, 128, 112));
   std::vector<float> expected(x.size());
-  resize.run(rgb.data(), 600 * 3, 0, 0, false, Normalization{}, expected.data());
+  resize.run(rgb.data(), 1200 * 3, 0, 0, false, Normalization{}, expected.data());
+  EXPECT_EQ(full, expected) << "reduced decode off: the full decode, region or not, gives the same pixels";
   double sum = 0;
   for (std::size_t i = 0; i < x.size(); ++i) sum += std::fabs(x[i] - expected[i]);
-  // The dataset decodes at 4/8 scale in the DCT domain, which drops the pixel-level grain a
-  // triangle filter only damps: within 3 grey levels on average (a wrong crop or scale is 20+).
-  EXPECT_LT(sum / static_cast<double>(x.size()), 3.0 / 255 / 0.226);
+  // The 900-pixel crop keeps 450 >= 3 x 112 at 4/8 scale, so it is decoded there, which drops the
+  // pixel-level grain a triangle filter only damps: within 1 grey level on average (a wrong crop
+  // or scale is 20+).
+  EXPECT_LT(sum / static_cast<double>(x.size()), 1.0 / 255 / 0.226);
   EXPECT_GT(sum, 0.0) << "a DCT-scaled decode should not be bit-identical to full decode + resize";
 }
 
