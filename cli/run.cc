@@ -167,7 +167,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     order = std::make_shared<DistributedSampler>(
         dataset->size(), static_cast<std::size_t>(placement.rank),
         static_cast<std::size_t>(placement.world_size), config.shuffle,
-        static_cast<std::uint64_t>(config.seed), config.drop_last);
+        static_cast<std::uint64_t>(config.seed), config.sampler_drop_last);
   else if (config.shuffle)
     order = std::make_shared<RandomSampler>(dataset->size(), static_cast<std::uint64_t>(config.seed));
   else
@@ -371,6 +371,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const DataErrors errors = loader.data_errors();
   report.data_errors.policy = config.bad_sample;
   report.data_errors.max_bad_ratio = config.max_bad_ratio;
+  report.data_errors.ratio_floor = lo.bad_ratio_floor;
   report.data_errors.count = errors.bad;
   report.data_errors.attempted = errors.attempted;
   report.data_errors.ratio = errors.ratio();

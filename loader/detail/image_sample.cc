@@ -29,6 +29,7 @@ void decode_image_sample(std::span<const std::uint8_t> data, const ImageFolderDa
   PixelRect decoded;  // the pixels in scratch.pixels, in the coordinates the geometry uses
   {
     ScopedSpan span(ctx.spans, ctx.role, Stage::decode, ctx.batch);
+    if (data.empty()) throw ImageError("empty file (0 bytes)");
     const ImageFormat format = sniff_image_format(data);
     if (format == ImageFormat::jpeg) {
       const JpegHeader header = scratch.decoder.read_header(data);

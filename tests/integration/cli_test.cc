@@ -362,7 +362,7 @@ TEST_F(CliTest, RankLoadsItsShareOfTheDataset) {
 TEST_F(CliTest, AnEpochWithoutABatchIsExit2SayingWhy) {
   const auto r = run_process({kBinary, "run", "--dataset", "synthetic:16", "--synthetic-samples",
                               "10", "--loader-only", "--steps", "1", "--batch-size", "4",
-                              "--drop-last", "--rank", "1", "--world-size", "4",
+                              "--drop-last", "--sampler-drop-last", "--rank", "1", "--world-size", "4",
                               "--sample-hz", "0", "--report-dir", (dir_ / "report").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("rank 1 of 4: no batch of batch_size 4 in an epoch: the sampler's share is "
