@@ -204,6 +204,10 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     log << ", rank " << placement.rank << " of " << placement.world_size << " ("
         << loader.batches_per_epoch() << " batches per epoch)";
   log << std::endl;
+  if (const auto* images = dynamic_cast<const ImageFolderDataset*>(dataset.get()); images && !images->loops().empty())
+    log << "feedscope: " << images->loops().size() << " symlink loop(s) in " << dataset->name()
+        << " not entered (torchvision's os.walk would go round until the path is too long), the first "
+        << images->loops().front() << std::endl;
 
   std::error_code ec;
   std::filesystem::create_directories(config.report_dir, ec);

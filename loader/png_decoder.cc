@@ -79,10 +79,11 @@ DecodedImage decode_png(std::span<const std::uint8_t> data, std::vector<std::uin
   const std::size_t pixels = std::size_t{width} * height;
 
   // A bad_alloc here is an ordinary exception: the buffers are ours, and `read` cleans up.
-  if (scratch.size() < row_bytes * height + height * sizeof(png_bytep))
-    scratch.resize(row_bytes * height + height * sizeof(png_bytep));
+  // The row pointers follow the pixels, at an offset aligned for a pointer.
+  const std::size_t rows_at = (row_bytes * height + alignof(png_bytep) - 1) / alignof(png_bytep) * alignof(png_bytep);
+  if (scratch.size() < rows_at + height * sizeof(png_bytep)) scratch.resize(rows_at + height * sizeof(png_bytep));
   if (rgb.size() < pixels * 3) rgb.resize(pixels * 3);
-  auto* rows = reinterpret_cast<png_bytep*>(scratch.data() + row_bytes * height);
+  auto* rows = reinterpret_cast<png_bytep*>(scratch.data() + rows_at);
   for (png_uint_32 y = 0; y < height; ++y) rows[y] = scratch.data() + row_bytes * y;
   png_read_image(read.png, rows);
   // Nothing after the image data is read (PIL stops there too): a file cut after its last IDAT
