@@ -45,8 +45,8 @@ def torchvision_rate(root, workers, batch, batches, warmup):
     return samples / (time.perf_counter() - start)
 
 
-def feedscope_rate(binary, root, workers, batch, batches, warmup):
-    out = subprocess.run([binary, "run", "--dataset", "images:" + root, "--loader-only",
+def feedscope_rate(binary, root, workers, batch, batches, warmup, extra=()):
+    out = subprocess.run([binary, "run", "--dataset", "images:" + root, "--loader-only", *extra,
                           "--num-workers", str(workers), "--batch-size", str(batch),
                           "--steps", str(batches), "--warmup", str(warmup), "--sample-hz", "0",
                           "--report-dir", "/tmp/feedscope-vs-torchvision", "--json"],
@@ -62,12 +62,13 @@ def main():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--batches", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--feedscope-args", default="", help="more options for feedscope run, e.g. '--reduced-decode off'")
     a = p.parse_args()
     torch.set_num_threads(1)
     print(f"{'workers':>7} {'torchvision/s':>14} {'feedscope/s':>12} {'ratio':>7}")
     for w in (int(x) for x in a.workers.split(",")):
         tv = torchvision_rate(a.root, w, a.batch_size, a.batches, a.warmup)
-        fs = feedscope_rate(a.feedscope, a.root, w, a.batch_size, a.batches, a.warmup)
+        fs = feedscope_rate(a.feedscope, a.root, w, a.batch_size, a.batches, a.warmup, a.feedscope_args.split())
         print(f"{w:>7} {tv:>14.1f} {fs:>12.1f} {fs / tv:>6.2f}x", flush=True)
 
 

@@ -17,6 +17,7 @@ struct RunConfig {
   std::int64_t synthetic_samples = 8192;
   std::string image_pipeline = "train";  // images:DIR: train (random crop + flip) | eval
   std::int64_t image_size = 224;
+  bool reduced_decode = true;  // images:DIR: decode large JPEGs at 1/2..1/8 scale where accuracy allows
   std::string model = "mlp";
   std::int64_t hidden = 512;
   std::int64_t layers = 2;
@@ -28,7 +29,8 @@ struct RunConfig {
   std::int64_t prefetch = 2;
   bool pin_memory = true;
   bool shuffle = true;
-  bool drop_last = false;
+  bool drop_last = false;          // the loader's: drop an epoch's last partial batch (DataLoader's)
+  bool sampler_drop_last = false;  // world_size > 1: DistributedSampler's drop_last (cut, not pad)
   bool cold_cache = false;  // evict the dataset's files from the page cache before every epoch
   std::string device = "auto";
   std::int64_t cpu_threads = 0;  // a CPU step's threads; 0: the cores the workers leave

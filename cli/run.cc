@@ -81,6 +81,7 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
     o.root = spec.substr(colon + 1);
     o.train = config.image_pipeline != "eval";
     o.size = static_cast<int>(config.image_size);
+    o.reduced_decode = config.reduced_decode;
     o.seed = static_cast<std::uint64_t>(config.seed);
     return std::make_shared<ImageFolderDataset>(o);
   }
@@ -166,7 +167,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     order = std::make_shared<DistributedSampler>(
         dataset->size(), static_cast<std::size_t>(placement.rank),
         static_cast<std::size_t>(placement.world_size), config.shuffle,
-        static_cast<std::uint64_t>(config.seed), config.drop_last);
+        static_cast<std::uint64_t>(config.seed), config.sampler_drop_last);
   else if (config.shuffle)
     order = std::make_shared<RandomSampler>(dataset->size(), static_cast<std::uint64_t>(config.seed));
   else
@@ -202,6 +203,10 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     log << ", rank " << placement.rank << " of " << placement.world_size << " ("
         << loader.batches_per_epoch() << " batches per epoch)";
   log << std::endl;
+  if (const auto* images = dynamic_cast<const ImageFolderDataset*>(dataset.get()); images && !images->loops().empty())
+    log << "feedscope: " << images->loops().size() << " symlink loop(s) in " << dataset->name()
+        << " not entered (torchvision's os.walk would go round until the path is too long), the first "
+        << images->loops().front() << std::endl;
 
   std::error_code ec;
   std::filesystem::create_directories(config.report_dir, ec);
@@ -377,6 +382,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const DataErrors errors = loader.data_errors();
   report.data_errors.policy = config.bad_sample;
   report.data_errors.max_bad_ratio = config.max_bad_ratio;
+  report.data_errors.ratio_floor = lo.bad_ratio_floor;
   report.data_errors.count = errors.bad;
   report.data_errors.attempted = errors.attempted;
   report.data_errors.ratio = errors.ratio();

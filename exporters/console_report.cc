@@ -1,5 +1,6 @@
 #include "exporters/console_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace feedscope {
@@ -39,16 +40,47 @@ std::string format_console_report(const Report& r, bool color) {
   }
   if (const std::string cap = describe_trace_cap(r.trace); !cap.empty())
     out += "  trace.json: " + cap + "\n";
+  out += describe_data_errors(r.data_errors);
   out += "\n  evidence:\n";
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {
     out += "  recommendations:\n";
     for (const Recommendation& rec : d.recommendations) {
       out += line("    - %s", rec.action.c_str());
-      out += line("      setting %s -> predicted %.0f samples/s (%.2fx)", rec.setting.c_str(),
-                  rec.predicted_samples_per_s, rec.predicted_speedup);
+      // Some advice comes without a prediction (a loader-only run has no step to predict from).
+      if (rec.predicted_samples_per_s > 0)
+        out += line("      setting %s -> predicted %.0f samples/s (%.2fx)", rec.setting.c_str(),
+                    rec.predicted_samples_per_s, rec.predicted_speedup);
+      else
+        out += line("      setting %s (no prediction)", rec.setting.c_str());
     }
   }
+  return out;
+}
+
+std::string describe_data_errors(const DataErrorsSummary& e, std::size_t shown) {
+  if (e.count == 0) return "";
+  const bool skip = e.policy == "skip";
+  std::string out = line("\n  bad samples: %llu of %llu %s (%.2f%%)", static_cast<unsigned long long>(e.count),
+                         static_cast<unsigned long long>(e.attempted), skip ? "skipped" : "failed to load",
+                         100 * e.ratio);
+  if (skip && e.ratio_floor > 0)
+    out += line("    the run stops once more than %g%% have failed (--max-bad-ratio), counted over at least %llu "
+                "samples: up to %.0f may fail among the first %llu", 100 * e.max_bad_ratio,
+                static_cast<unsigned long long>(e.ratio_floor), e.max_bad_ratio * static_cast<double>(e.ratio_floor),
+                static_cast<unsigned long long>(e.ratio_floor));
+  else if (skip)
+    out += line("    the run stops once more than %g%% have failed (--max-bad-ratio)", 100 * e.max_bad_ratio);
+  for (std::size_t i = 0; i < e.examples.size() && i < shown; ++i)
+  {
+    const DataErrorExample& x = e.examples[i];
+    // A SampleError's message names its file already; say it once.
+    out += "    - " + (x.message.find(x.file) != std::string::npos ? x.message : x.file + ": " + x.message) + "\n";
+  }
+  if (e.count > std::min<std::uint64_t>(shown, e.examples.size()))
+    out += line("    (%llu more; report.json lists the first %zu under data_errors)",
+                static_cast<unsigned long long>(e.count - std::min<std::uint64_t>(shown, e.examples.size())),
+                e.examples.size());
   return out;
 }
 

@@ -13,4 +13,9 @@ std::string format_console_report(const Report& report, bool color);
 // that began from 0.84 s to 19.16 s are left out (trace_max_spans)"); empty when it holds them all.
 std::string describe_trace_cap(const TraceSummary& trace);
 
+// The bad samples of a run, for the terminal: how many of how many were skipped (or failed), the
+// max_bad_ratio rule with its grace floor, and the first `shown` files with their errors; empty
+// when there were none.
+std::string describe_data_errors(const DataErrorsSummary& errors, std::size_t shown = 5);
+
 }  // namespace feedscope

@@ -182,8 +182,10 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
          "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
     for (const Recommendation& rec : d.recommendations)
       h << "<tr><td>" << esc(rec.action) << "</td><td><code>" << esc(rec.setting)
-        << "</code></td><td class=\"n\">" << fmt("%.0f", rec.predicted_samples_per_s)
-        << "</td><td class=\"n\">" << fmt("%.2fx", rec.predicted_speedup) << "</td><td>"
+        << "</code></td><td class=\"n\">"
+        << (rec.predicted_samples_per_s > 0 ? fmt("%.0f", rec.predicted_samples_per_s) : std::string("—"))
+        << "</td><td class=\"n\">"
+        << (rec.predicted_samples_per_s > 0 ? fmt("%.2fx", rec.predicted_speedup) : std::string("—")) << "</td><td>"
         << esc(rec.basis) << "</td></tr>\n";
     h << "</table>\n";
   }

@@ -71,7 +71,7 @@ void decode_sample(State& s, std::span<const std::uint8_t> data, SampleRng& rng)
   LoadContext ctx;
   try {
     detail::decode_image_sample(data, options, rng, s.scratch, ctx, s.sample.data());
-  } catch (const JpegError&) {
+  } catch (const ImageError&) {
   }
 }
 

@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <utility>
 
 #include <tbb/enumerable_thread_specific.h>
 
 #include "loader/detail/image_sample.h"
+#include "loader/image_format.h"
 #include "loader/jpeg_decoder.h"
 #include "loader/sample_rng.h"
 
@@ -23,20 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// torchvision's IMG_EXTENSIONS, JPEG part: compared lower-cased.
-bool has_jpeg_extension(const std::string& name) {
-  const auto ends_with = [&](std::string_view suffix) {
-    if (name.size() < suffix.size()) return false;
-    for (std::size_t i = 0; i < suffix.size(); ++i) {
-      const char c = name[name.size() - suffix.size() + i];
-      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != suffix[i]) return false;
-    }
-    return true;
-  };
-  return ends_with(".jpg") || ends_with(".jpeg");
-}
-
-// One directory's JPEG files, as os.walk yields them.
+// One directory's image files, as os.walk yields them.
 struct Folder {
   std::string path;
   std::vector<std::string> files;
@@ -44,16 +31,14 @@ struct Folder {
 
 class Lister {
  public:
-  explicit Lister(const fs::path& root_canonical) : root_(root_canonical.string()) {
-    if (root_.size() > 1 && root_.back() == '/') root_.pop_back();
-  }
-
-  // os.walk(dir, followlinks=True), minus symlinks out of the root and second visits.
-  void walk(const std::string& dir, std::set<std::pair<dev_t, ino_t>>& visited, std::vector<Folder>& out) {
+  // os.walk(dir, followlinks=True), minus loops: a folder is not entered again while it is one of
+  // the folders being walked (`ancestors`), which is what a symlink loop is.
+  void walk(const std::string& dir, std::vector<std::pair<dev_t, ino_t>>& ancestors, std::vector<Folder>& out) {
     struct stat st{};
-    if (::stat(dir.c_str(), &st) != 0) return;
-    if (!visited.emplace(st.st_dev, st.st_ino).second) {
-      ++skipped;  // a loop, or a folder reached twice
+    if (::stat(dir.c_str(), &st) != 0) throw DatasetError("images: cannot open '" + dir + "': " + std::strerror(errno));
+    const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+    if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
+      loops.push_back(dir);
       return;
     }
     Folder folder{dir, {}};
@@ -62,36 +47,21 @@ class Lister {
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
       std::string name = e.path().filename().string();
       std::error_code type_ec;
-      if (e.is_directory(type_ec)) {
-        if (stays_inside(e)) subdirs.push_back(std::move(name));
-        else ++skipped;
-      } else if (e.is_regular_file(type_ec)) {
-        if (has_jpeg_extension(name) && stays_inside(e)) folder.files.push_back(std::move(name));
-        else ++skipped;
-      }
+      if (e.is_directory(type_ec)) subdirs.push_back(std::move(name));  // follows a symlink, as os.walk
+      else if (has_image_extension(name)) folder.files.push_back(std::move(name));
+      else ++skipped;
     }
     if (ec) throw DatasetError("images: cannot list '" + dir + "': " + ec.message());
     std::sort(folder.files.begin(), folder.files.end());
     std::sort(subdirs.begin(), subdirs.end());
     out.push_back(std::move(folder));
-    for (const std::string& sub : subdirs) walk(dir + "/" + sub, visited, out);
-  }
-
-  // A symlink is followed only when its target is inside the root.
-  bool stays_inside(const fs::directory_entry& e) const {
-    std::error_code ec;
-    if (!e.is_symlink(ec)) return true;
-    const std::string target = fs::canonical(e.path(), ec).string();
-    if (ec) return false;
-    if (root_ == "/") return true;
-    return target == root_ || (target.size() > root_.size() && target.compare(0, root_.size(), root_) == 0 &&
-                               target[root_.size()] == '/');
+    ancestors.push_back(id);
+    for (const std::string& sub : subdirs) walk(dir + "/" + sub, ancestors, out);
+    ancestors.pop_back();
   }
 
   std::size_t skipped = 0;
-
- private:
-  std::string root_;
+  std::vector<std::string> loops;
 };
 
 // A file descriptor closed on every path.
@@ -153,26 +123,22 @@ ImageFolderDataset::ImageFolderDataset(Options options)
   const fs::file_status status = fs::status(root, ec);
   if (ec || !fs::exists(status)) throw DatasetError("images: '" + root + "': no such directory");
   if (!fs::is_directory(status)) throw DatasetError("images: '" + root + "' is not a directory");
-  const fs::path canonical = fs::canonical(root, ec);
-  if (ec) throw DatasetError("images: '" + root + "': " + ec.message());
-
   try {
-    list(canonical);
+    list();
   } catch (const fs::filesystem_error& e) {
     // Advancing a directory iterator throws (e.g. a folder removed while listing).
     throw DatasetError("images: cannot list '" + root + "': " + e.what());
   }
 }
 
-void ImageFolderDataset::list(const std::filesystem::path& canonical) {
+void ImageFolderDataset::list() {
   const std::string& root = options_.root;
   std::error_code ec;
-  Lister lister(canonical);
+  Lister lister;
+  // find_classes: os.scandir's entry.is_dir(), which follows a symlink.
   for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
     std::error_code type_ec;
-    if (!e.is_directory(type_ec)) continue;
-    if (lister.stays_inside(e)) classes_.push_back(e.path().filename().string());
-    else ++lister.skipped;
+    if (e.is_directory(type_ec)) classes_.push_back(e.path().filename().string());
   }
   if (ec) throw DatasetError("images: cannot list '" + root + "': " + ec.message());
   if (classes_.empty())
@@ -185,8 +151,8 @@ void ImageFolderDataset::list(const std::filesystem::path& canonical) {
   std::vector<std::string> empty;
   for (std::size_t label = 0; label < classes_.size(); ++label) {
     std::vector<Folder> folders;
-    std::set<std::pair<dev_t, ino_t>> visited;
-    lister.walk(prefix + "/" + classes_[label], visited, folders);
+    std::vector<std::pair<dev_t, ino_t>> ancestors;
+    lister.walk(prefix + "/" + classes_[label], ancestors, folders);
     // sorted(os.walk(...)): folders in path order, files sorted within each.
     std::sort(folders.begin(), folders.end(), [](const Folder& a, const Folder& b) { return a.path < b.path; });
     const std::size_t before = paths_.size();
@@ -201,9 +167,11 @@ void ImageFolderDataset::list(const std::filesystem::path& canonical) {
     std::string names;
     for (std::size_t i = 0; i < empty.size() && i < 10; ++i) names += (i ? ", " : "") + empty[i];
     if (empty.size() > 10) names += ", ... (" + std::to_string(empty.size()) + " in all)";
-    throw DatasetError("images: '" + root + "': no .jpg/.jpeg files in class folder(s) " + names);
+    throw DatasetError("images: '" + root + "': no image files (" + kImageExtensions + ") in class folder(s) " +
+                       names + "; torchvision's ImageFolder refuses such a folder too");
   }
   skipped_ = lister.skipped;
+  loops_ = std::move(lister.loops);
 }
 
 ImageFolderDataset::~ImageFolderDataset() = default;
@@ -228,7 +196,7 @@ std::int64_t ImageFolderDataset::load(std::size_t index, std::span<std::byte> ou
   SampleRng rng(options_.seed, ctx.epoch, index);
   try {
     detail::decode_image_sample(data, options_, rng, w, ctx, reinterpret_cast<float*>(out.data()));
-  } catch (const JpegError& e) {
+  } catch (const ImageError& e) {
     throw SampleError(index, path, e.what());
   }
   return labels_[index];

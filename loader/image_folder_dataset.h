@@ -1,6 +1,7 @@
 #pragma once
-// `images:DIR`: JPEG files in torchvision's ImageFolder layout, loaded with torchvision's ImageNet
-// transforms, each sample decoded and transformed straight into the batch slab.
+// `images:DIR`: image files in torchvision's ImageFolder layout, listed as ImageFolder lists them and
+// loaded with torchvision's ImageNet transforms, each sample decoded and transformed straight into
+// the batch slab.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -24,19 +25,26 @@ class ImageFolderDataset final : public Dataset {
     RandomResizedCropOptions crop;
     double flip_probability = 0.5;
     Normalization normalization;
+    // JPEG only: decode at 1/2, 1/4 or 1/8 scale in the DCT domain where the crop allows it
+    // (choose_jpeg_scale). Off: every JPEG at full size, as PIL decodes it.
+    bool reduced_decode = true;
   };
-  // Lists the folder: classes are the subfolders sorted by name (bytewise, like Python's
-  // sorted()), label = position; files ending .jpg/.jpeg (any case) under each, walked as
-  // os.walk(followlinks=True) in sorted order, except that a symlink leading outside the root is
-  // not followed and a folder is entered once (a symlink loop ends). Throws DatasetError naming
-  // the path for a missing folder, no classes, or a class without files.
+  // Lists the folder as torchvision 0.14's ImageFolder does: classes are the entries that are
+  // directories or symlinks to one (hidden ones too), sorted bytewise like Python's sorted(),
+  // label = position; under each, os.walk(followlinks=True) in sorted order, every non-directory
+  // whose name ends in one of kImageExtensions (any case; hidden, empty and broken ones too: they
+  // fail when loaded, as in torchvision). Symlinks are followed wherever they lead. One departure:
+  // a symlink back to a folder it sits in (a loop) is not entered, where os.walk would go round
+  // until the path is too long; loops() counts them. Throws DatasetError naming the path for a
+  // missing folder, no classes, or a class without image files (torchvision's FileNotFoundError).
   explicit ImageFolderDataset(Options options);
   ~ImageFolderDataset() override;
 
   std::size_t size() const override { return paths_.size(); }
   const SampleSpec& spec() const override { return spec_; }
   std::int64_t num_classes() const override { return static_cast<std::int64_t>(classes_.size()); }
-  // Throws SampleError naming the file for an unreadable, truncated or corrupt JPEG.
+  // Throws SampleError naming the file for an unreadable, truncated or corrupt image, or a file
+  // that is not one (the format is sniffed from the bytes, never taken from the name).
   std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const override;
   std::string describe(std::size_t index) const override;
   std::string name() const override;
@@ -46,19 +54,21 @@ class ImageFolderDataset final : public Dataset {
   // Every image file; a file that vanished since the listing is skipped (its load will say so).
   std::uint64_t evict_page_cache() const override;
   std::int64_t label(std::size_t index) const { return labels_.at(index); }
-  // Entries passed over while listing: files without a JPEG extension, symlinks leaving the
-  // root, folders already visited.
+  // Files passed over while listing: names without an image extension (torchvision skips them too).
   std::size_t skipped() const { return skipped_; }
+  // Symlink loops not entered, each named by the link's path.
+  const std::vector<std::string>& loops() const { return loops_; }
 
  private:
   struct Workers;
-  void list(const std::filesystem::path& canonical_root);
+  void list();
   Options options_;
   SampleSpec spec_;
   std::vector<std::string> classes_;
   std::vector<std::string> paths_;
   std::vector<std::int32_t> labels_;
   std::size_t skipped_ = 0;
+  std::vector<std::string> loops_;
   std::unique_ptr<Workers> workers_;
 };
 

@@ -103,10 +103,11 @@ ResizeGeometry scale_geometry(const ResizeGeometry& geometry, int scale_num, int
   return g;
 }
 
-int choose_jpeg_scale(const ResizeGeometry& geometry) noexcept {
+int choose_jpeg_scale(const ResizeGeometry& geometry, double oversample) noexcept {
+  const auto needed = [&](int out) { return static_cast<int>(std::ceil(out * std::max(oversample, 1.0))); };
   return JpegDecoder::choose_scale(static_cast<int>(geometry.box_x1 - geometry.box_x0),
                                    static_cast<int>(geometry.box_y1 - geometry.box_y0),
-                                   geometry.out_width, geometry.out_height);
+                                   needed(geometry.out_width), needed(geometry.out_height));
 }
 
 // PIL's precompute_coeffs (libImaging/Resample.c) for the bilinear filter, in domain coordinates,

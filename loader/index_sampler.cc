@@ -20,6 +20,19 @@ std::vector<std::size_t> seeded_permutation(std::size_t size, std::uint64_t key)
   return indices;
 }
 
+std::vector<std::size_t> torch_randperm(std::size_t size, std::uint64_t seed) {
+  std::vector<std::size_t> indices(size);
+  std::iota(indices.begin(), indices.end(), std::size_t{0});
+  // torch.Generator().manual_seed(seed) keeps the seed's low 32 bits for its mt19937, which is the
+  // standard one; randperm_cpu swaps position i with i + random() % (n - i), front to back.
+  std::mt19937 rng(static_cast<std::uint32_t>(seed));
+  for (std::size_t i = 0; i + 1 < size; ++i) {
+    const std::size_t z = static_cast<std::size_t>(rng()) % (size - i);
+    std::swap(indices[i], indices[i + z]);
+  }
+  return indices;
+}
+
 std::vector<std::size_t> SequentialSampler::epoch_indices(std::uint64_t) const {
   std::vector<std::size_t> indices(size_);
   std::iota(indices.begin(), indices.end(), std::size_t{0});
@@ -47,7 +60,7 @@ DistributedSampler::DistributedSampler(std::size_t size, std::size_t rank, std::
 }
 
 std::vector<std::size_t> DistributedSampler::epoch_indices(std::uint64_t epoch) const {
-  std::vector<std::size_t> all = shuffle_ ? seeded_permutation(size_, seed_ + epoch)
+  std::vector<std::size_t> all = shuffle_ ? torch_randperm(size_, seed_ + epoch)
                                           : SequentialSampler(size_).epoch_indices(epoch);
   const std::size_t total = total_size();
   if (all.empty()) return {};

@@ -38,7 +38,8 @@ class RandomSampler final : public IndexSampler {
 // ranks draw the same permutation (seeded with seed + epoch, as PyTorch does), pad it by repeating
 // from its start to a multiple of world_size (or, with drop_last, cut the tail to one), and rank r
 // takes positions r, r + world_size, ... Every rank gets the same count, so collective steps line
-// up. The permutation is our own Fisher-Yates, not torch.randperm's bits. Stateless per epoch.
+// up. The permutation is torch.randperm's (torch_randperm), so a rank gets the very samples
+// PyTorch's sampler gives it for the same seed and epoch. Stateless per epoch.
 class DistributedSampler final : public IndexSampler {
  public:
   // Throws std::invalid_argument naming the value for world_size 0 or rank >= world_size.
@@ -61,5 +62,10 @@ class DistributedSampler final : public IndexSampler {
 
 // 0..size-1 shuffled by Fisher-Yates over mt19937_64(key): the same on every standard library.
 std::vector<std::size_t> seeded_permutation(std::size_t size, std::uint64_t key);
+// torch.randperm(size, generator=torch.Generator().manual_seed(seed)) on the CPU, as torch 1.13
+// computes it (tests/loader/index_sampler_test.cc holds it against python's torch where
+// installed). PyTorch's source draws 64-bit numbers instead from 2^32 / 20 (214,748,364) samples
+// on; that range is not followed here.
+std::vector<std::size_t> torch_randperm(std::size_t size, std::uint64_t seed);
 
 }  // namespace feedscope

@@ -4,17 +4,18 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "loader/image_error.h"
 
 namespace feedscope {
 
 // A file libjpeg rejects, or one it would only half-decode (truncated, corrupt entropy data).
 // what() is libjpeg's own message.
-class JpegError : public std::runtime_error {
+class JpegError : public ImageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ImageError::ImageError;
 };
 
 struct JpegHeader {

@@ -57,6 +57,7 @@ bool encode(Compressor& c, const std::uint8_t* pixels, int width, int height,
     }
   }
   if (options.progressive) jpeg_simple_progression(&c.cinfo);
+  c.cinfo.arith_code = options.arithmetic ? TRUE : FALSE;
   if (options.components == 4) c.cinfo.write_Adobe_marker = TRUE;
   jpeg_start_compress(&c.cinfo, TRUE);
   const std::size_t stride = static_cast<std::size_t>(width) * static_cast<std::size_t>(options.components);

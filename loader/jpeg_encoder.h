@@ -11,6 +11,7 @@ struct JpegEncodeOptions {
   int components = 3;        // 1 grayscale, 3 RGB (stored as YCbCr), 4 CMYK (stored Adobe-inverted)
   bool progressive = false;
   bool subsample = true;     // 4:2:0 chroma, as cameras and most ImageNet files; false: 4:4:4
+  bool arithmetic = false;   // arithmetic entropy coding instead of Huffman (rare; PIL cannot write it)
 };
 
 // Encodes `width` x `height` pixels of `components` interleaved bytes each. Deterministic: the same

@@ -159,6 +159,9 @@ struct DataErrorsSummary {
   std::uint64_t count = 0;      // bad samples
   std::uint64_t attempted = 0;  // samples whose load was tried
   double ratio = 0;             // count / attempted
+  // max_bad_ratio is applied to at least this many samples (LoaderOptions::bad_ratio_floor): up
+  // to max_bad_ratio x ratio_floor bad samples pass before then. 0: not known.
+  std::uint64_t ratio_floor = 0;
   std::vector<DataErrorExample> examples;  // the first few
 };
 

@@ -183,5 +183,37 @@ TEST(ConsoleReportTest, ATraceCutByItsCapIsSaid) {
       << text;
 }
 
+TEST(ConsoleReportTest, SkippedSamplesAreCountedListedAndTheRatioFloorSaid) {
+  Report r = sample_report();
+  EXPECT_EQ(format_console_report(r, false).find("bad samples"), std::string::npos) << "none: nothing said";
+  r.data_errors.policy = "skip";
+  r.data_errors.max_bad_ratio = 0.01;
+  r.data_errors.count = 7;
+  r.data_errors.attempted = 14;
+  r.data_errors.ratio = 0.5;
+  r.data_errors.ratio_floor = 1000;
+  for (std::uint64_t i = 0; i < 7; ++i)
+    r.data_errors.examples.push_back({i, "/d/a/" + std::to_string(i) + ".jpg",
+                                      "sample " + std::to_string(i) + " (/d/a/" + std::to_string(i) + ".jpg): corrupt"});
+  const std::string text = format_console_report(r, false);
+  EXPECT_NE(text.find("bad samples: 7 of 14 skipped (50.00%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("more than 1% have failed (--max-bad-ratio), counted over at least 1000 samples: up to 10 "
+                      "may fail among the first 1000"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    - sample 0 (/d/a/0.jpg): corrupt\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    - sample 4 (/d/a/4.jpg): corrupt\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("/d/a/5.jpg"), std::string::npos) << "the first five only: " << text;
+  EXPECT_NE(text.find("(2 more; report.json lists the first 7 under data_errors)"), std::string::npos) << text;
+}
+
+TEST(ConsoleReportTest, ARecommendationWithoutAPredictionPrintsNone) {
+  Report r = sample_report();
+  r.diagnosis.recommendations = {{"Add loader workers.", "num_workers=4", 0, 0, "loader only: no step"}};
+  const std::string text = format_console_report(r, false);
+  EXPECT_NE(text.find("setting num_workers=4 (no prediction)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("predicted 0"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -364,7 +364,7 @@ TEST_F(CliTest, RankLoadsItsShareOfTheDataset) {
 TEST_F(CliTest, AnEpochWithoutABatchIsExit2SayingWhy) {
   const auto r = run_process({kBinary, "run", "--dataset", "synthetic:16", "--synthetic-samples",
                               "10", "--loader-only", "--steps", "1", "--batch-size", "4",
-                              "--drop-last", "--rank", "1", "--world-size", "4",
+                              "--drop-last", "--sampler-drop-last", "--rank", "1", "--world-size", "4",
                               "--sample-hz", "0", "--report-dir", (dir_ / "report").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("rank 1 of 4: no batch of batch_size 4 in an epoch: the sampler's share is "
@@ -383,10 +383,12 @@ TEST_F(CliTest, MakeDatasetImagesThenLoadAndTrainOnIt) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(data)) files += e.is_regular_file();
   EXPECT_EQ(files, 12);
 
+  std::filesystem::create_directory_symlink(".", std::filesystem::path(data) / "class_0000" / "loop");
   const auto loaded = run_process({kBinary, "run", "--dataset", "images:" + data, "--loader-only",
                                    "--steps", "4", "--warmup", "0", "--batch-size", "4",
                                    "--image-size", "32", "--report-dir", (dir_ / "report").string()});
   ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_NE(loaded.err.find("1 symlink loop(s) in images:" + data + " not entered"), std::string::npos) << loaded.err;
   const auto j = read_report();
   EXPECT_EQ(j["throughput"]["samples"], 16);
   EXPECT_GE(j["stages"]["decode"]["count"].get<int>(), 16);

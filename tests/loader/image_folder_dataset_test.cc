@@ -57,29 +57,33 @@ std::vector<float> load(const ImageFolderDataset& d, std::size_t index, std::uin
 TEST(ImageFolderDatasetTest, ClassesAndFilesInTorchvisionOrder) {
   TempDir dir;
   const auto jpeg = small_jpeg();
-  // Byte order: upper case sorts before lower case, as Python's sorted().
+  // Byte order: upper case sorts before lower case, as Python's sorted(). Every extension of
+  // torchvision's IMG_EXTENSIONS, in any case; hidden files and folders count, as there.
   for (const char* f : {"b/2.jpg", "b/10.JPEG", "b/1.Jpg", "a/z.jpeg", "a/sub/y.jpg", "a/sub2/x.jpg",
-                        "a/a.jpg", "B/only.jpg"})
+                        "a/a.jpg", "B/only.jpg", "a/p.png", "a/q.WebP", "a/r.bmp", "a/s.ppm", "a/t.pgm",
+                        "a/u.tif", "a/v.TIFF", "a/.hidden.jpg", ".cache/w.jpg"})
     write(dir.path() / f, jpeg);
   write(dir.path() / "a/notes.txt", {1, 2, 3});
-  write(dir.path() / "a/picture.png", {1, 2, 3});
+  write(dir.path() / "a/picture.gif", {1, 2, 3});
   write(dir.path() / "a/jpg", jpeg);  // no extension at all
   write(dir.path() / "loose.jpg", jpeg);  // files at the top level are not a class
   ImageFolderDataset d(options_for(dir.path()));
-  EXPECT_EQ(d.classes(), (std::vector<std::string>{"B", "a", "b"}));
-  EXPECT_EQ(d.num_classes(), 3);
+  EXPECT_EQ(d.classes(), (std::vector<std::string>{".cache", "B", "a", "b"}));
+  EXPECT_EQ(d.num_classes(), 4);
   // sorted(os.walk()): the folder "a" first, then "a/sub", "a/sub2"; files sorted in each.
   EXPECT_EQ(relative_paths(d, dir.path()),
-            (std::vector<std::string>{"B/only.jpg:0", "a/a.jpg:1", "a/z.jpeg:1", "a/sub/y.jpg:1",
-                                      "a/sub2/x.jpg:1", "b/1.Jpg:2", "b/10.JPEG:2", "b/2.jpg:2"}));
+            (std::vector<std::string>{".cache/w.jpg:0", "B/only.jpg:1", "a/.hidden.jpg:2", "a/a.jpg:2",
+                                      "a/p.png:2", "a/q.WebP:2", "a/r.bmp:2", "a/s.ppm:2", "a/t.pgm:2",
+                                      "a/u.tif:2", "a/v.TIFF:2", "a/z.jpeg:2", "a/sub/y.jpg:2",
+                                      "a/sub2/x.jpg:2", "b/1.Jpg:3", "b/10.JPEG:3", "b/2.jpg:3"}));
   EXPECT_EQ(d.skipped(), 3u);
   EXPECT_EQ(d.spec().shape, (std::vector<std::int64_t>{3, 32, 32}));
   EXPECT_EQ(d.spec().dtype, DType::float32);
   EXPECT_EQ(d.name(), "images:" + dir.path().string());
-  EXPECT_EQ(d.describe(3), (dir.path() / "a/sub/y.jpg").string());
+  EXPECT_EQ(d.describe(4), (dir.path() / "a/p.png").string());
 }
 
-TEST(ImageFolderDatasetTest, SymlinkLoopsEndAndLinksOutOfTheRootAreNotFollowed) {
+TEST(ImageFolderDatasetTest, SymlinksAreFollowedAndLoopsEnd) {
   TempDir dir, outside;
   const auto jpeg = small_jpeg();
   const fs::path root = dir.path() / "root";
@@ -88,19 +92,29 @@ TEST(ImageFolderDatasetTest, SymlinkLoopsEndAndLinksOutOfTheRootAreNotFollowed) 
   write(root / "dog/3.jpg", jpeg);
   write(outside.path() / "secret/4.jpg", jpeg);
   write(outside.path() / "5.jpg", jpeg);
+  write(outside.path() / "store/6.jpg", jpeg);
   fs::create_directory_symlink("..", root / "cat/deep/up");          // loop back to cat
   fs::create_directory_symlink(".", root / "dog/self");              // loop to itself
-  fs::create_directory_symlink(root / "dog", root / "cat/dogs");     // inside: followed
+  fs::create_directory_symlink(root / "dog", root / "cat/dogs");     // a second path to dog
   fs::create_directory_symlink(outside.path() / "secret", root / "cat/escape");
   fs::create_symlink(outside.path() / "5.jpg", root / "dog/escape.jpg");
-  fs::create_directory_symlink(outside.path(), root / "outside_class");
-  fs::create_symlink(root / "missing.jpg", root / "dog/broken.jpg");
+  fs::create_directory_symlink(outside.path() / "store", root / "bird");  // a class out of the root
+  fs::create_symlink(root / "missing.jpg", root / "dog/broken.jpg");      // listed; fails to load
   ImageFolderDataset d(options_for(root));
-  EXPECT_EQ(d.classes(), (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(d.classes(), (std::vector<std::string>{"bird", "cat", "dog"}));
   EXPECT_EQ(relative_paths(d, root),
-            (std::vector<std::string>{"cat/1.jpg:0", "cat/deep/2.jpg:0", "cat/dogs/3.jpg:0", "dog/3.jpg:1"}));
-  for (std::size_t i = 0; i < d.size(); ++i)
-    EXPECT_EQ(d.path(i).find(outside.path().string()), std::string::npos) << d.path(i);
+            (std::vector<std::string>{"bird/6.jpg:0", "cat/1.jpg:1", "cat/deep/2.jpg:1", "cat/dogs/3.jpg:1",
+                                      "cat/dogs/broken.jpg:1", "cat/dogs/escape.jpg:1", "cat/escape/4.jpg:1",
+                                      "dog/3.jpg:2", "dog/broken.jpg:2", "dog/escape.jpg:2"}));
+  EXPECT_EQ(d.loops(), (std::vector<std::string>{(root / "cat/deep/up").string(), (root / "cat/dogs/self").string(),
+                                                 (root / "dog/self").string()}));
+  EXPECT_NO_THROW(load(d, 5));  // cat/dogs/escape.jpg, a link out of the root
+  try {
+    load(d, 4);
+    ADD_FAILURE() << "a broken link loaded";
+  } catch (const SampleError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.jpg"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ImageFolderDatasetTest, BadFoldersNameThePath) {
@@ -122,9 +136,10 @@ TEST(ImageFolderDatasetTest, BadFoldersNameThePath) {
   EXPECT_NE(message(dir.path() / "file").find("not a directory"), std::string::npos);
   write(dir.path() / "c/a/1.jpg", small_jpeg());
   fs::create_directories(dir.path() / "c/b");
-  write(dir.path() / "c/b/x.png", {1});
+  write(dir.path() / "c/b/x.gif", {1});
   const std::string no_files = message(dir.path() / "c");
-  EXPECT_NE(no_files.find("no .jpg/.jpeg files in class folder(s) b"), std::string::npos) << no_files;
+  EXPECT_NE(no_files.find("no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) in class folder(s) b"),
+            std::string::npos) << no_files;
   ImageFolderDataset::Options bad = options_for(dir.path() / "c/a");
   bad.size = 0;
   EXPECT_THROW(ImageFolderDataset{bad}, DatasetError);
@@ -176,24 +191,29 @@ TEST(ImageFolderDatasetTest, FlipsAboutHalfTheTime) {
 
 TEST(ImageFolderDatasetTest, EvalMatchesAFullDecodeResizedAndCentreCropped) {
   TempDir dir;
-  const auto file = small_jpeg(600, 450, 4);
+  const auto file = small_jpeg(1200, 900, 4);
   write(dir.path() / "a/1.jpg", file);
-  ImageFolderDataset d(options_for(dir.path(), false, 112));  // resize 128, crop 112
+  ImageFolderDataset::Options o = options_for(dir.path(), false, 112);  // resize 128, crop 112
+  ImageFolderDataset d(o);
   const auto x = load(d, 0);
   EXPECT_EQ(x, load(d, 0, 5)) << "eval has no randomness";
+  o.reduced_decode = false;
+  const auto full = load(ImageFolderDataset(o), 0);
   // The straightforward way: decode everything at full size, resize the whole image, crop.
   JpegDecoder decoder;
   std::vector<std::uint8_t> rgb;
   decoder.decode(file, rgb);
   ResizeNormalize resize;
-  resize.prepare(resize_center_crop_geometry(600, 450, 128, 112));
+  resize.prepare(resize_center_crop_geometry(1200, 900, 128, 112));
   std::vector<float> expected(x.size());
-  resize.run(rgb.data(), 600 * 3, 0, 0, false, Normalization{}, expected.data());
+  resize.run(rgb.data(), 1200 * 3, 0, 0, false, Normalization{}, expected.data());
+  EXPECT_EQ(full, expected) << "reduced decode off: the full decode, region or not, gives the same pixels";
   double sum = 0;
   for (std::size_t i = 0; i < x.size(); ++i) sum += std::fabs(x[i] - expected[i]);
-  // The dataset decodes at 4/8 scale in the DCT domain, which drops the pixel-level grain a
-  // triangle filter only damps: within 3 grey levels on average (a wrong crop or scale is 20+).
-  EXPECT_LT(sum / static_cast<double>(x.size()), 3.0 / 255 / 0.226);
+  // The 900-pixel crop keeps 450 >= 3 x 112 at 4/8 scale, so it is decoded there, which drops the
+  // pixel-level grain a triangle filter only damps: within 1 grey level on average (a wrong crop
+  // or scale is 20+).
+  EXPECT_LT(sum / static_cast<double>(x.size()), 1.0 / 255 / 0.226);
   EXPECT_GT(sum, 0.0) << "a DCT-scaled decode should not be bit-identical to full decode + resize";
 }
 

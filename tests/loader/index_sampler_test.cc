@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <numeric>
+#include <sstream>
+
+#include "tests/support/process.h"
+#include "tests/support/reference_python.h"
 
 namespace feedscope {
 namespace {
@@ -98,8 +103,46 @@ TEST(DistributedSamplerTest, ShuffleIsSharedAcrossRanksAndSeededWithSeedPlusEpoc
   Indices merged;
   const Indices a = r0.epoch_indices(7), b = r1.epoch_indices(7);
   for (std::size_t i = 0; i < a.size(); ++i) merged.insert(merged.end(), {a[i], b[i]});
-  EXPECT_EQ(merged, seeded_permutation(50, 3 + 7));
+  EXPECT_EQ(merged, torch_randperm(50, 3 + 7));
   EXPECT_NE(merged, SequentialSampler(50).epoch_indices(0));
+}
+
+TEST(DistributedSamplerTest, EveryRankGetsTheSamplesPyTorchsSamplerGivesIt) {
+  // Fixed values from torch 1.13: torch.randperm(10, generator=torch.Generator().manual_seed(0)).
+  EXPECT_EQ(torch_randperm(10, 0), (Indices{4, 1, 7, 5, 3, 9, 0, 8, 6, 2}));
+  const std::string python = testing::reference_python();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << "no " << python;
+  // Every rank of DistributedSampler over a few sizes, seeds, epochs and drop_last settings.
+  const auto r = testing::run_process({python, "-c", R"(
+import sys
+try:
+    from torch.utils.data import DistributedSampler
+except ImportError:
+    sys.exit(77)
+for n, world, seed, epoch, drop in [(10, 3, 0, 0, False), (50, 4, 7, 3, False), (1000, 8, 123456789012, 5, True),
+                                     (7, 2, 42, 1, True), (3, 5, 1, 0, False)]:
+    for rank in range(world):
+        s = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=seed, drop_last=drop)
+        s.set_epoch(epoch)
+        print(n, world, seed, epoch, int(drop), rank, *list(s))
+)"});
+  if (r.exit_code == 77) GTEST_SKIP() << "torch is not installed for " << python;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int checked = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::size_t n = 0, world = 0, rank = 0, v = 0;
+    std::uint64_t seed = 0, epoch = 0;
+    int drop = 0;
+    f >> n >> world >> seed >> epoch >> drop >> rank;
+    Indices theirs;
+    while (f >> v) theirs.push_back(v);
+    EXPECT_EQ(DistributedSampler(n, rank, world, true, seed, drop != 0).epoch_indices(epoch), theirs) << line;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3 + 4 + 8 + 2 + 5);
 }
 
 TEST(DistributedSamplerTest, RejectsBadRankAndWorldSizeNamingTheValue) {

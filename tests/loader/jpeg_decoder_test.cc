@@ -126,10 +126,11 @@ TEST(JpegDecoderTest, ScaledRegionMatchesTheFullDecodeAfterResizing) {
   const DecodedRegion whole = decoder.decode(file, full);
   for (const CropBox crop : {CropBox{10, 20, 300, 400}, CropBox{100, 250, 160, 120}, CropBox{0, 0, 375, 500},
                              CropBox{200, 300, 175, 200}}) {
-    const ResizeGeometry g = resized_crop_geometry(crop, 40);
+    const ResizeGeometry g = resized_crop_geometry(crop, 20);
     const int scale = choose_jpeg_scale(g);
-    EXPECT_LT(scale, 8) << "a 40-pixel output from a crop of " << crop.width << " should scale down";
-    EXPECT_GE(std::min(crop.width, crop.height) * scale, 8 * 40) << "and never below the output";
+    EXPECT_LT(scale, 8) << "a 20-pixel output from a crop of " << crop.width << " should scale down";
+    EXPECT_GE(std::min(crop.width, crop.height) * scale, 8 * 20 * kReducedDecodeOversample)
+        << "and never below the oversampled output";
     const ResizeGeometry gs = scale_geometry(g, scale, JpegDecoder::scaled_size(500, scale),
                                              JpegDecoder::scaled_size(375, scale));
     ResizeNormalize planner;
