@@ -18,6 +18,8 @@ out="$root/.device-debs"
 wanted=(
   libtbb-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev libturbojpeg0-dev
   libjpeg-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev
+  # images:DIR's other formats (loader/image_decoder.h).
+  libpng-dev libwebp-dev libtiff-dev libstb-dev
 )
 
 # Left out of the dependency closure; a package left out is not followed further.
