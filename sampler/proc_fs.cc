@@ -103,27 +103,30 @@ std::optional<CpuTimes> parse_cpu_times(const std::string& proc_stat) {
   return times;
 }
 
-std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line) {
-  // The command name (field 2) is in parentheses and may contain spaces: parse after the last ')'.
+namespace {
+
+// Fields `first` and `first` + 1 of a /proc/<pid>/stat line, added, counted from 1 as proc(5)
+// numbers them. The command name (field 2) is in parentheses and may contain spaces: the fields
+// are counted after the last ')', where field 3 (the state) comes first.
+std::optional<std::uint64_t> stat_field_pair_sum(const std::string& stat_line, std::size_t first) {
   const std::size_t close = stat_line.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
-  // After ')': state(3) ... utime is field 14, stime 15 -> indexes 11 and 12 here.
-  if (fields.size() < 13) return std::nullopt;
-  std::uint64_t utime = 0, stime = 0;
-  if (!parse_u64(fields[11], utime) || !parse_u64(fields[12], stime)) return std::nullopt;
-  return utime + stime;
+  const std::size_t index = first - 3;
+  if (fields.size() < index + 2) return std::nullopt;
+  std::uint64_t a = 0, b = 0;
+  if (!parse_u64(fields[index], a) || !parse_u64(fields[index + 1], b)) return std::nullopt;
+  return a + b;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line) {
+  return stat_field_pair_sum(stat_line, 14);  // utime, stime
 }
 
 std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& stat_line) {
-  const std::size_t close = stat_line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
-  // cutime is field 16, cstime 17 -> indexes 13 and 14 after ')'.
-  if (fields.size() < 15) return std::nullopt;
-  std::uint64_t cutime = 0, cstime = 0;
-  if (!parse_u64(fields[13], cutime) || !parse_u64(fields[14], cstime)) return std::nullopt;
-  return cutime + cstime;
+  return stat_field_pair_sum(stat_line, 16);  // cutime, cstime
 }
 
 std::vector<int> descendant_pids(const ProcFs& fs, bool* readable) {
