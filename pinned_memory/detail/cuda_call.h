@@ -22,25 +22,6 @@ inline void cuda_check_noexcept(cudaError_t status, const char* call) noexcept {
   std::fprintf(stderr, "feedscope: %s failed: %s\n", call, cudaGetErrorName(status));
 }
 
-// Makes `device` current for its scope and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    int current = previous_;
-    if (cudaGetDevice(&current) == cudaSuccess && current != previous_)
-      cuda_check_noexcept(cudaSetDevice(previous_), "cudaSetDevice");
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 }  // namespace feedscope::detail
 
 #define FEEDSCOPE_CUDA_CALL(call) ::feedscope::detail::cuda_check((call), #call)

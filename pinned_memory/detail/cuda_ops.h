@@ -57,8 +57,8 @@ void wait_for_event(CudaOps& ops, void* event);
 // queued ahead of the device.
 int idle_microseconds(int attempt) noexcept;
 
-// Makes `device` current for its scope and restores the previous one (DALI's DeviceGuard), through
-// `ops`.
+// Makes `device` current for its scope and restores the previous one, through `ops` (DALI's
+// DeviceGuard).
 class DeviceScope {
  public:
   DeviceScope(CudaOps& ops, int device) : ops_(ops), previous_(ops.current_device()) {
