@@ -14,23 +14,28 @@ UsageSnapshot take_usage_snapshot(const ProcFs& fs, std::int64_t time_ns) {
   return s;
 }
 
+namespace {
+
+// How fast a counter grew between two readings, per second; nothing where a reading is missing,
+// the window is empty, or the counter went backwards.
+std::optional<double> per_second(const std::optional<std::uint64_t>& begin,
+                                 const std::optional<std::uint64_t>& end, double wall_s) {
+  if (!begin || !end || wall_s <= 0 || *end < *begin) return std::nullopt;
+  return static_cast<double>(*end - *begin) / wall_s;
+}
+
+}  // namespace
+
 UsageRatios usage_between(const UsageSnapshot& begin, const UsageSnapshot& end, int cpus) {
   UsageRatios r;
   const double wall_s = static_cast<double>(end.time_ns - begin.time_ns) / 1e9;
-  if (begin.process_ticks && end.process_ticks && wall_s > 0 && cpus > 0 &&
-      *end.process_ticks >= *begin.process_ticks) {
-    const double cpu_s = static_cast<double>(*end.process_ticks - *begin.process_ticks) /
-                         static_cast<double>(clock_ticks_per_second());
-    r.process = std::clamp(cpu_s / (wall_s * cpus), 0.0, 1.0);
-  }
-  if (begin.descendants_ticks && end.descendants_ticks && wall_s > 0 &&
-      *end.descendants_ticks >= *begin.descendants_ticks)
-    r.descendants_cores = static_cast<double>(*end.descendants_ticks - *begin.descendants_ticks) /
-                          static_cast<double>(clock_ticks_per_second()) / wall_s;
-  if (begin.storage_read_bytes && end.storage_read_bytes && wall_s > 0 &&
-      *end.storage_read_bytes >= *begin.storage_read_bytes)
-    r.storage_read_bytes_per_s =
-        static_cast<double>(*end.storage_read_bytes - *begin.storage_read_bytes) / wall_s;
+  const double ticks = static_cast<double>(clock_ticks_per_second());
+  if (const auto process = per_second(begin.process_ticks, end.process_ticks, wall_s);
+      process && cpus > 0)
+    r.process = std::clamp(*process / ticks / cpus, 0.0, 1.0);
+  if (const auto children = per_second(begin.descendants_ticks, end.descendants_ticks, wall_s))
+    r.descendants_cores = *children / ticks;
+  r.storage_read_bytes_per_s = per_second(begin.storage_read_bytes, end.storage_read_bytes, wall_s);
   if (begin.system && end.system && end.system->total > begin.system->total &&
       end.system->busy >= begin.system->busy) {
     r.system = std::clamp(static_cast<double>(end.system->busy - begin.system->busy) /
