@@ -27,6 +27,17 @@ std::string trim_newline(std::string s) {
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
 
+// The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
+// from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
+// backwards (an id reused by another).
+std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
+                                  const std::map<int, std::uint64_t>& before, int id,
+                                  std::uint64_t ticks_now, double ticks_per_s, double dt) {
+  now[id] = ticks_now;
+  const auto it = before.find(id);
+  if (dt <= 0 || it == before.end() || ticks_now < it->second) return std::nullopt;
+  return static_cast<double>(ticks_now - it->second) / ticks_per_s / dt;
+}
 
 }  // namespace
 
@@ -93,10 +104,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     const auto stat = fs.read("/proc/self/task/" + entry + "/stat");
     const auto task_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
     if (!task_ticks) continue;  // the thread ended between listing and reading
-    next.thread_ticks[tid] = *task_ticks;
-    const auto before = previous_.thread_ticks.find(tid);
-    if (!have_previous || before == previous_.thread_ticks.end() || *task_ticks < before->second)
-      continue;
+    const auto cores =
+        cores_since(next.thread_ticks, previous_.thread_ticks, tid, *task_ticks, ticks, dt);
+    if (!cores) continue;
     ThreadCpu t;
     t.tid = tid;
     if (const auto it = names.find(tid); it != names.end()) {
@@ -108,7 +118,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
         cached->second = trim_newline(fs.read("/proc/self/task/" + entry + "/comm").value_or("?"));
       t.name = cached->second;
     }
-    t.ratio = std::clamp(static_cast<double>(*task_ticks - before->second) / ticks / dt, 0.0, 1.0);
+    t.ratio = std::clamp(*cores, 0.0, 1.0);
     s.threads.push_back(std::move(t));
   }
 
@@ -119,15 +129,13 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     const auto stat = fs.read(dir + "/stat");
     const auto process_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
     if (!process_ticks) continue;  // it exited between listing and reading
-    next.child_ticks[pid] = *process_ticks;
-    const auto before = previous_.child_ticks.find(pid);
-    if (!have_previous || before == previous_.child_ticks.end() || *process_ticks < before->second)
-      continue;
+    const auto cores =
+        cores_since(next.child_ticks, previous_.child_ticks, pid, *process_ticks, ticks, dt);
+    if (!cores) continue;
     ProcessCpu p;
     p.pid = pid;
     p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
-    p.cores = std::clamp(static_cast<double>(*process_ticks - before->second) / ticks / dt, 0.0,
-                         static_cast<double>(cpus_));
+    p.cores = std::clamp(*cores, 0.0, static_cast<double>(cpus_));
     s.children.push_back(std::move(p));
   }
   if (!children_readable)
