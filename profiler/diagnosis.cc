@@ -63,10 +63,10 @@ LoaderWork loader_work(const DiagnosisInput& in) {
   return w;
 }
 
-Costs measure_costs(const DiagnosisInput& in) {
+Costs measure_costs(const DiagnosisInput& in, const LoaderWork& loader) {
   Costs c;
   const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
-  c.worker = loader_work(in).busy_s / batches;
+  c.worker = loader.busy_s / batches;
   c.step = in.loader_only ? 0.0 : mean_s(in, Stage::step);
   return c;
 }
@@ -74,7 +74,7 @@ Costs measure_costs(const DiagnosisInput& in) {
 // Batches per second the pipeline sustains with `workers` loader threads. Workers overlap with
 // the step; with none, loading and stepping alternate in one thread. On the CPU the step and the
 // workers share the cores, so their summed CPU time per batch bounds the rate too.
-double predicted_batches_per_s(const Costs& c, int workers, int cpus, bool on_gpu) {
+double predicted_batches_per_s(const Costs& c, int workers, double cpus, bool on_gpu) {
   if (c.worker <= 0 && c.step <= 0) return 0;
   if (workers == 0) return 1.0 / (c.worker + c.step);
   double rate = c.worker > 0 ? workers / c.worker : INFINITY;
@@ -116,10 +116,8 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
                  "the step %.1f ms.",
                  in.num_workers, target, c.worker * 1e3, c.step * 1e3);
   const double cores = cores_left_for_workers(in, workers_are_processes);
-  double rate = predicted_batches_per_s(c, target, in.cpus, in.on_gpu);
-  const double cpu_per_batch = c.worker + (in.on_gpu ? 0.0 : c.step);
-  if (cpu_per_batch > 0) rate = std::min(rate, cores / cpu_per_batch);
-  rate *= static_cast<double>(in.batch_size);
+  const double rate =
+      predicted_batches_per_s(c, target, cores, in.on_gpu) * static_cast<double>(in.batch_size);
   r.predicted_samples_per_s = rate;
   r.predicted_speedup = measured > 0 ? rate / measured : 0;
   r.basis = "what-if: rate = min(workers / load time, 1 / step time, cores / CPU time per batch)"
@@ -449,9 +447,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double wait = busy(in, Stage::wait);
   d.data_stall_ratio = std::clamp(wait / wall, 0.0, 1.0);
   d.input_bound = input_bound_class(d.data_stall_ratio);
-  const Costs c = measure_costs(in);
-  const double measured = in.samples_per_s;
   const LoaderWork loader = loader_work(in);
+  const Costs c = measure_costs(in, loader);
+  const double measured = in.samples_per_s;
   const double load_s = loader.busy_s;
   const double h2d_s = busy(in, Stage::h2d);
   const double worker_capacity_s = wall * std::max(1, in.num_workers);
