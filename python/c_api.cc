@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,17 +48,38 @@ int guarded(Fn&& fn) {
   }
 }
 
-template <typename T>
-void take(const nlohmann::json& j, const char* key, T& out, const char* type) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw std::invalid_argument(std::string("option '") + key + "': expected " + type + ", got " +
-                                it->dump());
+// Reads each option it is asked for and remembers its name, so the names it knows are the ones it
+// reads: a key of the JSON that no take() asked for is an unknown option.
+class OptionReader {
+ public:
+  explicit OptionReader(const nlohmann::json& j) : j_(j) {}
+
+  template <typename T>
+  void take(const char* key, T& out, const char* type) {
+    known_.emplace_back(key);
+    const auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    try {
+      out = it->template get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw std::invalid_argument(std::string("option '") + key + "': expected " + type +
+                                  ", got " + it->dump());
+    }
   }
-}
+
+  void refuse_unknown() const {
+    for (const auto& [key, value] : j_.items()) {
+      if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+      std::string allowed;
+      for (const std::string& k : known_) allowed += (allowed.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("unknown option '" + key + "'; allowed: " + allowed);
+    }
+  }
+
+ private:
+  const nlohmann::json& j_;
+  std::vector<std::string> known_;
+};
 
 feedscope::Session::Options parse_options(const char* text) {
   feedscope::Session::Options o;
@@ -64,32 +87,21 @@ feedscope::Session::Options parse_options(const char* text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw std::invalid_argument("options: not a JSON object: " + std::string(text));
-  static const char* const kKeys[] = {"report_dir", "warmup",     "metrics_addr",    "rank",
-                                      "host",       "sample_hz",  "timeseries_max_mib",
-                                      "batch_size", "num_workers", "device",         "print",
-                                      "trace_gpu",  "trace_max_spans"};
-  for (const auto& [key, value] : j.items()) {
-    bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
-    if (!known) {
-      std::string allowed;
-      for (const char* k : kKeys) allowed += std::string(allowed.empty() ? "" : ", ") + k;
-      throw std::invalid_argument("unknown option '" + key + "'; allowed: " + allowed);
-    }
-  }
-  take(j, "report_dir", o.report_dir, "a string");
-  take(j, "warmup", o.warmup, "an integer");
-  take(j, "metrics_addr", o.metrics_addr, "a string");
-  take(j, "rank", o.rank, "an integer");
-  take(j, "host", o.host, "a string");
-  take(j, "sample_hz", o.sample_hz, "a number");
-  take(j, "timeseries_max_mib", o.timeseries_max_mib, "an integer");
-  take(j, "batch_size", o.batch_size, "an integer");
-  take(j, "num_workers", o.num_workers, "an integer");
-  take(j, "device", o.device, "a string");
-  take(j, "print", o.print, "true or false");
-  take(j, "trace_gpu", o.trace_gpu, "true or false");
-  take(j, "trace_max_spans", o.trace_max_spans, "an integer");
+  OptionReader r(j);
+  r.take("report_dir", o.report_dir, "a string");
+  r.take("warmup", o.warmup, "an integer");
+  r.take("metrics_addr", o.metrics_addr, "a string");
+  r.take("rank", o.rank, "an integer");
+  r.take("host", o.host, "a string");
+  r.take("sample_hz", o.sample_hz, "a number");
+  r.take("timeseries_max_mib", o.timeseries_max_mib, "an integer");
+  r.take("batch_size", o.batch_size, "an integer");
+  r.take("num_workers", o.num_workers, "an integer");
+  r.take("device", o.device, "a string");
+  r.take("print", o.print, "true or false");
+  r.take("trace_gpu", o.trace_gpu, "true or false");
+  r.take("trace_max_spans", o.trace_max_spans, "an integer");
+  r.refuse_unknown();
   return o;
 }
 
