@@ -27,36 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// argv: samples.bin crops.txt. Each crops.txt line: path top left height width flip (-1: eval).
-// Prints "mean p99 max" per sample, in grey levels. Exit 77: torchvision missing.
-constexpr const char* kPhotoReference = R"(
-import sys
-try:
-    import numpy as np
-    from PIL import Image
-    from torchvision import transforms
-    import torchvision.transforms.functional as F
-except ImportError:
-    sys.exit(77)
-norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-evaluate = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), norm])
-ours = np.fromfile(sys.argv[1], dtype=np.float32).reshape(-1, 3, 224, 224)
-std = np.array([0.229, 0.224, 0.225]).reshape(3, 1, 1)
-cache = {}
-for k, line in enumerate(open(sys.argv[2])):
-    path, i, j, h, w, flip = line.split()
-    if path not in cache:
-        cache = {path: Image.open(path).convert('RGB')}
-    img = cache[path]
-    if int(flip) < 0:
-        ref = evaluate(img).numpy()
-    else:
-        crop = F.resized_crop(img, int(i), int(j), int(h), int(w), [224, 224], transforms.InterpolationMode.BILINEAR)
-        ref = norm(F.to_tensor(F.hflip(crop) if int(flip) else crop)).numpy()
-    d = np.abs(ref - ours[k]) * std * 255
-    print(d.mean(), np.percentile(d, 99), d.max(), flush=True)
-)";
-
 constexpr int kEpochs = 6;
 
 std::string photos_dir() {
@@ -121,7 +91,7 @@ TEST(PhotoParityTest, RealPhotographsStayWithinTheReadmesBoundOfTorchvision) {
   }
   bin.close();
   crops.close();
-  const auto r = testing::run_process({python, "-c", kPhotoReference, dir / "samples.bin", dir / "crops.txt"});
+  const auto r = testing::run_process({python, "-c", testing::kTorchvisionReference, dir / "samples.bin", dir / "crops.txt"});
   if (r.exit_code == 77) GTEST_SKIP() << "torchvision is not installed for " << python;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream diffs(r.out);
