@@ -20,6 +20,8 @@
 #include "cli/probe.h"
 #include "cli/run.h"
 #include "cli/sweep_command.h"
+#include "cli/watch.h"
+#include "cli/child_process.h"
 #include "exporters/console_report.h"
 #include "exporters/json_report.h"
 #include "loader/batch_loader.h"
@@ -181,6 +183,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   const MakeDatasetCommand make_dataset(app);
 
+  CLI::App* watch = app.add_subcommand(
+      "watch", "run a training program feedscope did not write and diagnose it: feedscope watch "
+               "[options] -- COMMAND [ARGS...]");
+  WatchOptions watch_options;
+  watch->add_option("--report-dir", watch_options.report_dir, "report directory [feedscope-watch]");
+  watch->add_option("--metrics-addr", watch_options.metrics_addr,
+                    "HOST:PORT of a Prometheus endpoint while the program runs");
+  watch->add_option("--sample-hz", watch_options.sample_hz, "utilization samples per second [10]");
+  watch->add_option("--duration", watch_options.duration_s,
+                    "stop the program after this many seconds (SIGINT, then SIGTERM) [until it exits]");
+  watch->add_option("--throughput-pattern", watch_options.throughput_pattern,
+                    "regex with one group: the samples/s in a line the program prints");
+
+  // `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
+  // before parsing, so CLI11 never reads the program's own flags as feedscope's.
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "--") continue;
+    command.assign(argv + i + 1, argv + argc);
+    argc = i;
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -192,6 +216,10 @@ int main(int argc, char** argv) {
     if (make_dataset.chosen()) {
       make_dataset.run(std::cout);
       return kDone;
+    }
+    if (*watch) {
+      watch_options.command = command;
+      return watch_command(watch_options);
     }
     if (*probe) {
       std::cout << (probe_json_out ? probe_json() : probe_text());
@@ -220,6 +248,9 @@ int main(int argc, char** argv) {
     (*demo ? demo_options : run_options).apply(config);
     if (*demo) make_demo_images_if_missing(config);
     return run_and_print(config);
+  } catch (const ChildStartError& e) {
+    std::cerr << "feedscope: " << e.what() << "\n";
+    return e.exit_code();
   } catch (const ConfigError& e) {
     std::cerr << "feedscope: error: " << e.what() << "\n";
     return kUsage;

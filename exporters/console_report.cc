@@ -24,9 +24,16 @@ std::string format_console_report(const Report& r, bool color) {
   out += line("%sfeedscope: %s%s", bold, d.verdict.c_str(), reset);
   out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
               100 * d.data_stall_ratio, d.input_bound.c_str());
-  out += line("  throughput: %.1f samples/s, %.2f batches/s over %lld steps in %.2f s",
-              r.throughput.samples_per_s, r.throughput.batches_per_s,
-              static_cast<long long>(r.throughput.steps), r.throughput.wall_s);
+  if (r.throughput.steps > 0)
+    out += line("  throughput: %.1f samples/s, %.2f batches/s over %lld steps in %.2f s",
+                r.throughput.samples_per_s, r.throughput.batches_per_s,
+                static_cast<long long>(r.throughput.steps), r.throughput.wall_s);
+  else if (r.throughput.samples_per_s > 0)  // a watched program's own figure
+    out += line("  throughput: %.1f samples/s (as the program printed it) in %.2f s",
+                r.throughput.samples_per_s, r.throughput.wall_s);
+  else
+    out += line("  throughput: not measured in %.2f s (no stage spans%s)", r.throughput.wall_s,
+                r.program ? ": wrap the loop with feedscope, or give --throughput-pattern" : "");
   out += line("  device: %s   model: %s", r.environment.device.c_str(), r.training.model.c_str());
   if (r.training.first_loss && r.training.last_loss)
     out += line("  loss: %.4f -> %.4f", *r.training.first_loss, *r.training.last_loss);
@@ -51,6 +58,8 @@ std::string format_console_report(const Report& r, bool color) {
       if (rec.predicted_samples_per_s > 0)
         out += line("      setting %s -> predicted %.0f samples/s (%.2fx)", rec.setting.c_str(),
                     rec.predicted_samples_per_s, rec.predicted_speedup);
+      else if (rec.predicted_speedup > 0)  // from CPU shares, where samples were not counted
+        out += line("      setting %s -> predicted %.2fx", rec.setting.c_str(), rec.predicted_speedup);
       else
         out += line("      setting %s (no prediction)", rec.setting.c_str());
     }

@@ -60,6 +60,47 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
           {"covered_until_s", optional_number(g.covered_until_s)}};
 }
 
+nlohmann::ordered_json program_json(const ProgramSummary& p) {
+  const ProcessTreeSummary& t = p.tree;
+  nlohmann::ordered_json processes = nlohmann::ordered_json::array();
+  for (const WatchedProcess& w : t.processes)
+    processes.push_back({{"pid", w.pid},
+                         {"ppid", w.ppid},
+                         {"name", w.name},
+                         {"role", to_string(w.role)},
+                         {"samples", w.samples},
+                         {"cpu_cores_mean", w.cpu_cores_mean},
+                         {"cpu_core_seconds", w.cpu_core_seconds},
+                         {"io_wait_share", w.io_wait_share},
+                         {"rss_peak_bytes", w.rss_peak_bytes},
+                         {"read_bytes", w.read_bytes}});
+  return {{"command", p.command},
+          {"pid", p.pid},
+          {"exit", p.exit},
+          {"exit_code", p.exit_code},
+          {"ended", p.ended},
+          {"wall_s", p.wall_s},
+          {"spans", p.spans.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.spans)},
+          {"notes", p.notes},
+          {"tree",
+           {{"samples", t.samples},
+            {"sampled_s", t.sampled_s},
+            {"main_thread_busy", t.main_thread_busy},
+            {"main_thread_io_wait", t.main_thread_io_wait},
+            {"other_threads_cores", t.other_threads_cores},
+            {"busiest_thread", t.busiest_thread},
+            {"busiest_thread_busy", t.busiest_thread_busy},
+            {"trainer_cores", t.trainer_cores},
+            {"workers", t.workers},
+            {"workers_cores", t.workers_cores},
+            {"worker_busy", t.worker_busy},
+            {"worker_busy_max", t.worker_busy_max},
+            {"workers_io_wait", t.workers_io_wait},
+            {"other_processes_cores", t.other_processes_cores},
+            {"storage_read_bytes_per_s", optional_number(t.storage_read_bytes_per_s)},
+            {"processes", processes}}}};
+}
+
 }  // namespace
 
 std::string report_to_json(const Report& r) {
@@ -154,6 +195,7 @@ std::string report_to_json(const Report& r) {
                            ? nlohmann::ordered_json(nullptr)
                            : nlohmann::ordered_json{{"reason", r.stopped_early.reason},
                                                     {"message", r.stopped_early.message}};
+  if (r.program) j["program"] = program_json(*r.program);
   return j.dump(2) + "\n";
 }
 

@@ -106,6 +106,7 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
                                             static_cast<std::uint64_t>(options.csv_max_mib) << 20);
   UtilizationSampler::Options so;
   so.hz = options.hz;
+  so.pid = options.pid;
   // NVML numbers GPUs its own way; named by CUDA's index, series gpuN is the run's cuda:N.
   std::optional<std::vector<std::string>> cuda_bus_ids;
   if (const DeviceProbe cuda = probe_cuda(); cuda.available()) {
@@ -120,9 +121,11 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
     return names;
   };
   so.pinned_bytes = std::move(pinned_bytes);
-  so.on_sample = [csv = out.csv.get(), metrics](const UtilizationSample& sample) {
+  so.on_sample = [csv = out.csv.get(), metrics,
+                  also = std::move(options.on_sample)](const UtilizationSample& sample) {
     csv->write(sample);
     if (metrics) metrics->update_utilization(sample);
+    if (also) also(sample);
   };
   out.sampler = std::make_unique<UtilizationSampler>(std::move(so));
   out.sampler->start();

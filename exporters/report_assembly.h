@@ -97,6 +97,9 @@ struct SamplingOptions {
   double hz = 10;  // 0: off
   // timeseries.csv's size limit in MiB, as --timeseries-max-mib gives it; 0: no limit.
   std::int64_t csv_max_mib = static_cast<std::int64_t>(TimeseriesCsv::kDefaultMaxBytes >> 20);
+  int pid = 0;  // the process sampled with its threads and descendants; 0: this one
+  // Also called with every sample, on the sampling thread (feedscope watch's process tree).
+  std::function<void(const UtilizationSample&)> on_sample{};
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

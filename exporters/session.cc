@@ -11,6 +11,7 @@
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
 #include "exporters/report_assembly.h"
+#include "exporters/watch_channel.h"
 #include "pinned_memory/device_drain.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
@@ -30,6 +31,8 @@ std::string this_hostname() {
 // Why CUPTI will not be tried, or empty when it may be.
 std::string gpu_trace_precondition(bool wanted) {
   if (!wanted) return "not requested (trace_gpu off)";
+  // CUPTI takes one client per process: under watch, its injection library has it.
+  if (watch_channel_dir()) return "traced by feedscope watch (its report has the GPU trace)";
   const DeviceProbe cuda = probe_cuda();
   if (!cuda.built_with_cuda) return "built without CUDA";
   if (!cuda.available()) return "no CUDA device: " + cuda.unavailable_reason;
@@ -232,6 +235,13 @@ const Report& Session::finish() {
   s.report = std::move(report);
   write_report_files(s.report_dir, *s.report, s.sampling.sampler.get(), s.digest->trace_spans(),
                      s.spans.lanes(), s.gpu ? &activity : nullptr, s.run_begin_ns);
+  if (const auto watcher = watch_channel_dir()) {
+    try {
+      hand_report_to_watcher(*watcher, *s.report);
+    } catch (const std::exception& e) {  // the program's own report is written; go on
+      std::cerr << "feedscope: could not hand the report to feedscope watch: " << e.what() << std::endl;
+    }
+  }
   if (o.print) {
     std::cerr << format_console_report(*s.report, ::isatty(STDERR_FILENO) != 0)
               << "feedscope: report in " << s.report_dir.string() << std::endl;

@@ -278,9 +278,6 @@ Recommendation remove_syncs(const DiagnosisInput& in, const GpuTraceSummary& g, 
 // Reads that hit the page cache are memory copies, not storage: a long `read` stage is a storage
 // bottleneck only where the block devices or the kernel's I/O pressure show storage at work.
 // Without those readings (sampling off) the stage times are all there is to go on.
-constexpr double kStorageReadBytesPerS = 10e6;
-constexpr double kStorageIoPressure = 0.10;
-
 bool storage_evidence(const DiagnosisInput& in, Diagnosis& d) {
   const auto& disk = in.utilization.disk_read_bytes_per_s;
   const auto& pressure = in.utilization.io_pressure_ratio;

@@ -26,6 +26,11 @@ inline constexpr double kAssumedPinnedGbps = 12.0;
 inline constexpr double kAssumedCpuFlopsPerCore = 5e9;
 inline constexpr std::int64_t kTinyModelParameters = 1'000'000;
 
+// Storage is at work where the process reads at least this much from it (page-cache hits are not
+// reads), or the I/O pressure is at least this high.
+inline constexpr double kStorageReadBytesPerS = 10e6;
+inline constexpr double kStorageIoPressure = 0.10;
+
 struct DiagnosisInput {
   std::vector<StageStats> stages;
   double wall_s = 0;

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "profiler/process_tree.h"
+
 namespace feedscope {
 
 inline constexpr const char* kReportSchema = "feedscope.report/1";
@@ -165,6 +167,21 @@ struct DataErrorsSummary {
   std::vector<DataErrorExample> examples;  // the first few
 };
 
+// A program `feedscope watch` ran: how it ended and what its process tree did.
+struct ProgramSummary {
+  std::vector<std::string> command;
+  int pid = 0;
+  std::string exit;    // "exited with 0", "killed by SIGSEGV (core dumped)"
+  int exit_code = 0;   // the shell's: the status, or 128 + the signal
+  // How it ended: "exited", "failed" (non-zero status), "crashed" (a signal nobody sent it),
+  // "interrupted" (a signal feedscope received and passed on), "duration" (--duration ran out).
+  std::string ended;
+  double wall_s = 0;
+  std::string spans;  // "session (pid N)" when a feedscope Session inside it sent its spans
+  std::vector<std::string> notes;  // what the watcher could not read, and why
+  ProcessTreeSummary tree;
+};
+
 struct Report {
   std::vector<std::pair<std::string, ConfigValue>> config;
   Environment environment;
@@ -189,6 +206,7 @@ struct Report {
     std::string reason;
     std::string message;
   } stopped_early;
+  std::optional<ProgramSummary> program;  // `feedscope watch` only
 };
 
 }  // namespace feedscope

@@ -129,10 +129,28 @@ std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& 
   return stat_field_pair_sum(stat_line, 16);  // cutime, cstime
 }
 
-std::vector<int> descendant_pids(const ProcFs& fs, bool* readable) {
+std::optional<TaskStat> parse_task_stat(const std::string& stat_line) {
+  const std::size_t close = stat_line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
+  // Counted from field 3 (the state): ppid is field 4, utime 14, stime 15, rss 24.
+  if (fields.size() < 22 || fields[0].size() != 1) return std::nullopt;
+  std::uint64_t ppid = 0, utime = 0, stime = 0, rss_pages = 0;
+  if (!parse_u64(fields[1], ppid) || !parse_u64(fields[11], utime) ||
+      !parse_u64(fields[12], stime) || !parse_u64(fields[21], rss_pages))
+    return std::nullopt;
+  TaskStat out;
+  out.state = fields[0][0];
+  out.ppid = static_cast<int>(ppid);
+  out.cpu_ticks = utime + stime;
+  out.rss_bytes = rss_pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return out;
+}
+
+std::vector<int> descendant_pids(const ProcFs& fs, bool* readable, const std::string& root) {
   constexpr std::size_t kMaxProcesses = 256;  // a fork bomb must not stall sampling
   std::vector<int> out;
-  std::vector<std::string> queue = {"self"};
+  std::vector<std::string> queue = {root};
   if (readable != nullptr) *readable = false;
   for (std::size_t i = 0; i < queue.size() && out.size() < kMaxProcesses; ++i) {
     const std::string tasks = "/proc/" + queue[i] + "/task";
@@ -151,12 +169,12 @@ std::vector<int> descendant_pids(const ProcFs& fs, bool* readable) {
   return out;
 }
 
-std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs) {
-  const auto self = fs.read("/proc/self/stat");
+std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs, const std::string& root) {
+  const auto self = fs.read("/proc/" + root + "/stat");
   const auto reaped = self ? parse_reaped_children_cpu_ticks(*self) : std::nullopt;
   if (!reaped) return std::nullopt;
   std::uint64_t ticks = *reaped;
-  for (const int pid : descendant_pids(fs)) {
+  for (const int pid : descendant_pids(fs, nullptr, root)) {
     const auto stat = fs.read("/proc/" + std::to_string(pid) + "/stat");
     if (!stat) continue;  // it exited between listing and reading: its parent reaps it later
     ticks += parse_task_cpu_ticks(*stat).value_or(0) +

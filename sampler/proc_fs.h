@@ -34,17 +34,29 @@ std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line);
 // cutime+cstime of a /proc/<pid>/stat line: the CPU of its children that exited and were reaped.
 std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& stat_line);
 
-// This process's descendants, breadth first, from every task's /proc/<pid>/task/<tid>/children
-// (a child belongs to the thread that forked it); at most 256. `readable` (may be null) says
-// whether the kernel offers those files at all (CONFIG_PROC_CHILDREN).
-std::vector<int> descendant_pids(const ProcFs& fs, bool* readable = nullptr);
+// The state, parent, CPU and resident size of a /proc/<pid>/stat (or task stat) line.
+struct TaskStat {
+  char state = '?';  // R running, S sleeping, D in uninterruptible (I/O) wait, Z zombie, ...
+  int ppid = 0;
+  std::uint64_t cpu_ticks = 0;  // utime + stime
+  std::uint64_t rss_bytes = 0;
+};
+std::optional<TaskStat> parse_task_stat(const std::string& stat_line);
 
-// CPU ticks of every descendant process so far: those alive (all their threads, and their own
-// reaped children) and those this process reaped (cutime+cstime of /proc/self/stat). Grows
+// The descendants of process `root` ("self" or a pid) breadth first, from every task's
+// /proc/<pid>/task/<tid>/children (a child belongs to the thread that forked it); at most 256.
+// `readable` (may be null) says whether the kernel offers those files at all
+// (CONFIG_PROC_CHILDREN).
+std::vector<int> descendant_pids(const ProcFs& fs, bool* readable = nullptr,
+                                 const std::string& root = "self");
+
+// CPU ticks of every descendant process of `root` so far: those alive (all their threads, and their
+// own reaped children) and those `root` reaped (cutime+cstime of /proc/<root>/stat). Grows
 // monotonically while the processes stay in the tree, so two readings bracket a window exactly,
 // including workers that started and ended between samples. nullopt when /proc/self/stat is
 // unreadable.
-std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs);
+std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs,
+                                                   const std::string& root = "self");
 
 struct MemInfo {
   std::uint64_t total_bytes = 0;

@@ -13,13 +13,19 @@ struct ThreadCpu {
   std::string name;     // "worker 0", "training", or the kernel's comm for other threads
   double ratio = 0;     // busy share of one core since the previous sample, 0..1
   bool lane = false;    // named by a span lane: a loader worker or the training thread
+  char state = '?';     // /proc state at the sample: R running, S sleeping, D waiting on I/O
 };
 
 // A descendant process (a PyTorch DataLoader's worker is one), all its threads together.
 struct ProcessCpu {
   int pid = 0;
   std::string name;  // its comm: "pt_data_worker" under torch 2.x, "python3" under 1.13
+  std::string cmdline;  // /proc/<pid>/cmdline, arguments joined by spaces
   double cores = 0;  // CPU since the previous sample, in cores (0..cpus)
+  int ppid = 0;
+  char state = '?';  // of its main thread at the sample
+  std::uint64_t rss_bytes = 0;
+  std::optional<std::uint64_t> read_bytes_total;  // /proc/<pid>/io read_bytes: from storage
 };
 
 struct DiskSample {
@@ -60,7 +66,7 @@ struct UtilizationSample {
   std::optional<std::uint64_t> rss_peak_bytes;
   std::uint64_t pinned_bytes = 0;          // from the slab pool, set by the caller
   std::vector<DiskSample> disks;
-  std::optional<std::uint64_t> process_read_bytes_total;  // /proc/self/io read_bytes
+  std::optional<std::uint64_t> process_read_bytes_total;  // /proc/<process>/io read_bytes
   std::optional<PressureSample> cpu_pressure;
   std::optional<PressureSample> io_pressure;
   std::optional<PressureSample> memory_pressure;

@@ -44,6 +44,7 @@ std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
 UtilizationSampler::UtilizationSampler(Options options)
     : options_(std::move(options)),
       cpus_(online_cpus(options_.fs)),
+      proc_(options_.pid > 0 ? std::to_string(options_.pid) : "self"),
       block_devices_(block_devices(options_.fs)) {
   if (!(options_.hz > 0) || options_.hz > 1000)
     throw std::invalid_argument("sample_hz: " + std::to_string(options_.hz) +
@@ -89,8 +90,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   }
 
   // CPU: the process and each of its threads.
-  if (const auto stat = fs.read("/proc/self/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
-  if (!next.process_ticks) note_unavailable("process_cpu", "/proc/self/stat is missing or malformed");
+  const std::string proc = "/proc/" + proc_;
+  if (const auto stat = fs.read(proc + "/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
+  if (!next.process_ticks) note_unavailable("process_cpu", proc + "/stat is missing or malformed");
   if (have_previous && next.process_ticks && previous_.process_ticks &&
       *next.process_ticks >= *previous_.process_ticks)
     s.cpu_process_ratio = std::clamp(
@@ -98,24 +100,25 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
         0.0, 1.0);
   const std::map<int, std::string> names =
       options_.thread_names ? options_.thread_names() : std::map<int, std::string>{};
-  for (const std::string& entry : fs.list_dir("/proc/self/task")) {
+  for (const std::string& entry : fs.list_dir(proc + "/task")) {
     const int tid = std::atoi(entry.c_str());
     if (tid <= 0) continue;
-    const auto stat = fs.read("/proc/self/task/" + entry + "/stat");
-    const auto task_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
-    if (!task_ticks) continue;  // the thread ended between listing and reading
+    const auto stat = fs.read(proc + "/task/" + entry + "/stat");
+    const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
+    if (!task) continue;  // the thread ended between listing and reading
     const auto cores =
-        cores_since(next.thread_ticks, previous_.thread_ticks, tid, *task_ticks, ticks, dt);
+        cores_since(next.thread_ticks, previous_.thread_ticks, tid, task->cpu_ticks, ticks, dt);
     if (!cores) continue;
     ThreadCpu t;
     t.tid = tid;
+    t.state = task->state;
     if (const auto it = names.find(tid); it != names.end()) {
       t.name = it->second;
       t.lane = true;
     } else {
       auto [cached, inserted] = kernel_names_.try_emplace(tid);
       if (inserted)
-        cached->second = trim_newline(fs.read("/proc/self/task/" + entry + "/comm").value_or("?"));
+        cached->second = trim_newline(fs.read(proc + "/task/" + entry + "/comm").value_or("?"));
       t.name = cached->second;
     }
     t.ratio = std::clamp(*cores, 0.0, 1.0);
@@ -124,36 +127,47 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
 
   // CPU: descendant processes (a DataLoader's workers), each with all its threads.
   bool children_readable = false;
-  for (const int pid : descendant_pids(fs, &children_readable)) {
+  for (const int pid : descendant_pids(fs, &children_readable, proc_)) {
     const std::string dir = "/proc/" + std::to_string(pid);
     const auto stat = fs.read(dir + "/stat");
-    const auto process_ticks = stat ? parse_task_cpu_ticks(*stat) : std::nullopt;
-    if (!process_ticks) continue;  // it exited between listing and reading
+    const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
+    if (!task) continue;  // it exited between listing and reading
     const auto cores =
-        cores_since(next.child_ticks, previous_.child_ticks, pid, *process_ticks, ticks, dt);
+        cores_since(next.child_ticks, previous_.child_ticks, pid, task->cpu_ticks, ticks, dt);
     if (!cores) continue;
     ProcessCpu p;
     p.pid = pid;
+    auto [cmdline, fresh] = process_cmdlines_.try_emplace(pid);
+    if (fresh) {
+      cmdline->second = fs.read(dir + "/cmdline").value_or("");
+      while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
+      std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
+    }
     p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
+    p.cmdline = cmdline->second;
     p.cores = std::clamp(*cores, 0.0, static_cast<double>(cpus_));
+    p.ppid = task->ppid;
+    p.state = task->state;
+    p.rss_bytes = task->rss_bytes;
+    if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
     s.children.push_back(std::move(p));
   }
   if (!children_readable)
     note_unavailable("child_processes",
-                     "/proc/self/task/*/children is missing (a kernel without "
+                     proc + "/task/*/children is missing (a kernel without "
                      "CONFIG_PROC_CHILDREN): worker processes are not sampled");
 
   // Memory.
   if (const auto meminfo = fs.read("/proc/meminfo"))
     if (const auto mem = parse_meminfo(*meminfo)) s.memory_available_bytes = mem->available_bytes;
   if (!s.memory_available_bytes) note_unavailable("memory", "/proc/meminfo is missing or malformed");
-  if (const auto status = fs.read("/proc/self/status")) {
+  if (const auto status = fs.read(proc + "/status")) {
     if (const auto mem = parse_process_status(*status)) {
       s.rss_bytes = mem->rss_bytes;
       s.rss_peak_bytes = mem->rss_peak_bytes;
     }
   }
-  if (!s.rss_bytes) note_unavailable("rss", "/proc/self/status is missing or malformed");
+  if (!s.rss_bytes) note_unavailable("rss", proc + "/status is missing or malformed");
   if (options_.pinned_bytes) s.pinned_bytes = options_.pinned_bytes();
 
   // Disk I/O: whole block devices, and the process's own reads.
@@ -176,8 +190,8 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   } else {
     note_unavailable("disk", "/proc/diskstats is missing");
   }
-  if (const auto io = fs.read("/proc/self/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
-  if (!s.process_read_bytes_total) note_unavailable("process_io", "/proc/self/io is missing or malformed");
+  if (const auto io = fs.read(proc + "/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
+  if (!s.process_read_bytes_total) note_unavailable("process_io", proc + "/io is missing or malformed");
 
   // Pressure stall information (kernels >= 4.20 with PSI enabled).
   const auto pressure = [&](const char* resource) -> std::optional<PressureSample> {

@@ -39,6 +39,9 @@ class UtilizationSampler {
  public:
   struct Options {
     ProcFs fs;
+    // The process sampled with its threads and descendants: 0 is this one; `feedscope watch`
+    // names the program it started.
+    int pid = 0;
     double hz = 10;               // samples per second; GPU readings at most 10 Hz
     std::size_t ring_capacity = 1024;
     std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")
@@ -81,11 +84,15 @@ class UtilizationSampler {
 
   Options options_;
   int cpus_;
+  std::string proc_;  // "self" or the pid, as in /proc/<proc_>
   std::vector<std::string> block_devices_;
   Previous previous_;              // sampling thread only
   std::int64_t last_gpu_ns_ = 0;   // sampling thread only
   std::vector<GpuSample> last_gpu_;
   std::map<int, std::string> kernel_names_;  // sampling thread only: comm by tid, read once
+  // Sampling thread only: cmdline by descendant pid, read once (its comm is read every time: a
+  // torch 2.x worker renames itself after it starts).
+  std::map<int, std::string> process_cmdlines_;
 
   // Below state is shared with reader threads, guarded by mutex_.
   mutable std::mutex mutex_;

@@ -1,0 +1,203 @@
+#include "cli/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace feedscope {
+
+namespace {
+
+const char* signal_name(int sig) {
+  if (const char* abbrev = ::sigabbrev_np(sig)) return abbrev;
+  return "?";
+}
+
+// Copies everything from `fd` to `out_fd`, handing complete lines to `on_line`; the last partial
+// line too, at the end.
+void pump(int fd, int out_fd, const std::function<void(std::string_view)>& on_line) {
+  std::string pending;
+  std::array<char, 65536> buf{};
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out_fd, buf.data() + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // our output is gone: keep reading, so the program never blocks
+      done += w;
+    }
+    pending.append(buf.data(), static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+      on_line(std::string_view(pending).substr(start, nl - start));
+    pending.erase(0, start);
+  }
+  if (!pending.empty()) on_line(pending);
+  ::close(fd);
+}
+
+// Below state is shared with the signal handler: lock-free atomics are async-signal-safe.
+std::atomic<int> g_child{0};
+std::atomic<int> g_received{0};
+constexpr std::array<int, 4> kForwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+std::array<struct sigaction, kForwarded.size()> g_previous;
+
+void forward(int sig, siginfo_t* info, void*) {
+  int expected = 0;
+  g_received.compare_exchange_strong(expected, sig);
+  // The terminal sends Ctrl-C to the whole foreground process group, the child included
+  // (si_code SI_KERNEL); a signal sent to feedscope alone (kill, a job scheduler) is passed on.
+  const int child = g_child.load();
+  if (child > 0 && (info == nullptr || info->si_code != SI_KERNEL)) ::kill(child, sig);
+}
+
+}  // namespace
+
+std::string ChildExit::describe() const {
+  if (signal == 0) return "exited with " + std::to_string(code);
+  return std::string("killed by SIG") + signal_name(signal) + (core_dumped ? " (core dumped)" : "");
+}
+
+ChildProcess::ChildProcess(Options options) {
+  if (options.argv.empty()) throw ChildStartError("no command given after --", 2);
+  // Everything exec needs is built before fork: the child of a threaded process may only make
+  // async-signal-safe calls.
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string key(entry.substr(0, entry.find('=')));
+    if (!options.env.count(key)) env_text.emplace_back(entry);
+  }
+  for (const auto& [key, value] : options.env) env_text.push_back(key + "=" + value);
+  std::vector<char*> envp, argv;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (std::string& a : options.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0)
+    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': pipe: " +
+                              std::strerror(errno), 126);
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  const bool capture = static_cast<bool>(options.on_line);
+  if (capture && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0))
+    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': pipe: " +
+                              std::strerror(errno), 126);
+
+  pid_ = ::fork();
+  if (pid_ < 0)
+    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': fork: " +
+                              std::strerror(errno), 126);
+  if (pid_ == 0) {
+    // The child inherits feedscope's signal handlers' dispositions only as default or ignored;
+    // reset the ones feedscope set to ignore so the program sees a clean slate.
+    for (const int sig : kForwarded) ::signal(sig, SIG_DFL);
+    if (capture) {
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+    }
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int error = errno;
+    ssize_t ignored = ::write(status_pipe[1], &error, sizeof error);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(status_pipe[1]);
+  int error = 0;
+  ssize_t n;
+  do n = ::read(status_pipe[0], &error, sizeof error);
+  while (n < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
+  if (capture) {
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+  }
+  if (n == static_cast<ssize_t>(sizeof error)) {
+    ::waitpid(pid_, nullptr, 0);
+    exit_ = ChildExit{127, 0, false};
+    if (capture) {
+      ::close(out_pipe[0]);
+      ::close(err_pipe[0]);
+    }
+    const int code = error == ENOENT ? 127 : 126;
+    throw ChildStartError("cannot run '" + options.argv[0] + "': " + std::strerror(error), code);
+  }
+  if (capture) {
+    pumps_.emplace_back(pump, out_pipe[0], STDOUT_FILENO, options.on_line);
+    pumps_.emplace_back(pump, err_pipe[0], STDERR_FILENO, options.on_line);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (!exit_) signal(SIGKILL);
+  reap();
+}
+
+bool ChildProcess::wait_exited(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (exit_) return true;
+  for (;;) {
+    siginfo_t info{};
+    const int flags = WEXITED | WNOWAIT | (deadline ? WNOHANG : 0);
+    const int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, flags);
+    if (r == 0 && info.si_pid == pid_) return true;
+    if (r < 0 && errno != EINTR) return true;  // nothing to wait for: gone
+    if (!deadline) continue;
+    if (std::chrono::steady_clock::now() >= *deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void ChildProcess::signal(int sig) noexcept {
+  if (pid_ > 0 && !exit_) ::kill(pid_, sig);
+}
+
+ChildExit ChildProcess::reap() {
+  if (!exit_) {
+    int status = 0;
+    pid_t r;
+    do r = ::waitpid(pid_, &status, 0);
+    while (r < 0 && errno == EINTR);
+    ChildExit e;
+    if (r == pid_ && WIFSIGNALED(status)) {
+      e.signal = WTERMSIG(status);
+      e.core_dumped = WCOREDUMP(status);
+    } else if (r == pid_) {
+      e.code = WEXITSTATUS(status);
+    }
+    exit_ = e;
+  }
+  for (std::thread& t : pumps_)
+    if (t.joinable()) t.join();
+  return *exit_;
+}
+
+SignalForwarder::SignalForwarder(int child_pid) {
+  g_received.store(0);
+  g_child.store(child_pid);
+  struct sigaction action {};
+  action.sa_sigaction = forward;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &action, &g_previous[i]);
+}
+
+SignalForwarder::~SignalForwarder() {
+  g_child.store(0);
+  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &g_previous[i], nullptr);
+}
+
+int SignalForwarder::received() const noexcept { return g_received.load(); }
+
+}  // namespace feedscope

@@ -1,0 +1,333 @@
+#include "cli/watch.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+
+#include "cli/child_process.h"
+#include "cli/config.h"
+#include "cli/run.h"
+#include "exporters/console_report.h"
+#include "exporters/metrics_exporter.h"
+#include "exporters/report_assembly.h"
+#include "exporters/watch_channel.h"
+#include "loader/span_recorder.h"
+#include "loader/stage.h"
+#include "profiler/process_tree.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void validate(const WatchOptions& o) {
+  if (o.command.empty())
+    throw ConfigError("command", "watch: no program to run; usage: feedscope watch [options] -- "
+                                 "COMMAND [ARGS...]");
+  if (!(o.sample_hz > 0) || o.sample_hz > 1000)
+    throw ConfigError("sample_hz", "--sample-hz: " + std::to_string(o.sample_hz) +
+                                       " is out of range; allowed: greater than 0, at most 1000");
+  if (o.duration_s < 0)
+    throw ConfigError("duration", "--duration: " + std::to_string(o.duration_s) +
+                                      " is out of range; allowed: seconds >= 0 (0: until it exits)");
+  if (o.report_dir.empty()) throw ConfigError("report_dir", "--report-dir: must not be empty");
+  if (!o.throughput_pattern.empty()) {
+    try {
+      const std::regex re(o.throughput_pattern);
+      if (re.mark_count() < 1)
+        throw ConfigError("throughput_pattern",
+                          "--throughput-pattern '" + o.throughput_pattern +
+                              "': needs one group around the samples per second, as "
+                              "'([0-9.]+) samples/s'");
+    } catch (const std::regex_error& e) {
+      throw ConfigError("throughput_pattern", "--throughput-pattern '" + o.throughput_pattern +
+                                                  "': not a regular expression: " + e.what());
+    }
+  }
+}
+
+// The last samples-per-second figure the program printed, matched by the user's pattern.
+class ThroughputScanner {
+ public:
+  explicit ThroughputScanner(const std::string& pattern) : re_(pattern) {}
+  void line(std::string_view text) {
+    std::match_results<std::string_view::const_iterator> m;
+    if (!std::regex_search(text.begin(), text.end(), m, re_)) return;
+    try {
+      const double value = std::stod(m[1].str());
+      std::lock_guard lock(mutex_);
+      last_ = value;
+      ++matches_;
+    } catch (const std::exception&) {  // a group that is no number: not a figure
+    }
+  }
+  std::optional<double> last() const {
+    std::lock_guard lock(mutex_);
+    return last_;
+  }
+  std::size_t matches() const {
+    std::lock_guard lock(mutex_);
+    return matches_;
+  }
+
+ private:
+  std::regex re_;
+  mutable std::mutex mutex_;
+  std::optional<double> last_;
+  std::size_t matches_ = 0;
+};
+
+// The CUPTI injection library next to this program's build (build/profiler/), or where
+// FEEDSCOPE_INJECTION_LIBRARY names it; empty with the reason when there is none.
+std::string injection_library(std::string& why_not) {
+  if (const char* named = std::getenv("FEEDSCOPE_INJECTION_LIBRARY"); named && *named) {
+    if (fs::exists(named)) return named;
+    why_not = std::string("FEEDSCOPE_INJECTION_LIBRARY names '") + named + "', which does not exist";
+    return "";
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& candidate : {exe.parent_path() / "../profiler/libfeedscope_inject.so",
+                                    exe.parent_path() / "libfeedscope_inject.so",
+                                    exe.parent_path() / "../lib/feedscope/libfeedscope_inject.so"}) {
+    if (fs::exists(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
+  }
+  why_not = "feedscope was built without CUDA (no libfeedscope_inject.so beside " + exe.string() +
+            "): no CUDA trace";
+  return "";
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+// A private directory for the channel, removed when the watch ends.
+struct ChannelDir {
+  fs::path path;
+  ChannelDir() {
+    const fs::path base = fs::temp_directory_path() / "feedscope-watch-XXXXXX";
+    std::string templ = base.string();
+    if (::mkdtemp(templ.data()) == nullptr)
+      throw std::runtime_error("cannot create a directory for feedscope watch in " +
+                               fs::temp_directory_path().string());
+    path = templ;
+  }
+  ~ChannelDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<StageStats> empty_stages() {
+  std::vector<StageStats> out;
+  for (const std::string_view name : kStageNames) out.push_back(StageStats{std::string(name)});
+  return out;
+}
+
+const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
+  const SessionHandoff* best = nullptr;
+  for (const SessionHandoff& s : sessions)
+    if (!best || s.throughput.steps > best->throughput.steps) best = &s;
+  return best;
+}
+
+std::string ended_how(const ChildExit& exit, int received, bool duration_ran_out) {
+  if (duration_ran_out) return "duration";
+  if (received != 0) return "interrupted";
+  if (exit.signal != 0) return "crashed";
+  return exit.code == 0 ? "exited" : "failed";
+}
+
+}  // namespace
+
+WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
+  validate(o);
+  std::error_code ec;
+  fs::create_directories(o.report_dir, ec);
+  if (ec) throw std::runtime_error("cannot create report directory '" + o.report_dir + "': " + ec.message());
+
+  Report report;
+  report.environment = gather_environment("");
+  const int cpus = std::max(report.environment.cpus, 1);
+  ProgramSummary program;
+  program.command = o.command;
+
+  const ChannelDir channel;
+  std::map<std::string, std::string> env = o.env;
+  env[kWatchDirEnv] = channel.path.string();
+  std::string no_injection;
+  if (const char* taken = std::getenv("CUDA_INJECTION64_PATH"); taken && *taken) {
+    no_injection = std::string("CUDA_INJECTION64_PATH is already set to '") + taken +
+                   "' (another tool traces CUDA): no feedscope CUDA trace";
+  } else if (const std::string lib = injection_library(no_injection); !lib.empty()) {
+    env["CUDA_INJECTION64_PATH"] = lib;
+  }
+
+  std::unique_ptr<MetricsExporter> metrics;
+  if (!o.metrics_addr.empty()) {
+    MetricsExporter::Options mo;
+    mo.address = o.metrics_addr;
+    mo.const_labels["host"] = report.environment.hostname;
+    mo.version = report.environment.feedscope_version;
+    mo.torch_version = report.environment.torch_version;
+    mo.cuda_version = report.environment.cuda_version;
+    metrics = std::make_unique<MetricsExporter>(mo);
+    log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
+  }
+
+  std::optional<ThroughputScanner> scanner;
+  if (!o.throughput_pattern.empty()) scanner.emplace(o.throughput_pattern);
+  ChildProcess::Options co;
+  co.argv = o.command;
+  co.env = std::move(env);
+  if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->line(line); };
+
+  const std::int64_t begin_ns = now_ns();
+  ChildProcess child(std::move(co));
+  program.pid = child.pid();
+  const SignalForwarder forwarder(child.pid());
+  ProcessTreeDigest tree(child.pid(), ::getpid());
+  SpanRegistry no_spans;
+  SamplingOptions so;
+  so.hz = o.sample_hz;
+  so.pid = child.pid();
+  so.on_sample = [&tree](const UtilizationSample& s) { tree.add(s); };
+  Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());
+
+  bool duration_ran_out = false;
+  if (o.duration_s > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration<double>(o.duration_s);
+    if (!child.wait_exited(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline))) {
+      duration_ran_out = true;
+      log << "feedscope watch: --duration " << o.duration_s << " s ran out: stopping the program (SIGINT)"
+          << std::endl;
+      child.signal(SIGINT);
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                std::chrono::duration<double>(o.grace_s));
+      if (!child.wait_exited(grace)) {
+        child.signal(SIGTERM);
+        if (!child.wait_exited(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+          child.signal(SIGKILL);
+      }
+    }
+  }
+  child.wait_exited(std::nullopt);
+  const std::int64_t end_ns = now_ns();
+  // The last readings while its /proc entry is still there, then let it go.
+  if (sampling.sampler) sampling.sampler->stop();
+  const ChildExit exit = child.reap();
+  program.exit = exit.describe();
+  program.exit_code = exit.shell_code();
+  program.ended = ended_how(exit, forwarder.received(), duration_ran_out);
+  program.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+  if (program.ended == "interrupted") {
+    const char* name = ::sigabbrev_np(forwarder.received());
+    report.interrupted = name ? std::string("SIG") + name : "signal";
+  }
+  if (sampling.sampler) {
+    fill_utilization(sampling.sampler->summary(), report.utilization);
+  } else {
+    report.utilization.unavailable["sampler"] = "sampling off";
+  }
+  program.tree = tree.summary();
+  const ProcessTreeSummary& t = program.tree;
+  Utilization& u = report.utilization;
+  u.cpu_process_ratio = t.trainer_cores / cpus;
+  u.cpu_child_processes_cores = t.workers_cores + t.other_processes_cores;
+  u.storage_read_bytes_per_s = t.storage_read_bytes_per_s;
+  for (const WatchedProcess& p : t.processes)
+    if (p.role == ProcessRole::trainer) u.rss_bytes_peak = p.rss_peak_bytes;
+  if (const auto it = u.series.find("cpu_system_ratio"); it != u.series.end())
+    u.cpu_system_ratio = it->second.mean;
+
+  // What the program measured of itself, where a feedscope Session inside it sent its spans.
+  std::vector<std::string> channel_errors;
+  const std::vector<SessionHandoff> sessions = read_session_handoffs(channel.path, channel_errors);
+  for (const std::string& e : channel_errors) program.notes.push_back("unreadable: " + e);
+  std::optional<DiagnosisInput> span_input;
+  report.stages = empty_stages();
+  report.throughput.wall_s = program.wall_s;
+  if (const SessionHandoff* s = busiest(sessions)) {
+    program.spans = "session (pid " + std::to_string(s->pid) + ")";
+    report.throughput = s->throughput;
+    report.stages = s->stages;
+    report.custom_stages = s->custom_stages;
+    report.training = s->training;
+    report.data_errors = s->data_errors;
+    DiagnosisInput in;
+    in.stages = s->stages;
+    in.wall_s = s->throughput.wall_s;
+    in.batches = s->throughput.steps;
+    in.batch_size = s->batch_size > 0 ? s->batch_size
+                    : s->throughput.steps > 0 ? s->throughput.samples / s->throughput.steps
+                                              : 0;
+    in.samples_per_s = s->throughput.samples_per_s;
+    in.num_workers = s->num_workers > 0 ? s->num_workers : t.workers;
+    in.cpus = cpus;
+    in.on_gpu = s->device.rfind("cuda", 0) == 0;
+    in.model_parameters = s->training.parameters;
+    span_input = in;
+  } else if (scanner && scanner->last()) {
+    report.throughput.samples_per_s = *scanner->last();
+    program.spans = "";
+    program.notes.push_back("throughput: the last of " + std::to_string(scanner->matches()) +
+                            " lines matching --throughput-pattern");
+  } else if (scanner) {
+    program.notes.push_back("throughput: no line matched --throughput-pattern '" +
+                            o.throughput_pattern + "'");
+  }
+  if (report.training.model.empty()) report.training.model = "the program's own (" + o.command[0] + ")";
+
+  report.gpu_trace_unavailable = no_injection.empty()
+                                     ? "the program made no CUDA call that reached the injection"
+                                     : no_injection;
+  WatchDiagnosisInput wd;
+  wd.tree = program.tree;
+  wd.cpus = cpus;
+  wd.utilization = report.utilization;
+  wd.gpu_trace = report.gpu_trace;
+  wd.spans = span_input;
+  report.diagnosis = diagnose_watched(wd);
+  if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
+  report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
+
+  report.config = {{"mode", std::string("watch")},
+                   {"command", join(o.command)},
+                   {"report_dir", o.report_dir},
+                   {"metrics_addr", o.metrics_addr},
+                   {"sample_hz", o.sample_hz},
+                   {"duration", o.duration_s},
+                   {"throughput_pattern", o.throughput_pattern}};
+  report.program = std::move(program);
+  write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {}, nullptr, begin_ns);
+  return {std::move(report), duration_ran_out ? 0 : exit.shell_code()};
+}
+
+int watch_command(const WatchOptions& options) {
+  const WatchOutcome outcome = watch_program(options, std::cerr);
+  const ProgramSummary& p = *outcome.report.program;
+  if (options.print) {
+    std::cerr << "\nfeedscope watch: " << join(p.command) << ": " << p.exit << " after "
+              << p.wall_s << " s (" << p.ended << ")\n"
+              << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
+              << "feedscope: report in " << options.report_dir << std::endl;
+  }
+  return outcome.exit_code;
+}
+
+}  // namespace feedscope

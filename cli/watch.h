@@ -1,0 +1,46 @@
+#pragma once
+// `feedscope watch [options] -- COMMAND [ARGS...]`: runs a training program feedscope did not
+// write and diagnoses it as `run` diagnoses its own. The program runs unchanged (argv, no shell),
+// its output and exit code pass through, and signals sent to feedscope reach it. Meanwhile
+// feedscope samples its process tree by role (profiler/process_tree.h), the machine and the GPUs;
+// traces its CUDA work with the CUPTI injection library (CUDA_INJECTION64_PATH); and takes the
+// stage spans of a feedscope Session inside it (exporters/watch_channel.h). The report directory
+// gets the files `run` writes, with report.json's `program` section, also when the program crashes
+// or is interrupted.
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "profiler/report.h"
+
+namespace feedscope {
+
+struct WatchOptions {
+  std::vector<std::string> command;
+  std::string report_dir = "feedscope-watch";
+  std::string metrics_addr;  // HOST:PORT of a Prometheus endpoint while it runs; empty: none
+  double sample_hz = 10;
+  double duration_s = 0;     // > 0: stop the program (SIGINT, then SIGTERM) after this long
+  double grace_s = 10;       // from the SIGINT of --duration to the SIGTERM
+  // A regular expression with one group, the samples per second in a line the program prints;
+  // the last match counts. Its output then passes through a pipe.
+  std::string throughput_pattern;
+  std::map<std::string, std::string> env;  // added to the program's environment
+  bool print = true;  // the console report on stderr at the end
+};
+
+struct WatchOutcome {
+  Report report;
+  int exit_code = 0;  // the program's (shell convention), or 0 where --duration stopped it
+};
+
+// Throws ConfigError (cli/config.h) for a bad option, ChildStartError (cli/child_process.h) for a
+// program that cannot start (nothing is written then), std::runtime_error for a report directory
+// that cannot be written.
+WatchOutcome watch_program(const WatchOptions& options, std::ostream& log);
+
+// The `watch` subcommand: watch_program, the console report, the program's exit code.
+int watch_command(const WatchOptions& options);
+
+}  // namespace feedscope

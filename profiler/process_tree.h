@@ -1,0 +1,104 @@
+#pragma once
+// What `feedscope watch` sees of a program it did not write: the utilization samples of its
+// process tree (sampler/utilization_sampler.h with Options::pid), digested into roles over the
+// run. The trainer is the process watch started; its main thread runs the training loop (Python's
+// main thread, or a libtorch main()); its other threads are intra-op pools, a pin-memory thread
+// and the like. Loader workers are the descendant processes a DataLoader forks or spawns: torch
+// 2.x names them pt_data_worker, torch 1.13 does not, so parentage and the command line decide
+// alone (a forked worker keeps its parent's command line; a spawned one runs
+// multiprocessing.spawn). Other descendants (multiprocessing's resource tracker, a forkserver, a
+// shell) are "other".
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sampler/utilization_sample.h"
+
+namespace feedscope {
+
+enum class ProcessRole : std::uint8_t { trainer, loader_worker, other };
+const char* to_string(ProcessRole role);
+
+// Role of descendant `p` of the trainer, whose comm is `trainer_name`.
+ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name);
+
+// One process over the samples it was seen in.
+struct WatchedProcess {
+  int pid = 0;
+  int ppid = 0;
+  std::string name;
+  ProcessRole role = ProcessRole::other;
+  std::size_t samples = 0;       // readings it was in
+  double cpu_cores_mean = 0;     // over those readings
+  double cpu_core_seconds = 0;   // CPU it took while watched
+  double io_wait_share = 0;      // share of its readings in uninterruptible (D) wait
+  std::uint64_t rss_peak_bytes = 0;
+  std::uint64_t read_bytes = 0;  // from storage while watched (/proc/<pid>/io read_bytes growth)
+};
+
+struct ProcessTreeSummary {
+  int trainer_pid = 0;
+  std::string trainer_name;
+  std::size_t samples = 0;
+  double sampled_s = 0;  // from the first reading to the last
+  // The trainer's main thread: mean busy share of one core, and share of readings in D wait.
+  double main_thread_busy = 0;
+  double main_thread_io_wait = 0;
+  // Mean cores the trainer's other threads took together, and the busiest one by name.
+  double other_threads_cores = 0;
+  std::string busiest_thread;
+  double busiest_thread_busy = 0;
+  double trainer_cores = 0;  // the whole trainer process, mean cores
+  // Loader workers: the most alive at once, their mean cores together while any is alive, and
+  // the mean busy share of a worker (over workers seen in at least two readings).
+  int workers = 0;
+  double workers_cores = 0;
+  double worker_busy = 0;
+  double worker_busy_max = 0;
+  double workers_io_wait = 0;  // share of worker readings in D wait
+  double other_processes_cores = 0;
+  // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
+  std::optional<double> storage_read_bytes_per_s;
+  std::vector<WatchedProcess> processes;  // the trainer first, then by pid
+};
+
+// Thread-safe: add() on the sampling thread, summary() from any thread.
+class ProcessTreeDigest {
+ public:
+  // `parent_pid`: who started the trainer (the watcher).
+  ProcessTreeDigest(int trainer_pid, int parent_pid) : trainer_pid_(trainer_pid), parent_pid_(parent_pid) {}
+  // A reading of a UtilizationSampler whose Options::pid is the trainer.
+  void add(const UtilizationSample& sample);
+  ProcessTreeSummary summary() const;
+
+ private:
+  struct Accumulated {
+    WatchedProcess process;
+    double cores_sum = 0;
+    std::size_t io_wait_samples = 0;
+    std::optional<std::uint64_t> first_read, last_read;
+  };
+  mutable std::mutex mutex_;
+  int trainer_pid_;
+  int parent_pid_;
+  std::string trainer_name_;
+  std::int64_t first_ns_ = 0, last_ns_ = 0, previous_ns_ = 0;
+  std::size_t samples_ = 0;
+  double main_busy_sum_ = 0;
+  std::size_t main_io_wait_ = 0, main_samples_ = 0;
+  double other_threads_sum_ = 0;
+  struct Thread {
+    std::string name;
+    double busy_sum = 0;
+  };
+  std::map<int, Thread> threads_;  // the trainer's other threads, by tid
+  double workers_cores_sum_ = 0, other_processes_sum_ = 0;
+  std::size_t worker_samples_ = 0;  // readings with a loader worker alive
+  int workers_max_ = 0;
+  std::map<int, Accumulated> processes_;
+};
+
+}  // namespace feedscope

@@ -1,0 +1,237 @@
+#include "profiler/watch_diagnosis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace feedscope {
+
+namespace {
+
+std::string fmt(const char* format, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+std::optional<double> series_mean(const Utilization& u, const char* name) {
+  const auto it = u.series.find(name);
+  if (it == u.series.end()) return std::nullopt;
+  return it->second.mean;
+}
+
+// What the tree shows, as evidence lines every watched diagnosis carries.
+void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
+  const ProcessTreeSummary& t = in.tree;
+  d.evidence.push_back(fmt("training process %d (%s): main thread busy %.0f%% of a core "
+                           "(%.0f%% of readings in I/O wait); its other threads %.2f cores%s",
+                           t.trainer_pid, t.trainer_name.c_str(), 100 * t.main_thread_busy,
+                           100 * t.main_thread_io_wait, t.other_threads_cores,
+                           t.busiest_thread.empty()
+                               ? ""
+                               : fmt(" (busiest: %s, %.0f%%)", t.busiest_thread.c_str(),
+                                     100 * t.busiest_thread_busy)
+                                     .c_str()));
+  if (t.workers > 0)
+    d.evidence.push_back(fmt("%d loader worker processes: %.2f cores together; a worker busy "
+                             "%.0f%% of a core on average (busiest %.0f%%), %.0f%% of readings in "
+                             "I/O wait",
+                             t.workers, t.workers_cores, 100 * t.worker_busy,
+                             100 * t.worker_busy_max, 100 * t.workers_io_wait));
+  else
+    d.evidence.push_back("no loader worker processes: the data is loaded in the training process "
+                         "(num_workers=0)");
+  if (const auto system = series_mean(in.utilization, "cpu_system_ratio"))
+    d.evidence.push_back(fmt("the machine's %d cores were %.0f%% busy (%.1f cores idle)", in.cpus,
+                             100 * *system, in.cpus * (1 - *system)));
+  if (t.storage_read_bytes_per_s)
+    d.evidence.push_back(fmt("the program's processes read %.1f MB/s from storage (page-cache "
+                             "hits are not reads)",
+                             *t.storage_read_bytes_per_s / 1e6));
+}
+
+void add_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
+  d.evidence.push_back(fmt("CUDA trace over %.2f s: GPU busy %.0f%% (kernels and copies, all "
+                           "streams); %lld kernels, mean %.1f us, p95 %.1f us",
+                           window_s, 100 * g.gpu_busy_ratio, static_cast<long long>(g.kernels),
+                           g.mean_kernel_us, g.p95_kernel_us));
+  if (g.syncs > 0)
+    d.evidence.push_back(fmt("%lld host syncs (%.0f per second), blocking the host %.0f%% of the "
+                             "time",
+                             static_cast<long long>(g.syncs), g.syncs / std::max(window_s, 1e-9),
+                             100 * g.sync_wait_s / std::max(window_s, 1e-9)));
+  if (g.h2d_pinned_bytes + g.h2d_pageable_bytes > 0)
+    d.evidence.push_back(fmt("host-to-device copies %.0f%% of the time: %.1f MB from pinned, "
+                             "%.1f MB from pageable memory",
+                             100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
+                             static_cast<double>(g.h2d_pageable_bytes) / 1e6));
+  if (g.dropped > 0)
+    d.evidence.push_back(fmt("%llu GPU activity records were dropped: the GPU numbers are low "
+                             "bounds",
+                             static_cast<unsigned long long>(g.dropped)));
+}
+
+Recommendation advice(std::string setting, std::string action, std::string basis) {
+  Recommendation r;
+  r.setting = std::move(setting);
+  r.action = std::move(action);
+  r.basis = std::move(basis);
+  return r;
+}
+
+// Loader workers at their limit: more of them where cores are idle, with a speed-up from their
+// measured rate; cheaper preprocessing where none are.
+void workers_saturated(const WatchDiagnosisInput& in, double idle_cores, Diagnosis& d) {
+  const ProcessTreeSummary& t = in.tree;
+  d.bottleneck = "cpu_preprocess";
+  const int extra = static_cast<int>(std::floor(idle_cores / std::max(t.worker_busy, 0.05)));
+  if (extra >= 1) {
+    const int workers = t.workers + extra;
+    // Each worker delivers what it delivers now; the training thread, busy main_thread_busy of
+    // its time per batch today, caps the gain at 1 / main_thread_busy.
+    const double by_workers = static_cast<double>(workers) / t.workers;
+    const double by_trainer = 1.0 / std::max(t.main_thread_busy, 0.05);
+    Recommendation r = advice(
+        "num_workers=" + std::to_string(workers),
+        fmt("Raise num_workers from %d to %d: every worker is busy %.0f%% of a core and %.1f "
+            "cores are idle.",
+            t.workers, workers, 100 * t.worker_busy, idle_cores),
+        fmt("what-if: samples/s grows with the workers (%d/%d = %.2fx) until the training thread, "
+            "busy %.0f%% now, is full (%.2fx); sure to the extent each worker keeps its measured "
+            "rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
+            workers, t.workers, by_workers, 100 * t.main_thread_busy, by_trainer));
+    r.predicted_speedup = std::min(by_workers, by_trainer);
+    d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
+                    "raise num_workers to %d (predicted %.2fx).",
+                    t.workers, workers, r.predicted_speedup);
+    d.recommendations.push_back(std::move(r));
+  } else {
+    d.verdict = fmt("Input-bound with no idle core: the %d loader workers are busy on every core; "
+                    "make preprocessing cheaper.",
+                    t.workers);
+    d.recommendations.push_back(
+        advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
+                   "cache decoded samples, or move augmentation to the GPU.",
+               "no prediction: the cost of each transform is not measured without spans"));
+  }
+}
+
+Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
+  Diagnosis d;
+  const ProcessTreeSummary& t = in.tree;
+  d.input_bound = "unknown";  // the wait is measured only with spans
+  const double system = series_mean(in.utilization, "cpu_system_ratio").value_or(0);
+  const double idle_cores = std::max(0.0, in.cpus * (1 - system));
+  const bool traced = in.gpu_trace && in.gpu_trace->kernels > 0;
+  const bool trainer_pinned = t.main_thread_busy >= kThreadPinned;
+  const bool workers_busy = t.workers > 0 && t.worker_busy >= kWorkersSaturated;
+  const double io_wait = t.workers > 0 ? t.workers_io_wait : t.main_thread_io_wait;
+  const auto disk_busy = series_mean(in.utilization, "disk_busy_ratio");
+  const bool storage = io_wait >= kIoWaitHigh && t.storage_read_bytes_per_s &&
+                       *t.storage_read_bytes_per_s >= kStorageReadBytesPerS;
+
+  if (storage) {
+    d.bottleneck = "storage_io";
+    d.verdict = fmt("Storage-bound: the %s waits on storage in %.0f%% of readings while reading "
+                    "%.0f MB/s.",
+                    t.workers > 0 ? "loader workers" : "training thread", 100 * io_wait,
+                    *t.storage_read_bytes_per_s / 1e6);
+    if (disk_busy) d.evidence.push_back(fmt("busiest disk busy %.0f%% of the time", 100 * *disk_busy));
+    d.recommendations.push_back(advice(
+        t.workers > 0 ? "num_workers=" + std::to_string(t.workers * 2) : "num_workers=2",
+        "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
+        "shards, or data on faster storage / in the page cache.",
+        "no prediction: how the storage scales with concurrent reads is not measured"));
+  } else if (traced && !workers_busy) {
+    const GpuTraceSummary& g = *in.gpu_trace;
+    const bool pageable = g.h2d_pageable_bytes > g.h2d_pinned_bytes;
+    if (g.h2d_share >= kH2dStepShare && pageable) {
+      d.bottleneck = "host_to_device";
+      d.verdict = fmt("Copy-bound: host-to-device copies take %.0f%% of the time, mostly from "
+                      "pageable memory.",
+                      100 * g.h2d_share);
+      d.recommendations.push_back(advice(
+          "pin_memory=True", "Set pin_memory=True in the DataLoader and copy with "
+                             ".to(device, non_blocking=True).",
+          "no prediction: pinned copy speed on this machine is not measured in this run"));
+    } else if (g.gpu_busy_ratio >= kGpuBusyCompute) {
+      d.bottleneck = "gpu_compute";
+      d.verdict = fmt("GPU-bound: the GPU is busy %.0f%% of the time; the input keeps up.",
+                      100 * g.gpu_busy_ratio);
+      d.recommendations.push_back(advice(
+          "", "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last, "
+              "a fused optimizer.",
+          "no prediction: depends on the model's kernels"));
+    } else {
+      d.bottleneck = "launch_overhead";
+      d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
+                      "kernels, while the training thread is busy %.0f%% launching them.",
+                      100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * t.main_thread_busy);
+      if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s)
+        d.recommendations.push_back(advice(
+            "", "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): "
+                "read the loss every N steps, so the CPU queues work ahead of the GPU.",
+            "no prediction without step spans"));
+      d.recommendations.push_back(advice(
+          "", "Raise the batch size, or capture the step in a CUDA graph "
+              "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
+          "no prediction without step spans"));
+      if (g.mean_kernel_us < kShortKernelUs)
+        d.recommendations.push_back(advice(
+            "device=cpu", "For a model this small, try the CPU: each step is a handful of "
+                          "microsecond kernels plus a sync.",
+            "no prediction: the model's CPU cost is not measured"));
+    }
+  } else if (workers_busy && !trainer_pinned) {
+    workers_saturated(in, idle_cores, d);
+  } else if (t.workers == 0 && trainer_pinned) {
+    d.bottleneck = "cpu_compute";
+    d.verdict = fmt("CPU-bound: the training thread is busy %.0f%% and loads its own data "
+                    "(num_workers=0); without spans feedscope cannot split loading from the step.",
+                    100 * t.main_thread_busy);
+    d.recommendations.push_back(advice(
+        "num_workers=2", "Try num_workers=2 (feedscope sweep -- COMMAND ... {num_workers}), or "
+                         "add feedscope.wrap() to the loop to measure loading and the step apart.",
+        "no prediction: loading and the step share one thread"));
+  } else if (trainer_pinned || t.other_threads_cores >= 0.5) {
+    d.bottleneck = "cpu_compute";
+    d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
+                    "compute threads %.2f cores); the loader workers keep up.",
+                    100 * t.main_thread_busy, t.other_threads_cores);
+    d.recommendations.push_back(advice(
+        "", "Make the step cheaper (a smaller model, torch.compile) or run it on a GPU; more "
+            "loader workers would not help.",
+        "no prediction: the step's cost is not measured without spans"));
+  } else {
+    d.bottleneck = t.workers > 0 && t.worker_busy >= t.main_thread_busy ? "cpu_preprocess"
+                                                                         : "cpu_compute";
+    d.verdict = "No clear limit: neither the training thread nor the loader workers are busy; "
+                "the program may wait on something else (network, sleep, a lock).";
+  }
+  add_tree_evidence(in, d);
+  if (in.gpu_trace) add_gpu_evidence(*in.gpu_trace, in.gpu_trace->step_wall_s, d);
+  return d;
+}
+
+}  // namespace
+
+Diagnosis diagnose_watched(const WatchDiagnosisInput& in) {
+  if (!in.spans) return diagnose_tree(in);
+  DiagnosisInput spans = *in.spans;
+  spans.utilization = in.utilization;
+  spans.gpu_trace = in.gpu_trace;
+  // The trace has one window, the CUDA-active time: its per-step figures are per the program's
+  // measured steps, which cover about the same time.
+  if (spans.gpu_trace && spans.batches > 0) {
+    GpuTraceSummary& g = *spans.gpu_trace;
+    g.steps = spans.batches;
+    g.kernels_per_step = static_cast<double>(g.kernels) / static_cast<double>(g.steps);
+    g.syncs_per_step = static_cast<double>(g.syncs) / static_cast<double>(g.steps);
+  }
+  Diagnosis d = diagnose(spans);
+  add_tree_evidence(in, d);
+  return d;
+}
+
+}  // namespace feedscope

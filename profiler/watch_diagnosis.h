@@ -1,0 +1,33 @@
+#pragma once
+// The diagnosis of a program `feedscope watch` ran (DESIGN.md's bottleneck names, evidence,
+// recommendations), from what a watcher can see without the program's help: its process tree by
+// role (profiler/process_tree.h), the machine's CPU, disk and pressure, and the CUPTI trace of
+// its CUDA work. Where the program sent stage spans (a feedscope Session inside it), the span
+// diagnosis of profiler/diagnosis.h decides and the tree adds its evidence.
+#include <optional>
+
+#include "profiler/diagnosis.h"
+#include "profiler/process_tree.h"
+#include "profiler/report.h"
+
+namespace feedscope {
+
+// Thresholds on the tree's busy shares (of one core).
+inline constexpr double kThreadPinned = 0.75;   // the thread is the limit where it is this busy
+inline constexpr double kWorkersSaturated = 0.75;
+inline constexpr double kIoWaitHigh = 0.3;      // share of readings in D (I/O) wait
+
+struct WatchDiagnosisInput {
+  ProcessTreeSummary tree;
+  int cpus = 1;
+  Utilization utilization;  // the sampler's series: system CPU, disk, pressure, GPUs
+  // Over the program's CUDA-active time (one window from its first CUDA call to its last).
+  std::optional<GpuTraceSummary> gpu_trace;
+  // The span diagnosis' input where the program's Session sent its spans; its utilization and
+  // gpu_trace are the watcher's.
+  std::optional<DiagnosisInput> spans;
+};
+
+Diagnosis diagnose_watched(const WatchDiagnosisInput& input);
+
+}  // namespace feedscope

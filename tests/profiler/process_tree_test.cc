@@ -1,0 +1,191 @@
+// The watcher's process tree by role, and the diagnosis from it, on fabricated samples: torch
+// 1.13's unnamed forked workers, torch 2.x's pt_data_worker, spawned workers and
+// multiprocessing's helpers; an input-bound, a compute-bound, a storage-bound and a launch-bound
+// program.
+#include <gtest/gtest.h>
+
+#include "profiler/process_tree.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope {
+namespace {
+
+constexpr int kTrainer = 100;
+
+ProcessCpu child(int pid, std::string name, std::string cmdline, double cores, char state = 'R',
+                 int ppid = kTrainer) {
+  ProcessCpu p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.name = std::move(name);
+  p.cmdline = std::move(cmdline);
+  p.cores = cores;
+  p.state = state;
+  return p;
+}
+
+TEST(ProcessTreeTest, WorkersAreToldApartByNameParentageAndCommandLine) {
+  const std::string trainer = "python3";
+  EXPECT_EQ(classify_descendant(child(1, "python3", "python3 train.py", 1), kTrainer, trainer),
+            ProcessRole::loader_worker)
+      << "torch 1.13 under fork: a copy of the trainer";
+  EXPECT_EQ(classify_descendant(child(2, "pt_data_worker", "python3 train.py", 1), kTrainer, trainer),
+            ProcessRole::loader_worker);
+  EXPECT_EQ(classify_descendant(
+                child(3, "python3",
+                      "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) "
+                      "--multiprocessing-fork",
+                      1, 'R', 7),
+                kTrainer, trainer),
+            ProcessRole::loader_worker)
+      << "spawn: its parent may be a forkserver";
+  EXPECT_EQ(classify_descendant(
+                child(4, "python3", "python3 -c from multiprocessing.resource_tracker import main;main(5)", 0),
+                kTrainer, trainer),
+            ProcessRole::other);
+  EXPECT_EQ(classify_descendant(child(5, "nvidia-smi", "nvidia-smi -L", 0), kTrainer, trainer),
+            ProcessRole::other);
+  EXPECT_EQ(classify_descendant(child(6, "python3", "python3 train.py", 1, 'R', 5), kTrainer, trainer),
+            ProcessRole::other)
+      << "a grandchild that is no spawned worker";
+}
+
+UtilizationSample sample(std::int64_t t_ms, double main_busy, std::vector<ProcessCpu> children,
+                         double other_thread = 0, char main_state = 'R') {
+  UtilizationSample s;
+  s.time_ns = t_ms * 1'000'000;
+  s.cpu_core_ratio = {0.5, 0.5, 0.5, 0.5};  // 4 cores
+  s.cpu_system_ratio = 0.5;
+  s.cpu_process_ratio = (main_busy + other_thread) / 4;
+  ThreadCpu main;
+  main.tid = kTrainer;
+  main.name = "python3";
+  main.ratio = main_busy;
+  main.state = main_state;
+  s.threads.push_back(main);
+  ThreadCpu pool;
+  pool.tid = kTrainer + 1;
+  pool.name = "python3";
+  pool.ratio = other_thread;
+  s.threads.push_back(pool);
+  s.children = std::move(children);
+  s.rss_bytes = 1 << 20;
+  return s;
+}
+
+TEST(ProcessTreeTest, TheSummaryAveragesEachRoleOverTheReadingsItWasIn) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  tree.add(sample(0, 0.3, {}));
+  for (int i = 1; i <= 10; ++i) {
+    ProcessCpu w1 = child(201, "python3", "python3 train.py", 0.9, i % 2 ? 'R' : 'D');
+    w1.read_bytes_total = static_cast<std::uint64_t>(i) * 10'000'000;
+    tree.add(sample(i * 100, 0.3, {w1, child(202, "python3", "python3 train.py", 0.7),
+                                   child(300, "python3", "python3 -c from multiprocessing.resource_tracker import main", 0)},
+                    0.2));
+  }
+  const ProcessTreeSummary s = tree.summary();
+  EXPECT_EQ(s.trainer_name, "python3");
+  EXPECT_EQ(s.workers, 2);
+  EXPECT_NEAR(s.workers_cores, 1.6, 1e-9) << "while workers were alive only";
+  EXPECT_NEAR(s.worker_busy, 0.8, 1e-9);
+  EXPECT_NEAR(s.worker_busy_max, 0.9, 1e-9);
+  EXPECT_NEAR(s.workers_io_wait, 0.25, 1e-9) << "5 of 20 worker readings in D";
+  EXPECT_NEAR(s.main_thread_busy, 0.3, 1e-9);
+  EXPECT_NEAR(s.other_threads_cores, 10 * 0.2 / 11, 1e-9);
+  ASSERT_TRUE(s.storage_read_bytes_per_s);
+  EXPECT_NEAR(*s.storage_read_bytes_per_s, 90e6 / 1.0, 1e-3);
+  ASSERT_EQ(s.processes.size(), 4u);
+  EXPECT_EQ(s.processes[0].role, ProcessRole::trainer);
+  EXPECT_EQ(s.processes[0].ppid, 1);
+}
+
+WatchDiagnosisInput tree_input(double main_busy, int workers, double worker_busy,
+                               double system_busy, double io_wait = 0, double read_mb_s = 0) {
+  WatchDiagnosisInput in;
+  in.cpus = 8;
+  in.tree.trainer_pid = kTrainer;
+  in.tree.trainer_name = "python3";
+  in.tree.main_thread_busy = main_busy;
+  in.tree.workers = workers;
+  in.tree.worker_busy = worker_busy;
+  in.tree.workers_cores = workers * worker_busy;
+  in.tree.workers_io_wait = io_wait;
+  in.tree.main_thread_io_wait = workers == 0 ? io_wait : 0;
+  in.tree.storage_read_bytes_per_s = read_mb_s * 1e6;
+  in.utilization.series["cpu_system_ratio"] = SeriesStats{system_busy, system_busy, system_busy};
+  return in;
+}
+
+TEST(WatchDiagnosisTest, SaturatedWorkersWithIdleCoresGetMoreWorkersAndABoundedPrediction) {
+  // 2 workers each at 95 %, trainer 40 % busy, 8 cores 35 % busy: 5.2 cores idle.
+  const Diagnosis d = diagnose_watched(tree_input(0.4, 2, 0.95, 0.35));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  ASSERT_FALSE(d.recommendations.empty());
+  const Recommendation& r = d.recommendations[0];
+  EXPECT_EQ(r.setting, "num_workers=7");  // 2 + floor(5.2 / 0.95)
+  // min(7/2, 1/0.4): the training thread caps it.
+  EXPECT_NEAR(r.predicted_speedup, 2.5, 1e-9);
+  EXPECT_NE(r.basis.find("medium"), std::string::npos) << "says how sure it is";
+}
+
+TEST(WatchDiagnosisTest, SaturatedWorkersOnFullCoresGetCheaperPreprocessingWithoutAPrediction) {
+  const Diagnosis d = diagnose_watched(tree_input(0.3, 8, 0.95, 0.98));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations[0].predicted_speedup, 0);
+  EXPECT_NE(d.verdict.find("no idle core"), std::string::npos) << d.verdict;
+}
+
+TEST(WatchDiagnosisTest, APinnedTrainingThreadWithIdleWorkersIsComputeBound) {
+  const Diagnosis d = diagnose_watched(tree_input(0.98, 2, 0.2, 0.4));
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+}
+
+TEST(WatchDiagnosisTest, WorkersWaitingOnStorageWhileReadingAreStorageBound) {
+  const Diagnosis d = diagnose_watched(tree_input(0.2, 4, 0.3, 0.2, 0.6, 180));
+  EXPECT_EQ(d.bottleneck, "storage_io");
+  // Waiting in D on page-cache reads is no storage limit: no bytes came from the disk.
+  EXPECT_NE(diagnose_watched(tree_input(0.2, 4, 0.3, 0.2, 0.6, 0.1)).bottleneck, "storage_io");
+}
+
+TEST(WatchDiagnosisTest, ShortKernelsOnAnIdleGpuWithABusyTrainingThreadAreLaunchBound) {
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
+  GpuTraceSummary g;
+  g.steps = 1;
+  g.step_wall_s = 2.0;
+  g.kernels = 60'000;
+  g.mean_kernel_us = 3.5;
+  g.gpu_busy_ratio = 0.12;
+  g.syncs = 10'000;
+  g.sync_wait_s = 0.6;
+  in.gpu_trace = g;
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_EQ(d.bottleneck, "launch_overhead");
+  bool sync_advice = false;
+  for (const Recommendation& r : d.recommendations)
+    sync_advice |= r.action.find(".item()") != std::string::npos;
+  EXPECT_TRUE(sync_advice) << "a host sync in every iteration is named";
+  in.gpu_trace->gpu_busy_ratio = 0.93;
+  EXPECT_EQ(diagnose_watched(in).bottleneck, "gpu_compute");
+}
+
+TEST(WatchDiagnosisTest, SpansFromTheProgramDecideAndTheTreeAddsEvidence) {
+  WatchDiagnosisInput in = tree_input(0.3, 1, 0.95, 0.5);
+  DiagnosisInput spans;
+  spans.wall_s = 10;
+  spans.batches = 100;
+  spans.batch_size = 32;
+  spans.samples_per_s = 320;
+  spans.cpus = 8;
+  spans.stages = {StageStats{"wait", 100, 9.0, 90, 90, 95, 0.9, 1},
+                  StageStats{"step", 100, 1.0, 10, 10, 11, 0.1, 1}};
+  in.spans = spans;
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_GT(d.data_stall_ratio, 0.8) << "measured from the wait spans";
+  bool tree_line = false;
+  for (const std::string& e : d.evidence) tree_line |= e.find("loader worker processes") != std::string::npos;
+  EXPECT_TRUE(tree_line);
+}
+
+}  // namespace
+}  // namespace feedscope

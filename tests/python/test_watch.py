@@ -1,0 +1,147 @@
+"""`feedscope watch` on real, unmodified PyTorch programs run by the interpreter's own torch: the
+verdict from the process tree alone, the program's exit code and output passed through, a report
+also for a failing, crashing or interrupted program, and the spans of a feedscope Session inside
+the program joined into the report."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PLAIN = ROOT / "examples" / "plain_python_loop.py"
+WRAPPED = ROOT / "examples" / "wrap_python_loop.py"
+FEEDSCOPE = os.environ.get("FEEDSCOPE_BINARY", "")
+
+try:
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
+class WatchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = pathlib.Path(cls._tmp.name)
+        cls.images = cls.dir / "images"
+        subprocess.run([FEEDSCOPE, "make-dataset", "images", "--out", str(cls.images), "--count",
+                        "128", "--classes", "4"], check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def watch(self, name, command, *options, expect=0):
+        report_dir = self.dir / name
+        r = subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), *options, "--",
+                            *command], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, expect, r.stdout + r.stderr)
+        for f in ("report.json", "report.html", "trace.json", "timeseries.csv"):
+            self.assertTrue((report_dir / f).exists(), f)
+        return r, json.loads((report_dir / "report.json").read_text())
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_images_through_one_worker_and_a_tiny_model_are_input_bound(self):
+        r, report = self.watch(
+            "input", [sys.executable, str(PLAIN), "--data", str(self.images), "--workers", "1",
+                      "--steps", "150", "--batch-size", "16"],
+            "--throughput-pattern", r"throughput: ([0-9.]+) samples/s")
+        self.assertIn("loss ", r.stdout)  # the program's output passes through
+        tree = report["program"]["tree"]
+        self.assertEqual(tree["workers"], 1, tree)
+        self.assertGreater(tree["worker_busy"], 0.6, tree)
+        self.assertEqual(report["program"]["ended"], "exited")
+        self.assertEqual(report["config"]["mode"], "watch")
+        d = report["diagnosis"]
+        self.assertEqual(d["bottleneck"], "cpu_preprocess", d)
+        self.assertGreater(report["throughput"]["samples_per_s"], 0)
+        roles = {p["role"] for p in tree["processes"]}
+        self.assertEqual(roles, {"trainer", "loader_worker"}, tree["processes"])
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_in_memory_data_and_a_heavy_mlp_are_compute_bound(self):
+        _, report = self.watch(
+            "compute", [sys.executable, str(PLAIN), "--in-memory", "--workers", "0", "--model",
+                        "heavy", "--steps", "40", "--batch-size", "64"])
+        d = report["diagnosis"]
+        self.assertEqual(d["bottleneck"], "cpu_compute", d)
+        self.assertEqual(report["program"]["tree"]["workers"], 0)
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_a_program_that_fails_keeps_its_exit_code_and_gets_a_report(self):
+        r, report = self.watch(
+            "fails", [sys.executable, str(PLAIN), "--in-memory", "--workers", "0",
+                      "--fail-at-step", "5"], expect=1)
+        self.assertIn("a bug at step 5", r.stderr)
+        self.assertEqual(report["program"]["ended"], "failed")
+        self.assertEqual(report["program"]["exit"], "exited with 1")
+
+    def test_a_crash_is_reported_as_one(self):
+        _, report = self.watch("crash", [sys.executable, "-c", "import os; os.abort()"],
+                               expect=128 + signal.SIGABRT)
+        self.assertEqual(report["program"]["ended"], "crashed")
+        self.assertIn("SIGABRT", report["program"]["exit"])
+
+    def test_a_signal_to_feedscope_reaches_the_program_and_the_report_says_so(self):
+        report_dir = self.dir / "interrupted"
+        program = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n"
+        p = subprocess.Popen([FEEDSCOPE, "watch", "--report-dir", str(report_dir), "--",
+                              sys.executable, "-c", program], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        report = json.loads((report_dir / "report.json").read_text())
+        self.assertEqual(report["program"]["ended"], "interrupted")
+        self.assertEqual(report["interrupted"], "SIGTERM")
+
+    def test_duration_stops_the_program_and_exits_zero(self):
+        start = time.monotonic()
+        _, report = self.watch("duration", [sys.executable, "-c",
+                                            "import time\nwhile True: time.sleep(0.01)\n"],
+                               "--duration", "1")
+        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(report["program"]["ended"], "duration")
+
+    def test_a_program_that_cannot_start_is_named(self):
+        r = subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(self.dir / "missing"), "--",
+                            "no-such-program-feedscope"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("no-such-program-feedscope", r.stderr)
+
+    def test_bad_options_exit_2_naming_them(self):
+        r = subprocess.run([FEEDSCOPE, "watch", "--throughput-pattern", "no group", "--", "true"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--throughput-pattern", r.stderr)
+        r = subprocess.run([FEEDSCOPE, "watch"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("COMMAND", r.stderr)
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_a_feedscope_session_inside_the_program_sends_its_spans(self):
+        env_dir = self.dir / "own-report"
+        _, report = self.watch(
+            "session", [sys.executable, str(WRAPPED), "--data", str(self.images), "--workers", "1",
+                        "--steps", "12", "--warmup", "2", "--batch-size", "16", "--report-dir",
+                        str(env_dir)])
+        self.assertTrue(report["program"]["spans"].startswith("session (pid "), report["program"])
+        self.assertEqual(report["stages"]["wait"]["count"], 12)
+        self.assertEqual(report["stages"]["step"]["count"], 12)
+        self.assertGreater(report["throughput"]["samples_per_s"], 0)
+        self.assertIn(report["diagnosis"]["bottleneck"], ("cpu_preprocess", "storage_io"))
+        self.assertTrue((env_dir / "report.json").exists(), "the program's own report stays")
+
+
+if __name__ == "__main__":
+    unittest.main()
