@@ -21,6 +21,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "loader/span_recorder.h"
@@ -108,8 +109,8 @@ std::string cuda_text(int major, int minor) {
 std::string driver_refusal(std::uint32_t cupti_version) {
   std::string driver_path;
   for (const std::string& path : detail::loaded_object_paths()) {
-    const std::size_t slash = path.rfind('/');
-    if (path.compare(slash + 1, std::string::npos, "libcuda.so", 0, 10) == 0) {
+    const std::size_t slash = path.rfind('/');  // npos + 1: the whole path
+    if (std::string_view(path).substr(slash + 1).starts_with("libcuda.so")) {
       driver_path = path;
       break;
     }
