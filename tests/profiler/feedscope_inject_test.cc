@@ -1,21 +1,18 @@
-// libfeedscope_inject.so as the CUDA driver would load it, each case in a fork()ed child so that a
-// crash or hang in the library fails the test instead of taking the runner down. Built in CUDA
+// libfeedscope_inject.so as the CUDA driver would load it, each case in a process of its own
+// (inject_host.cc) so that a crash or hang in the library fails the test instead of taking the
+// runner down, and no CUPTI the runner loaded is in it. Built in CUDA
 // builds only (tests/CMakeLists.txt); needs no GPU: the driver and CUPTI are real where present,
 // stand-ins (fake_cuda_driver.cc, fake_cupti_recorder.cc) where the case says so.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "profiler/gpu_activity_wire.h"
@@ -24,34 +21,23 @@
 namespace feedscope {
 namespace {
 
-// Child exit codes a case can fail with, each named in the assertion.
-constexpr int kNoLibrary = 10, kNoEntryPoint = 11, kNotOne = 12, kSlow = 13, kNoFake = 14;
-
-// Runs InitializeInjection in a child with FEEDSCOPE_WATCH_DIR=`watch_dir` (unset when empty),
-// after dlopen-ing `preload` (stand-ins for the driver and CUPTI); `then` runs in the child before
-// it exits through exit(), so atexit handlers run as in a real program. Returns the child's status.
+// Runs tests/profiler/inject_host.cc, which calls InitializeInjection in a fresh process with
+// FEEDSCOPE_WATCH_DIR=`watch_dir` ("-": unset) after dlopen-ing `preload`, then does `then`
+// ("exit", "sleep:<ms>", "fork"). Returns its wait status: exit code 10-14 is the host's failure.
 int run_injection(const std::string& watch_dir, const std::vector<std::string>& preload,
-                  const std::function<void()>& then = [] {}) {
+                  const std::string& then = "exit", const std::string& cwd = "") {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::alarm(30);  // a hang ends the child, and the case, with SIGALRM
-    if (watch_dir.empty())
-      ::unsetenv("FEEDSCOPE_WATCH_DIR");
-    else
-      ::setenv("FEEDSCOPE_WATCH_DIR", watch_dir.c_str(), 1);
-    for (const std::string& path : preload)
-      if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) std::_Exit(kNoFake);
-    void* lib = ::dlopen(FEEDSCOPE_INJECT_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) std::_Exit(kNoLibrary);
-    const auto init = reinterpret_cast<int (*)()>(::dlsym(lib, "InitializeInjection"));
-    if (init == nullptr) std::_Exit(kNoEntryPoint);
-    const auto begin = std::chrono::steady_clock::now();
-    const int result = init();
-    if (std::chrono::steady_clock::now() - begin > std::chrono::seconds(5)) std::_Exit(kSlow);
-    if (result != 1) std::_Exit(kNotOne);
-    then();
-    std::exit(0);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) std::_Exit(126);
+    std::vector<std::string> args = {FEEDSCOPE_INJECT_HOST, FEEDSCOPE_INJECT_LIBRARY,
+                                     watch_dir.empty() ? "-" : watch_dir, then};
+    args.insert(args.end(), preload.begin(), preload.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -98,7 +84,8 @@ TEST(FeedscopeInjectTest, ExportsOnlyInitializeInjectionAndNeedsNoFeedscopeDepen
 
 TEST(FeedscopeInjectTest, WithoutAWatchDirItDoesNothing) {
   feedscope::testing::TempDir dir;
-  const int status = run_injection("", {});
+  // In the temp dir: a file written relative to an empty watch dir would land here.
+  const int status = run_injection("", {}, "exit", dir.path().string());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   EXPECT_TRUE(files_in(dir.path()).empty());
 }
@@ -130,7 +117,7 @@ TEST(FeedscopeInjectTest, ThroughAFakeCuptiItRecordsAndWritesTheRestAtExit) {
   feedscope::testing::TempDir dir;
   // Long enough for a flush and a takeover probe that comes back.
   const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
-                                   [] { std::this_thread::sleep_for(std::chrono::milliseconds(700)); });
+                                   "sleep:700");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   EXPECT_TRUE(gpu.errors.empty());
@@ -153,7 +140,7 @@ TEST(FeedscopeInjectTest, RecordsThatStopReachingItReadAsAnotherClientTakingCupt
   feedscope::testing::TempDir dir;
   ::setenv("FAKE_CUPTI_DELIVER", "0", 1);
   const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
-                                   [] { std::this_thread::sleep_for(std::chrono::milliseconds(400)); });
+                                   "sleep:400");
   ::unsetenv("FAKE_CUPTI_DELIVER");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
@@ -184,13 +171,7 @@ TEST(FeedscopeInjectTest, ACuptiNewerThanTheDriverIsUnavailableInWords) {
 TEST(FeedscopeInjectTest, AForkedChildLeavesItsParentsFileAlone) {
   feedscope::testing::TempDir dir;
   const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
-                                   [] {
-                                     // The child's exit() runs the inherited atexit handler.
-                                     std::fflush(nullptr);
-                                     const pid_t child = ::fork();
-                                     if (child == 0) std::exit(0);
-                                     ::waitpid(child, nullptr, 0);
-                                   });
+                                   "fork");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   ASSERT_EQ(files_in(dir.path()).size(), 1u);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
