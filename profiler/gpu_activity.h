@@ -32,6 +32,7 @@ struct MemcpyRecord {
   std::uint32_t device = 0;
   std::uint32_t stream = 0;
   std::uint32_t correlation_id = 0;
+  MemoryKind dst = MemoryKind::other;  // where the copy wrote (pinned for a D2H into a slab)
 };
 
 struct MemsetRecord {

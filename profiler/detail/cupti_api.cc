@@ -37,6 +37,7 @@ std::string bind_all(void* lib, CuptiApi& a) {
   need(a.cuptiGetTimestamp, "cuptiGetTimestamp");
   need(a.cuptiActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks");
   need(a.cuptiActivityEnable, "cuptiActivityEnable");
+  need(a.cuptiActivityEnableAndDump, "cuptiActivityEnableAndDump");
   need(a.cuptiActivityDisable, "cuptiActivityDisable");
   need(a.cuptiActivityFlushAll, "cuptiActivityFlushAll");
   need(a.cuptiActivityGetNextRecord, "cuptiActivityGetNextRecord");

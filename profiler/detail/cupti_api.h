@@ -18,6 +18,7 @@ struct CuptiApi {
   decltype(&::cuptiGetTimestamp) cuptiGetTimestamp = nullptr;
   decltype(&::cuptiActivityRegisterCallbacks) cuptiActivityRegisterCallbacks = nullptr;
   decltype(&::cuptiActivityEnable) cuptiActivityEnable = nullptr;
+  decltype(&::cuptiActivityEnableAndDump) cuptiActivityEnableAndDump = nullptr;
   decltype(&::cuptiActivityDisable) cuptiActivityDisable = nullptr;
   decltype(&::cuptiActivityFlushAll) cuptiActivityFlushAll = nullptr;
   decltype(&::cuptiActivityGetNextRecord) cuptiActivityGetNextRecord = nullptr;

@@ -18,6 +18,7 @@ int cuptiGetCallbackName() { return 0; }
 int cuptiGetTimestamp() { return 0; }
 int cuptiActivityRegisterCallbacks() { return 0; }
 int cuptiActivityEnable() { return 0; }
+int cuptiActivityEnableAndDump() { return 0; }
 int cuptiActivityDisable() { return 0; }
 int cuptiActivityFlushAll() { return 0; }
 int cuptiActivityGetNextRecord() { return 0; }

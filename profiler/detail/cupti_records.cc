@@ -1,0 +1,334 @@
+#include "profiler/detail/cupti_records.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "loader/span_recorder.h"
+#include "profiler/detail/cupti_api.h"
+
+namespace feedscope::detail {
+
+namespace {
+
+// CUPTI suggests buffers of 1-10 MB. The cap bounds what a stalled consumer can pin down: past
+// it CUPTI gets no buffer, drops records and counts them.
+constexpr std::size_t kBufferBytes = 8u << 20;
+constexpr std::size_t kBufferAlign = 8;
+constexpr int kMaxBuffers = 32;
+// What the parsed records may take until taken: a training loop launches thousands of kernels
+// a second for days. Past it, records are counted and dropped, so the summary covers the run up to
+// the first one left out. About 250,000 kernel records with their names.
+constexpr std::size_t kMaxStoreBytes = std::size_t{64} << 20;
+
+constexpr std::array<CUpti_ActivityKind, 5> kKinds = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME};
+
+const char* kind_name(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    default: return "?";
+  }
+}
+
+// CUPTI's callbacks carry no user pointer, so what they reach is process-wide. Leaked on purpose:
+// CUPTI may deliver a last buffer while static destructors run.
+struct Shared {
+  // Below state is shared with CUPTI's buffer thread (and with a thread inside FlushAll).
+  std::mutex mutex;
+  GpuActivity store;                                         // guarded by mutex
+  std::size_t store_bytes = 0;                               // guarded by mutex
+  std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
+  std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
+  std::atomic<int> buffers_out{0};
+  std::atomic<std::int64_t> offset_ns{0};  // now_ns() - cuptiGetTimestamp()
+  std::atomic<std::uint64_t> buffers_completed{0};
+  std::atomic<std::uint64_t> device_records{0};
+};
+
+Shared& shared() {
+  static Shared* s = new Shared;
+  return *s;
+}
+
+std::int64_t to_now_ns(std::uint64_t cupti_ns, std::int64_t offset) {
+  return static_cast<std::int64_t>(cupti_ns) + offset;
+}
+
+// Caller holds shared().mutex.
+const std::string& api_name(Shared& s, std::uint32_t cbid) {
+  auto it = s.api_names.find(cbid);
+  if (it != s.api_names.end()) return it->second;
+  const char* raw = nullptr;
+  std::string name;
+  if (cupti().api.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &raw) == CUPTI_SUCCESS &&
+      raw) {
+    name = raw;
+    // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the version is not part of the API's name.
+    const std::size_t v = name.rfind("_v");
+    if (v != std::string::npos && v + 2 < name.size() &&
+        name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+      name.resize(v);
+  } else {
+    name = "runtime api " + std::to_string(cbid);
+  }
+  return s.api_names.emplace(cbid, std::move(name)).first->second;
+}
+
+// Caller holds shared().mutex. Kernel names come mangled; the trace is read by people.
+const std::string& kernel_name(Shared& s, const char* raw) {
+  const std::string key = raw ? raw : "unknown kernel";
+  auto it = s.demangled.find(key);
+  if (it != s.demangled.end()) return it->second;
+  int status = 0;
+  char* d = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && d ? std::string(d) : key;
+  std::free(d);
+  return s.demangled.emplace(key, std::move(name)).first->second;
+}
+
+MemcpyKind memcpy_kind(std::uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return MemcpyKind::h2d;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return MemcpyKind::d2h;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return MemcpyKind::d2d;
+    default: return MemcpyKind::other;
+  }
+}
+
+MemoryKind memory_kind(std::uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return MemoryKind::pageable;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return MemoryKind::pinned;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return MemoryKind::device;
+    default: return MemoryKind::other;
+  }
+}
+
+SyncType sync_type(CUpti_ActivitySynchronizationType type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return SyncType::event;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return SyncType::stream_wait_event;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return SyncType::stream;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return SyncType::context;
+    default: return SyncType::other;
+  }
+}
+
+// Record layouts are those the CUDA 13 headers name for each enabled kind.
+void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out) {
+  const std::int64_t off = s.offset_ns.load(std::memory_order_relaxed);
+  const auto next_record = cupti().api.cuptiActivityGetNextRecord;
+  CUpti_Activity* record = nullptr;
+  while (next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        out.kernels.push_back({kernel_name(s, k->name), to_now_ns(k->start, off),
+                               to_now_ns(k->end, off), k->deviceId, k->streamId,
+                               k->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        out.memcpys.push_back({memcpy_kind(m->copyKind), memory_kind(m->srcKind), m->bytes,
+                               to_now_ns(m->start, off), to_now_ns(m->end, off), m->deviceId,
+                               m->streamId, m->correlationId, memory_kind(m->dstKind)});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        out.memsets.push_back({m->bytes, to_now_ns(m->start, off), to_now_ns(m->end, off),
+                               m->deviceId, m->streamId, m->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+        out.syncs.push_back({sync_type(y->type), to_now_ns(y->start, off),
+                             to_now_ns(y->end, off), y->streamId, y->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME: {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        out.runtime.push_back({api_name(s, a->cbid), to_now_ns(a->start, off),
+                               to_now_ns(a->end, off), a->threadId, a->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_DEVICE:
+        s.device_records.fetch_add(1);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+std::size_t record_bytes(const KernelRecord& r) { return sizeof r + r.name.capacity(); }
+std::size_t record_bytes(const RuntimeApiRecord& r) { return sizeof r + r.name.capacity(); }
+template <typename Record>
+std::size_t record_bytes(const Record& r) {
+  return sizeof r;
+}
+
+// Caller holds shared().mutex. Moves `from` into `to` while the store stays under its cap.
+template <typename Record>
+void keep_under_cap(Shared& s, std::vector<Record>& from, std::vector<Record>& to) {
+  for (Record& r : from) {
+    const std::size_t bytes = record_bytes(r);
+    if (s.store_bytes + bytes > kMaxStoreBytes) {
+      ++s.store.not_kept;
+      s.store.kept_until_ns = std::min(s.store.kept_until_ns, r.start_ns);
+      continue;
+    }
+    s.store_bytes += bytes;
+    to.push_back(std::move(r));
+  }
+}
+
+void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                               std::size_t* max_records) {
+  Shared& s = shared();
+  *max_records = 0;  // as many as fit
+  *buffer = nullptr;
+  *size = 0;
+  if (s.buffers_out.fetch_add(1) >= kMaxBuffers) {
+    s.buffers_out.fetch_sub(1);
+    return;
+  }
+  void* p = std::aligned_alloc(kBufferAlign, kBufferBytes);
+  if (p == nullptr) {
+    s.buffers_out.fetch_sub(1);
+    return;
+  }
+  *buffer = static_cast<std::uint8_t*>(p);
+  *size = kBufferBytes;
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
+                               std::size_t /*size*/, std::size_t valid) {
+  if (buffer == nullptr) return;
+  Shared& s = shared();
+  s.buffers_completed.fetch_add(1);
+  // An exception must not unwind into CUPTI's C frames; losing a buffer beats losing the run.
+  try {
+    std::lock_guard lock(s.mutex);
+    GpuActivity parsed;
+    parse(s, buffer, valid, parsed);
+    std::size_t dropped = 0;
+    if (cupti().api.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
+      s.store.dropped += dropped;
+    keep_under_cap(s, parsed.kernels, s.store.kernels);
+    keep_under_cap(s, parsed.memcpys, s.store.memcpys);
+    keep_under_cap(s, parsed.memsets, s.store.memsets);
+    keep_under_cap(s, parsed.syncs, s.store.syncs);
+    keep_under_cap(s, parsed.runtime, s.store.runtime);
+  } catch (...) {
+  }
+  std::free(buffer);
+  s.buffers_out.fetch_sub(1);
+}
+
+// "CUPTI: <what>: <result>" for a failed call, empty for success.
+std::string failure(CUptiResult result, const std::string& what) {
+  if (result == CUPTI_SUCCESS) return "";
+  return "CUPTI: " + what + ": " + cupti_result_text(result);
+}
+
+}  // namespace
+
+std::string cupti_result_text(CUptiResult result) {
+  const char* raw = nullptr;
+  std::string text = cupti().api.cuptiGetResultString(result, &raw) == CUPTI_SUCCESS && raw
+                         ? raw
+                         : "CUPTI error " + std::to_string(static_cast<int>(result));
+  switch (result) {
+    case CUPTI_ERROR_NOT_INITIALIZED:
+      return text + " (CUPTI could not attach to the CUDA driver: no driver, or a CUPTI newer "
+                    "than the driver)";
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      return text + " (another CUPTI client holds CUPTI: Nsight Systems, Nsight Compute, "
+                    "cuda-gdb, or a profiler inside the program)";
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+      return text + " (GPU tracing is not permitted for this user or VM)";
+    default:
+      return text;
+  }
+}
+
+std::string start_cupti_recording() {
+  const CuptiApi& api = cupti().api;
+  if (std::string why = failure(api.cuptiActivityRegisterCallbacks(buffer_requested,
+                                                                    buffer_completed),
+                                "cuptiActivityRegisterCallbacks");
+      !why.empty())
+    return why;
+  // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
+  std::uint64_t cupti_ns = 0;
+  const std::int64_t before = now_ns();
+  if (std::string why = failure(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp");
+      !why.empty())
+    return why;
+  const std::int64_t after = now_ns();
+  shared().offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
+  for (std::size_t i = 0; i < kKinds.size(); ++i) {
+    const CUptiResult r = api.cuptiActivityEnable(kKinds[i]);
+    if (r != CUPTI_SUCCESS) {
+      for (std::size_t j = 0; j < i; ++j) api.cuptiActivityDisable(kKinds[j]);
+      return failure(r, std::string("cuptiActivityEnable(") + kind_name(kKinds[i]) + ")");
+    }
+  }
+  return "";
+}
+
+std::string stop_cupti_recording() {
+  std::string first;
+  for (CUpti_ActivityKind kind : kKinds) {
+    std::string why = failure(cupti().api.cuptiActivityDisable(kind), "cuptiActivityDisable");
+    if (first.empty()) first = std::move(why);
+  }
+  // Forced: hand over the partly filled buffers too, so a take sees the last records.
+  std::string why = flush_cupti_records(true);
+  return first.empty() ? why : first;
+}
+
+std::string flush_cupti_records(bool forced) {
+  return failure(cupti().api.cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0),
+                 "cuptiActivityFlushAll");
+}
+
+GpuActivity take_cupti_records() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  GpuActivity out = std::move(s.store);
+  s.store = GpuActivity{};
+  s.store_bytes = 0;
+  return out;
+}
+
+CuptiCallbackCounts cupti_callback_counts() {
+  const Shared& s = shared();
+  return {s.buffers_completed.load(), s.device_records.load()};
+}
+
+std::string probe_cupti_callbacks() {
+  const CuptiApi& api = cupti().api;
+  std::string why = failure(api.cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE),
+                            "cuptiActivityEnableAndDump(DEVICE)");
+  if (why.empty()) api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DEVICE);
+  return why;
+}
+
+}  // namespace feedscope::detail

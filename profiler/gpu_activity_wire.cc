@@ -1,0 +1,390 @@
+#include "profiler/gpu_activity_wire.h"
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <system_error>
+#include <unordered_map>
+
+#include "loader/detail/crc32c.h"
+
+namespace feedscope {
+
+namespace {
+
+constexpr char kMagic[4] = {'F', 'S', 'G', 'A'};
+constexpr std::uint16_t kVersion = 1;
+constexpr std::uint16_t kStatusFrame = 1;
+constexpr std::uint16_t kRecordsFrame = 2;
+constexpr std::size_t kHeaderBytes = 16;
+constexpr std::size_t kCheckedHeaderBytes = 12;
+// A writer flushes every 200 ms; no batch comes near this. A larger length is a corrupt header,
+// not a frame to wait for.
+constexpr std::uint32_t kMaxPayloadBytes = 1u << 30;
+
+class Writer {
+ public:
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u16(std::uint16_t v) { le(v); }
+  void u32(std::uint32_t v) { le(v); }
+  void u64(std::uint64_t v) { le(v); }
+  void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v)); }
+  void bytes(std::string_view s) { out_.append(s); }
+  std::string& str() { return out_; }
+
+ private:
+  template <typename T>
+  void le(T v) {
+    for (std::size_t i = 0; i < sizeof v; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  std::string out_;
+};
+
+// Bounds-checked: every read past the end sets failed() and yields zeros.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  std::uint8_t u8() { return static_cast<std::uint8_t>(le(1)); }
+  std::uint16_t u16() { return static_cast<std::uint16_t>(le(2)); }
+  std::uint32_t u32() { return static_cast<std::uint32_t>(le(4)); }
+  std::uint64_t u64() { return le(8); }
+  std::int64_t i64() { return static_cast<std::int64_t>(le(8)); }
+  std::string_view bytes(std::size_t n) {
+    if (failed_ || in_.size() - at_ < n) {
+      failed_ = true;
+      return {};
+    }
+    const std::string_view s = in_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  // A count of items of at least `min_item_bytes` each that the rest of the input can hold.
+  std::uint32_t count(std::size_t min_item_bytes) {
+    const std::uint32_t n = u32();
+    if (static_cast<std::uint64_t>(n) * min_item_bytes > in_.size() - at_) failed_ = true;
+    return failed_ ? 0 : n;
+  }
+  void fail() { failed_ = true; }
+  bool failed() const { return failed_; }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  std::uint64_t le(std::size_t n) {
+    const std::string_view s = bytes(n);
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < s.size(); ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[i])) << (8 * i);
+    return v;
+  }
+  std::string_view in_;
+  std::size_t at_ = 0;
+  bool failed_ = false;
+};
+
+std::string frame(std::uint16_t type, std::string_view payload) {
+  Writer w;
+  w.bytes(std::string_view(kMagic, sizeof kMagic));
+  w.u16(kVersion);
+  w.u16(type);
+  w.u32(static_cast<std::uint32_t>(payload.size()));
+  std::uint32_t crc = detail::crc32c(w.str().data(), kCheckedHeaderBytes);
+  crc = detail::crc32c(payload.data(), payload.size(), crc);
+  w.u32(crc);
+  w.bytes(payload);
+  return std::move(w.str());
+}
+
+// Kernel and runtime API names repeat thousands of times a batch: each is written once, in a
+// table, and records carry its index.
+class NameTable {
+ public:
+  std::uint32_t index(const std::string& name) {
+    auto [it, added] = index_.try_emplace(name, static_cast<std::uint32_t>(names_.size()));
+    if (added) names_.push_back(&it->first);
+    return it->second;
+  }
+  void write(Writer& w) const {
+    w.u32(static_cast<std::uint32_t>(names_.size()));
+    for (const std::string* name : names_) {
+      w.u32(static_cast<std::uint32_t>(name->size()));
+      w.bytes(*name);
+    }
+  }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> index_;
+  std::vector<const std::string*> names_;
+};
+
+template <typename Enum>
+std::optional<Enum> enum_at_most(std::uint8_t raw, Enum last) {
+  if (raw > static_cast<std::uint8_t>(last)) return std::nullopt;
+  return static_cast<Enum>(raw);
+}
+
+// Smallest encoded size of one record of each kind, so a corrupt count cannot allocate much.
+constexpr std::size_t kKernelBytes = 4 + 8 + 8 + 4 * 3;
+constexpr std::size_t kMemcpyBytes = 3 + 8 + 8 + 8 + 4 * 3;
+constexpr std::size_t kMemsetBytes = 8 + 8 + 8 + 4 * 3;
+constexpr std::size_t kSyncBytes = 1 + 8 + 8 + 4 * 2;
+constexpr std::size_t kRuntimeBytes = 4 + 8 + 8 + 4 * 2;
+
+std::string records_payload(const GpuActivity& a) {
+  NameTable names;
+  Writer body;
+  body.u32(static_cast<std::uint32_t>(a.kernels.size()));
+  for (const KernelRecord& k : a.kernels) {
+    body.u32(names.index(k.name));
+    body.i64(k.start_ns);
+    body.i64(k.end_ns);
+    body.u32(k.device);
+    body.u32(k.stream);
+    body.u32(k.correlation_id);
+  }
+  body.u32(static_cast<std::uint32_t>(a.memcpys.size()));
+  for (const MemcpyRecord& m : a.memcpys) {
+    body.u8(static_cast<std::uint8_t>(m.kind));
+    body.u8(static_cast<std::uint8_t>(m.src));
+    body.u8(static_cast<std::uint8_t>(m.dst));
+    body.u64(m.bytes);
+    body.i64(m.start_ns);
+    body.i64(m.end_ns);
+    body.u32(m.device);
+    body.u32(m.stream);
+    body.u32(m.correlation_id);
+  }
+  body.u32(static_cast<std::uint32_t>(a.memsets.size()));
+  for (const MemsetRecord& m : a.memsets) {
+    body.u64(m.bytes);
+    body.i64(m.start_ns);
+    body.i64(m.end_ns);
+    body.u32(m.device);
+    body.u32(m.stream);
+    body.u32(m.correlation_id);
+  }
+  body.u32(static_cast<std::uint32_t>(a.syncs.size()));
+  for (const SyncRecord& y : a.syncs) {
+    body.u8(static_cast<std::uint8_t>(y.type));
+    body.i64(y.start_ns);
+    body.i64(y.end_ns);
+    body.u32(y.stream);
+    body.u32(y.correlation_id);
+  }
+  body.u32(static_cast<std::uint32_t>(a.runtime.size()));
+  for (const RuntimeApiRecord& r : a.runtime) {
+    body.u32(names.index(r.name));
+    body.i64(r.start_ns);
+    body.i64(r.end_ns);
+    body.u32(r.thread_id);
+    body.u32(r.correlation_id);
+  }
+  Writer w;
+  w.u64(a.dropped);
+  w.u64(a.not_kept);
+  w.i64(a.kept_until_ns);
+  names.write(w);
+  w.bytes(body.str());
+  return std::move(w.str());
+}
+
+// False on a payload that does not parse; `out` then holds nothing of it.
+bool decode_records(std::string_view payload, GpuActivity& out) {
+  Reader r(payload);
+  GpuActivity a;
+  a.dropped = r.u64();
+  a.not_kept = r.u64();
+  a.kept_until_ns = r.i64();
+  std::vector<std::string> names(r.count(4));
+  for (std::string& name : names) name = std::string(r.bytes(r.u32()));
+  const auto name_at = [&](std::uint32_t i) -> std::string {
+    if (i >= names.size()) {
+      r.fail();
+      return {};
+    }
+    return names[i];
+  };
+  a.kernels.resize(r.count(kKernelBytes));
+  for (KernelRecord& k : a.kernels) {
+    k.name = name_at(r.u32());
+    k.start_ns = r.i64();
+    k.end_ns = r.i64();
+    k.device = r.u32();
+    k.stream = r.u32();
+    k.correlation_id = r.u32();
+  }
+  a.memcpys.resize(r.count(kMemcpyBytes));
+  for (MemcpyRecord& m : a.memcpys) {
+    const auto kind = enum_at_most(r.u8(), MemcpyKind::other);
+    const auto src = enum_at_most(r.u8(), MemoryKind::other);
+    const auto dst = enum_at_most(r.u8(), MemoryKind::other);
+    if (!kind || !src || !dst) r.fail();
+    m.kind = kind.value_or(MemcpyKind::other);
+    m.src = src.value_or(MemoryKind::other);
+    m.dst = dst.value_or(MemoryKind::other);
+    m.bytes = r.u64();
+    m.start_ns = r.i64();
+    m.end_ns = r.i64();
+    m.device = r.u32();
+    m.stream = r.u32();
+    m.correlation_id = r.u32();
+  }
+  a.memsets.resize(r.count(kMemsetBytes));
+  for (MemsetRecord& m : a.memsets) {
+    m.bytes = r.u64();
+    m.start_ns = r.i64();
+    m.end_ns = r.i64();
+    m.device = r.u32();
+    m.stream = r.u32();
+    m.correlation_id = r.u32();
+  }
+  a.syncs.resize(r.count(kSyncBytes));
+  for (SyncRecord& y : a.syncs) {
+    const auto type = enum_at_most(r.u8(), SyncType::other);
+    if (!type) r.fail();
+    y.type = type.value_or(SyncType::other);
+    y.start_ns = r.i64();
+    y.end_ns = r.i64();
+    y.stream = r.u32();
+    y.correlation_id = r.u32();
+  }
+  a.runtime.resize(r.count(kRuntimeBytes));
+  for (RuntimeApiRecord& x : a.runtime) {
+    x.name = name_at(r.u32());
+    x.start_ns = r.i64();
+    x.end_ns = r.i64();
+    x.thread_id = r.u32();
+    x.correlation_id = r.u32();
+  }
+  if (r.failed() || !r.done()) return false;
+  out.append(std::move(a));
+  return true;
+}
+
+std::uint32_t le32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+std::uint16_t le16(const char* p) {
+  return static_cast<std::uint16_t>(static_cast<unsigned char>(p[0]) |
+                                    static_cast<unsigned char>(p[1]) << 8);
+}
+
+// Reads up to `n` bytes; fewer only at the end of the file.
+std::size_t read_some(std::ifstream& in, char* to, std::size_t n) {
+  in.read(to, static_cast<std::streamsize>(n));
+  return static_cast<std::size_t>(in.gcount());
+}
+
+}  // namespace
+
+std::string encode_gpu_status(std::string_view status) { return frame(kStatusFrame, status); }
+
+std::string encode_gpu_activity(const GpuActivity& activity) {
+  return frame(kRecordsFrame, records_payload(activity));
+}
+
+GpuActivityStream read_gpu_activity(const std::filesystem::path& file, std::uint64_t from_offset) {
+  GpuActivityStream s;
+  s.offset = from_offset;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    s.error = file.string() + ": cannot be opened: " + std::strerror(errno);
+    return s;
+  }
+  in.seekg(static_cast<std::streamoff>(from_offset));
+  if (!in) {
+    s.error = file.string() + ": cannot seek to byte " + std::to_string(from_offset);
+    return s;
+  }
+  const auto corrupt = [&](const std::string& what) {
+    s.error = file.string() + ": " + what + " at byte " + std::to_string(s.offset);
+  };
+  std::string payload;
+  for (;;) {
+    char header[kHeaderBytes];
+    const std::size_t got = read_some(in, header, kHeaderBytes);
+    if (got == 0) break;
+    if (got < kHeaderBytes) {
+      s.torn_tail = true;
+      break;
+    }
+    if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
+      corrupt("not a feedscope GPU activity frame (bad magic)");
+      break;
+    }
+    if (const std::uint16_t version = le16(header + 4); version != kVersion) {
+      corrupt("frame version " + std::to_string(version) + ", this feedscope reads version " +
+              std::to_string(kVersion));
+      break;
+    }
+    const std::uint16_t type = le16(header + 6);
+    const std::uint32_t length = le32(header + 8);
+    if (length > kMaxPayloadBytes) {
+      corrupt("frame length " + std::to_string(length) + " past the limit");
+      break;
+    }
+    payload.resize(length);
+    if (read_some(in, payload.data(), length) < length) {
+      s.torn_tail = true;
+      break;
+    }
+    std::uint32_t crc = detail::crc32c(header, kCheckedHeaderBytes);
+    crc = detail::crc32c(payload.data(), payload.size(), crc);
+    if (crc != le32(header + 12)) {
+      corrupt("checksum mismatch");
+      break;
+    }
+    if (type == kStatusFrame) {
+      s.statuses.push_back(payload);
+    } else if (type == kRecordsFrame) {
+      if (!decode_records(payload, s.activity)) {
+        corrupt("records frame that does not parse");
+        break;
+      }
+    } else {
+      corrupt("unknown frame type " + std::to_string(type));
+      break;
+    }
+    s.offset += kHeaderBytes + length;
+  }
+  return s;
+}
+
+std::filesystem::path gpu_activity_file(const std::filesystem::path& dir, int pid) {
+  return dir / ("gpu-" + std::to_string(pid) + ".fsgpu");
+}
+
+WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir) {
+  WatchedGpu w;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    if (ec != std::errc::no_such_file_or_directory)
+      w.errors.push_back(dir.string() + ": cannot be listed: " + ec.message());
+    return w;
+  }
+  // Pid order, so the merged records do not depend on the directory's order.
+  std::map<int, std::filesystem::path> files;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    constexpr std::string_view prefix = "gpu-", suffix = ".fsgpu";
+    if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+        !name.ends_with(suffix))
+      continue;
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    files.emplace(std::stoi(digits), it->path());
+  }
+  for (const auto& [pid, path] : files) {
+    GpuActivityStream s = read_gpu_activity(path);
+    w.activity.append(std::move(s.activity));
+    w.statuses_by_pid[pid] = std::move(s.statuses);
+    if (!s.error.empty()) w.errors.push_back(std::move(s.error));
+  }
+  return w;
+}
+
+}  // namespace feedscope

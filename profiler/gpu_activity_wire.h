@@ -1,0 +1,57 @@
+#pragma once
+// The file format through which a program's CUDA activity reaches `feedscope watch`: the CUPTI
+// injection library (profiler/inject/) appends frames to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
+// while the program runs, and the watcher reads them, live or after the program ended.
+//
+// A file is a sequence of frames, appended, never rewritten. Each frame is a 16-byte header and a
+// payload, every integer little-endian:
+//   magic "FSGA" | u16 version (1) | u16 type (1 status, 2 records) | u32 payload bytes |
+//   u32 CRC32C of the header's first 12 bytes followed by the payload
+// A status payload is UTF-8 text ("recording", "unavailable: <why>", "interrupted: <why>"); a
+// records payload is one GpuActivity batch (docs/watch-gpu.md has its layout). A program killed
+// mid-write leaves a torn last frame, which a reader treats as not yet there.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/gpu_activity.h"
+
+namespace feedscope {
+
+// One frame each. Never throws on any input but std::bad_alloc.
+std::string encode_gpu_status(std::string_view status);
+std::string encode_gpu_activity(const GpuActivity& activity);
+
+// What one read of a file found. The caller owns it; no shared state.
+struct GpuActivityStream {
+  GpuActivity activity;               // every record of the whole frames read, in file order
+  std::vector<std::string> statuses;  // every status frame read, in file order
+  std::uint64_t offset = 0;           // the end of the last whole frame: where to read on from
+  bool torn_tail = false;             // the file ends inside a frame (still being written, or cut)
+  std::string error;                  // a corrupt frame, naming the file and its byte offset
+};
+
+// Decodes every whole frame from `from_offset` on. Stops at a torn last frame (torn_tail, offset at
+// its start, so a later call resumes there) and at a corrupt one (error, offset at its start).
+// Never throws on the file's contents or absence (error says why).
+GpuActivityStream read_gpu_activity(const std::filesystem::path& file,
+                                    std::uint64_t from_offset = 0);
+
+// Everything the CUDA processes of one watched program wrote.
+struct WatchedGpu {
+  GpuActivity activity;  // the records of every process together
+  std::map<int, std::vector<std::string>> statuses_by_pid;
+  std::vector<std::string> errors;  // one per file with a corrupt frame, or an unreadable dir
+};
+
+// Reads every gpu-<pid>.fsgpu in `dir`; other files are ignored. A missing dir reads as empty:
+// no process of the program initialized CUDA.
+WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir);
+
+// The file a process with `pid` writes under `dir`.
+std::filesystem::path gpu_activity_file(const std::filesystem::path& dir, int pid);
+
+}  // namespace feedscope

@@ -1,0 +1,262 @@
+// libfeedscope_inject.so: CUPTI tracing of a program feedscope did not write. `feedscope watch`
+// names it in CUDA_INJECTION64_PATH; the CUDA driver loads it and calls InitializeInjection once
+// per process, inside cuInit. It records the same activity as the in-process source
+// (detail/cupti_records.h) and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
+// in the format of profiler/gpu_activity_wire.h, first a status frame: "recording", or
+// "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording" again should the
+// records come back). Nothing here may crash or block the program: failures become statuses.
+//
+// It runs inside cuInit, so it calls neither the CUDA runtime nor any driver call that would
+// initialize CUDA again (cuDriverGetVersion needs no initialization).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "loader/span_recorder.h"
+#include "profiler/detail/cupti_api.h"
+#include "profiler/detail/cupti_records.h"
+#include "profiler/gpu_activity_wire.h"
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void);
+
+namespace feedscope::inject {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kFlushEvery = 200ms;
+// A probe asks CUPTI for one device record; it comes back with the next flush while our callbacks
+// hold the activity API. 30 s of silence after one means another client took them: not sooner,
+// since a buffer with a kernel still running (a long one) is held back by the default flush.
+constexpr int kTicksBetweenProbes = 10;
+constexpr std::int64_t kProbeTimeoutNs = 30'000'000'000;
+
+// One watched process's recording. Shared by the thread that initialized CUDA, the flush thread
+// and the atexit handler: the file is written under `mutex`, the flags are atomics.
+struct Recording {
+  pid_t pid = 0;
+  int fd = -1;
+  std::mutex mutex;  // one frame at a time in the file
+  std::thread flusher;
+  std::mutex wake_mutex;
+  std::condition_variable wake;
+  bool stopping = false;  // guarded by wake_mutex
+  std::atomic<bool> flush_failed{false};
+  // The takeover probe, the flush thread's own but read by the exit handler after the join.
+  bool probe_pending = false;
+  std::int64_t probe_ns = 0;
+  std::uint64_t device_records_at_probe = 0;
+  bool taken_over = false;
+};
+
+// The recording of the process that holds it; a fork()ed child sees its parent's and leaves it
+// alone (pid), and gets its own should it initialize CUDA itself. Leaked: the atexit handler and
+// CUPTI's threads may use it while static destructors run.
+std::atomic<Recording*> current{nullptr};
+
+bool write_all(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// One frame, whole: O_APPEND places it at the end in one write, so a reader meets at most one torn
+// frame, the last, and only while it is being written or after a kill.
+void write_frame(Recording& r, const std::string& frame) {
+  if (r.pid != ::getpid()) return;
+  std::lock_guard lock(r.mutex);
+  if (!write_all(r.fd, frame))
+    std::fprintf(stderr, "feedscope inject: cannot write the GPU activity file: %s\n",
+                 std::strerror(errno));
+}
+
+void write_status(Recording& r, const std::string& status) {
+  write_frame(r, encode_gpu_status(status));
+}
+
+void write_records(Recording& r) {
+  GpuActivity activity = detail::take_cupti_records();
+  if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0)
+    write_frame(r, encode_gpu_activity(activity));
+}
+
+// "CUDA 13.0" from CUPTI's xxyyzz API version or the driver's 1000 * major + 10 * minor.
+std::string cuda_text(int major, int minor) {
+  return "CUDA " + std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Empty when the driver of this process can host the loaded CUPTI; otherwise why not. The driver
+// is the libcuda.so that called us, found among the loaded objects as detail/cupti_api finds a
+// loaded CUPTI.
+std::string driver_refusal(std::uint32_t cupti_version) {
+  std::string driver_path;
+  for (const std::string& path : detail::loaded_object_paths()) {
+    const std::size_t slash = path.rfind('/');  // npos + 1: the whole path
+    if (std::string_view(path).substr(slash + 1).starts_with("libcuda.so")) {
+      driver_path = path;
+      break;
+    }
+  }
+  if (driver_path.empty())
+    return "no CUDA driver (libcuda.so.1) is loaded in this process; the driver calls "
+           "InitializeInjection from cuInit";
+  void* lib = ::dlopen(driver_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  using GetVersion = int (*)(int*);
+  const auto get = lib ? reinterpret_cast<GetVersion>(::dlsym(lib, "cuDriverGetVersion")) : nullptr;
+  int driver = 0;
+  if (get == nullptr || get(&driver) != 0 || driver <= 0)
+    return "the CUDA driver (" + driver_path + ") does not say its version (cuDriverGetVersion)";
+  const int cupti_major = static_cast<int>(cupti_version / 10000);
+  const int cupti_minor = static_cast<int>(cupti_version / 100 % 100);
+  const int driver_major = driver / 1000, driver_minor = driver % 1000 / 10;
+  // CUPTI needs a driver of its CUDA major at least; within a major, CUPTI's own calls decide
+  // (CUPTI_ERROR_NOT_INITIALIZED where it cannot attach).
+  if (driver_major < cupti_major)
+    return "CUPTI is newer than the CUDA driver: CUPTI of " + cuda_text(cupti_major, cupti_minor) +
+           " (API version " + std::to_string(cupti_version) + ", " + detail::cupti().name +
+           ") needs a driver for " + cuda_text(cupti_major, 0) + " or later; this driver (" +
+           driver_path + ") supports " + cuda_text(driver_major, driver_minor);
+  return "";
+}
+
+// Why CUPTI cannot record in this process, or empty once it records.
+std::string start_cupti() {
+  const detail::CuptiLibrary& cupti = detail::cupti();
+  if (!cupti.loaded) return "CUPTI: " + cupti.reason;
+  std::uint32_t version = 0;
+  if (cupti.api.cuptiGetVersion(&version) != CUPTI_SUCCESS)
+    return "CUPTI: cuptiGetVersion failed (" + cupti.name + ")";
+  if (std::string why = driver_refusal(version); !why.empty()) return why;
+  return detail::start_cupti_recording();
+}
+
+// Flush thread only. Says "interrupted" once when the records stop reaching our callbacks, and
+// "recording" again when they come back.
+void check_probe(Recording& r, std::int64_t now, bool final_flush) {
+  const std::uint64_t seen = detail::cupti_callback_counts().device_records;
+  if (r.probe_pending && seen > r.device_records_at_probe) {
+    r.probe_pending = false;
+    if (r.taken_over) {
+      r.taken_over = false;
+      write_status(r, "recording");
+    }
+    return;
+  }
+  if (!r.probe_pending || (!final_flush && now - r.probe_ns < kProbeTimeoutNs)) return;
+  if (!r.taken_over) {
+    r.taken_over = true;
+    write_status(r, "interrupted: another CUPTI client (torch.profiler?) took the activity API: "
+                    "no record has reached feedscope since " +
+                        std::to_string(r.probe_ns) + " ns (CLOCK_MONOTONIC)");
+  }
+  r.probe_pending = false;  // probe again, at most every kProbeTimeoutNs while it lasts
+}
+
+void probe(Recording& r, std::int64_t now) {
+  r.device_records_at_probe = detail::cupti_callback_counts().device_records;
+  if (detail::probe_cupti_callbacks().empty()) {
+    r.probe_pending = true;
+    r.probe_ns = now;
+  }
+}
+
+void flush_once(Recording& r, std::uint64_t tick) {
+  if (std::string why = detail::flush_cupti_records(false); !why.empty()) {
+    // After a client's cuptiFinalize, say (kineto's teardown), every flush fails alike.
+    if (!r.flush_failed.exchange(true))
+      write_status(r, "interrupted: " + why + " at " + std::to_string(now_ns()) +
+                          " ns (CLOCK_MONOTONIC)");
+    return;
+  }
+  write_records(r);
+  const std::int64_t now = now_ns();
+  check_probe(r, now, false);
+  if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
+}
+
+void flush_loop(Recording& r) {
+  std::uint64_t tick = 0;
+  std::unique_lock lock(r.wake_mutex);
+  while (!r.wake.wait_for(lock, kFlushEvery, [&] { return r.stopping; })) {
+    lock.unlock();
+    flush_once(r, ++tick);
+    lock.lock();
+  }
+}
+
+// At exit: the flush thread stops, CUPTI hands over every buffer (forced), the rest is written.
+void finish() {
+  Recording* r = current.load();
+  if (r == nullptr || r->pid != ::getpid()) return;
+  {
+    std::lock_guard lock(r->wake_mutex);
+    r->stopping = true;
+  }
+  r->wake.notify_all();
+  if (r->flusher.joinable()) r->flusher.join();
+  if (r->flush_failed.load()) {
+    write_records(*r);
+    return;
+  }
+  detail::stop_cupti_recording();
+  write_records(*r);
+  check_probe(*r, now_ns(), true);
+}
+
+int initialize() {
+  const char* dir = std::getenv("FEEDSCOPE_WATCH_DIR");
+  if (dir == nullptr || *dir == '\0') return 1;
+  const pid_t pid = ::getpid();
+  Recording* previous = current.load();
+  if (previous != nullptr && previous->pid == pid) return 1;  // once per process
+  auto* r = new Recording;
+  r->pid = pid;
+  const std::string path = gpu_activity_file(dir, pid).string();
+  r->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (r->fd < 0) {
+    std::fprintf(stderr, "feedscope inject: cannot open %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    delete r;
+    return 1;
+  }
+  current.store(r);
+  if (const std::string why = start_cupti(); !why.empty()) {
+    write_status(*r, "unavailable: " + why);
+    return 1;
+  }
+  write_status(*r, "recording");
+  r->flusher = std::thread(flush_loop, std::ref(*r));
+  std::atexit(finish);
+  return 1;
+}
+
+}  // namespace
+
+}  // namespace feedscope::inject
+
+extern "C" int InitializeInjection(void) {
+  // Nothing may unwind into the driver's cuInit.
+  try {
+    return feedscope::inject::initialize();
+  } catch (...) {
+    return 1;
+  }
+}

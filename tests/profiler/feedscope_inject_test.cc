@@ -1,0 +1,183 @@
+// libfeedscope_inject.so as the CUDA driver would load it, each case in a process of its own
+// (inject_host.cc) so that a crash or hang in the library fails the test instead of taking the
+// runner down, and no CUPTI the runner loaded is in it. Built in CUDA
+// builds only (tests/CMakeLists.txt); needs no GPU: the driver and CUPTI are real where present,
+// stand-ins (fake_cuda_driver.cc, fake_cupti_recorder.cc) where the case says so.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "profiler/gpu_activity_wire.h"
+#include "tests/support/temp_dir.h"
+
+namespace feedscope {
+namespace {
+
+// Runs tests/profiler/inject_host.cc, which calls InitializeInjection in a fresh process with
+// FEEDSCOPE_WATCH_DIR=`watch_dir` ("-": unset) after dlopen-ing `preload`, then does `then`
+// ("exit", "sleep:<ms>", "fork"). Returns its wait status: exit code 10-14 is the host's failure.
+int run_injection(const std::string& watch_dir, const std::vector<std::string>& preload,
+                  const std::string& then = "exit", const std::string& cwd = "") {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) std::_Exit(126);
+    std::vector<std::string> args = {FEEDSCOPE_INJECT_HOST, FEEDSCOPE_INJECT_LIBRARY,
+                                     watch_dir.empty() ? "-" : watch_dir, then};
+    args.insert(args.end(), preload.begin(), preload.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) out.push_back(entry.path());
+  return out;
+}
+
+TEST(FeedscopeInjectTest, ExportsOnlyInitializeInjectionAndNeedsNoFeedscopeDependency) {
+  FILE* nm = ::popen("nm -D --defined-only " FEEDSCOPE_INJECT_LIBRARY " 2>&1", "r");
+  ASSERT_NE(nm, nullptr);
+  std::vector<std::string> symbols;
+  char line[512];
+  while (std::fgets(line, sizeof line, nm)) {
+    std::string s(line);
+    s.erase(s.find_last_not_of("\n") + 1);
+    symbols.push_back(s.substr(s.rfind(' ') + 1));
+  }
+  ASSERT_EQ(::pclose(nm), 0);
+  EXPECT_EQ(symbols, std::vector<std::string>{"InitializeInjection"});
+
+  FILE* readelf = ::popen("readelf -d " FEEDSCOPE_INJECT_LIBRARY " 2>&1", "r");
+  ASSERT_NE(readelf, nullptr);
+  while (std::fgets(line, sizeof line, readelf)) {
+    const std::string s(line);
+    if (s.find("(NEEDED)") == std::string::npos) continue;
+    const std::string lib = s.substr(s.find('[') + 1, s.find(']') - s.find('[') - 1);
+    EXPECT_TRUE(lib.starts_with("libstdc++.") || lib.starts_with("libgcc_s.") ||
+                lib.starts_with("libc.") || lib.starts_with("libm.") ||
+                lib.starts_with("libdl.") || lib.starts_with("libpthread."))
+        << "the injection library needs " << lib;
+  }
+  ::pclose(readelf);
+}
+
+TEST(FeedscopeInjectTest, WithoutAWatchDirItDoesNothing) {
+  feedscope::testing::TempDir dir;
+  // In the temp dir: a file written relative to an empty watch dir would land here.
+  const int status = run_injection("", {}, "exit", dir.path().string());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  EXPECT_TRUE(files_in(dir.path()).empty());
+}
+
+// This machine's own driver and CUPTI: where there is no driver, the status says so (the driver
+// calls InitializeInjection, so a real run always has one, but CUPTI may be missing or refuse).
+TEST(FeedscopeInjectTest, WithoutADriverItReturnsPromptlyAndSaysWhy) {
+  feedscope::testing::TempDir dir;
+  const int status = run_injection(dir.path().string(), {});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::filesystem::path> files = files_in(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_TRUE(statuses[0].starts_with("unavailable: ")) << statuses[0];
+  if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) == nullptr) {
+    const bool no_driver = statuses[0].find("no CUDA driver (libcuda.so.1) is loaded") !=
+                           std::string::npos;
+    const bool no_cupti = statuses[0].starts_with("unavailable: CUPTI: ");
+    EXPECT_TRUE(no_driver || no_cupti) << statuses[0];
+  }
+  EXPECT_TRUE(gpu.activity.empty());
+  EXPECT_TRUE(gpu.errors.empty());
+}
+
+TEST(FeedscopeInjectTest, ThroughAFakeCuptiItRecordsAndWritesTheRestAtExit) {
+  feedscope::testing::TempDir dir;
+  // Long enough for a flush and a takeover probe that comes back.
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:700");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_TRUE(gpu.errors.empty());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  ASSERT_EQ(gpu.activity.kernels.size(), 1u);
+  EXPECT_EQ(gpu.activity.kernels[0].name, "foo(int)");
+  EXPECT_EQ(gpu.activity.kernels[0].end_ns - gpu.activity.kernels[0].start_ns, 500'000);
+  EXPECT_EQ(gpu.activity.kernels[0].stream, 7u);
+  ASSERT_EQ(gpu.activity.memcpys.size(), 1u);
+  EXPECT_EQ(gpu.activity.memcpys[0].kind, MemcpyKind::h2d);
+  EXPECT_EQ(gpu.activity.memcpys[0].src, MemoryKind::pinned);
+  EXPECT_EQ(gpu.activity.memcpys[0].dst, MemoryKind::device);
+  EXPECT_EQ(gpu.activity.memcpys[0].bytes, 4096u);
+  ASSERT_EQ(gpu.activity.runtime.size(), 1u);
+  EXPECT_EQ(gpu.activity.runtime[0].name, "cudaLaunchKernel");
+}
+
+TEST(FeedscopeInjectTest, RecordsThatStopReachingItReadAsAnotherClientTakingCupti) {
+  feedscope::testing::TempDir dir;
+  ::setenv("FAKE_CUPTI_DELIVER", "0", 1);
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:400");
+  ::unsetenv("FAKE_CUPTI_DELIVER");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0], "recording");
+  EXPECT_TRUE(statuses[1].starts_with("interrupted: another CUPTI client (torch.profiler?) took "
+                                      "the activity API"))
+      << statuses[1];
+}
+
+TEST(FeedscopeInjectTest, ACuptiNewerThanTheDriverIsUnavailableInWords) {
+  feedscope::testing::TempDir dir;
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_12, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_TRUE(statuses[0].starts_with("unavailable: CUPTI is newer than the CUDA driver: CUPTI of "
+                                      "CUDA 13."))
+      << statuses[0];
+  EXPECT_NE(statuses[0].find("supports CUDA 12.8"), std::string::npos) << statuses[0];
+  EXPECT_TRUE(gpu.activity.empty());
+}
+
+TEST(FeedscopeInjectTest, AForkedChildLeavesItsParentsFileAlone) {
+  feedscope::testing::TempDir dir;
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "fork");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  ASSERT_EQ(files_in(dir.path()).size(), 1u);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the forked child flushed into its parent's file";
+}
+
+}  // namespace
+}  // namespace feedscope
