@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -23,6 +24,8 @@
 #include "exporters/watch_channel.h"
 #include "loader/span_recorder.h"
 #include "loader/stage.h"
+#include "profiler/gpu_activity_wire.h"
+#include "profiler/gpu_trace.h"
 #include "profiler/process_tree.h"
 #include "profiler/watch_diagnosis.h"
 
@@ -143,6 +146,45 @@ const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   for (const SessionHandoff& s : sessions)
     if (!best || s.throughput.steps > best->throughput.steps) best = &s;
   return best;
+}
+
+// From the program's first CUDA activity to its last, over every record kind.
+StepWindow cuda_active_window(const GpuActivity& a) {
+  StepWindow w{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+  const auto extend = [&w](const auto& records) {
+    for (const auto& r : records) {
+      w.begin_ns = std::min(w.begin_ns, r.start_ns);
+      w.end_ns = std::max(w.end_ns, r.end_ns);
+    }
+  };
+  extend(a.kernels);
+  extend(a.memcpys);
+  extend(a.memsets);
+  extend(a.syncs);
+  extend(a.runtime);
+  return w;
+}
+
+// The GPU trace of what the injection library wrote, or why there is none.
+void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Report& report,
+                    ProgramSummary& program) {
+  for (const std::string& e : gpu.errors) program.notes.push_back("CUDA trace: " + e);
+  std::string last_status;
+  for (const auto& [pid, statuses] : gpu.statuses_by_pid)
+    for (const std::string& status : statuses) {
+      if (status != "recording") program.notes.push_back("CUDA trace of pid " + std::to_string(pid) + ": " + status);
+      last_status = status;
+    }
+  if (gpu.activity.empty()) {
+    report.gpu_trace_unavailable =
+        !no_injection.empty()     ? no_injection
+        : !last_status.empty() && last_status != "recording"
+            ? "CUPTI injection: " + last_status
+            : "the program made no CUDA call (no process of it initialized CUDA)";
+    return;
+  }
+  report.gpu_trace = summarize_gpu_trace(gpu.activity, {cuda_active_window(gpu.activity)});
+  report.gpu_trace->records_not_kept = gpu.activity.not_kept;
 }
 
 std::string ended_how(const ChildExit& exit, int received, bool duration_ran_out) {
@@ -293,9 +335,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   }
   if (report.training.model.empty()) report.training.model = "the program's own (" + o.command[0] + ")";
 
-  report.gpu_trace_unavailable = no_injection.empty()
-                                     ? "the program made no CUDA call that reached the injection"
-                                     : no_injection;
+  const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
+  fill_gpu_trace(gpu, no_injection, report, program);
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
   wd.cpus = cpus;
@@ -314,7 +355,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                    {"duration", o.duration_s},
                    {"throughput_pattern", o.throughput_pattern}};
   report.program = std::move(program);
-  write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {}, nullptr, begin_ns);
+  write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
+                     gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
   return {std::move(report), duration_ran_out ? 0 : exit.shell_code()};
 }
 

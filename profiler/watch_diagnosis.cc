@@ -117,6 +117,54 @@ void workers_saturated(const WatchDiagnosisInput& in, double idle_cores, Diagnos
   }
 }
 
+// Which GPU-side limit the trace shows, or none where neither the GPU nor the host is busy.
+const char* gpu_limit(const GpuTraceSummary& g, bool trainer_pinned) {
+  if (g.h2d_share >= kH2dStepShare && g.h2d_pageable_bytes > g.h2d_pinned_bytes) return "host_to_device";
+  if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
+  // An idle GPU is launch-bound only while the host is busy launching.
+  if (trainer_pinned) return "launch_overhead";
+  return nullptr;
+}
+
+void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, const ProcessTreeSummary& t,
+                   Diagnosis& d) {
+  d.bottleneck = limit;
+  if (limit == "host_to_device") {
+    d.verdict = fmt("Copy-bound: host-to-device copies take %.0f%% of the time, mostly from "
+                    "pageable memory.",
+                    100 * g.h2d_share);
+    d.recommendations.push_back(advice(
+        "pin_memory=True", "Set pin_memory=True in the DataLoader and copy with "
+                           ".to(device, non_blocking=True).",
+        "no prediction: pinned copy speed on this machine is not measured in this run"));
+  } else if (limit == "gpu_compute") {
+    d.verdict = fmt("GPU-bound: the GPU is busy %.0f%% of the time; the input keeps up.",
+                    100 * g.gpu_busy_ratio);
+    d.recommendations.push_back(advice(
+        "", "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last, "
+            "a fused optimizer.",
+        "no prediction: depends on the model's kernels"));
+  } else {
+    d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
+                    "kernels, while the training thread is busy %.0f%% launching them.",
+                    100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * t.main_thread_busy);
+    if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s)
+      d.recommendations.push_back(advice(
+          "", "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): "
+              "read the loss every N steps, so the CPU queues work ahead of the GPU.",
+          "no prediction without step spans"));
+    d.recommendations.push_back(advice(
+        "", "Raise the batch size, or capture the step in a CUDA graph "
+            "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
+        "no prediction without step spans"));
+    if (g.mean_kernel_us < kShortKernelUs)
+      d.recommendations.push_back(advice(
+          "device=cpu", "For a model this small, try the CPU: each step is a handful of "
+                        "microsecond kernels plus a sync.",
+          "no prediction: the model's CPU cost is not measured"));
+  }
+}
+
 Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
   Diagnosis d;
   const ProcessTreeSummary& t = in.tree;
@@ -143,46 +191,8 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
         "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
         "shards, or data on faster storage / in the page cache.",
         "no prediction: how the storage scales with concurrent reads is not measured"));
-  } else if (traced && !workers_busy) {
-    const GpuTraceSummary& g = *in.gpu_trace;
-    const bool pageable = g.h2d_pageable_bytes > g.h2d_pinned_bytes;
-    if (g.h2d_share >= kH2dStepShare && pageable) {
-      d.bottleneck = "host_to_device";
-      d.verdict = fmt("Copy-bound: host-to-device copies take %.0f%% of the time, mostly from "
-                      "pageable memory.",
-                      100 * g.h2d_share);
-      d.recommendations.push_back(advice(
-          "pin_memory=True", "Set pin_memory=True in the DataLoader and copy with "
-                             ".to(device, non_blocking=True).",
-          "no prediction: pinned copy speed on this machine is not measured in this run"));
-    } else if (g.gpu_busy_ratio >= kGpuBusyCompute) {
-      d.bottleneck = "gpu_compute";
-      d.verdict = fmt("GPU-bound: the GPU is busy %.0f%% of the time; the input keeps up.",
-                      100 * g.gpu_busy_ratio);
-      d.recommendations.push_back(advice(
-          "", "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last, "
-              "a fused optimizer.",
-          "no prediction: depends on the model's kernels"));
-    } else {
-      d.bottleneck = "launch_overhead";
-      d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
-                      "kernels, while the training thread is busy %.0f%% launching them.",
-                      100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * t.main_thread_busy);
-      if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s)
-        d.recommendations.push_back(advice(
-            "", "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): "
-                "read the loss every N steps, so the CPU queues work ahead of the GPU.",
-            "no prediction without step spans"));
-      d.recommendations.push_back(advice(
-          "", "Raise the batch size, or capture the step in a CUDA graph "
-              "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
-          "no prediction without step spans"));
-      if (g.mean_kernel_us < kShortKernelUs)
-        d.recommendations.push_back(advice(
-            "device=cpu", "For a model this small, try the CPU: each step is a handful of "
-                          "microsecond kernels plus a sync.",
-            "no prediction: the model's CPU cost is not measured"));
-    }
+  } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, trainer_pinned) : nullptr) {
+    gpu_diagnosis(gpu, *in.gpu_trace, t, d);
   } else if (workers_busy && !trainer_pinned) {
     workers_saturated(in, idle_cores, d);
   } else if (t.workers == 0 && trainer_pinned) {

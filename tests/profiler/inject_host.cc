@@ -2,7 +2,7 @@
 // started by `feedscope watch` would: nothing of the test runner (a CUPTI it loaded) is in it.
 //   inject_host LIBRARY WATCH_DIR|- THEN [PRELOAD...]
 // dlopens each PRELOAD (stand-ins for the driver and CUPTI), sets FEEDSCOPE_WATCH_DIR (unsets it
-// for "-"), calls InitializeInjection, then THEN: "exit", "sleep:<ms>" or "fork" (a child that
+// for "-", keeps the environment's for "env": a program under `feedscope watch`), calls InitializeInjection, then THEN: "exit", "sleep:<ms>" or "fork" (a child that
 // exits at once), and leaves through exit() so atexit handlers run. Exit codes name a failure.
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   const std::string library = argv[1], watch_dir = argv[2], then = argv[3];
   if (watch_dir == "-")
     ::unsetenv("FEEDSCOPE_WATCH_DIR");
-  else
+  else if (watch_dir != "env")
     ::setenv("FEEDSCOPE_WATCH_DIR", watch_dir.c_str(), 1);
   for (int i = 4; i < argc; ++i)
     if (::dlopen(argv[i], RTLD_NOW | RTLD_GLOBAL) == nullptr) return 14;

@@ -128,6 +128,24 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("COMMAND", r.stderr)
 
+    @unittest.skipUnless(os.environ.get("FEEDSCOPE_INJECT_HOST"), "built without CUDA")
+    def test_cuda_activity_of_the_program_reaches_the_report(self):
+        # A program that "initializes CUDA" through stand-ins of the driver and CUPTI: the
+        # injection library records what the stand-in CUPTI delivers, the watcher summarizes it.
+        host = os.environ["FEEDSCOPE_INJECT_HOST"]
+        _, report = self.watch("cuda", [host, os.environ["FEEDSCOPE_INJECT_LIB"], "env",
+                                        "sleep:700", os.environ["FEEDSCOPE_FAKE_CUDA_DRIVER"],
+                                        os.environ["FEEDSCOPE_FAKE_CUPTI"]])
+        g = report["gpu_trace"]
+        self.assertEqual(g["kernels"], 1, g)
+        self.assertEqual(g["h2d"]["pinned_bytes"], 4096, g)
+        # Neither the GPU (one kernel) nor the host is busy: no launch-bound verdict.
+        self.assertNotEqual(report["diagnosis"]["bottleneck"], "launch_overhead")
+        self.assertEqual(report["program"]["notes"], [], report["program"])
+        trace = json.loads((self.dir / "cuda" / "trace.json").read_text())
+        names = {e.get("name") for e in trace.get("traceEvents", trace)}
+        self.assertIn("foo(int)", names)
+
     @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
     def test_a_feedscope_session_inside_the_program_sends_its_spans(self):
         env_dir = self.dir / "own-report"
