@@ -86,6 +86,13 @@ ChildProcess::ChildProcess(Options options) {
   for (std::string& a : options.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  if (!options.output_path.empty()) {
+    output_fd_ = ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (output_fd_ < 0)
+      throw std::runtime_error("cannot write '" + options.output_path + "': " + std::strerror(errno));
+  }
+  const int sink_out = output_fd_ >= 0 ? output_fd_ : STDOUT_FILENO;
+  const int sink_err = output_fd_ >= 0 ? output_fd_ : STDERR_FILENO;
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0)
     throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': pipe: " +
@@ -107,6 +114,9 @@ ChildProcess::ChildProcess(Options options) {
     if (capture) {
       ::dup2(out_pipe[1], STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
+    } else if (output_fd_ >= 0) {
+      ::dup2(output_fd_, STDOUT_FILENO);
+      ::dup2(output_fd_, STDERR_FILENO);
     }
     ::execvpe(argv[0], argv.data(), envp.data());
     const int error = errno;
@@ -131,12 +141,13 @@ ChildProcess::ChildProcess(Options options) {
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
     }
+    if (output_fd_ >= 0) ::close(output_fd_);
     const int code = error == ENOENT ? 127 : 126;
     throw ChildStartError("cannot run '" + options.argv[0] + "': " + std::strerror(error), code);
   }
   if (capture) {
-    pumps_.emplace_back(pump, out_pipe[0], STDOUT_FILENO, options.on_line);
-    pumps_.emplace_back(pump, err_pipe[0], STDERR_FILENO, options.on_line);
+    pumps_.emplace_back(pump, out_pipe[0], sink_out, options.on_line);
+    pumps_.emplace_back(pump, err_pipe[0], sink_err, options.on_line);
   }
 }
 
@@ -180,6 +191,10 @@ ChildExit ChildProcess::reap() {
   }
   for (std::thread& t : pumps_)
     if (t.joinable()) t.join();
+  if (output_fd_ >= 0) {
+    ::close(output_fd_);
+    output_fd_ = -1;
+  }
   return *exit_;
 }
 

@@ -44,6 +44,8 @@ class ChildProcess {
     std::map<std::string, std::string> env;  // set (or replaced) in its environment
     // Each line the program prints on stdout or stderr, after it has passed through to ours.
     std::function<void(std::string_view line)> on_line;
+    // Where its stdout and stderr go instead of ours (a sweep point's output.log); empty: ours.
+    std::string output_path;
   };
   // Starts it. Throws ChildStartError when it cannot be started (checked before returning).
   explicit ChildProcess(Options options);
@@ -64,6 +66,7 @@ class ChildProcess {
   int pid_ = -1;
   std::optional<ChildExit> exit_;
   std::vector<std::thread> pumps_;
+  int output_fd_ = -1;  // the output_path file, closed once the pumps are done
 };
 
 // While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to feedscope are passed on to the running

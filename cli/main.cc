@@ -181,6 +181,15 @@ int main(int argc, char** argv) {
   tune->add_option("--min-gain", search.min_gain,
                    "a move is kept when it gains more than this ratio [default: 0.03]")
       ->check(CLI::Range(0.0, 1.0));
+  // `-- COMMAND`: the points run the user's program under watch (cli/command_points.h).
+  ProgramPoints program;
+  for (CLI::App* search_app : {sweep, tune}) {
+    search_app->add_option("--throughput-pattern", program.throughput_pattern,
+                           "with -- COMMAND: regex with one group, the samples/s the program prints");
+    search_app->add_option("--workload-samples", program.workload_samples,
+                           "with -- COMMAND: samples one run processes (throughput from wall time)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+  }
   const MakeDatasetCommand make_dataset(app);
 
   CLI::App* watch = app.add_subcommand(
@@ -217,6 +226,10 @@ int main(int argc, char** argv) {
       make_dataset.run(std::cout);
       return kDone;
     }
+    if (!command.empty() && !*watch && !*sweep && !*tune) {
+      std::cerr << "feedscope: error: `-- COMMAND` is for watch, sweep and tune\n";
+      return kUsage;
+    }
     if (*watch) {
       watch_options.command = command;
       return watch_command(watch_options);
@@ -230,8 +243,10 @@ int main(int argc, char** argv) {
       RunOptions& options = *sweep ? sweep_options : tune_options;
       if (*sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
       options.apply(config);
+      program.command = command;
+      program.sample_hz = config.sample_hz;
       const InterruptGuard interrupts;
-      if (*sweep) return sweep_command(config, options.lists, search.repeats);
+      if (*sweep) return sweep_command(config, options.lists, search.repeats, program);
       TuneOptions t;
       t.time_budget_s = search.budget_s;
       t.max_workers = search.max_workers >= 0 ? static_cast<int>(search.max_workers)
@@ -242,7 +257,7 @@ int main(int argc, char** argv) {
       t.ram_budget_bytes = search.ram_budget_mib > 0
                                ? static_cast<std::uint64_t>(search.ram_budget_mib * (1 << 20))
                                : available_memory_bytes() / 4;
-      return tune_command(config, t);
+      return tune_command(config, t, program);
     }
     RunConfig config = *demo ? demo_defaults() : RunConfig{};
     (*demo ? demo_options : run_options).apply(config);

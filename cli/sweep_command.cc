@@ -43,8 +43,9 @@ std::function<std::uint64_t(std::int64_t)> slab_bytes_for(const RunConfig& base)
 }
 
 // Each point runs in its own report directory, quietly, without the endpoint (one port cannot
-// serve runs that come and go).
-PointRunner point_runner(const RunConfig& base) {
+// serve runs that come and go): feedscope's own run, or the user's program under watch.
+PointRunner point_runner(const RunConfig& base, const ProgramPoints& program) {
+  if (!program.command.empty()) return program_point_runner(base, program);
   return [base](const RunConfig& config) {
     RunConfig c = config;
     std::string dir = knobs_label(config);
@@ -157,17 +158,47 @@ std::string sweep_report_html(const SweepResult& result) {
   return html.str();
 }
 
+namespace {
+
+// What a point runs, for the progress lines: the dataset, or the user's command.
+std::string subject(const RunConfig& base, const ProgramPoints& program) {
+  if (program.command.empty()) return base.dataset;
+  std::string out;
+  for (const std::string& a : program.command) out += (out.empty() ? "" : " ") + a;
+  return "`" + out + "`";
+}
+
+// A program's slabs are its own: feedscope knows no memory per point then.
+std::function<std::uint64_t(std::int64_t)> slab_bytes_of(const RunConfig& base,
+                                                         const ProgramPoints& program) {
+  if (!program.command.empty()) return [](std::int64_t) -> std::uint64_t { return 0; };
+  return slab_bytes_for(base);
+}
+
+}  // namespace
+
 int sweep_command(const RunConfig& base, const std::map<std::string, std::string>& grid_lists,
-                  int repeats) {
+                  int repeats, const ProgramPoints& program) {
   validate_config(base);
   const SweepGrid grid = parse_grid(grid_lists);
+  if (!program.command.empty())
+    for (const std::string& knob : knobs_missing_from(program.command, grid))
+      std::fprintf(stderr,
+                   "feedscope sweep: the command has no {%s}: the program sees the value only in "
+                   "its environment, as FEEDSCOPE_%s\n",
+                   knob.c_str(), [&] {
+                     std::string up = knob;
+                     for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+                     return up;
+                   }().c_str());
+  const PointRunner runner = point_runner(base, program);
   const std::filesystem::path dir(base.report_dir);
   std::filesystem::create_directories(dir);
   const bool tty = ::isatty(STDERR_FILENO) != 0;
 
   SweepOptions options;
   options.repeats = repeats;
-  options.slab_bytes = slab_bytes_for(base);
+  options.slab_bytes = slab_bytes_of(base, program);
   options.stop_requested = [] { return interrupt_signal() != 0; };
   SweepResult partial;  // the points so far, written after each one
   partial.planned = grid_points(base, grid).size();
@@ -197,10 +228,10 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
     }
     std::fflush(stderr);
   };
-  std::fprintf(stderr, "feedscope sweep: %zu points x %d repeats on %s, reports in %s\n",
-               partial.planned, repeats, base.dataset.c_str(), base.report_dir.c_str());
+  std::fprintf(stderr, "feedscope sweep: %zu points x %d repeats of %s, reports in %s\n",
+               partial.planned, repeats, subject(base, program).c_str(), base.report_dir.c_str());
 
-  const SweepResult result = run_sweep(base, grid, options, point_runner(base));
+  const SweepResult result = run_sweep(base, grid, options, runner);
   if (tty) std::fprintf(stderr, "\r\033[K");
   write_file_atomically((dir / "sweep.csv").string(), sweep_csv(result));
   write_file_atomically((dir / "sweep.json").string(), sweep_json(result, base));
@@ -226,11 +257,12 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
   return interrupted_exit_code(result.interrupted);
 }
 
-int tune_command(const RunConfig& base, TuneOptions options) {
+int tune_command(const RunConfig& base, TuneOptions options, const ProgramPoints& program) {
   validate_config(base);
+  const PointRunner runner = point_runner(base, program);
   const std::filesystem::path dir(base.report_dir);
   std::filesystem::create_directories(dir);
-  options.slab_bytes = slab_bytes_for(base);
+  options.slab_bytes = slab_bytes_of(base, program);
   options.stop_requested = [] { return interrupt_signal() != 0; };
   options.on_move = [](const TuneMove& m) {
     if (m.knob == "start") {
@@ -248,14 +280,14 @@ int tune_command(const RunConfig& base, TuneOptions options) {
   };
   std::fprintf(stderr,
                "feedscope tune on %s: up to %d workers, %s, batch size %s, budget %.0f s\n",
-               base.dataset.c_str(), options.max_workers,
+               subject(base, program).c_str(), options.max_workers,
                options.ram_budget_bytes > 0
                    ? (std::to_string(options.ram_budget_bytes >> 20) + " MiB of slabs").c_str()
                    : "no RAM bound",
                options.max_batch_size > 0 ? ("up to " + std::to_string(options.max_batch_size)).c_str()
                                           : "fixed",
                options.time_budget_s);
-  const TuneResult result = run_tune(base, options, point_runner(base));
+  const TuneResult result = run_tune(base, options, runner);
   write_file_atomically((dir / "tune.json").string(), tune_json(result));
   std::cout << "\ntune: " << result.stop_reason << " after " << result.runs << " runs in "
             << duration_text(result.wall_s) << "\n";

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "cli/command_points.h"
 #include "cli/config.h"
 #include "cli/sweep.h"
 #include "cli/tune.h"
@@ -13,11 +14,13 @@ namespace feedscope {
 
 // Writes sweep.csv, sweep.json and report.html (heatmaps) into base.report_dir after every point,
 // so an interrupted sweep keeps what it completed. Returns the exit code: 0, or 128 + the signal.
+// With `program` (its command non-empty), every point runs the user's program under watch
+// (cli/command_points.h) instead of feedscope's own training run.
 int sweep_command(const RunConfig& base, const std::map<std::string, std::string>& grid_lists,
-                  int repeats);
+                  int repeats, const ProgramPoints& program = {});
 
 // Writes tune.json into base.report_dir. Returns the exit code as sweep_command does.
-int tune_command(const RunConfig& base, TuneOptions options);
+int tune_command(const RunConfig& base, TuneOptions options, const ProgramPoints& program = {});
 
 // The heatmap page: one num_workers x batch_size grid of median samples/s per (prefetch,
 // pin_memory) pair, each cell with its bottleneck. Self-contained (inline SVG, no script).

@@ -236,6 +236,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   ChildProcess::Options co;
   co.argv = o.command;
   co.env = std::move(env);
+  if (o.keep_output) co.output_path = (fs::path(o.report_dir) / "output.log").string();
   if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->line(line); };
 
   const std::int64_t begin_ns = now_ns();

@@ -27,6 +27,7 @@ struct WatchOptions {
   // the last match counts. Its output then passes through a pipe.
   std::string throughput_pattern;
   std::map<std::string, std::string> env;  // added to the program's environment
+  bool keep_output = false;  // its output to <report_dir>/output.log instead of passing through
   bool print = true;  // the console report on stderr at the end
 };
 

@@ -1,6 +1,8 @@
-// The program never hands a string to a shell or starts another program: dataset paths, config
-// values and addresses come from users, so no code path may reach system(), popen() or exec*().
-// This reads every source file of the modules and the CLI and fails naming any call it finds.
+// The program never hands a string to a shell: dataset paths, config values and addresses come
+// from users, so no code path may reach system(), popen() or exec*(). The one exception is the
+// program the user asks `feedscope watch|sweep|tune -- COMMAND` to run: cli/child_process.cc
+// execs exactly that argv with execvpe, never through a shell. This reads every source file of
+// the modules and the CLI and fails naming any other call it finds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +14,7 @@
 namespace feedscope {
 namespace {
 
-TEST(NoShellTest, NoModuleOrCliSourceRunsAShellOrAProgram) {
+TEST(NoShellTest, NoModuleOrCliSourceRunsAShellOrAProgramButTheUsersCommand) {
   const std::regex call(
       R"(\b(system|popen|wordexp|execl|execlp|execle|execv|execvp|execvpe|fexecve|posix_spawnp?)\s*\()");
   const std::filesystem::path root = FEEDSCOPE_SOURCE_DIR;
@@ -26,7 +28,12 @@ TEST(NoShellTest, NoModuleOrCliSourceRunsAShellOrAProgram) {
       for (int number = 1; std::getline(in, line); ++number) {
         const auto comment = line.find("//");
         const std::string code = line.substr(0, comment);
-        EXPECT_FALSE(std::regex_search(code, call))
+        const bool the_users_command = entry.path() == root / "cli" / "child_process.cc" &&
+                                       code.find("::execvpe(argv[0], argv.data(), envp.data())") !=
+                                           std::string::npos;
+        EXPECT_FALSE(std::regex_search(code, call) && !the_users_command)
+            << entry.path().string() << ":" << number << ": " << line;
+        EXPECT_EQ(code.find("/bin/sh"), std::string::npos)
             << entry.path().string() << ":" << number << ": " << line;
       }
       ++files;

@@ -161,5 +161,48 @@ class WatchTest(unittest.TestCase):
         self.assertTrue((env_dir / "report.json").exists(), "the program's own report stays")
 
 
+@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
+class SweepCommandTest(unittest.TestCase):
+    # A program whose throughput is known: it prints 100 + 10 x workers, checks that its knobs
+    # arrive in argv and in the environment alike, and fails at 3 workers.
+    PROGRAM = ("import os, sys\n"
+               "w, b = int(sys.argv[1]), int(sys.argv[2])\n"
+               "assert os.environ['FEEDSCOPE_NUM_WORKERS'] == sys.argv[1]\n"
+               "assert os.environ['FEEDSCOPE_BATCH_SIZE'] == sys.argv[2]\n"
+               "sys.exit(1) if w == 3 else print(f'throughput: {100 + 10 * w + b} samples/s')\n")
+
+    def test_points_substitute_the_knobs_and_take_the_printed_throughput(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run(
+                [FEEDSCOPE, "sweep", "--num-workers", "0,2,3", "--batch-size", "1,2", "--repeats",
+                 "1", "--report-dir", tmp, "--throughput-pattern", r"throughput: ([0-9.]+) samples/s",
+                 "--", sys.executable, "-c", self.PROGRAM, "{num_workers}", "{batch_size}"],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            sweep = json.loads((pathlib.Path(tmp) / "sweep.json").read_text())
+            points = {(p["num_workers"], p["batch_size"]): p for p in sweep["points"]}
+            self.assertEqual(points[(2, 2)]["median_samples_per_s"], 122)
+            self.assertEqual(points[(0, 1)]["median_samples_per_s"], 101)
+            self.assertEqual(points[(3, 1)]["median_samples_per_s"], 0)
+            self.assertEqual(points[(3, 1)]["bottleneck"], "failed (exited with 1)")
+            self.assertIn("num_workers=2 batch_size=2", r.stdout)  # the best point
+            self.assertTrue((pathlib.Path(tmp) / "report.html").exists())
+            logs = list((pathlib.Path(tmp) / "points").glob("*/output.log"))
+            self.assertEqual(len(logs), 6)  # the program's output is kept, not mixed into ours
+
+    def test_without_spans_or_a_pattern_the_wall_time_of_a_fixed_workload_counts(self):
+        program = "import sys, time\ntime.sleep(0.1 + 0.3 * int(sys.argv[1]))\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run(
+                [FEEDSCOPE, "sweep", "--num-workers", "0,1", "--repeats", "1", "--report-dir", tmp,
+                 "--workload-samples", "100", "--", sys.executable, "-c", program, "{num_workers}"],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            sweep = json.loads((pathlib.Path(tmp) / "sweep.json").read_text())
+            rates = {p["num_workers"]: p["median_samples_per_s"] for p in sweep["points"]}
+            self.assertGreater(rates[0], rates[1])
+            self.assertLess(rates[0], 100 / 0.1)  # 100 samples in at least 0.1 s
+
+
 if __name__ == "__main__":
     unittest.main()
