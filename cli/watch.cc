@@ -1,6 +1,7 @@
 #include "cli/watch.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -187,6 +188,14 @@ void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Repo
   report.gpu_trace->records_not_kept = gpu.activity.not_kept;
 }
 
+// CPU this process (every thread of it) has taken so far, in seconds.
+double own_cpu_s() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 std::string ended_how(const ChildExit& exit, int received, bool duration_ran_out) {
   if (duration_ran_out) return "duration";
   if (received != 0) return "interrupted";
@@ -240,6 +249,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->line(line); };
 
   const std::int64_t begin_ns = now_ns();
+  const double cpu_begin_s = own_cpu_s();
   ChildProcess child(std::move(co));
   program.pid = child.pid();
   const SignalForwarder forwarder(child.pid());
@@ -274,6 +284,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   // The last readings while its /proc entry is still there, then let it go.
   if (sampling.sampler) sampling.sampler->stop();
   const ChildExit exit = child.reap();
+  program.watcher_cpu_s = own_cpu_s() - cpu_begin_s;
   program.exit = exit.describe();
   program.exit_code = exit.shell_code();
   program.ended = ended_how(exit, forwarder.received(), duration_ran_out);
@@ -366,7 +377,9 @@ int watch_command(const WatchOptions& options) {
   const ProgramSummary& p = *outcome.report.program;
   if (options.print) {
     std::cerr << "\nfeedscope watch: " << join(p.command) << ": " << p.exit << " after "
-              << p.wall_s << " s (" << p.ended << ")\n"
+              << p.wall_s << " s (" << p.ended << "); watching took " << p.watcher_cpu_s
+              << " CPU-s (" << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0)
+              << " % of one core)\n"
               << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
               << "feedscope: report in " << options.report_dir << std::endl;
   }

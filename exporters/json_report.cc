@@ -82,6 +82,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
           {"wall_s", p.wall_s},
           {"spans", p.spans.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.spans)},
           {"notes", p.notes},
+          {"watcher_cpu_s", p.watcher_cpu_s},
           {"tree",
            {{"samples", t.samples},
             {"sampled_s", t.sampled_s},

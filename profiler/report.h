@@ -179,6 +179,7 @@ struct ProgramSummary {
   double wall_s = 0;
   std::string spans;  // "session (pid N)" when a feedscope Session inside it sent its spans
   std::vector<std::string> notes;  // what the watcher could not read, and why
+  double watcher_cpu_s = 0;  // CPU feedscope itself took while watching (all its threads)
   ProcessTreeSummary tree;
 };
 

@@ -430,7 +430,7 @@ step() {
 }
 
 do_measure() {
-  build feedscope h2d_bench item_sync_bench || return 1
+  build feedscope feedscope_inject h2d_bench item_sync_bench || return 1
   # Where python3's torch keeps its own CUPTI, if its wheel ships one: the one a GPU run should use.
   python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null |
     while read -r site; do
@@ -455,6 +455,11 @@ do_measure() {
   # A 1000x1000 matmul loop with an .item() in every iteration, against one at the end.
   step sync-step 25 "$build/bench/item_sync_bench" --sync step --report-dir "$rep/sync-step"
   step sync-end 25 "$build/bench/item_sync_bench" --sync end --report-dir "$rep/sync-end"
+  # The same two cases as unmodified PyTorch programs under `feedscope watch`: CUDA traced by the
+  # injection library (CUDA_INJECTION64_PATH) in python3's own torch, no code change.
+  local gpu_programs="$root/bench/gpu_programs.py"
+  step watch-mlp 40 "$fs" watch --report-dir "$rep/watch-mlp" -- python3 "$gpu_programs" mlp --steps 2000
+  step watch-matmul-item 40 "$fs" watch --report-dir "$rep/watch-matmul-item" -- python3 "$gpu_programs" matmul-item --steps 500
   # Image training through 1 worker, then 8: decode-bound, then the GPU's convolutions.
   [ $gpu_present -eq 1 ] || count=64  # a dry run checks the commands, not the figures
   rm -rf "$images"
@@ -521,6 +526,7 @@ if h:
               f"(hidden would be {max(o['step_ms'], o['copy_ms']):.2f}, in series {o['step_ms'] + o['copy_ms']:.2f}): "
               f"{100 * o['hidden_fraction']:.0f} % of the copy hidden", ""]
 cases = [("mlp-gpu", "launch_overhead"), ("mlp-cpu", None), ("sync-step", None), ("sync-end", None),
+         ("watch-mlp", "launch_overhead"), ("watch-matmul-item", None),
          ("images-1-worker", "cpu_preprocess"), ("images-8-workers", "gpu_compute"),
          ("copy-pinned", None), ("copy-pageable", None)]
 if not steps:
@@ -551,6 +557,7 @@ for name, expected in cases:
     lines.append(f"| {name} | {r['environment']['device']} | {got}{mark} | {r['throughput']['samples_per_s']:.1f} | "
                  f"{ms('step')} | {ms('wait')} | {d['data_stall_ratio']:.3f} | {busy} | {kps} | {syncs} | {h2d} |")
     verdicts.append(f"- {name}: {d['verdict']}")
+    verdicts += [f"  - watch note: {n}" for n in (r.get("program") or {}).get("notes", [])]
     verdicts += [f"  - {e}" for e in d["evidence"][:4]]
     verdicts += [f"  - recommends: {x['action']} ({x['setting']}, predicted {x['predicted_speedup']:.2f}x)"
                  for x in d["recommendations"][:2]]
