@@ -51,5 +51,26 @@ TEST(WrapExample, WritesTheReportFilesWithWaitAndStepPerMeasuredStep) {
   EXPECT_TRUE(nlohmann::json::accept(trace));
 }
 
+// The same program under `feedscope watch`: its Session hands its spans to the watcher, whose
+// report joins them with the process tree; the program's own report is written as before.
+TEST(WrapExample, UnderWatchItsSpansJoinTheWatchersReport) {
+  testing::TempDir dir;
+  const auto own = dir / "own", watched = dir / "watched";
+  const auto r = testing::run_process({FEEDSCOPE_BINARY, "watch", "--report-dir", watched.string(),
+                                       "--", WRAP_EXAMPLE_BINARY, "1", own.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("final loss"), std::string::npos) << "its output passes through";
+  std::ifstream in(watched / "report.json");
+  ASSERT_TRUE(in) << "no report.json";
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["config"]["mode"], "watch");
+  EXPECT_TRUE(j["program"]["spans"].get<std::string>().starts_with("session (pid ")) << j["program"];
+  EXPECT_EQ(j["stages"]["step"]["count"], kBatchesPerEpoch - kWarmup);
+  EXPECT_EQ(j["program"]["ended"], "exited");
+  EXPECT_TRUE(std::filesystem::exists(own / "report.json"));
+  // libtorch's DataLoader workers are threads of the trainer, not processes.
+  EXPECT_EQ(j["program"]["tree"]["workers"], 0);
+}
+
 }  // namespace
 }  // namespace feedscope
