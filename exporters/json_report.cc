@@ -73,7 +73,9 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                          {"cpu_core_seconds", w.cpu_core_seconds},
                          {"io_wait_share", w.io_wait_share},
                          {"rss_peak_bytes", w.rss_peak_bytes},
-                         {"read_bytes", w.read_bytes}});
+                         {"read_bytes", w.read_bytes},
+                         {"gpu_memory_peak_bytes", w.gpu_memory_peak_bytes},
+                         {"gpu_sm_util", optional_number(w.gpu_sm_util)}});
   return {{"command", p.command},
           {"pid", p.pid},
           {"exit", p.exit},
@@ -99,6 +101,9 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"workers_io_wait", t.workers_io_wait},
             {"other_processes_cores", t.other_processes_cores},
             {"storage_read_bytes_per_s", optional_number(t.storage_read_bytes_per_s)},
+            {"on_gpu", t.on_gpu},
+            {"gpu_memory_peak_bytes", t.gpu_memory_peak_bytes},
+            {"trainer_gpu_sm_util", optional_number(t.trainer_gpu_sm_util)},
             {"processes", processes}}}};
 }
 

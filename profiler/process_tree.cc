@@ -98,6 +98,24 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
   }
   workers_cores_sum_ += workers;
   worker_samples_ += alive > 0;
+
+  // NVML's per-process readings, for the processes of this tree.
+  std::uint64_t gpu_memory = 0;
+  for (const GpuSample& g : s.gpus)
+    for (const GpuProcessSample& p : g.processes) {
+      const auto it = processes_.find(p.pid);
+      if (it == processes_.end()) continue;
+      WatchedProcess& w = it->second.process;
+      const std::uint64_t memory = p.memory_used_bytes.value_or(0);
+      w.gpu_memory_peak_bytes = std::max(w.gpu_memory_peak_bytes, memory);
+      gpu_memory += memory;
+      on_gpu_ = true;
+      if (p.sm_util_ratio) {
+        it->second.sm_sum += *p.sm_util_ratio;
+        ++it->second.sm_samples;
+      }
+    }
+  tree_gpu_memory_peak_ = std::max(tree_gpu_memory_peak_, gpu_memory);
   other_processes_sum_ += others;
   workers_max_ = std::max(workers_max_, alive);
 }
@@ -137,7 +155,11 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
       read_bytes += p.read_bytes;
       read_known = true;
     }
-    if (p.role == ProcessRole::trainer) out.trainer_cores = p.cpu_cores_mean;
+    if (a.sm_samples > 0) p.gpu_sm_util = a.sm_sum / static_cast<double>(a.sm_samples);
+    if (p.role == ProcessRole::trainer) {
+      out.trainer_cores = p.cpu_cores_mean;
+      out.trainer_gpu_sm_util = p.gpu_sm_util;
+    }
     if (p.role == ProcessRole::loader_worker) {
       worker_readings += p.samples;
       worker_io_wait += a.io_wait_samples;
@@ -149,6 +171,8 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     }
     out.processes.push_back(std::move(p));
   }
+  out.on_gpu = on_gpu_;
+  out.gpu_memory_peak_bytes = tree_gpu_memory_peak_;
   out.worker_busy = mean(busy_sum, busy_n);
   out.workers_io_wait = mean(static_cast<double>(worker_io_wait), worker_readings);
   if (read_known && out.sampled_s > 0)

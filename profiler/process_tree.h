@@ -37,6 +37,9 @@ struct WatchedProcess {
   double io_wait_share = 0;      // share of its readings in uninterruptible (D) wait
   std::uint64_t rss_peak_bytes = 0;
   std::uint64_t read_bytes = 0;  // from storage while watched (/proc/<pid>/io read_bytes growth)
+  // NVML's view, where it has a CUDA context: GPU memory at most, and its mean SM share.
+  std::uint64_t gpu_memory_peak_bytes = 0;
+  std::optional<double> gpu_sm_util;
 };
 
 struct ProcessTreeSummary {
@@ -60,6 +63,11 @@ struct ProcessTreeSummary {
   double worker_busy_max = 0;
   double workers_io_wait = 0;  // share of worker readings in D wait
   double other_processes_cores = 0;
+  // NVML: whether any of its processes had a CUDA context, their GPU memory together at most, and
+  // the trainer's mean SM share (where the driver samples it).
+  bool on_gpu = false;
+  std::uint64_t gpu_memory_peak_bytes = 0;
+  std::optional<double> trainer_gpu_sm_util;
   // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
   std::optional<double> storage_read_bytes_per_s;
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
@@ -80,6 +88,8 @@ class ProcessTreeDigest {
     double cores_sum = 0;
     std::size_t io_wait_samples = 0;
     std::optional<std::uint64_t> first_read, last_read;
+    double sm_sum = 0;
+    std::size_t sm_samples = 0;
   };
   mutable std::mutex mutex_;
   int trainer_pid_;
@@ -97,6 +107,8 @@ class ProcessTreeDigest {
   std::map<int, Thread> threads_;  // the trainer's other threads, by tid
   double workers_cores_sum_ = 0, other_processes_sum_ = 0;
   std::size_t worker_samples_ = 0;  // readings with a loader worker alive
+  std::uint64_t tree_gpu_memory_peak_ = 0;
+  bool on_gpu_ = false;
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
 };

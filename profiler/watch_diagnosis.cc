@@ -49,6 +49,14 @@ void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
     d.evidence.push_back(fmt("the program's processes read %.1f MB/s from storage (page-cache "
                              "hits are not reads)",
                              *t.storage_read_bytes_per_s / 1e6));
+  if (t.on_gpu)
+    d.evidence.push_back(fmt("NVML: the program held %.2f GiB of GPU memory at most%s",
+                             static_cast<double>(t.gpu_memory_peak_bytes) / (1u << 30),
+                             t.trainer_gpu_sm_util
+                                 ? fmt("; the training process used the SMs %.0f%% of the time",
+                                       100 * *t.trainer_gpu_sm_util)
+                                       .c_str()
+                                 : ""));
 }
 
 void add_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
@@ -193,6 +201,23 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
         "no prediction: how the storage scales with concurrent reads is not measured"));
   } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, trainer_pinned) : nullptr) {
     gpu_diagnosis(gpu, *in.gpu_trace, t, d);
+  } else if (!traced && t.trainer_gpu_sm_util && !workers_busy &&
+             (*t.trainer_gpu_sm_util >= kGpuBusyCompute || trainer_pinned)) {
+    // No CUDA trace (the report says why), but NVML saw the training process on a GPU.
+    const bool busy = *t.trainer_gpu_sm_util >= kGpuBusyCompute;
+    d.bottleneck = busy ? "gpu_compute" : "launch_overhead";
+    d.verdict = busy ? fmt("GPU-bound (from NVML, no CUDA trace): the training process used the "
+                           "SMs %.0f%% of the time.",
+                           100 * *t.trainer_gpu_sm_util)
+                     : fmt("Host-bound on a GPU (from NVML, no CUDA trace): the SMs are busy %.0f%% "
+                           "while the training thread is busy %.0f%%: launches and syncs set the "
+                           "pace.",
+                           100 * *t.trainer_gpu_sm_util, 100 * t.main_thread_busy);
+    d.recommendations.push_back(advice(
+        "", busy ? "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last."
+                 : "Raise the batch size, drop per-step host syncs (.item()), or capture the step "
+                   "in a CUDA graph.",
+        "no prediction: without a CUDA trace the kernels are not measured"));
   } else if (workers_busy && !trainer_pinned) {
     workers_saturated(in, idle_cores, d);
   } else if (t.workers == 0 && trainer_pinned) {

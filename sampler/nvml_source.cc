@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -109,6 +110,7 @@ class NvmlSource final : public GpuSource {
         s.pcie_tx_bytes_per_s = pcie_[i].tx_bytes_per_s;
         s.pcie_rx_bytes_per_s = pcie_[i].rx_bytes_per_s;
       }
+      s.processes = read_processes(devices_[i]);
       out.push_back(s);
     }
     return out;
@@ -121,6 +123,48 @@ class NvmlSource final : public GpuSource {
     nvmlDevice handle;
     int index;  // the name its samples carry
   };
+
+  // The processes with a context on the device, their memory, and their SM share over NVML's
+  // samples since the previous read (the sampling thread's only).
+  std::vector<GpuProcessSample> read_processes(const Device& d) {
+    const NvmlApi& api = nvml_.api;
+    std::vector<GpuProcessSample> out;
+    if (!api.running_processes) return out;
+    std::vector<NvmlProcessInfo> infos(16);
+    unsigned int count = static_cast<unsigned int>(infos.size());
+    nvmlReturn r = api.running_processes(d.handle, &count, infos.data());
+    if (r == kNvmlErrorInsufficientSize && count <= 4096) {
+      infos.resize(count + 8);
+      count = static_cast<unsigned int>(infos.size());
+      r = api.running_processes(d.handle, &count, infos.data());
+    }
+    if (r != 0) return out;
+    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+      GpuProcessSample p;
+      p.pid = static_cast<int>(infos[i].pid);
+      if (infos[i].used_gpu_memory != ~0ULL) p.memory_used_bytes = infos[i].used_gpu_memory;
+      out.push_back(p);
+    }
+    if (!api.process_utilization || out.empty()) return out;
+    unsigned long long& seen = process_seen_us_[d.index];
+    unsigned int samples = 0;
+    if (api.process_utilization(d.handle, nullptr, &samples, seen) != kNvmlErrorInsufficientSize ||
+        samples == 0)
+      return out;
+    std::vector<NvmlProcessUtilization> util(samples);
+    if (api.process_utilization(d.handle, util.data(), &samples, seen) != 0) return out;
+    std::map<int, std::pair<double, int>> by_pid;  // sum of sm_util, samples
+    for (unsigned int i = 0; i < samples && i < util.size(); ++i) {
+      auto& [sum, n] = by_pid[static_cast<int>(util[i].pid)];
+      sum += util[i].sm_util;
+      ++n;
+      seen = std::max(seen, util[i].time_stamp);
+    }
+    for (GpuProcessSample& p : out)
+      if (const auto it = by_pid.find(p.pid); it != by_pid.end())
+        p.sm_util_ratio = it->second.first / it->second.second / 100.0;
+    return out;
+  }
   struct Pcie {
     double tx_bytes_per_s = 0;
     double rx_bytes_per_s = 0;
@@ -160,6 +204,7 @@ class NvmlSource final : public GpuSource {
   bool initialized_ = false;
   std::string reason_;
   std::vector<Device> devices_;  // set in the constructor, read-only after
+  std::map<int, unsigned long long> process_seen_us_;  // by device index: the sampling thread's
 
   // Below state is shared with the PCIe thread, guarded by pcie_mutex_.
   std::mutex pcie_mutex_;
@@ -192,6 +237,8 @@ NvmlLibrary load_nvml(const char* name) {
   bind(lib, a.clock_info, "nvmlDeviceGetClockInfo");
   bind(lib, a.power_usage, "nvmlDeviceGetPowerUsage");
   bind(lib, a.pci_info, "nvmlDeviceGetPciInfo_v3");
+  bind(lib, a.running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  bind(lib, a.process_utilization, "nvmlDeviceGetProcessUtilization");
   return out;
 }
 

@@ -41,6 +41,13 @@ struct PressureSample {          // /proc/pressure/<resource>, avg10 as a ratio 
   std::uint64_t some_total_us = 0;
 };
 
+// A process with a CUDA context on a GPU, as NVML sees it.
+struct GpuProcessSample {
+  int pid = 0;
+  std::optional<std::uint64_t> memory_used_bytes;  // none where NVML cannot tell (some MIG, WSL)
+  std::optional<double> sm_util_ratio;              // its share of the SMs' time, recent samples
+};
+
 struct GpuSample {
   int index = 0;                 // the CUDA index the process sees (cuda:N); see make_nvml_source
   double util_ratio = 0;         // NVML utilization.gpu / 100: a kernel ran in the period
@@ -52,6 +59,7 @@ struct GpuSample {
   double pcie_rx_bytes_per_s = 0;
   double sm_clock_mhz = 0;
   double power_watts = 0;
+  std::vector<GpuProcessSample> processes;  // empty where NVML lists none or cannot
 };
 
 struct UtilizationSample {

@@ -37,6 +37,23 @@ struct NvmlPciInfo {  // nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it
 static_assert(sizeof(NvmlPciInfo) == 68, "nvmlPciInfo_t's layout");
 
 inline constexpr int kNvmlPcieTxBytes = 0;  // NVML_PCIE_UTIL_TX_BYTES
+// nvmlProcessInfo_v2_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it (NVML API 12).
+struct NvmlProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // NVML_VALUE_NOT_AVAILABLE (~0) where it cannot tell
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_v2_t's layout");
+// nvmlProcessUtilizationSample_t.
+struct NvmlProcessUtilization {
+  unsigned int pid;
+  unsigned long long time_stamp;  // microseconds
+  unsigned int sm_util, mem_util, enc_util, dec_util;  // percent
+};
+static_assert(sizeof(NvmlProcessUtilization) == 32, "nvmlProcessUtilizationSample_t's layout");
+inline constexpr int kNvmlErrorInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+
 inline constexpr int kNvmlPcieRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 inline constexpr int kNvmlClockSm = 1;      // NVML_CLOCK_SM
 
@@ -54,6 +71,11 @@ struct NvmlApi {
   nvmlReturn (*clock_info)(nvmlDevice, int, unsigned int*) = nullptr;  // nvmlDeviceGetClockInfo
   nvmlReturn (*power_usage)(nvmlDevice, unsigned int*) = nullptr;  // nvmlDeviceGetPowerUsage, mW
   nvmlReturn (*pci_info)(nvmlDevice, NvmlPciInfo*) = nullptr;      // nvmlDeviceGetPciInfo_v3
+  // nvmlDeviceGetComputeRunningProcesses_v3: the processes with a CUDA context on the device.
+  nvmlReturn (*running_processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
+  // nvmlDeviceGetProcessUtilization: per-process SM use in the samples since a timestamp.
+  nvmlReturn (*process_utilization)(nvmlDevice, NvmlProcessUtilization*, unsigned int*,
+                                    unsigned long long) = nullptr;
 };
 
 // A loaded NVML, or why there is none. `library` keeps the dlopen handle open while shared.

@@ -99,6 +99,29 @@ TEST(ProcessTreeTest, TheSummaryAveragesEachRoleOverTheReadingsItWasIn) {
   EXPECT_EQ(s.processes[0].ppid, 1);
 }
 
+TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  for (int i = 0; i < 4; ++i) {
+    UtilizationSample s = sample(i * 100, 0.9, {});
+    GpuSample g;
+    GpuProcessSample mine, theirs;
+    mine.pid = kTrainer;
+    mine.memory_used_bytes = (1ull << 30) * (i + 1);
+    mine.sm_util_ratio = 0.2 + 0.1 * i;
+    theirs.pid = 4242;  // another user's job on the same GPU
+    theirs.memory_used_bytes = 40ull << 30;
+    theirs.sm_util_ratio = 0.9;
+    g.processes = {mine, theirs};
+    s.gpus = {g};
+    tree.add(s);
+  }
+  const ProcessTreeSummary s = tree.summary();
+  EXPECT_TRUE(s.on_gpu);
+  EXPECT_EQ(s.gpu_memory_peak_bytes, 4ull << 30);
+  ASSERT_TRUE(s.trainer_gpu_sm_util);
+  EXPECT_NEAR(*s.trainer_gpu_sm_util, 0.35, 1e-9);
+}
+
 WatchDiagnosisInput tree_input(double main_busy, int workers, double worker_busy,
                                double system_busy, double io_wait = 0, double read_mb_s = 0) {
   WatchDiagnosisInput in;
@@ -167,6 +190,17 @@ TEST(WatchDiagnosisTest, ShortKernelsOnAnIdleGpuWithABusyTrainingThreadAreLaunch
   EXPECT_TRUE(sync_advice) << "a host sync in every iteration is named";
   in.gpu_trace->gpu_busy_ratio = 0.93;
   EXPECT_EQ(diagnose_watched(in).bottleneck, "gpu_compute");
+}
+
+TEST(WatchDiagnosisTest, WithoutATraceNvmlsViewOfTheTrainingProcessDecidesOnTheGpu) {
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
+  in.tree.on_gpu = true;
+  in.tree.trainer_gpu_sm_util = 0.15;
+  EXPECT_EQ(diagnose_watched(in).bottleneck, "launch_overhead");
+  in.tree.trainer_gpu_sm_util = 0.95;
+  EXPECT_EQ(diagnose_watched(in).bottleneck, "gpu_compute");
+  in.tree.trainer_gpu_sm_util = std::nullopt;
+  EXPECT_EQ(diagnose_watched(in).bottleneck, "cpu_compute") << "no GPU reading: the CPU rules";
 }
 
 TEST(WatchDiagnosisTest, SpansFromTheProgramDecideAndTheTreeAddsEvidence) {

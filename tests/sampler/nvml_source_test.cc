@@ -75,6 +75,32 @@ nvmlReturn fake_pcie(nvmlDevice d, int counter, unsigned* kb_per_s) {
   return 0;
 }
 
+// Two processes on every GPU: 20 of them (more than a first call's buffer holds) on GPU 1.
+nvmlReturn fake_processes(nvmlDevice d, unsigned* count, detail::NvmlProcessInfo* infos) {
+  const unsigned n = index_of(d) == 1 ? 20 : 2;
+  if (*count < n) {
+    *count = n;
+    return detail::kNvmlErrorInsufficientSize;
+  }
+  for (unsigned i = 0; i < n; ++i)
+    infos[i] = {1000 + i, i == 1 ? ~0ULL : (i + 1ULL) << 20, 0, 0};
+  *count = n;
+  return 0;
+}
+// Samples of process 1000 at 30 % and 50 % SM after timestamp 0, none after 200.
+nvmlReturn fake_process_util(nvmlDevice, detail::NvmlProcessUtilization* util, unsigned* count,
+                             unsigned long long since) {
+  const unsigned n = since < 200 ? 2 : 0;
+  if (util == nullptr || *count < n) {
+    *count = n;
+    return n == 0 ? 6 : detail::kNvmlErrorInsufficientSize;  // 6: NVML_ERROR_NOT_FOUND
+  }
+  util[0] = {1000, 100, 30, 0, 0, 0};
+  util[1] = {1000, 200, 50, 0, 0, 0};
+  *count = n;
+  return 0;
+}
+
 class NvmlSourceTest : public ::testing::Test {
  protected:
   NvmlSourceTest() { fake = &nvml; }
@@ -103,6 +129,27 @@ class NvmlSourceTest : public ::testing::Test {
 
   FakeNvml nvml;
 };
+
+TEST_F(NvmlSourceTest, ProcessesOnEachGpuWithTheirMemoryAndRecentSmShare) {
+  nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0"};
+  detail::NvmlLibrary lib = library();
+  lib.api.running_processes = fake_processes;
+  lib.api.process_utilization = fake_process_util;
+  const auto source = detail::make_nvml_source(std::move(lib), std::nullopt, 1ms);
+  std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got[0].processes.size(), 2u);
+  ASSERT_EQ(got[1].processes.size(), 20u) << "a second call with a buffer large enough";
+  const GpuProcessSample& first = got[0].processes[0];
+  EXPECT_EQ(first.pid, 1000);
+  EXPECT_EQ(first.memory_used_bytes, 1u << 20);
+  ASSERT_TRUE(first.sm_util_ratio);
+  EXPECT_DOUBLE_EQ(*first.sm_util_ratio, 0.4) << "the mean of its samples";
+  EXPECT_FALSE(got[0].processes[1].memory_used_bytes) << "NVML_VALUE_NOT_AVAILABLE";
+  EXPECT_FALSE(got[0].processes[1].sm_util_ratio) << "no samples of that process";
+  got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "only samples newer than the last read";
+}
 
 TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
   nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0"};
