@@ -29,6 +29,18 @@ def make_model(kind, features, classes):
                          nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, classes))
 
 
+def make_dataset(args):
+    """The dataset and its (features, classes): random tensors, or an ImageFolder through
+    torchvision's RandomResizedCrop, flip and ToTensor in the DataLoader's workers."""
+    if args.in_memory:
+        dataset = TensorDataset(torch.randn(1024, 3, 32, 32), torch.randint(0, 10, (1024,)))
+        return dataset, 3 * 32 * 32, 10
+    tf = transforms.Compose([transforms.RandomResizedCrop(args.image_size),
+                             transforms.RandomHorizontalFlip(), transforms.ToTensor()])
+    dataset = torchvision.datasets.ImageFolder(args.data, transform=tf)
+    return dataset, 3 * args.image_size * args.image_size, len(dataset.classes)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", help="an ImageFolder directory")
@@ -45,14 +57,7 @@ def main():
         p.error("give one of --data DIR or --in-memory")
 
     torch.manual_seed(0)
-    if args.in_memory:
-        dataset = TensorDataset(torch.randn(1024, 3, 32, 32), torch.randint(0, 10, (1024,)))
-        features, classes = 3 * 32 * 32, 10
-    else:
-        tf = transforms.Compose([transforms.RandomResizedCrop(args.image_size),
-                                 transforms.RandomHorizontalFlip(), transforms.ToTensor()])
-        dataset = torchvision.datasets.ImageFolder(args.data, transform=tf)
-        features, classes = 3 * args.image_size * args.image_size, len(dataset.classes)
+    dataset, features, classes = make_dataset(args)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers, drop_last=True)
     device = torch.device(args.device)

@@ -1,6 +1,8 @@
 """A plain PyTorch training loop (torchvision ImageFolder, DataLoader), profiled by feedscope.
 
-The lines marked `# feedscope` are all it takes; delete them and the loop runs as before.
+The lines marked `# feedscope` are all it takes; delete them and the loop runs as before. The
+model and the data are plain_python_loop.py's (beside this file), the program `feedscope watch`
+profiles without a change.
 
     PYTHONPATH=build/python python3 examples/wrap_python_loop.py --data DIR [--workers 1]
     PYTHONPATH=build/python python3 examples/wrap_python_loop.py --in-memory --model heavy
@@ -13,19 +15,11 @@ one); each image is decoded and cropped by torchvision in the DataLoader's worke
 import argparse
 
 import torch
-import torchvision
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-from torchvision import transforms
+from torch.utils.data import DataLoader
 
 import feedscope  # feedscope
-
-
-def make_model(kind, features, classes):
-    if kind == "tiny":
-        return nn.Sequential(nn.Flatten(), nn.Linear(features, classes))
-    return nn.Sequential(nn.Flatten(), nn.Linear(features, 2048), nn.ReLU(),
-                         nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, classes))
+from plain_python_loop import make_dataset, make_model
 
 
 def main():
@@ -44,14 +38,7 @@ def main():
         p.error("give one of --data DIR or --in-memory")
 
     torch.manual_seed(0)
-    if args.in_memory:
-        dataset = TensorDataset(torch.randn(1024, 3, 32, 32), torch.randint(0, 10, (1024,)))
-        features, classes = 3 * 32 * 32, 10
-    else:
-        tf = transforms.Compose([transforms.RandomResizedCrop(args.image_size),
-                                 transforms.RandomHorizontalFlip(), transforms.ToTensor()])
-        dataset = torchvision.datasets.ImageFolder(args.data, transform=tf)
-        features, classes = 3 * args.image_size * args.image_size, len(dataset.classes)
+    dataset, features, classes = make_dataset(args)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers, drop_last=True)
     model = make_model(args.model, features, classes)

@@ -6,17 +6,14 @@
 #include <optional>
 #include <string>
 
+#include "profiler/detail/format.h"
 #include "profiler/stage_stats.h"
 
 namespace feedscope {
 
 namespace {
 
-std::string fmt(const char* format, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
+using detail::fmt;
 
 double busy(const DiagnosisInput& in, Stage stage) {
   const StageStats* st = find_stage(in.stages, stage);

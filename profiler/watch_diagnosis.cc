@@ -5,15 +5,13 @@
 #include <cstdio>
 #include <string>
 
+#include "profiler/detail/format.h"
+
 namespace feedscope {
 
 namespace {
 
-std::string fmt(const char* format, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
+using detail::fmt;
 
 std::optional<double> series_mean(const Utilization& u, const char* name) {
   const auto it = u.series.find(name);
