@@ -137,6 +137,31 @@ double seconds(std::int64_t t_ns, std::int64_t begin_ns) {
   return static_cast<double>(t_ns - begin_ns) / 1e9;
 }
 
+// `feedscope watch`: the program, how it ended, and its processes by role.
+std::string program_section(const ProgramSummary& p) {
+  std::ostringstream h;
+  std::string command;
+  for (const std::string& a : p.command) command += (command.empty() ? "" : " ") + a;
+  h << "<h2>Program</h2>\n<p><code>" << esc(command) << "</code>: " << esc(p.exit) << " after "
+    << fmt("%.2f", p.wall_s) << " s (" << esc(p.ended) << "); watching took "
+    << fmt("%.2f", p.watcher_cpu_s) << " CPU-s.";
+  if (!p.spans.empty()) h << " Stage spans from its " << esc(p.spans) << ".";
+  h << "</p>\n";
+  for (const std::string& n : p.notes) h << "<p class=\"warn\">" << esc(n) << "</p>\n";
+  h << "<table><tr><th>pid</th><th>role</th><th>name</th><th>mean cores</th><th>CPU s</th>"
+       "<th>I/O wait</th><th>peak RSS MiB</th><th>read MB</th><th>GPU MiB</th></tr>\n";
+  for (const WatchedProcess& w : p.tree.processes)
+    h << "<tr><td class=\"n\">" << w.pid << "</td><td>" << to_string(w.role) << "</td><td>"
+      << esc(w.name) << "</td><td class=\"n\">" << fmt("%.2f", w.cpu_cores_mean)
+      << "</td><td class=\"n\">" << fmt("%.1f", w.cpu_core_seconds) << "</td><td class=\"n\">"
+      << fmt("%.0f%%", 100 * w.io_wait_share) << "</td><td class=\"n\">"
+      << fmt("%.0f", static_cast<double>(w.rss_peak_bytes) / (1 << 20)) << "</td><td class=\"n\">"
+      << fmt("%.1f", static_cast<double>(w.read_bytes) / 1e6) << "</td><td class=\"n\">"
+      << fmt("%.0f", static_cast<double>(w.gpu_memory_peak_bytes) / (1 << 20)) << "</td></tr>\n";
+  h << "</table>\n";
+  return h.str();
+}
+
 }  // namespace
 
 std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
@@ -177,6 +202,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   h << "<h2>Evidence</h2>\n<ul>\n";
   for (const std::string& e : d.evidence) h << "<li>" << esc(e) << "</li>\n";
   h << "</ul>\n";
+  if (r.program) h << program_section(*r.program);
   if (!d.recommendations.empty()) {
     h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "
          "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
