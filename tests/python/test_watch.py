@@ -90,6 +90,9 @@ class WatchTest(unittest.TestCase):
                                expect=128 + signal.SIGABRT)
         self.assertEqual(report["program"]["ended"], "crashed")
         self.assertIn("SIGABRT", report["program"]["exit"])
+        html = (self.dir / "crash" / "report.html").read_text()
+        self.assertIn("<h2>Program</h2>", html)
+        self.assertIn("killed by SIGABRT", html)
 
     def test_a_signal_to_feedscope_reaches_the_program_and_the_report_says_so(self):
         report_dir = self.dir / "interrupted"
