@@ -15,6 +15,7 @@
 #include "loader/dataset.h"
 #include "loader/image_dataset_maker.h"
 #include "loader/record_dataset.h"
+#include "loader/webdataset_dataset.h"
 
 namespace feedscope {
 
@@ -48,6 +49,12 @@ struct MakeDatasetCommand::Impl {
     ImageDatasetOptions options;
     std::string size = "500x375";
   } images;
+
+  // webdataset: the images' JPEGs as tar shards, sample = KEY.jpg + KEY.cls.
+  struct WebDatasetKind {
+    MakeWebDatasetOptions options;
+    std::string size = "500x375";
+  } webdataset;
 
   // records: checksummed record shards plus an index (docs/records-format.md).
   struct Records {
@@ -85,6 +92,36 @@ struct MakeDatasetCommand::Impl {
                      }});
   }
 
+  void add_webdataset() {
+    CLI::App* c = command->add_subcommand(
+        "webdataset", "the JPEGs of `images` as webdataset tar shards (KEY.jpg + KEY.cls per sample)");
+    ImageDatasetOptions& o = webdataset.options.images;
+    c->add_option("--out", o.out, "directory to create (new or empty)")->required();
+    c->add_option("--count", o.count, "number of samples [1 or more]")->required();
+    c->add_option("--shard-samples", webdataset.options.shard_samples, "samples per shard [1 or more]")
+        ->capture_default_str();
+    c->add_option("--size", webdataset.size, "WxH of each image [each side 16 to 16384]")->capture_default_str();
+    c->add_option("--classes", o.classes, "image i has label i % K")->capture_default_str();
+    c->add_option("--quality", o.quality, "JPEG quality [1 to 100]")->capture_default_str();
+    c->add_option("--seed", o.seed, "same seed, byte-identical shards")->capture_default_str();
+    kinds.push_back({c, [this](std::ostream& out) {
+                       MakeWebDatasetOptions opts = webdataset.options;
+                       std::tie(opts.images.width, opts.images.height) = parse_size(webdataset.size);
+                       MakeWebDatasetSummary s;
+                       try {
+                         s = make_webdataset(opts);
+                       } catch (const DatasetError& e) {
+                         const std::string what = e.what();
+                         const std::string key = what.substr(0, what.find(':'));
+                         throw ConfigError(key, "--" + (key == "shard_samples" ? "shard-samples" + what.substr(key.size()) : what));
+                       }
+                       out << "feedscope: wrote " << s.samples << " samples in " << s.shards << " shard(s), "
+                           << std::fixed << std::setprecision(1) << static_cast<double>(s.bytes) / 1e6
+                           << " MB, to " << opts.images.out << "\n"
+                           << "load it with: feedscope run --dataset webdataset:" << opts.images.out << "\n";
+                     }});
+  }
+
   void add_images() {
     CLI::App* c = command->add_subcommand("images", "JPEG files in ImageFolder layout (DIR/<class>/<image>.jpg)");
     c->add_option("--out", images.options.out, "directory to create (new or empty)")->required();
@@ -115,9 +152,10 @@ struct MakeDatasetCommand::Impl {
 
 MakeDatasetCommand::MakeDatasetCommand(CLI::App& app) : impl_(std::make_unique<Impl>()) {
   impl_->command = app.add_subcommand(
-      "make-dataset", "write a dataset to load: images (JPEG) or records (checksummed shards)");
+      "make-dataset", "write a dataset to load: images (JPEG), webdataset (tar shards) or records (checksummed shards)");
   impl_->command->require_subcommand(1);
   impl_->add_images();
+  impl_->add_webdataset();
   impl_->add_records();
 }
 
