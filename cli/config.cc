@@ -39,7 +39,7 @@ struct KeySpec {
 
 void check_dataset(const std::string& key, const std::string& value, const std::string& source) {
   constexpr std::string_view allowed =
-      "images:DIR | webdataset:PATTERN | records:DIR | synthetic:SHAPE (e.g. 3x32x32)";
+      "images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE (e.g. 3x32x32)";
   const std::size_t colon = value.find(':');
   if (colon == std::string::npos || colon + 1 == value.size())
     fail(key, value, source, "is not KIND:VALUE", allowed);
@@ -50,7 +50,7 @@ void check_dataset(const std::string& key, const std::string& value, const std::
     } catch (const DatasetError& e) {
       fail(key, value, source, std::string("has a bad shape (") + e.what() + ")", allowed);
     }
-  } else if (kind != "images" && kind != "records" && kind != "webdataset") {
+  } else if (kind != "images" && kind != "records" && kind != "webdataset" && kind != "tfrecord") {
     fail(key, value, source, "has unknown kind '" + kind + "'", allowed);
   }
 }
@@ -107,7 +107,7 @@ const std::vector<KeySpec>& specs() {
   constexpr double kNoMax = 1e18;
   static const std::vector<KeySpec> table = {
       {{"dataset", KeyType::text,
-        "images:DIR | webdataset:PATTERN | records:DIR | synthetic:SHAPE",
+        "images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE",
         "what to load"}, &RunConfig::dataset, 0, 0, check_dataset},
       {{"synthetic_samples", KeyType::integer, "1 to 100000000",
         "samples in a synthetic dataset"}, &RunConfig::synthetic_samples, 1, 1e8},
@@ -127,10 +127,10 @@ const std::vector<KeySpec>& specs() {
       {{"layers", KeyType::integer, "1 to 64", "hidden layers of the mlp / conv blocks of the cnn"},
        &RunConfig::layers, 1, 64},
       {{"classes", KeyType::integer, "2 to 100000",
-        "classes of a synthetic dataset; of webdataset shards (a label outside 0..classes-1 is a bad sample)"},
+        "classes of a synthetic dataset; of webdataset/tfrecord shards (a label outside 0..classes-1 is a bad sample)"},
        &RunConfig::classes, 2, 100000},
       {{"shuffle_buffer", KeyType::integer, "0 to 1000000",
-        "webdataset with shuffle on: samples each worker holds to shuffle (0 or 1: the shards' own order)"},
+        "webdataset/tfrecord with shuffle on: samples each worker holds to shuffle (0 or 1: the shards' own order)"},
        &RunConfig::shuffle_buffer, 0, 1e6},
       {{"label_key", KeyType::text, "a member extension, e.g. cls",
         "webdataset: the member holding a sample's label (an integer in text)"},

@@ -25,6 +25,7 @@
 #include "loader/record_dataset.h"
 #include "loader/image_folder_dataset.h"
 #include "loader/synthetic_dataset.h"
+#include "loader/tfrecord_dataset.h"
 #include "loader/webdataset_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
@@ -103,8 +104,15 @@ std::shared_ptr<const DataSource> open_dataset(const RunConfig& config) {
     o.label_key = config.label_key;
     return std::make_shared<WebDataset>(o);
   }
+  if (kind == "tfrecord") {
+    TfRecordDataset::Options o;
+    o.pattern = spec.substr(colon + 1);
+    o.image = image_options(config);
+    o.classes = config.classes;
+    return std::make_shared<TfRecordDataset>(o);
+  }
   throw DatasetError("dataset: '" + spec + "': unknown kind '" + kind +
-                     "'; allowed: images:DIR | webdataset:PATTERN | records:DIR | synthetic:SHAPE");
+                     "'; allowed: images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE");
 }
 
 Environment gather_environment(const std::string& device) {

@@ -2,18 +2,18 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "loader/detail/sequential_file.h"
 
 namespace feedscope {
 
 namespace {
 
 constexpr std::size_t kBlock = 512;
-constexpr unsigned kReadBuffer = 1u << 20;
 
 // A numeric header field: octal digits (space- or NUL-terminated), or GNU's base-256 with the
 // top bit of the first byte set. False when it is neither.
@@ -69,7 +69,8 @@ std::uint64_t padded(std::uint64_t size) { return (size + kBlock - 1) / kBlock *
 }  // namespace
 
 struct TarReader::State {
-  gzFile file = nullptr;
+  explicit State(const std::string& path) : file(path) {}
+  detail::SequentialFile file;
   std::uint64_t position = 0;   // bytes of the (uncompressed) stream consumed
   std::uint64_t remaining = 0;  // of the current member's data and padding
   std::uint64_t data_left = 0;  // of the current member's data
@@ -78,34 +79,20 @@ struct TarReader::State {
   bool resync = false;  // the last header was bad: search on for a valid one
   std::vector<std::uint8_t> scratch;
 
-  ~State() {
-    if (file) gzclose(file);
-  }
-
   std::string where(const std::string& path) const {
     return path + (member.empty() ? "" : " member '" + member + "'");
   }
 
   // Reads up to `size` bytes; fewer only at the end of the file. Throws for a corrupt stream.
   std::size_t read_some(void* data, std::size_t size, const std::string& path) {
-    std::size_t got = 0;
-    auto* p = static_cast<unsigned char*>(data);
-    while (got < size) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size - got, 1u << 30));
-      const int n = gzread(file, p + got, chunk);
-      if (n < 0) {
-        int code = 0;
-        const char* message = gzerror(file, &code);
-        ended = true;
-        throw TarError(where(path) + " at byte " + std::to_string(position + got) +
-                           ": cannot read the gzip stream (" + (message ? message : "zlib error") + ")",
-                       member, true);
-      }
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
+    try {
+      const std::size_t got = file.read(data, size);
+      position += got;
+      return got;
+    } catch (const std::runtime_error& e) {
+      ended = true;
+      throw TarError(where(path) + " at byte " + std::to_string(file.position()) + ": " + e.what(), member, true);
     }
-    position += got;
-    return got;
   }
 
   void skip(std::uint64_t bytes, const std::string& path) {
@@ -124,12 +111,7 @@ struct TarReader::State {
   }
 };
 
-TarReader::TarReader(std::string path) : path_(std::move(path)), state_(std::make_unique<State>()) {
-  state_->file = gzopen(path_.c_str(), "rb");
-  if (!state_->file)
-    throw std::runtime_error(path_ + ": cannot open: " + (errno ? std::strerror(errno) : "out of memory"));
-  gzbuffer(state_->file, kReadBuffer);
-}
+TarReader::TarReader(std::string path) : path_(std::move(path)), state_(std::make_unique<State>(path_)) {}
 
 TarReader::~TarReader() = default;
 

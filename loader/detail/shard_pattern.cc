@@ -105,6 +105,7 @@ std::vector<std::string> list_shards(const std::string& kind, const std::string&
                                      const std::vector<std::string>& extensions) {
   std::string allowed;
   for (const std::string& e : extensions) allowed += (allowed.empty() ? "" : ", ") + e;
+  allowed = extensions.empty() ? "files" : allowed + " files";
   std::vector<std::string> shards;
   for (std::string_view part : split_top_level(pattern)) {
     if (part.empty()) continue;
@@ -115,8 +116,8 @@ std::vector<std::string> list_shards(const std::string& kind, const std::string&
         for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
           const std::string name = e.path().filename().string();
           std::error_code type_ec;
-          if (!e.is_regular_file(type_ec)) continue;
-          if (std::any_of(extensions.begin(), extensions.end(), [&](const std::string& ext) {
+          if (!e.is_regular_file(type_ec) || name.front() == '.') continue;
+          if (extensions.empty() || std::any_of(extensions.begin(), extensions.end(), [&](const std::string& ext) {
                 return name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
               }))
             files.push_back(e.path().string());
@@ -134,7 +135,7 @@ std::vector<std::string> list_shards(const std::string& kind, const std::string&
   }
   if (shards.empty())
     throw DatasetError(kind + ": pattern '" + pattern + "' matches no shard file (" + allowed +
-                       " files, or a directory of them)");
+                       ", or a directory of them)");
   return shards;
 }
 

@@ -13,8 +13,8 @@ namespace feedscope::detail {
 // DatasetError naming the pattern for an unbalanced brace or a range over 10 million names.
 std::vector<std::string> expand_braces(std::string_view pattern);
 
-// The shard files `pattern` names. A directory contributes its regular files whose names end in
-// one of `extensions` (".tar", ".tar.gz"); a named file must exist. Throws DatasetError naming the
+// The shard files `pattern` names. A directory contributes its regular files, not hidden, whose
+// names end in one of `extensions` (".tar", ".tar.gz"; empty: every one); a named file must exist. Throws DatasetError naming the
 // pattern when nothing matches, and naming the path for a named file that does not exist.
 std::vector<std::string> list_shards(const std::string& kind, const std::string& pattern,
                                      const std::vector<std::string>& extensions);

@@ -95,6 +95,7 @@ TEST(ConfigTest, DatasetSpecIsChecked) {
                       {"bad shape"});
   EXPECT_NO_THROW(set_config_value(c, "dataset", "images:/data/train", "x"));
   EXPECT_NO_THROW(set_config_value(c, "dataset", "webdataset:/data/train-{000000..000146}.tar", "x"));
+  EXPECT_NO_THROW(set_config_value(c, "dataset", "tfrecord:/data/train-{00000..01023}-of-01024", "x"));
   expect_config_error([&] { set_config_value(c, "label_key", ".cls", "x"); }, "label_key", {"'.cls'", "cls"});
 }
 

@@ -1,4 +1,5 @@
-// webdataset:PATTERN through the real feedscope binary: make-dataset, run, exit codes.
+// webdataset:PATTERN and tfrecord:PATTERN through the real feedscope binary: make-dataset, run,
+// exit codes.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -106,6 +107,46 @@ TEST(WebDatasetCliTest, ATruncatedShardIsExit3NamingShardAndMemberOrSkippedAndLi
   EXPECT_GE(j["data_errors"]["count"].get<int>(), 1);
   EXPECT_NE(j["data_errors"]["examples"][0]["file"].get<std::string>().find(shard.string() + " member '"),
             std::string::npos) << j["data_errors"].dump();
+}
+
+TEST(TfRecordCliTest, MakeDatasetTfrecordThenRunLoadsItAndACorruptRecordIsExit3) {
+  TempDir dir;
+  const auto data = dir / "tf";
+  const auto made = run_process({kBinary, "make-dataset", "tfrecord", "--out", data.string(), "--count", "24",
+                                 "--shard-samples", "8", "--size", "64x48", "--classes", "4"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_NE(made.out.find("24 samples in 3 shard(s)"), std::string::npos) << made.out;
+  const fs::path shard = data / "train-00001-of-00003";
+  ASSERT_TRUE(fs::exists(shard));
+  auto args = loader_run("tfrecord:" + (data / "train-{00000..00002}-of-00003").string(), dir / "r");
+  args.insert(args.end(), {"--classes", "4"});
+  const auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(report(dir / "r")["data_errors"]["count"], 0);
+
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);  // inside record 0's JPEG
+    f.put('\x5a');
+  }
+  args = loader_run("tfrecord:" + data.string(), dir / "fail");
+  args.insert(args.end(), {"--classes", "4"});
+  const auto fail = run_process(args);
+  EXPECT_EQ(fail.exit_code, 3) << fail.err;
+  EXPECT_NE(fail.err.find(shard.string() + " record 0 at byte 0"), std::string::npos) << fail.err;
+  EXPECT_NE(fail.err.find("data checksum mismatch"), std::string::npos) << fail.err;
+  args.insert(args.end(), {"--bad-sample", "skip"});
+  EXPECT_EQ(run_process(args).exit_code, 0);
+
+  // Labels are 0..3: with --classes 3 the label 3 is a bad sample naming the value.
+  args = loader_run("tfrecord:" + data.string(), dir / "classes");
+  args.insert(args.end(), {"--classes", "3", "--bad-sample", "skip", "--max-bad-ratio", "1"});
+  ASSERT_EQ(run_process(args).exit_code, 0);
+  const auto j = report(dir / "classes");
+  bool named = false;
+  for (const auto& e : j["data_errors"]["examples"])
+    named |= e["message"].get<std::string>().find("label 3 is outside 0..2") != std::string::npos;
+  EXPECT_TRUE(named) << j["data_errors"].dump();
 }
 
 }  // namespace
