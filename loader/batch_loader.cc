@@ -700,7 +700,9 @@ std::string BatchLoader::empty_epoch_reason() const {
 int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
 int BatchLoader::batches_ready() const {
   const Impl& s = *impl_;
-  return static_cast<int>(s.current.ready.size() + (s.ahead ? s.ahead->ready.size() : 0));
+  std::size_t ready = s.current.ready.size() + (s.ahead ? s.ahead->ready.size() : 0);
+  for (const auto& stream : s.streams) ready += stream->ready.size();
+  return static_cast<int>(ready);
 }
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }
 const DataSource& BatchLoader::dataset() const { return *impl_->source; }

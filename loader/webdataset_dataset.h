@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "loader/image_dataset_maker.h"
-#include "loader/sharded_dataset.h"
+#include "loader/image_shard_dataset.h"
 
 namespace feedscope {
 
