@@ -230,12 +230,15 @@ struct BatchLoader::Impl {
 
   // Runs the stream's queued jobs one after another until none is left.
   void run_stream(Stream& st) {
+    detail::tsan_acquire(this);  // the enqueue inside libtbb orders the Stream's making before this
     for (;;) {
       int id = -1;
       {
-        const std::lock_guard lock(st.mutex);
+        std::unique_lock lock(st.mutex);
         if (st.queue.empty()) {
           st.running = false;
+          lock.unlock();
+          detail::tsan_release(this);  // drain()'s group.wait() orders this before the Stream's end
           return;
         }
         id = st.queue.front();
@@ -453,6 +456,7 @@ struct BatchLoader::Impl {
       --in_flight;
     }
     if (arena) arena->execute([this] { group.wait(); });
+    detail::tsan_acquire(this);
     release_ready(current, jobs);
     if (ahead) release_ready(*ahead, jobs);
     for (auto& st : streams) {
