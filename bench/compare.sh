@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Every side-by-side comparison of the README's "How it compares", in one run, as ratios: each
 # pair is measured back to back on the same data, so a noisy machine moves both sides alike.
-#   ./bench/compare.sh [IMAGE_DIR]     (makes 1024 ImageNet-like JPEGs there if missing)
+#   ./bench/compare.sh [IMAGE_DIR] [SHARD_DIR]
+# (makes 1024 ImageNet-like JPEGs in IMAGE_DIR, and the same JPEGs as 8 webdataset tar shards in
+# SHARD_DIR, where missing)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 data="${1:-${TMPDIR:-/tmp}/feedscope-bench-images}"
+shards="${2:-${TMPDIR:-/tmp}/feedscope-bench-shards}"
 fs="$build/cli/feedscope"
 cmake --build "$build" --target feedscope loader_bench libtorch_loader_bench >/dev/null
 [ -d "$data" ] || "$fs" make-dataset images --out "$data" --count 1024 >/dev/null
+[ -d "$shards" ] || "$fs" make-dataset webdataset --out "$shards" --count 1024 --shard-samples 128 >/dev/null
 
 echo "== images:DIR against PyTorch's DataLoader (torchvision ImageFolder + the same transforms), batch 64"
 /usr/bin/python3 "$root/bench/torchvision_vs_feedscope.py" "$data" --feedscope "$fs"
+
+echo
+echo "== webdataset:DIR against an IterableDataset over tarfile + PIL + the same torchvision transforms, shards split over workers, batch 64"
+/usr/bin/python3 "$root/bench/tarshards_vs_feedscope.py" "$shards" --feedscope "$fs"
 
 echo
 echo "== against libtorch's torch::data::DataLoader, batch 64, with three datasets: feedscope's own per-sample code (only the loader differs), a whole-image libjpeg-turbo decode with feedscope's transform, and one written as a libtorch user would (whole decode, torch ops)"

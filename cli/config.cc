@@ -38,7 +38,8 @@ struct KeySpec {
 }
 
 void check_dataset(const std::string& key, const std::string& value, const std::string& source) {
-  constexpr std::string_view allowed = "images:DIR | records:DIR | synthetic:SHAPE (e.g. 3x32x32)";
+  constexpr std::string_view allowed =
+      "images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE (e.g. 3x32x32)";
   const std::size_t colon = value.find(':');
   if (colon == std::string::npos || colon + 1 == value.size())
     fail(key, value, source, "is not KIND:VALUE", allowed);
@@ -49,7 +50,7 @@ void check_dataset(const std::string& key, const std::string& value, const std::
     } catch (const DatasetError& e) {
       fail(key, value, source, std::string("has a bad shape (") + e.what() + ")", allowed);
     }
-  } else if (kind != "images" && kind != "records") {
+  } else if (kind != "images" && kind != "records" && kind != "webdataset" && kind != "tfrecord") {
     fail(key, value, source, "has unknown kind '" + kind + "'", allowed);
   }
 }
@@ -93,6 +94,11 @@ void check_bad_sample(const std::string& key, const std::string& value, const st
     fail(key, value, source, "is not a bad-sample policy", "fail | skip");
 }
 
+void check_label_key(const std::string& key, const std::string& value, const std::string& source) {
+  if (value.empty() || value.find('/') != std::string::npos || value.front() == '.')
+    fail(key, value, source, "is not a member extension", "an extension without its dot, e.g. cls, label.txt");
+}
+
 void check_nonempty(const std::string& key, const std::string& value, const std::string& source) {
   if (value.empty()) fail(key, value, source, "is empty", "a directory path");
 }
@@ -100,7 +106,8 @@ void check_nonempty(const std::string& key, const std::string& value, const std:
 const std::vector<KeySpec>& specs() {
   constexpr double kNoMax = 1e18;
   static const std::vector<KeySpec> table = {
-      {{"dataset", KeyType::text, "images:DIR | records:DIR | synthetic:SHAPE",
+      {{"dataset", KeyType::text,
+        "images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE",
         "what to load"}, &RunConfig::dataset, 0, 0, check_dataset},
       {{"synthetic_samples", KeyType::integer, "1 to 100000000",
         "samples in a synthetic dataset"}, &RunConfig::synthetic_samples, 1, 1e8},
@@ -119,8 +126,15 @@ const std::vector<KeySpec>& specs() {
        &RunConfig::hidden, 1, 65536},
       {{"layers", KeyType::integer, "1 to 64", "hidden layers of the mlp / conv blocks of the cnn"},
        &RunConfig::layers, 1, 64},
-      {{"classes", KeyType::integer, "2 to 100000", "classes of a synthetic dataset"},
+      {{"classes", KeyType::integer, "2 to 100000",
+        "classes of a synthetic dataset; of webdataset/tfrecord shards (a label outside 0..classes-1 is a bad sample)"},
        &RunConfig::classes, 2, 100000},
+      {{"shuffle_buffer", KeyType::integer, "0 to 1000000",
+        "webdataset/tfrecord with shuffle on: samples each worker holds to shuffle (0 or 1: the shards' own order)"},
+       &RunConfig::shuffle_buffer, 0, 1e6},
+      {{"label_key", KeyType::text, "a member extension, e.g. cls",
+        "webdataset: the member holding a sample's label (an integer in text)"},
+       &RunConfig::label_key, 0, 0, check_label_key},
       {{"lr", KeyType::number, "greater than 0, at most 10", "SGD learning rate"}, &RunConfig::lr,
        1e-12, 10},
       {{"loader_only", KeyType::boolean, "on | off", "no training step: pure loader throughput"},

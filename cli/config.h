@@ -21,7 +21,9 @@ struct RunConfig {
   std::string model = "mlp";
   std::int64_t hidden = 512;
   std::int64_t layers = 2;
-  std::int64_t classes = 10;
+  std::int64_t classes = 10;       // synthetic; webdataset/tfrecord: labels lie in 0..classes-1
+  std::int64_t shuffle_buffer = 1000;  // webdataset/tfrecord: samples each worker shuffles among
+  std::string label_key = "cls";  // webdataset: the label member's extension
   double lr = 0.05;
   bool loader_only = false;
   std::int64_t num_workers = 2;

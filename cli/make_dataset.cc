@@ -1,5 +1,6 @@
 #include "cli/make_dataset.h"
 
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -15,6 +16,8 @@
 #include "loader/dataset.h"
 #include "loader/image_dataset_maker.h"
 #include "loader/record_dataset.h"
+#include "loader/tfrecord_dataset.h"
+#include "loader/webdataset_dataset.h"
 
 namespace feedscope {
 
@@ -48,6 +51,13 @@ struct MakeDatasetCommand::Impl {
     ImageDatasetOptions options;
     std::string size = "500x375";
   } images;
+
+  // webdataset and tfrecord: the images' JPEGs in shards.
+  struct Shards {
+    ImageDatasetOptions images;
+    std::int64_t shard_samples = 1000;
+    std::string size = "500x375";
+  } webdataset, tfrecord;
 
   // records: checksummed record shards plus an index (docs/records-format.md).
   struct Records {
@@ -85,6 +95,54 @@ struct MakeDatasetCommand::Impl {
                      }});
   }
 
+  // `make(shards)` writes them and returns (samples, shards, bytes).
+  void add_shards(const std::string& name, const std::string& help, const std::string& kind, Shards& shards,
+                  std::function<std::array<std::uint64_t, 3>(const Shards&)> make) {
+    CLI::App* c = command->add_subcommand(name, help);
+    ImageDatasetOptions& o = shards.images;
+    c->add_option("--out", o.out, "directory to create (new or empty)")->required();
+    c->add_option("--count", o.count, "number of samples [1 or more]")->required();
+    c->add_option("--shard-samples", shards.shard_samples, "samples per shard [1 or more]")->capture_default_str();
+    c->add_option("--size", shards.size, "WxH of each image [each side 16 to 16384]")->capture_default_str();
+    c->add_option("--classes", o.classes, "image i has label i % K")->capture_default_str();
+    c->add_option("--quality", o.quality, "JPEG quality [1 to 100]")->capture_default_str();
+    c->add_option("--seed", o.seed, "same seed, byte-identical shards")->capture_default_str();
+    kinds.push_back({c, [&shards, kind, make](std::ostream& out) {
+                       Shards opts = shards;
+                       std::tie(opts.images.width, opts.images.height) = parse_size(opts.size);
+                       std::array<std::uint64_t, 3> made{};
+                       try {
+                         made = make(opts);
+                       } catch (const DatasetError& e) {
+                         const std::string what = e.what();
+                         const std::string key = what.substr(0, what.find(':'));
+                         throw ConfigError(key, "--" + (key == "shard_samples" ? "shard-samples" + what.substr(key.size()) : what));
+                       }
+                       out << "feedscope: wrote " << made[0] << " samples in " << made[1] << " shard(s), "
+                           << std::fixed << std::setprecision(1) << static_cast<double>(made[2]) / 1e6
+                           << " MB, to " << opts.images.out << "\n"
+                           << "load it with: feedscope run --dataset " << kind << ":" << opts.images.out << "\n";
+                     }});
+  }
+
+  void add_webdataset() {
+    add_shards("webdataset", "the JPEGs of `images` as webdataset tar shards (KEY.jpg + KEY.cls per sample)",
+               "webdataset", webdataset, [](const Shards& s) {
+                 const MakeWebDatasetSummary m = make_webdataset({s.images, s.shard_samples});
+                 return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(m.samples),
+                                                     static_cast<std::uint64_t>(m.shards), m.bytes};
+               });
+  }
+
+  void add_tfrecord() {
+    add_shards("tfrecord", "the JPEGs of `images` as TFRecord files of tf.train.Example (ImageNet's fields)",
+               "tfrecord", tfrecord, [](const Shards& s) {
+                 const MakeTfRecordSummary m = make_tfrecord_dataset({s.images, s.shard_samples});
+                 return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(m.samples),
+                                                     static_cast<std::uint64_t>(m.shards), m.bytes};
+               });
+  }
+
   void add_images() {
     CLI::App* c = command->add_subcommand("images", "JPEG files in ImageFolder layout (DIR/<class>/<image>.jpg)");
     c->add_option("--out", images.options.out, "directory to create (new or empty)")->required();
@@ -115,9 +173,11 @@ struct MakeDatasetCommand::Impl {
 
 MakeDatasetCommand::MakeDatasetCommand(CLI::App& app) : impl_(std::make_unique<Impl>()) {
   impl_->command = app.add_subcommand(
-      "make-dataset", "write a dataset to load: images (JPEG) or records (checksummed shards)");
+      "make-dataset", "write a dataset to load: images (JPEG), webdataset (tar shards), tfrecord or records (checksummed shards)");
   impl_->command->require_subcommand(1);
   impl_->add_images();
+  impl_->add_webdataset();
+  impl_->add_tfrecord();
   impl_->add_records();
 }
 

@@ -25,6 +25,8 @@
 #include "loader/record_dataset.h"
 #include "loader/image_folder_dataset.h"
 #include "loader/synthetic_dataset.h"
+#include "loader/tfrecord_dataset.h"
+#include "loader/webdataset_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
@@ -63,7 +65,20 @@ std::string hostname() {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
+namespace {
+
+ImageFolderDataset::Options image_options(const RunConfig& config) {
+  ImageFolderDataset::Options o;
+  o.train = config.image_pipeline != "eval";
+  o.size = static_cast<int>(config.image_size);
+  o.reduced_decode = config.reduced_decode;
+  o.seed = static_cast<std::uint64_t>(config.seed);
+  return o;
+}
+
+}  // namespace
+
+std::shared_ptr<const DataSource> open_dataset(const RunConfig& config) {
   const std::string& spec = config.dataset;
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
@@ -77,16 +92,27 @@ std::shared_ptr<const Dataset> open_dataset(const RunConfig& config) {
   }
   if (kind == "records") return std::make_shared<RecordDataset>(spec.substr(colon + 1));
   if (kind == "images") {
-    ImageFolderDataset::Options o;
+    ImageFolderDataset::Options o = image_options(config);
     o.root = spec.substr(colon + 1);
-    o.train = config.image_pipeline != "eval";
-    o.size = static_cast<int>(config.image_size);
-    o.reduced_decode = config.reduced_decode;
-    o.seed = static_cast<std::uint64_t>(config.seed);
     return std::make_shared<ImageFolderDataset>(o);
   }
+  if (kind == "webdataset") {
+    WebDataset::Options o;
+    o.pattern = spec.substr(colon + 1);
+    o.image = image_options(config);
+    o.classes = config.classes;
+    o.label_key = config.label_key;
+    return std::make_shared<WebDataset>(o);
+  }
+  if (kind == "tfrecord") {
+    TfRecordDataset::Options o;
+    o.pattern = spec.substr(colon + 1);
+    o.image = image_options(config);
+    o.classes = config.classes;
+    return std::make_shared<TfRecordDataset>(o);
+  }
   throw DatasetError("dataset: '" + spec + "': unknown kind '" + kind +
-                     "'; allowed: images:DIR | records:DIR | synthetic:SHAPE");
+                     "'; allowed: images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE");
 }
 
 Environment gather_environment(const std::string& device) {
@@ -109,7 +135,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   // The endpoint binds first: a port in use stops the run before any loading or training starts.
   Environment environment = gather_environment("");
   const std::unique_ptr<MetricsExporter> metrics = start_metrics(config, environment, log);
-  std::shared_ptr<const Dataset> dataset = open_dataset(config);
+  std::shared_ptr<const DataSource> dataset = open_dataset(config);
 
   std::unique_ptr<Trainer> trainer;
   if (!config.loader_only) {
@@ -162,21 +188,34 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   lo.bad_sample = config.bad_sample == "skip" ? BadSamplePolicy::skip : BadSamplePolicy::fail;
   lo.max_bad_ratio = config.max_bad_ratio;
   const Placement placement = resolve_placement(config);
-  std::shared_ptr<const IndexSampler> order;
-  if (placement.world_size > 1)
-    order = std::make_shared<DistributedSampler>(
-        dataset->size(), static_cast<std::size_t>(placement.rank),
-        static_cast<std::size_t>(placement.world_size), config.shuffle,
-        static_cast<std::uint64_t>(config.seed), config.sampler_drop_last);
-  else if (config.shuffle)
-    order = std::make_shared<RandomSampler>(dataset->size(), static_cast<std::uint64_t>(config.seed));
-  else
-    order = std::make_shared<SequentialSampler>(dataset->size());
-
   SpanRegistry spans;
   // Before the loader exists: its constructor starts loading the first epoch.
   if (config.cold_cache) dataset->evict_page_cache();
-  BatchLoader loader(dataset, order, lo, &spans);
+  const auto sharded = std::dynamic_pointer_cast<const ShardedDataset>(dataset);
+  const auto indexed = std::dynamic_pointer_cast<const Dataset>(dataset);
+  std::unique_ptr<BatchLoader> loader_holder;
+  if (sharded) {
+    ShardPlan plan;
+    plan.rank = static_cast<std::size_t>(placement.rank);
+    plan.world_size = static_cast<std::size_t>(placement.world_size);
+    plan.shuffle = config.shuffle;
+    plan.seed = static_cast<std::uint64_t>(config.seed);
+    plan.shuffle_buffer = static_cast<std::size_t>(config.shuffle_buffer);
+    loader_holder = std::make_unique<BatchLoader>(sharded, plan, lo, &spans);
+  } else {
+    std::shared_ptr<const IndexSampler> order;
+    if (placement.world_size > 1)
+      order = std::make_shared<DistributedSampler>(
+          indexed->size(), static_cast<std::size_t>(placement.rank),
+          static_cast<std::size_t>(placement.world_size), config.shuffle,
+          static_cast<std::uint64_t>(config.seed), config.sampler_drop_last);
+    else if (config.shuffle)
+      order = std::make_shared<RandomSampler>(indexed->size(), static_cast<std::uint64_t>(config.seed));
+    else
+      order = std::make_shared<SequentialSampler>(indexed->size());
+    loader_holder = std::make_unique<BatchLoader>(indexed, order, lo, &spans);
+  }
+  BatchLoader& loader = *loader_holder;
   // On a GPU every batch goes through the copy stream; the engine's buffers are the slab's size.
   std::unique_ptr<CopyEngine> engine;
   if (on_gpu) {
@@ -194,14 +233,18 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   }
 
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
-      << dataset->name() << " (" << dataset->size() << " samples), " << config.num_workers
+      << dataset->name() << " ("
+      << (sharded ? std::to_string(sharded->shard_count()) + " shards" : std::to_string(indexed->size()) + " samples")
+      << "), " << config.num_workers
       << " worker(s), batch " << config.batch_size << ", prefetch " << config.prefetch << ", "
       << (config.duration > 0 ? std::to_string(static_cast<long long>(config.duration)) + " s"
                               : std::to_string(config.steps) + " steps")
       << " after " << config.warmup << " warm-up, device " << device;
-  if (placement.world_size > 1)
+  if (placement.world_size > 1 && !sharded)
     log << ", rank " << placement.rank << " of " << placement.world_size << " ("
         << loader.batches_per_epoch() << " batches per epoch)";
+  else if (placement.world_size > 1)
+    log << ", rank " << placement.rank << " of " << placement.world_size;
   log << std::endl;
   if (const auto* images = dynamic_cast<const ImageFolderDataset*>(dataset.get()); images && !images->loops().empty())
     log << "feedscope: " << images->loops().size() << " symlink loop(s) in " << dataset->name()

@@ -12,7 +12,7 @@
 namespace feedscope {
 
 // Opens the dataset the config names. Throws DatasetError naming the value.
-std::shared_ptr<const Dataset> open_dataset(const RunConfig& config);
+std::shared_ptr<const DataSource> open_dataset(const RunConfig& config);
 
 // Runs, writes <report_dir>/report.json, and returns the report. `log` gets one line at the start.
 // Throws ConfigError/DatasetError (bad input), DeviceError (device), MetricsError (the metrics

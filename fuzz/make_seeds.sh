@@ -193,4 +193,60 @@ if [ -r /proc/pressure/io ]; then
 else
   printf 'some avg10=1.50 avg60=0.80 avg300=0.20 total=123456\nfull avg10=0.50 avg60=0.10 avg300=0.00 total=6789\n' > "$out/pressure_io"
 fi
+# --- shards: tar archives (ustar, GNU and PAX long names, gzip), an Example, a TFRecord file -------
+# The first byte picks shards_fuzz's reader: 0 tar, 1 Example, 2 TFRecord. The Example is the one
+# Python's protobuf serialized for tests/loader/tfrecord_dataset_test.cc's golden test, shortened.
+out="$corpus/shards_fuzz"
+"$python" - "$out" <<'PY'
+import gzip, io, struct, sys, tarfile
+out = sys.argv[1] + "/"
+
+def tar_bytes(fmt, long_name):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+        for name, data in [("k/0.jpg", b"\xff\xd8\xff\xd9"), ("k/0.cls", b"3"),
+                           (("d" * 120 + "/x.txt") if long_name else "x.txt", b"hi")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    data = b.getvalue()
+    end = len(data)  # tarfile pads to 10240 bytes; keep the two end blocks only
+    while end > 1536 and data[end - 1536:end] == bytes(1536):
+        end -= 512
+    return data[:end]
+
+open(out + "seed-ustar", "wb").write(b"\0" + tar_bytes(tarfile.USTAR_FORMAT, False))
+open(out + "seed-gnu-long", "wb").write(b"\0" + tar_bytes(tarfile.GNU_FORMAT, True))
+open(out + "seed-pax-long", "wb").write(b"\0" + tar_bytes(tarfile.PAX_FORMAT, True))
+open(out + "seed-gzip", "wb").write(b"\0" + gzip.compress(tar_bytes(tarfile.GNU_FORMAT, True), mtime=0))
+
+def entry(key, feature):
+    k = key.encode()
+    body = b"\x0a" + bytes([len(k)]) + k + b"\x12" + bytes([len(feature)]) + feature
+    return b"\x0a" + bytes([len(body)]) + body
+
+features = (entry("image/class/label", bytes.fromhex("1a040a02a103"))
+            + entry("image/encoded", bytes.fromhex("0a080a06ffd8ffd9ffd9"))
+            + entry("image/object/bbox/xmin", bytes.fromhex("12060a040000803e")))
+example = b"\x0a" + bytes([len(features)]) + features
+open(out + "seed-example", "wb").write(b"\x01" + example)
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for x in data:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+    return c ^ 0xFFFFFFFF
+
+def masked(data):
+    c = crc32c(data)
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+def frame(data):
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked(head)) + data + struct.pack("<I", masked(data))
+
+open(out + "seed-tfrecord", "wb").write(b"\x02" + frame(example) + frame(example))
+PY
 echo "seeds written under $corpus"

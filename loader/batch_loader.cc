@@ -5,7 +5,9 @@
 #include <atomic>
 #include <exception>
 #include <cstdio>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,7 @@ void DataErrorLog::add(std::uint64_t attempted, std::vector<BadSample>& bad) {
     if (errors_.examples.size() >= max_examples_) break;
     // A bad file fails again every epoch; the examples should show different ones.
     const bool known = std::any_of(errors_.examples.begin(), errors_.examples.end(),
-                                   [&](const BadSample& e) { return e.index == b.index; });
+                                   [&](const BadSample& e) { return e.index == b.index && e.source == b.source; });
     if (!known) errors_.examples.push_back(std::move(b));
   }
   bad.clear();
@@ -67,10 +69,17 @@ struct BatchLoader::Impl {
     Slab slab;
     std::exception_ptr error;
     std::vector<BadSample> bad;  // this job's bad samples, moved to the log on delivery
+    // Stream mode: the stream's seq-th batch of the epoch; `end`: the stream ran out in it.
+    std::size_t stream = 0;
+    std::int64_t seq = 0;
+    bool end = false;
   };
 
-  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<const DataSource> source;  // the one below that is set
+  std::shared_ptr<const Dataset> dataset;    // index mode
   std::shared_ptr<const IndexSampler> sampler;
+  std::shared_ptr<const ShardedDataset> sharded;  // stream mode
+  ShardPlan plan;
   LoaderOptions options;
   SpanRegistry* spans;
   std::size_t sample_bytes;
@@ -107,6 +116,27 @@ struct BatchLoader::Impl {
   std::unique_ptr<DataErrorLog> errors;
   std::exception_ptr over_ratio;  // sticky BadDataError: the data is beyond tolerance for good
 
+  // Stream mode: one per worker, rebuilt by each epoch (after drain(), so no task holds one).
+  struct Stream {
+    std::unique_ptr<SampleStream> reader;  // used by the task running this stream's jobs only
+    // Below state is shared with worker threads, under `mutex`: the jobs waiting for the
+    // stream's task, and whether one is running (it takes them in turn, so never two at once).
+    std::mutex mutex;
+    std::deque<int> queue;
+    bool running = false;
+    // Consumer-thread state.
+    std::int64_t next_schedule = 0;
+    std::int64_t next_deliver = 0;
+    int in_flight = 0;
+    bool end_seen = false;  // a finished job ran out: schedule no more
+    bool finished = false;  // its last batch is delivered
+    std::map<std::int64_t, int> ready;  // seq -> job id
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::size_t turn = 0;          // the stream whose batch is delivered next
+  std::int64_t delivered = 0;    // batches of the epoch delivered, for Batch::index
+  std::int64_t stream_jobs = 0;  // jobs of the epoch scheduled, for their spans' batch number
+
   // Returns whether the job goes on after this bad sample.
   bool bad_sample(Job& job, const SampleError& error, std::exception_ptr thrown) {
     job.bad.push_back(BadSample{error.index(), error.source(), error.what()});
@@ -136,6 +166,196 @@ struct BatchLoader::Impl {
       }
     }
     job.filled = filled;
+  }
+
+  void fill_stream(Job& job, SampleStream& reader, LoadContext& ctx) {
+    const std::span<std::byte> slab = job.slab.bytes();
+    auto* labels = reinterpret_cast<std::int64_t*>(slab.data() + labels_offset);
+    const auto batch = static_cast<std::size_t>(options.batch_size);
+    std::size_t filled = 0;
+    while (filled < batch) {
+      if (stopping.load(std::memory_order_relaxed)) break;
+      ++job.attempted;
+      try {
+        const std::optional<std::int64_t> label =
+            reader.next(slab.subspan(filled * sample_bytes, sample_bytes), ctx);
+        if (!label) {
+          --job.attempted;
+          job.end = true;
+          break;
+        }
+        labels[filled++] = *label;
+      } catch (const SampleError& e) {
+        if (!bad_sample(job, e, std::current_exception())) break;
+      } catch (const std::exception& e) {
+        SampleError wrapped(job.attempted - 1, source->name(), e.what());
+        if (!bad_sample(job, wrapped, std::make_exception_ptr(wrapped))) break;
+      }
+    }
+    // DataLoader's drop_last over an IterableDataset: each worker's last partial batch.
+    if (job.end && options.drop_last && filled < batch) filled = 0;
+    job.filled = filled;
+  }
+
+  void open_streams(std::uint64_t epoch) {
+    const std::size_t n = static_cast<std::size_t>(std::max(1, options.num_workers));
+    streams.clear();
+    for (std::size_t w = 0; w < n; ++w) {
+      auto stream = std::make_unique<Stream>();
+      stream->reader = sharded->open_stream(stream_shards(sharded->shard_count(), plan, w, n, epoch), plan, w, epoch);
+      streams.push_back(std::move(stream));
+    }
+    turn = 0;
+    delivered = 0;
+    stream_jobs = 0;
+  }
+
+  void prepare_stream(Job& job, Slab slab, std::size_t stream) {
+    Stream& st = *streams[stream];
+    job.batch = stream_jobs++;
+    job.epoch = current.epoch;
+    job.generation = current.generation;
+    job.plan.reset();
+    job.indexes = nullptr;
+    job.count = static_cast<std::size_t>(options.batch_size);
+    job.attempted = 0;
+    job.filled = 0;
+    job.slab = std::move(slab);
+    job.error = nullptr;
+    job.bad.clear();
+    job.stream = stream;
+    job.seq = st.next_schedule++;
+    job.end = false;
+  }
+
+  // Runs the stream's queued jobs one after another until none is left.
+  void run_stream(Stream& st) {
+    detail::tsan_acquire(this);  // the enqueue inside libtbb orders the Stream's making before this
+    for (;;) {
+      int id = -1;
+      {
+        std::unique_lock lock(st.mutex);
+        if (st.queue.empty()) {
+          st.running = false;
+          lock.unlock();
+          detail::tsan_release(this);  // drain()'s group.wait() orders this before the Stream's end
+          return;
+        }
+        id = st.queue.front();
+        st.queue.pop_front();
+      }
+      detail::tsan_acquire(this);
+      Job& j = jobs[static_cast<std::size_t>(id)];
+      LoadContext ctx{spans, LaneRole::worker, j.batch,
+                      std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
+      fill_stream(j, *st.reader, ctx);
+      detail::tsan_release(this);
+      done.push(id);
+    }
+  }
+
+  void schedule_stream(Slab slab, std::size_t stream) {
+    const int id = slab.id();
+    prepare_stream(jobs[static_cast<std::size_t>(id)], std::move(slab), stream);
+    Stream& st = *streams[stream];
+    ++st.in_flight;
+    ++in_flight;
+    detail::tsan_release(this);
+    bool start = false;
+    {
+      const std::lock_guard lock(st.mutex);
+      st.queue.push_back(id);
+      start = !st.running;
+      st.running = true;
+    }
+    if (start) arena->enqueue(group.defer([this, &st] { run_stream(st); }));
+  }
+
+  void top_up_streams() {
+    for (bool more = true; more;) {
+      more = false;
+      for (std::size_t k = 0; k < streams.size(); ++k) {
+        const std::size_t w = (turn + k) % streams.size();
+        Stream& st = *streams[w];
+        if (st.end_seen || st.finished || st.in_flight >= options.prefetch) continue;
+        Slab slab = pool->try_acquire();
+        if (!slab) return;
+        schedule_stream(std::move(slab), w);
+        more = true;
+      }
+    }
+  }
+
+  void finished_stream(int id) {
+    Job& job = jobs[static_cast<std::size_t>(id)];
+    if (job.generation != current.generation) {
+      job.slab.reset();
+      return;
+    }
+    Stream& st = *streams[job.stream];
+    --st.in_flight;
+    if (job.end) st.end_seen = true;
+    if (st.finished) {
+      job.slab.reset();
+      return;
+    }
+    st.ready.emplace(job.seq, id);
+  }
+
+  std::optional<Batch> next_stream() {
+    if (options.num_workers == 0) {
+      Stream& st = *streams[0];
+      while (!st.finished) {
+        Slab slab = pool->try_acquire();
+        if (!slab) throw_exhausted();
+        const int id = slab.id();
+        Job& job = jobs[static_cast<std::size_t>(id)];
+        prepare_stream(job, std::move(slab), 0);
+        LoadContext ctx{spans, LaneRole::training, job.batch, 0, job.epoch};
+        fill_stream(job, *st.reader, ctx);
+        st.finished = job.end;
+        if (std::optional<Batch> batch = deliver(id)) {
+          batch->index = delivered++;
+          return batch;
+        }
+      }
+      return std::nullopt;
+    }
+    top_up_streams();
+    for (;;) {
+      std::size_t k = 0;
+      while (k < streams.size() && streams[(turn + k) % streams.size()]->finished) ++k;
+      if (k == streams.size()) return std::nullopt;
+      turn = (turn + k) % streams.size();
+      Stream& st = *streams[turn];
+      if (auto it = st.ready.find(st.next_deliver); it != st.ready.end()) {
+        const int id = it->second;
+        st.ready.erase(it);
+        ++st.next_deliver;
+        if (jobs[static_cast<std::size_t>(id)].end) {
+          st.finished = true;
+          for (auto& [seq, later] : st.ready) jobs[static_cast<std::size_t>(later)].slab.reset();
+          st.ready.clear();
+        }
+        turn = (turn + 1) % streams.size();
+        std::optional<Batch> batch = deliver(id);
+        top_up_streams();
+        if (batch) {
+          batch->index = delivered++;
+          return batch;
+        }
+        continue;
+      }
+      if (in_flight == 0) {
+        top_up_streams();
+        if (in_flight == 0) throw_exhausted();
+      }
+      int id = -1;
+      done.pop(id);
+      detail::tsan_acquire(this);
+      --in_flight;
+      finished_stream(id);
+    }
   }
 
   Schedule make_schedule(std::uint64_t epoch) {
@@ -236,8 +456,14 @@ struct BatchLoader::Impl {
       --in_flight;
     }
     if (arena) arena->execute([this] { group.wait(); });
+    detail::tsan_acquire(this);
     release_ready(current, jobs);
     if (ahead) release_ready(*ahead, jobs);
+    for (auto& st : streams) {
+      for (auto& [seq, id] : st->ready) jobs[static_cast<std::size_t>(id)].slab.reset();
+      st->ready.clear();
+      st->in_flight = 0;
+    }
     ahead.reset();
     stopping.store(false);
   }
@@ -308,12 +534,9 @@ int slab_count(const LoaderOptions& options) {
   return std::max(1, options.num_workers * options.prefetch) + std::max(1, options.spare_slabs);
 }
 
-BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
-                         std::shared_ptr<const IndexSampler> sampler, LoaderOptions options,
-                         SpanRegistry* spans)
-    : impl_(std::make_unique<Impl>()) {
-  if (!dataset) throw std::invalid_argument("loader: no dataset");
-  if (!sampler) throw std::invalid_argument("loader: no index sampler");
+namespace {
+
+void check_options(const LoaderOptions& options) {
   if (options.num_workers < 0)
     throw std::invalid_argument("num_workers: " + std::to_string(options.num_workers) +
                                 " is negative; allowed: 0 (load in the training thread) or more");
@@ -326,15 +549,17 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
   if (!(options.max_bad_ratio >= 0.0 && options.max_bad_ratio <= 1.0))
     throw std::invalid_argument("max_bad_ratio: " + std::to_string(options.max_bad_ratio) +
                                 " is not allowed; allowed: 0 to 1");
-  if (options.spare_slabs < 1) options.spare_slabs = 1;
+}
 
+}  // namespace
+
+void BatchLoader::start(LoaderOptions options, SpanRegistry* spans) {
+  if (options.spare_slabs < 1) options.spare_slabs = 1;
   Impl& s = *impl_;
-  s.dataset = std::move(dataset);
-  s.sampler = std::move(sampler);
   s.options = options;
   s.spans = spans;
   s.errors = std::make_unique<DataErrorLog>(options.error_examples);
-  s.sample_bytes = s.dataset->spec().bytes();
+  s.sample_bytes = s.source->spec().bytes();
   s.labels_offset = slab_labels_offset(s.sample_bytes, options.batch_size);
   const int slabs = slab_count(options);
   s.pool = PinnedPool::create(slab_bytes(s.sample_bytes, options.batch_size), slabs,
@@ -349,6 +574,33 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
     s.arena = std::make_unique<tbb::task_arena>(options.num_workers + 1, 1);
   }
   begin_epoch(0);
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset,
+                         std::shared_ptr<const IndexSampler> sampler, LoaderOptions options,
+                         SpanRegistry* spans)
+    : impl_(std::make_unique<Impl>()) {
+  if (!dataset) throw std::invalid_argument("loader: no dataset");
+  if (!sampler) throw std::invalid_argument("loader: no index sampler");
+  check_options(options);
+  impl_->source = dataset;
+  impl_->dataset = std::move(dataset);
+  impl_->sampler = std::move(sampler);
+  start(options, spans);
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<const ShardedDataset> dataset, ShardPlan plan,
+                         LoaderOptions options, SpanRegistry* spans)
+    : impl_(std::make_unique<Impl>()) {
+  if (!dataset) throw std::invalid_argument("loader: no dataset");
+  check_options(options);
+  if (plan.world_size < 1 || plan.rank >= plan.world_size)
+    throw std::invalid_argument("rank: " + std::to_string(plan.rank) + " is not below world_size " +
+                                std::to_string(plan.world_size));
+  impl_->source = dataset;
+  impl_->sharded = std::move(dataset);
+  impl_->plan = plan;
+  start(options, spans);
 }
 
 BatchLoader::~BatchLoader() {
@@ -367,12 +619,20 @@ void BatchLoader::begin_epoch(std::uint64_t epoch) {
     return;
   }
   s.drain();
+  if (s.sharded) {
+    s.current = Impl::Schedule{};
+    s.current.generation = ++s.generations;
+    s.current.epoch = epoch;
+    s.open_streams(epoch);
+    return;
+  }
   s.current = s.make_schedule(epoch);
 }
 
 std::optional<Batch> BatchLoader::next() {
   Impl& s = *impl_;
   if (s.over_ratio) std::rethrow_exception(s.over_ratio);
+  if (s.sharded) return s.next_stream();
 
   if (s.options.num_workers == 0) {
     while (s.current.next_deliver < s.current.batches) {
@@ -423,6 +683,13 @@ std::size_t BatchLoader::batches_per_epoch() const {
 }
 std::string BatchLoader::empty_epoch_reason() const {
   const Impl& s = *impl_;
+  if (s.sharded) {
+    const std::size_t shards = s.sharded->shard_count();
+    if (s.plan.rank < shards) return "";
+    return "rank " + std::to_string(s.plan.rank) + " of " + std::to_string(s.plan.world_size) +
+           " gets no shard: " + s.sharded->name() + " has " + std::to_string(shards) +
+           " shard(s), and shards are split over ranks";
+  }
   if (s.current.batches > 0) return "";
   const std::size_t size = s.dataset->size();
   std::string why = "no batch of batch_size " + std::to_string(s.options.batch_size) +
@@ -437,10 +704,12 @@ std::string BatchLoader::empty_epoch_reason() const {
 int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
 int BatchLoader::batches_ready() const {
   const Impl& s = *impl_;
-  return static_cast<int>(s.current.ready.size() + (s.ahead ? s.ahead->ready.size() : 0));
+  std::size_t ready = s.current.ready.size() + (s.ahead ? s.ahead->ready.size() : 0);
+  for (const auto& stream : s.streams) ready += stream->ready.size();
+  return static_cast<int>(ready);
 }
 const LoaderOptions& BatchLoader::options() const { return impl_->options; }
-const Dataset& BatchLoader::dataset() const { return *impl_->dataset; }
+const DataSource& BatchLoader::dataset() const { return *impl_->source; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }
 std::shared_ptr<const PinnedPool> BatchLoader::shared_pool() const { return impl_->pool; }
 DataErrors BatchLoader::data_errors() const { return impl_->errors->snapshot(); }

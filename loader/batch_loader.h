@@ -12,6 +12,7 @@
 
 #include "loader/dataset.h"
 #include "loader/index_sampler.h"
+#include "loader/sharded_dataset.h"
 #include "loader/span_recorder.h"
 #include "pinned_memory/pinned_pool.h"
 
@@ -57,7 +58,7 @@ struct BadSample {
 struct DataErrors {
   std::uint64_t bad = 0;
   std::uint64_t attempted = 0;  // samples whose load was tried, bad ones included
-  std::vector<BadSample> examples;  // the first bad samples, one per sample index
+  std::vector<BadSample> examples;  // the first bad samples, one per sample (index and source)
   double ratio() const noexcept {
     return attempted ? static_cast<double>(bad) / static_cast<double>(attempted) : 0.0;
   }
@@ -115,6 +116,13 @@ class LoaderError : public std::runtime_error {
 };
 
 // Not thread-safe: one consumer thread calls begin_epoch()/next(). Workers are internal.
+// Two modes. Index mode (a Dataset and an IndexSampler): each batch is a run of the sampler's
+// indexes, loaded by whichever worker is free. Stream mode (a ShardedDataset and a ShardPlan):
+// one stream per worker (one at 0 workers), each reading its shards front to back and filling its
+// own batches in turn, at most `prefetch` of them in flight; batches are delivered round-robin
+// over the streams, as PyTorch's DataLoader does with an IterableDataset, and with drop_last a
+// stream's last partial batch is dropped. A stream's batches never run on two threads at once, so
+// its reads stay sequential. In stream mode in_order and prefetch_next_epoch have no effect.
 // Construction throws std::invalid_argument for bad options and DeviceError when pinned memory
 // is asked for without a device. Destruction stops and joins every worker and frees every slab
 // not held by a live Batch.
@@ -122,6 +130,10 @@ class BatchLoader {
  public:
   BatchLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const IndexSampler> sampler,
               LoaderOptions options, SpanRegistry* spans = nullptr);
+  // Stream mode. Throws std::invalid_argument for bad options or a plan whose rank is not below
+  // its world size.
+  BatchLoader(std::shared_ptr<const ShardedDataset> dataset, ShardPlan plan, LoaderOptions options,
+              SpanRegistry* spans = nullptr);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -136,15 +148,16 @@ class BatchLoader {
   // once the bad ratio is over its bound.
   std::optional<Batch> next();
 
+  // Index mode; 0 in stream mode, where an epoch's size is known only once it is read.
   std::size_t batches_per_epoch() const;
   // Empty while the current epoch has a batch; otherwise why it has none, for an error message:
   // the dataset's size, the sampler's share of it where that differs, batch_size, and drop_last
-  // where it is on and is what drops the samples.
+  // where it is on and is what drops the samples. In stream mode: a rank without a shard.
   std::string empty_epoch_reason() const;
   int batches_in_flight() const;  // scheduled on workers, not finished
   int batches_ready() const;      // finished, waiting for next()
   const LoaderOptions& options() const;
-  const Dataset& dataset() const;
+  const DataSource& dataset() const;
   const PinnedPool& pool() const;
   // The pool itself, for whoever must watch it after the loader is gone.
   std::shared_ptr<const PinnedPool> shared_pool() const;
@@ -154,6 +167,7 @@ class BatchLoader {
   std::size_t labels_offset() const;
 
  private:
+  void start(LoaderOptions options, SpanRegistry* spans);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

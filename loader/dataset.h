@@ -33,24 +33,30 @@ struct LoadContext {
   std::uint64_t epoch = 0;  // with the index, seeds per-sample randomness (augmentation)
 };
 
-// Thread-safe: load() is called from many worker threads at once.
-class Dataset {
+// What every source of samples tells the loader and the reports, whether it is read by index
+// (Dataset) or front to back, shard by shard (ShardedDataset, loader/sharded_dataset.h).
+class DataSource {
  public:
-  virtual ~Dataset() = default;
-  virtual std::size_t size() const = 0;
+  virtual ~DataSource() = default;
   virtual const SampleSpec& spec() const = 0;
   virtual std::int64_t num_classes() const = 0;
-  // Writes sample `index` into `out` (exactly spec().bytes() bytes) and returns its label.
-  // Throws SampleError for bad data.
-  virtual std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const = 0;
-  // Where sample `index` comes from (a file name), for error messages.
-  virtual std::string describe(std::size_t index) const = 0;
   // "synthetic:3x32x32", for reports.
   virtual std::string name() const = 0;
   // Drops the dataset's files from the page cache (posix_fadvise DONTNEED) so the next epoch
   // reads from storage: cold-storage runs without root. Returns the bytes advised; 0 for a
   // dataset that lives in memory. Throws std::runtime_error naming a file the kernel refuses.
   virtual std::uint64_t evict_page_cache() const { return 0; }
+};
+
+// Random access by sample index. Thread-safe: load() is called from many worker threads at once.
+class Dataset : public DataSource {
+ public:
+  virtual std::size_t size() const = 0;
+  // Writes sample `index` into `out` (exactly spec().bytes() bytes) and returns its label.
+  // Throws SampleError for bad data.
+  virtual std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const = 0;
+  // Where sample `index` comes from (a file name), for error messages.
+  virtual std::string describe(std::size_t index) const = 0;
 };
 
 // Drops one open file's pages from the page cache, for evict_page_cache(). Flushes first:

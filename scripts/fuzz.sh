@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-fuzz}"
 seconds="${FUZZ_SECONDS:-60}"
-read -r -a targets <<<"${FUZZ_TARGETS:-jpeg_fuzz records_index_fuzz config_fuzz proc_parsers_fuzz}"
+read -r -a targets <<<"${FUZZ_TARGETS:-jpeg_fuzz records_index_fuzz config_fuzz proc_parsers_fuzz shards_fuzz}"
 read -r -a extra <<<"${FUZZ_ARGS:-}"
 
 missing() {

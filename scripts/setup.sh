@@ -9,6 +9,8 @@ packages=(
   libturbojpeg0-dev libjpeg-dev
   # images:DIR's other formats, each through its own library (loader/image_decoder.h).
   libpng-dev libwebp-dev libtiff-dev libstb-dev
+  # gzip-compressed webdataset shards (.tar.gz).
+  zlib1g-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev
   # Debian's libtorch finds BLAS through the libblas.so.3 alternative, which is the reference
   # BLAS unless OpenBLAS is installed: a 3072-512-512-10 MLP step takes 160 ms instead of 6 ms.

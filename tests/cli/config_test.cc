@@ -89,11 +89,14 @@ TEST(ConfigTest, DatasetSpecIsChecked) {
   RunConfig c;
   expect_config_error([&] { set_config_value(c, "dataset", "imagenet", "x"); }, "dataset",
                       {"KIND:VALUE", "synthetic:SHAPE"});
-  expect_config_error([&] { set_config_value(c, "dataset", "tfrecord:/x", "x"); }, "dataset",
-                      {"unknown kind 'tfrecord'"});
+  expect_config_error([&] { set_config_value(c, "dataset", "lmdb:/x", "x"); }, "dataset",
+                      {"unknown kind 'lmdb'", "webdataset:PATTERN"});
   expect_config_error([&] { set_config_value(c, "dataset", "synthetic:3xbad", "x"); }, "dataset",
                       {"bad shape"});
   EXPECT_NO_THROW(set_config_value(c, "dataset", "images:/data/train", "x"));
+  EXPECT_NO_THROW(set_config_value(c, "dataset", "webdataset:/data/train-{000000..000146}.tar", "x"));
+  EXPECT_NO_THROW(set_config_value(c, "dataset", "tfrecord:/data/train-{00000..01023}-of-01024", "x"));
+  expect_config_error([&] { set_config_value(c, "label_key", ".cls", "x"); }, "label_key", {"'.cls'", "cls"});
 }
 
 TEST(ConfigTest, NonScalarValuesAndBadYamlAreErrors) {

@@ -1,0 +1,220 @@
+#include "loader/webdataset_dataset.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "loader/detail/shard_pattern.h"
+#include "loader/jpeg_encoder.h"
+#include "loader/tar_archive.h"
+
+namespace feedscope {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+bool is_image_extension(const std::string& ext) {
+  return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp";
+}
+
+class TarSampleReader final : public ShardReader {
+ public:
+  TarSampleReader(const WebDataset& dataset, std::vector<std::size_t> shards, std::string label_key)
+      : dataset_(dataset), shards_(std::move(shards)), label_key_(std::move(label_key)) {}
+
+  bool next(EncodedSample& out, LoadContext& ctx) override {
+    for (;;) {
+      if (!tar_) {
+        if (cursor_ == shards_.size()) return false;
+        shard_ = shards_[cursor_];
+        ordinal_ = 0;
+        pending_ = false;
+        try {
+          tar_ = std::make_unique<TarReader>(dataset_.shard_path(shard_));
+        } catch (const std::runtime_error& e) {
+          ++cursor_;
+          throw SampleError(0, dataset_.shard_path(shard_), e.what());
+        }
+      }
+      if (read_sample(out, ctx)) return true;
+      tar_.reset();
+      ++cursor_;
+    }
+  }
+
+ private:
+  // One sample of the open shard; false at its end. Throws SampleError for a bad one.
+  bool read_sample(EncodedSample& out, LoadContext& ctx) {
+    const std::string& path = dataset_.shard_path(shard_);
+    ScopedSpan span(ctx.spans, ctx.role, Stage::read, ctx.batch);
+    std::string key, ext, image_member;
+    bool image = false, label = false;
+    const std::uint64_t ordinal = ordinal_;
+    try {
+      for (;;) {
+        if (!pending_) {
+          if (!tar_->next(member_)) break;
+          pending_ = true;
+        }
+        std::string member_key;
+        if (!webdataset_key(member_.name, member_key, ext)) {
+          pending_ = false;
+          continue;
+        }
+        if (key.empty()) {
+          key = member_key;
+        } else if (member_key != key) {
+          break;  // the next sample's first member: kept for it
+        }
+        pending_ = false;
+        ext = lower(ext);
+        if (is_image_extension(ext) && !image) {
+          tar_->read(out.image);
+          image = true;
+          image_member = member_.name;
+        } else if (ext == label_key_) {
+          tar_->read(label_text_);
+          label = true;
+          label_member_ = member_.name;
+        }
+      }
+    } catch (const TarError& e) {
+      pending_ = false;
+      ++ordinal_;
+      if (e.framing_lost()) tar_.reset(), ++cursor_;
+      const std::string source = path + " member '" + e.member() + "'";
+      std::string what = e.what();
+      if (what.rfind(source + ": ", 0) == 0) what.erase(0, source.size() + 2);  // SampleError names it
+      throw SampleError(ordinal, source, what);
+    }
+    if (key.empty()) return false;
+    ++ordinal_;
+    out.shard = shard_;
+    out.ordinal = ordinal;
+    out.source.assign(path).append(" member '").append(image ? image_member : key).append("'");
+    if (!image)
+      throw SampleError(ordinal, out.source,
+                        "sample '" + key + "' has no image member (.jpg, .jpeg, .png or .webp)");
+    if (!label)
+      throw SampleError(ordinal, out.source, "sample '" + key + "' has no ." + label_key_ + " member (its label)");
+    const auto* begin = reinterpret_cast<const char*>(label_text_.data());
+    const auto* end = begin + label_text_.size();
+    while (begin < end && std::isspace(static_cast<unsigned char>(*begin))) ++begin;
+    while (end > begin && std::isspace(static_cast<unsigned char>(end[-1]))) --end;
+    const auto [ptr, ec] = std::from_chars(begin, end, out.label);
+    if (ec != std::errc() || ptr != end || begin == end)
+      throw SampleError(ordinal, out.source,
+                        "member '" + label_member_ + "' holds '" + std::string(begin, std::min(end, begin + 40)) +
+                            "', not an integer label");
+    return true;
+  }
+
+  const WebDataset& dataset_;
+  std::vector<std::size_t> shards_;
+  std::string label_key_;
+  std::size_t cursor_ = 0;  // into shards_
+  std::size_t shard_ = 0;
+  std::unique_ptr<TarReader> tar_;
+  std::uint64_t ordinal_ = 0;
+  TarMember member_;
+  bool pending_ = false;  // member_ is read and belongs to the next sample
+  std::vector<std::uint8_t> label_text_;
+  std::string label_member_;
+};
+
+}  // namespace
+
+bool webdataset_key(const std::string& name, std::string& key, std::string& extension) {
+  const std::size_t slash = name.rfind('/');
+  const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t dot = name.find('.', base);
+  if (dot == std::string::npos || dot == base) return false;
+  key.assign(name, 0, dot);
+  extension.assign(name, dot + 1);
+  return true;
+}
+
+WebDataset::WebDataset(Options options)
+    : ImageShardDataset("webdataset", options,
+                        detail::list_shards("webdataset", options.pattern, {".tar", ".tar.gz", ".tgz"})),
+      label_key_(lower(options.label_key)) {
+  if (label_key_.empty() || label_key_.find('/') != std::string::npos)
+    throw DatasetError("label_key: '" + options.label_key + "' is not allowed; allowed: a member extension such as cls");
+}
+
+std::unique_ptr<ShardReader> WebDataset::open_reader(std::vector<std::size_t> shards) const {
+  return std::make_unique<TarSampleReader>(*this, std::move(shards), label_key_);
+}
+
+MakeWebDatasetSummary make_webdataset(const MakeWebDatasetOptions& options) {
+  const ImageDatasetOptions& o = options.images;
+  validate(o);
+  if (options.shard_samples < 1)
+    throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
+                       " is not allowed; allowed: 1 or more");
+  const fs::path out(o.out);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    throw DatasetError("out: '" + o.out + "' exists and is not an empty directory; allowed: a new or empty directory");
+  fs::create_directories(out, ec);
+  if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
+
+  const std::int64_t shards = (o.count + options.shard_samples - 1) / options.shard_samples;
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  // One thread per core, each writing the next shard (plain threads, as make_image_dataset).
+  const auto work = [&] {
+    try {
+      for (std::int64_t s = next++; s < shards; s = next++) {
+        char name[32];
+        std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(s));
+        TarWriter tar((out / name).string());
+        const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
+        for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
+          const int label = static_cast<int>(i % o.classes);
+          const std::vector<std::uint8_t> pixels =
+              synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(i));
+          JpegEncodeOptions jpeg;
+          jpeg.quality = o.quality;
+          char key[32];
+          std::snprintf(key, sizeof key, "%08lld", static_cast<long long>(i));
+          tar.add(std::string(key) + ".jpg", encode_jpeg(pixels, o.width, o.height, jpeg));
+          const std::string text = std::to_string(label);
+          tar.add(std::string(key) + ".cls",
+                  std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+        }
+        tar.finish();
+        bytes.fetch_add(tar.bytes(), std::memory_order_relaxed);
+      }
+    } catch (...) {
+      next = shards;
+      const std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  const std::int64_t helpers =
+      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()), shards) - 1;
+  {
+    std::vector<std::jthread> threads;
+    for (std::int64_t k = 0; k < helpers; ++k) threads.emplace_back(work);
+    work();
+  }
+  if (failure) std::rethrow_exception(failure);
+  return {o.count, shards, bytes.load()};
+}
+
+}  // namespace feedscope
