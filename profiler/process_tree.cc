@@ -92,6 +92,8 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
     if (a.process.role == ProcessRole::loader_worker) {
       workers += p.cores;
       ++alive;
+      worker_busy_sum_ += std::min(p.cores, 1.0);
+      ++worker_readings_;
     } else {
       others += p.cores;
     }
@@ -142,8 +144,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   out.workers_cores = mean(workers_cores_sum_, worker_samples_);
   out.other_processes_cores = mean(other_processes_sum_, samples_);
 
-  double busy_sum = 0;
-  std::size_t busy_n = 0, worker_readings = 0, worker_io_wait = 0;
+  std::size_t worker_readings = 0, worker_io_wait = 0;
   std::uint64_t read_bytes = 0;
   bool read_known = false;
   for (const auto& [pid, a] : processes_) {
@@ -163,17 +164,13 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     if (p.role == ProcessRole::loader_worker) {
       worker_readings += p.samples;
       worker_io_wait += a.io_wait_samples;
-      if (p.samples >= 2) {
-        busy_sum += std::min(p.cpu_cores_mean, 1.0);
-        ++busy_n;
-        out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
-      }
+      out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
     }
     out.processes.push_back(std::move(p));
   }
   out.on_gpu = on_gpu_;
   out.gpu_memory_peak_bytes = tree_gpu_memory_peak_;
-  out.worker_busy = mean(busy_sum, busy_n);
+  out.worker_busy = mean(worker_busy_sum_, worker_readings_);
   out.workers_io_wait = mean(static_cast<double>(worker_io_wait), worker_readings);
   if (read_known && out.sampled_s > 0)
     out.storage_read_bytes_per_s = static_cast<double>(read_bytes) / out.sampled_s;

@@ -56,7 +56,8 @@ struct ProcessTreeSummary {
   double busiest_thread_busy = 0;
   double trainer_cores = 0;  // the whole trainer process, mean cores
   // Loader workers: the most alive at once, their mean cores together while any is alive, and
-  // the mean busy share of a worker (over workers seen in at least two readings).
+  // the mean busy share of a worker over every reading of every worker (a DataLoader without
+  // persistent_workers starts new ones each epoch: short epochs give workers of one reading).
   int workers = 0;
   double workers_cores = 0;
   double worker_busy = 0;
@@ -107,6 +108,8 @@ class ProcessTreeDigest {
   std::map<int, Thread> threads_;  // the trainer's other threads, by tid
   double workers_cores_sum_ = 0, other_processes_sum_ = 0;
   std::size_t worker_samples_ = 0;  // readings with a loader worker alive
+  double worker_busy_sum_ = 0;       // min(cores, 1) over every worker reading
+  std::size_t worker_readings_ = 0;
   std::uint64_t tree_gpu_memory_peak_ = 0;
   bool on_gpu_ = false;
   int workers_max_ = 0;

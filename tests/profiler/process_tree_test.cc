@@ -99,6 +99,19 @@ TEST(ProcessTreeTest, TheSummaryAveragesEachRoleOverTheReadingsItWasIn) {
   EXPECT_EQ(s.processes[0].ppid, 1);
 }
 
+// A DataLoader without persistent_workers forks its workers anew every epoch: with short epochs
+// each is seen in one reading, and they still count.
+TEST(ProcessTreeTest, WorkersOfOneReadingEachStillShowHowBusyWorkersAre) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  tree.add(sample(0, 0.3, {}));
+  for (int epoch = 1; epoch <= 5; ++epoch)
+    tree.add(sample(epoch * 100, 0.3, {child(200 + epoch, "python3", "python3 train.py", 0.95)}));
+  const ProcessTreeSummary s = tree.summary();
+  EXPECT_EQ(s.workers, 1);
+  EXPECT_NEAR(s.worker_busy, 0.95, 1e-9);
+  EXPECT_EQ(s.processes.size(), 6u);
+}
+
 TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {
   ProcessTreeDigest tree(kTrainer, 1);
   for (int i = 0; i < 4; ++i) {
