@@ -200,51 +200,66 @@ void validate(const ImageDatasetOptions& o) {
     throw DatasetError("quality: " + std::to_string(o.quality) + " is not allowed; allowed: 1 to 100");
 }
 
-ImageDatasetSummary make_image_dataset(const ImageDatasetOptions& o) {
+void prepare_dataset_dir(const ImageDatasetOptions& o) {
   validate(o);
   const fs::path out(o.out);
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     throw DatasetError("out: '" + o.out + "' exists and is not an empty directory; allowed: a new or empty directory");
-  ImageDatasetSummary summary;
-  for (int k = 0; k < o.classes; ++k) {
-    summary.classes.push_back(class_name(k));
-    fs::create_directories(out / summary.classes.back(), ec);
-    if (ec) throw std::runtime_error("cannot create '" + (out / summary.classes.back()).string() + "': " + ec.message());
-  }
-  // One thread per core, each taking the next image number. Plain threads rather than TBB's
-  // parallel_for: their start and join order the writes for ThreadSanitizer too, where TBB hands
-  // tasks over inside libtbb.so, which TSan cannot see.
+  fs::create_directories(out, ec);
+  if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
+}
+
+std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& o, std::int64_t index) {
+  const int label = static_cast<int>(index % o.classes);
+  JpegEncodeOptions jpeg;
+  jpeg.quality = o.quality;
+  return encode_jpeg(
+      synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(index)),
+      o.width, o.height, jpeg);
+}
+
+void for_each_in_parallel(std::int64_t n, const std::function<void(std::int64_t)>& work) {
+  // Plain threads rather than TBB's parallel_for: their start and join order the writes for
+  // ThreadSanitizer too, where TBB hands tasks over inside libtbb.so, which TSan cannot see.
   std::atomic<std::int64_t> next{0};
-  std::atomic<std::uint64_t> bytes{0};
   std::mutex failure_mutex;
   std::exception_ptr failure;
-  const auto work = [&] {
+  const auto run = [&] {
     try {
-      for (std::int64_t i = next++; i < o.count; i = next++) {
-        const int label = static_cast<int>(i % o.classes);
-        const std::vector<std::uint8_t> pixels =
-            synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(i));
-        JpegEncodeOptions jpeg;
-        jpeg.quality = o.quality;
-        const std::vector<std::uint8_t> file = encode_jpeg(pixels, o.width, o.height, jpeg);
-        write_file(out / summary.classes[static_cast<std::size_t>(label)] / file_name(i), file);
-        bytes.fetch_add(file.size(), std::memory_order_relaxed);
-      }
+      for (std::int64_t i = next++; i < n; i = next++) work(i);
     } catch (...) {
-      next = o.count;  // the others stop after their current image
+      next = n;  // the others stop after their current item
       const std::lock_guard lock(failure_mutex);
       if (!failure) failure = std::current_exception();
     }
   };
   const std::int64_t helpers =
-      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()), o.count) - 1;
+      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()), n) - 1;
   {
     std::vector<std::jthread> threads;
-    for (std::int64_t k = 0; k < helpers; ++k) threads.emplace_back(work);
-    work();
+    for (std::int64_t k = 0; k < helpers; ++k) threads.emplace_back(run);
+    run();
   }  // joined
   if (failure) std::rethrow_exception(failure);
+}
+
+ImageDatasetSummary make_image_dataset(const ImageDatasetOptions& o) {
+  prepare_dataset_dir(o);
+  const fs::path out(o.out);
+  ImageDatasetSummary summary;
+  std::error_code ec;
+  for (int k = 0; k < o.classes; ++k) {
+    summary.classes.push_back(class_name(k));
+    fs::create_directories(out / summary.classes.back(), ec);
+    if (ec) throw std::runtime_error("cannot create '" + (out / summary.classes.back()).string() + "': " + ec.message());
+  }
+  std::atomic<std::uint64_t> bytes{0};
+  for_each_in_parallel(o.count, [&](std::int64_t i) {
+    const std::vector<std::uint8_t> file = synthetic_jpeg(o, i);
+    write_file(out / summary.classes[static_cast<std::size_t>(i % o.classes)] / file_name(i), file);
+    bytes.fetch_add(file.size(), std::memory_order_relaxed);
+  });
   summary.files = o.count;
   summary.bytes = bytes.load();
   return summary;

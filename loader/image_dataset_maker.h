@@ -2,6 +2,7 @@
 // Generates an ImageFolder dataset of JPEG files that compress like photographs (smooth shading,
 // shapes with edges, sensor-like noise) rather than flat colours, so decode cost is realistic.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,15 @@ void validate(const ImageDatasetOptions& options);
 // The same options give byte-identical files (with the same build of this library and libm). Throws DatasetError for bad options and
 // std::runtime_error naming the file for I/O failures.
 ImageDatasetSummary make_image_dataset(const ImageDatasetOptions& options);
+
+// What every make-dataset kind shares (images, webdataset, tfrecord):
+// validate(options), then makes options.out, which must be new or an empty directory.
+void prepare_dataset_dir(const ImageDatasetOptions& options);
+// The JPEG file of image `index` (class index % classes), as make_image_dataset writes it.
+std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& options, std::int64_t index);
+// Runs work(i) for every i in [0, n) on one thread per core, each thread taking the next number.
+// The first exception stops the others after their current item and is rethrown here.
+void for_each_in_parallel(std::int64_t n, const std::function<void(std::int64_t)>& work);
 
 // The RGB pixels of image `index` of class `label` (width * height * 3 bytes).
 std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int classes,

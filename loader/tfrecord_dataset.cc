@@ -162,65 +162,35 @@ std::unique_ptr<ShardReader> TfRecordDataset::open_reader(std::vector<std::size_
 
 MakeTfRecordSummary make_tfrecord_dataset(const MakeTfRecordOptions& options) {
   const ImageDatasetOptions& o = options.images;
-  validate(o);
   if (options.shard_samples < 1)
     throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
                        " is not allowed; allowed: 1 or more");
+  prepare_dataset_dir(o);
   const fs::path out(o.out);
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    throw DatasetError("out: '" + o.out + "' exists and is not an empty directory; allowed: a new or empty directory");
-  fs::create_directories(out, ec);
-  if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
-
   const std::int64_t shards = (o.count + options.shard_samples - 1) / options.shard_samples;
-  std::atomic<std::int64_t> next{0};
   std::atomic<std::uint64_t> bytes{0};
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  const auto work = [&] {
+  for_each_in_parallel(shards, [&](std::int64_t s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "train-%05lld-of-%05lld", static_cast<long long>(s),
+                  static_cast<long long>(shards));
+    const std::string path = (out / name).string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
     try {
-      for (std::int64_t s = next++; s < shards; s = next++) {
-        char name[64];
-        std::snprintf(name, sizeof name, "train-%05lld-of-%05lld", static_cast<long long>(s),
-                      static_cast<long long>(shards));
-        const std::string path = (out / name).string();
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
-        try {
-          const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
-          for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
-            const int label = static_cast<int>(i % o.classes);
-            JpegEncodeOptions jpeg;
-            jpeg.quality = o.quality;
-            const std::vector<std::uint8_t> image = encode_jpeg(
-                synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(i)), o.width,
-                o.height, jpeg);
-            const std::vector<std::uint8_t> record = detail::tfrecord_frame(
-                detail::encode_example(kTfImageKey, image, kTfLabelKey, label, {{"image/format", "JPEG"}}));
-            write_all(fd, record, path);
-            bytes.fetch_add(record.size(), std::memory_order_relaxed);
-          }
-        } catch (...) {
-          ::close(fd);
-          throw;
-        }
-        if (::close(fd) != 0) throw std::runtime_error(path + ": cannot finish: " + std::strerror(errno));
+      const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
+      for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
+        const std::vector<std::uint8_t> record = detail::tfrecord_frame(detail::encode_example(
+            kTfImageKey, synthetic_jpeg(o, i), kTfLabelKey, static_cast<int>(i % o.classes),
+            {{"image/format", "JPEG"}}));
+        write_all(fd, record, path);
+        bytes.fetch_add(record.size(), std::memory_order_relaxed);
       }
     } catch (...) {
-      next = shards;
-      const std::lock_guard lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
+      ::close(fd);
+      throw;
     }
-  };
-  const std::int64_t helpers =
-      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()), shards) - 1;
-  {
-    std::vector<std::jthread> threads;
-    for (std::int64_t k = 0; k < helpers; ++k) threads.emplace_back(work);
-    work();
-  }
-  if (failure) std::rethrow_exception(failure);
+    if (::close(fd) != 0) throw std::runtime_error(path + ": cannot finish: " + std::strerror(errno));
+  });
   return {o.count, shards, bytes.load()};
 }
 

@@ -160,60 +160,29 @@ std::unique_ptr<ShardReader> WebDataset::open_reader(std::vector<std::size_t> sh
 
 MakeWebDatasetSummary make_webdataset(const MakeWebDatasetOptions& options) {
   const ImageDatasetOptions& o = options.images;
-  validate(o);
   if (options.shard_samples < 1)
     throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
                        " is not allowed; allowed: 1 or more");
+  prepare_dataset_dir(o);
   const fs::path out(o.out);
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    throw DatasetError("out: '" + o.out + "' exists and is not an empty directory; allowed: a new or empty directory");
-  fs::create_directories(out, ec);
-  if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
-
   const std::int64_t shards = (o.count + options.shard_samples - 1) / options.shard_samples;
-  std::atomic<std::int64_t> next{0};
   std::atomic<std::uint64_t> bytes{0};
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  // One thread per core, each writing the next shard (plain threads, as make_image_dataset).
-  const auto work = [&] {
-    try {
-      for (std::int64_t s = next++; s < shards; s = next++) {
-        char name[32];
-        std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(s));
-        TarWriter tar((out / name).string());
-        const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
-        for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
-          const int label = static_cast<int>(i % o.classes);
-          const std::vector<std::uint8_t> pixels =
-              synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(i));
-          JpegEncodeOptions jpeg;
-          jpeg.quality = o.quality;
-          char key[32];
-          std::snprintf(key, sizeof key, "%08lld", static_cast<long long>(i));
-          tar.add(std::string(key) + ".jpg", encode_jpeg(pixels, o.width, o.height, jpeg));
-          const std::string text = std::to_string(label);
-          tar.add(std::string(key) + ".cls",
-                  std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
-        }
-        tar.finish();
-        bytes.fetch_add(tar.bytes(), std::memory_order_relaxed);
-      }
-    } catch (...) {
-      next = shards;
-      const std::lock_guard lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
+  for_each_in_parallel(shards, [&](std::int64_t s) {
+    char name[32];
+    std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(s));
+    TarWriter tar((out / name).string());
+    const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
+    for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
+      char key[32];
+      std::snprintf(key, sizeof key, "%08lld", static_cast<long long>(i));
+      tar.add(std::string(key) + ".jpg", synthetic_jpeg(o, i));
+      const std::string text = std::to_string(i % o.classes);
+      tar.add(std::string(key) + ".cls",
+              std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
     }
-  };
-  const std::int64_t helpers =
-      std::min<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()), shards) - 1;
-  {
-    std::vector<std::jthread> threads;
-    for (std::int64_t k = 0; k < helpers; ++k) threads.emplace_back(work);
-    work();
-  }
-  if (failure) std::rethrow_exception(failure);
+    tar.finish();
+    bytes.fetch_add(tar.bytes(), std::memory_order_relaxed);
+  });
   return {o.count, shards, bytes.load()};
 }
 
