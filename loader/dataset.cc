@@ -1,6 +1,7 @@
 #include "loader/dataset.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +32,24 @@ void drop_cached_pages(int fd, const std::string& path) {
   if (::fdatasync(fd) != 0 && errno != EINVAL && errno != EROFS) throw fail("fdatasync", errno);
   if (const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); err != 0)
     throw fail("posix_fadvise(DONTNEED)", err);
+}
+
+std::uint64_t drop_cached_files(const std::vector<std::string>& paths) {
+  std::uint64_t bytes = 0;
+  for (const std::string& file : paths) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0) bytes += static_cast<std::uint64_t>(st.st_size);
+    try {
+      drop_cached_pages(fd, file);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+  return bytes;
 }
 
 }  // namespace feedscope

@@ -63,6 +63,9 @@ class Dataset : public DataSource {
 // DONTNEED passes over dirty pages, so a dataset written a moment ago (make-dataset, then run)
 // would otherwise stay cached and read "cold" at memory speed. Throws naming `path`.
 void drop_cached_pages(int fd, const std::string& path);
+// drop_cached_pages for every file of `paths` (one that vanished since it was listed is passed
+// over: its read will say so); returns their bytes together.
+std::uint64_t drop_cached_files(const std::vector<std::string>& paths);
 
 // A sample that could not be loaded. Carries the sample index and its source (file) so the error
 // reaching the training thread names both.

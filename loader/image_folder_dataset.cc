@@ -209,21 +209,7 @@ std::string ImageFolderDataset::describe(std::size_t index) const {
 std::string ImageFolderDataset::name() const { return "images:" + options_.root; }
 
 std::uint64_t ImageFolderDataset::evict_page_cache() const {
-  std::uint64_t bytes = 0;
-  for (const std::string& file : paths_) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat st {};
-    if (::fstat(fd, &st) == 0) bytes += static_cast<std::uint64_t>(st.st_size);
-    try {
-      drop_cached_pages(fd, file);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-  }
-  return bytes;
+  return drop_cached_files(paths_);
 }
 
 }  // namespace feedscope

@@ -1,9 +1,5 @@
 #include "loader/image_shard_dataset.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -90,21 +86,7 @@ std::unique_ptr<SampleStream> ImageShardDataset::open_stream(std::vector<std::si
 }
 
 std::uint64_t ImageShardDataset::evict_page_cache() const {
-  std::uint64_t bytes = 0;
-  for (const std::string& file : shards_) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // vanished since the listing: its read will say so
-    struct stat st {};
-    if (::fstat(fd, &st) == 0) bytes += static_cast<std::uint64_t>(st.st_size);
-    try {
-      drop_cached_pages(fd, file);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-  }
-  return bytes;
+  return drop_cached_files(shards_);
 }
 
 }  // namespace feedscope
