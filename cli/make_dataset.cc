@@ -54,8 +54,7 @@ struct MakeDatasetCommand::Impl {
 
   // webdataset and tfrecord: the images' JPEGs in shards.
   struct Shards {
-    ImageDatasetOptions images;
-    std::int64_t shard_samples = 1000;
+    ShardDatasetOptions options;
     std::string size = "500x375";
   } webdataset, tfrecord;
 
@@ -95,22 +94,22 @@ struct MakeDatasetCommand::Impl {
                      }});
   }
 
-  // `make(shards)` writes them and returns (samples, shards, bytes).
+  // `make` writes the shards.
   void add_shards(const std::string& name, const std::string& help, const std::string& kind, Shards& shards,
-                  std::function<std::array<std::uint64_t, 3>(const Shards&)> make) {
+                  ShardDatasetSummary (*make)(const ShardDatasetOptions&)) {
     CLI::App* c = command->add_subcommand(name, help);
-    ImageDatasetOptions& o = shards.images;
+    ImageDatasetOptions& o = shards.options.images;
     c->add_option("--out", o.out, "directory to create (new or empty)")->required();
     c->add_option("--count", o.count, "number of samples [1 or more]")->required();
-    c->add_option("--shard-samples", shards.shard_samples, "samples per shard [1 or more]")->capture_default_str();
+    c->add_option("--shard-samples", shards.options.shard_samples, "samples per shard [1 or more]")->capture_default_str();
     c->add_option("--size", shards.size, "WxH of each image [each side 16 to 16384]")->capture_default_str();
     c->add_option("--classes", o.classes, "image i has label i % K")->capture_default_str();
     c->add_option("--quality", o.quality, "JPEG quality [1 to 100]")->capture_default_str();
     c->add_option("--seed", o.seed, "same seed, byte-identical shards")->capture_default_str();
     kinds.push_back({c, [&shards, kind, make](std::ostream& out) {
-                       Shards opts = shards;
-                       std::tie(opts.images.width, opts.images.height) = parse_size(opts.size);
-                       std::array<std::uint64_t, 3> made{};
+                       ShardDatasetOptions opts = shards.options;
+                       std::tie(opts.images.width, opts.images.height) = parse_size(shards.size);
+                       ShardDatasetSummary made;
                        try {
                          made = make(opts);
                        } catch (const DatasetError& e) {
@@ -118,8 +117,8 @@ struct MakeDatasetCommand::Impl {
                          const std::string key = what.substr(0, what.find(':'));
                          throw ConfigError(key, "--" + (key == "shard_samples" ? "shard-samples" + what.substr(key.size()) : what));
                        }
-                       out << "feedscope: wrote " << made[0] << " samples in " << made[1] << " shard(s), "
-                           << std::fixed << std::setprecision(1) << static_cast<double>(made[2]) / 1e6
+                       out << "feedscope: wrote " << made.samples << " samples in " << made.shards << " shard(s), "
+                           << std::fixed << std::setprecision(1) << static_cast<double>(made.bytes) / 1e6
                            << " MB, to " << opts.images.out << "\n"
                            << "load it with: feedscope run --dataset " << kind << ":" << opts.images.out << "\n";
                      }});
@@ -127,20 +126,12 @@ struct MakeDatasetCommand::Impl {
 
   void add_webdataset() {
     add_shards("webdataset", "the JPEGs of `images` as webdataset tar shards (KEY.jpg + KEY.cls per sample)",
-               "webdataset", webdataset, [](const Shards& s) {
-                 const MakeWebDatasetSummary m = make_webdataset({s.images, s.shard_samples});
-                 return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(m.samples),
-                                                     static_cast<std::uint64_t>(m.shards), m.bytes};
-               });
+               "webdataset", webdataset, make_webdataset);
   }
 
   void add_tfrecord() {
     add_shards("tfrecord", "the JPEGs of `images` as TFRecord files of tf.train.Example (ImageNet's fields)",
-               "tfrecord", tfrecord, [](const Shards& s) {
-                 const MakeTfRecordSummary m = make_tfrecord_dataset({s.images, s.shard_samples});
-                 return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(m.samples),
-                                                     static_cast<std::uint64_t>(m.shards), m.bytes};
-               });
+               "tfrecord", tfrecord, make_tfrecord_dataset);
   }
 
   void add_images() {

@@ -210,6 +210,14 @@ void prepare_dataset_dir(const ImageDatasetOptions& o) {
   if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
 }
 
+std::int64_t prepare_shard_dir(const ShardDatasetOptions& options) {
+  if (options.shard_samples < 1)
+    throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
+                       " is not allowed; allowed: 1 or more");
+  prepare_dataset_dir(options.images);
+  return (options.images.count + options.shard_samples - 1) / options.shard_samples;
+}
+
 std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& o, std::int64_t index) {
   const int label = static_cast<int>(index % o.classes);
   JpegEncodeOptions jpeg;

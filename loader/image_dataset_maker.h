@@ -39,6 +39,19 @@ ImageDatasetSummary make_image_dataset(const ImageDatasetOptions& options);
 void prepare_dataset_dir(const ImageDatasetOptions& options);
 // The JPEG file of image `index` (class index % classes), as make_image_dataset writes it.
 std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& options, std::int64_t index);
+// make-dataset of a shard format (webdataset, tfrecord): the images and how many per shard.
+struct ShardDatasetOptions {
+  ImageDatasetOptions images;  // out, count, size, classes, quality, seed: as make-dataset images
+  std::int64_t shard_samples = 1000;
+};
+struct ShardDatasetSummary {
+  std::int64_t samples = 0;
+  std::int64_t shards = 0;
+  std::uint64_t bytes = 0;  // the shard files
+};
+// Checks shard_samples (DatasetError naming it), then prepare_dataset_dir(images); returns how
+// many shards hold the images.
+std::int64_t prepare_shard_dir(const ShardDatasetOptions& options);
 // Runs work(i) for every i in [0, n) on one thread per core, each thread taking the next number.
 // The first exception stops the others after their current item and is rethrown here.
 void for_each_in_parallel(std::int64_t n, const std::function<void(std::int64_t)>& work);

@@ -30,20 +30,9 @@ class TfRecordDataset final : public ImageShardDataset {
   std::unique_ptr<ShardReader> open_reader(std::vector<std::size_t> shards) const override;
 };
 
-struct MakeTfRecordOptions {
-  ImageDatasetOptions images;  // out, count, size, classes, quality, seed: as make-dataset images
-  std::int64_t shard_samples = 1000;
-};
-
-struct MakeTfRecordSummary {
-  std::int64_t samples = 0;
-  std::int64_t shards = 0;
-  std::uint64_t bytes = 0;
-};
-
 // `feedscope make-dataset tfrecord`: the JPEGs of make_image_dataset (image i, label i % classes)
 // as Examples with image/encoded, image/class/label and image/format, shard_samples per file, in
 // out/train-%05d-of-%05d, written in parallel. Throws as make_webdataset does.
-MakeTfRecordSummary make_tfrecord_dataset(const MakeTfRecordOptions& options);
+ShardDatasetSummary make_tfrecord_dataset(const ShardDatasetOptions& options);
 
 }  // namespace feedscope

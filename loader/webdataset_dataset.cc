@@ -158,14 +158,10 @@ std::unique_ptr<ShardReader> WebDataset::open_reader(std::vector<std::size_t> sh
   return std::make_unique<TarSampleReader>(*this, std::move(shards), label_key_);
 }
 
-MakeWebDatasetSummary make_webdataset(const MakeWebDatasetOptions& options) {
+ShardDatasetSummary make_webdataset(const ShardDatasetOptions& options) {
   const ImageDatasetOptions& o = options.images;
-  if (options.shard_samples < 1)
-    throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
-                       " is not allowed; allowed: 1 or more");
-  prepare_dataset_dir(o);
+  const std::int64_t shards = prepare_shard_dir(options);
   const fs::path out(o.out);
-  const std::int64_t shards = (o.count + options.shard_samples - 1) / options.shard_samples;
   std::atomic<std::uint64_t> bytes{0};
   for_each_in_parallel(shards, [&](std::int64_t s) {
     char name[32];

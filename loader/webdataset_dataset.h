@@ -38,21 +38,10 @@ class WebDataset final : public ImageShardDataset {
 // sample (no dot in the file name, or a leading one).
 bool webdataset_key(const std::string& name, std::string& key, std::string& extension);
 
-struct MakeWebDatasetOptions {
-  ImageDatasetOptions images;  // out, count, size, classes, quality, seed: as make-dataset images
-  std::int64_t shard_samples = 1000;
-};
-
-struct MakeWebDatasetSummary {
-  std::int64_t samples = 0;
-  std::int64_t shards = 0;
-  std::uint64_t bytes = 0;  // the shard files
-};
-
 // `feedscope make-dataset webdataset`: the JPEGs of make_image_dataset (the same bytes for the same
 // options; image i in class i % classes) as samples "%08d.jpg" + "%08d.cls", shard_samples per
 // shard, in out/shard-%06d.tar, written in parallel. Throws DatasetError naming the option for a
 // bad value (as validate(), and shard_samples), std::runtime_error naming the file on I/O errors.
-MakeWebDatasetSummary make_webdataset(const MakeWebDatasetOptions& options);
+ShardDatasetSummary make_webdataset(const ShardDatasetOptions& options);
 
 }  // namespace feedscope

@@ -265,14 +265,14 @@ TEST(WebDatasetTest, APatternMatchingNothingNamesIt) {
 
 TEST(WebDatasetTest, MakeWebDatasetWritesTheImagesJpegsInShards) {
   TempDir dir;
-  MakeWebDatasetOptions o;
+  ShardDatasetOptions o;
   o.images.out = (dir / "w").string();
   o.images.count = 7;
   o.images.width = kW;
   o.images.height = kH;
   o.images.classes = 3;
   o.shard_samples = 3;
-  const MakeWebDatasetSummary s = make_webdataset(o);
+  const ShardDatasetSummary s = make_webdataset(o);
   EXPECT_EQ(s.shards, 3);
   EXPECT_EQ(s.samples, 7);
   TarReader tar((dir / "w" / "shard-000002.tar").string());
