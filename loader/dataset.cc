@@ -34,6 +34,17 @@ void drop_cached_pages(int fd, const std::string& path) {
     throw fail("posix_fadvise(DONTNEED)", err);
 }
 
+void write_all(int fd, const void* data, std::size_t bytes, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(path + ": write failed: " + std::generic_category().message(errno));
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
 std::uint64_t drop_cached_files(const std::vector<std::string>& paths) {
   std::uint64_t bytes = 0;
   for (const std::string& file : paths) {

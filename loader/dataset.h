@@ -63,6 +63,10 @@ class Dataset : public DataSource {
 // DONTNEED passes over dirty pages, so a dataset written a moment ago (make-dataset, then run)
 // would otherwise stay cached and read "cold" at memory speed. Throws naming `path`.
 void drop_cached_pages(int fd, const std::string& path);
+// Writes all `bytes` of `data` to `fd` (a short write goes on, EINTR is retried), for the dataset
+// writers (make-dataset records, tfrecord, webdataset's tar). Throws "<path>: write failed: ...".
+void write_all(int fd, const void* data, std::size_t bytes, const std::string& path);
+
 // drop_cached_pages for every file of `paths` (one that vanished since it was listed is passed
 // over: its read will say so); returns their bytes together.
 std::uint64_t drop_cached_files(const std::vector<std::string>& paths);

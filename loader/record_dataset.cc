@@ -49,17 +49,6 @@ bool pread_all(int fd, void* data, std::size_t bytes, std::uint64_t offset, std:
   return true;
 }
 
-void write_all(int fd, const void* data, std::size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path + ": write failed: " + errno_text(errno));
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-}
-
 SampleLayout layout_of(const SampleSpec& spec, bool variable) {
   SampleLayout l{};
   l.flags = variable ? kFlagVariable : 0;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "loader/dataset.h"
 #include "loader/detail/sequential_file.h"
 
 namespace feedscope {
@@ -254,15 +255,8 @@ TarWriter::~TarWriter() {
 }
 
 void TarWriter::write(const void* data, std::size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
-    p += n;
-    size -= static_cast<std::size_t>(n);
-    bytes_ += static_cast<std::uint64_t>(n);
-  }
+  write_all(fd_, data, size, path_);
+  bytes_ += size;
 }
 
 void TarWriter::add(const std::string& name, std::span<const std::uint8_t> data) {

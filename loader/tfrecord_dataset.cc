@@ -139,17 +139,6 @@ class TfRecordReader final : public ShardReader {
   std::vector<std::uint8_t> record_;
 };
 
-void write_all(int fd, const std::vector<std::uint8_t>& data, const std::string& path) {
-  const std::uint8_t* p = data.data();
-  std::size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path + ": write failed: " + std::strerror(errno));
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-}
 
 }  // namespace
 
@@ -178,7 +167,7 @@ ShardDatasetSummary make_tfrecord_dataset(const ShardDatasetOptions& options) {
         const std::vector<std::uint8_t> record = detail::tfrecord_frame(detail::encode_example(
             kTfImageKey, synthetic_jpeg(o, i), kTfLabelKey, static_cast<int>(i % o.classes),
             {{"image/format", "JPEG"}}));
-        write_all(fd, record, path);
+        write_all(fd, record.data(), record.size(), path);
         bytes.fetch_add(record.size(), std::memory_order_relaxed);
       }
     } catch (...) {
