@@ -18,17 +18,16 @@ On a shared or busy machine, compare the ratios, not the absolute rates.
 """
 import argparse
 import io
-import json
 import os
 import random
 import statistics
-import subprocess
 import tarfile
-import time
 
 import torch
 from PIL import Image
-from torchvision import transforms
+
+# Run as a script from bench/: its sibling holds the transform and the timing both benches share.
+from torchvision_vs_feedscope import feedscope_rate, loader_rate, train_transform
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 
@@ -83,35 +82,10 @@ class TarShards(torch.utils.data.IterableDataset):
 
 
 def torch_rate(shards, workers, batch, batches, warmup, buffer):
-    tf = transforms.Compose([
-        transforms.RandomResizedCrop(224),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-    ])
-    loader = torch.utils.data.DataLoader(TarShards(shards, tf, buffer, 0), batch_size=batch,
-                                         num_workers=workers, persistent_workers=workers > 0)
-    done, samples, start = 0, 0, None
-    while done < warmup + batches:
-        for x, _ in loader:
-            if done == warmup:
-                start = time.perf_counter()
-            elif done > warmup:
-                samples += x.shape[0]
-            done += 1
-            if done >= warmup + batches:
-                break
-    # Timed from the end of the warm-up batch: batches - 1 batches in the window.
-    return samples / (time.perf_counter() - start)
-
-
-def feedscope_rate(binary, root, workers, batch, batches, warmup, buffer):
-    out = subprocess.run([binary, "run", "--dataset", "webdataset:" + root, "--loader-only",
-                          "--shuffle-buffer", str(buffer), "--num-workers", str(workers),
-                          "--batch-size", str(batch), "--steps", str(batches), "--warmup", str(warmup),
-                          "--sample-hz", "0", "--report-dir", "/tmp/feedscope-vs-tarshards", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["throughput"]["samples_per_s"]
+    loader = torch.utils.data.DataLoader(TarShards(shards, train_transform(), buffer, 0),
+                                         batch_size=batch, num_workers=workers,
+                                         persistent_workers=workers > 0)
+    return loader_rate(loader, batches, warmup)
 
 
 def main():
@@ -133,7 +107,8 @@ def main():
         pairs = []
         for _ in range(a.repeats):
             tv = torch_rate(shards, w, a.batch_size, a.batches, a.warmup, a.shuffle_buffer)
-            fs = feedscope_rate(a.feedscope, a.root, w, a.batch_size, a.batches, a.warmup, a.shuffle_buffer)
+            fs = feedscope_rate(a.feedscope, "webdataset:" + a.root, w, a.batch_size, a.batches,
+                                a.warmup, ["--shuffle-buffer", str(a.shuffle_buffer)])
             pairs.append((tv, fs))
         tv = statistics.median(p[0] for p in pairs)
         fs = statistics.median(p[1] for p in pairs)

@@ -21,16 +21,25 @@ import torch
 from torchvision import datasets, transforms
 
 
-def torchvision_rate(root, workers, batch, batches, warmup):
-    tf = transforms.Compose([
+def train_transform():
+    """torchvision's ImageNet training transform, the pipeline feedscope's images:DIR runs."""
+    return transforms.Compose([
         transforms.RandomResizedCrop(224),
         transforms.RandomHorizontalFlip(),
         transforms.ToTensor(),
         transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
     ])
-    data = datasets.ImageFolder(root, tf)
+
+
+def torchvision_rate(root, workers, batch, batches, warmup):
+    data = datasets.ImageFolder(root, train_transform())
     loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, num_workers=workers,
                                          persistent_workers=workers > 0, drop_last=True)
+    return loader_rate(loader, batches, warmup)
+
+
+def loader_rate(loader, batches, warmup):
+    """Samples per second of a DataLoader over `batches` batches after `warmup` more."""
     done, samples, start = 0, 0, None
     while done < warmup + batches:
         for x, _ in loader:
@@ -45,8 +54,9 @@ def torchvision_rate(root, workers, batch, batches, warmup):
     return samples / (time.perf_counter() - start)
 
 
-def feedscope_rate(binary, root, workers, batch, batches, warmup, extra=()):
-    out = subprocess.run([binary, "run", "--dataset", "images:" + root, "--loader-only", *extra,
+def feedscope_rate(binary, dataset, workers, batch, batches, warmup, extra=()):
+    """Samples per second of `feedscope run --loader-only` on `dataset` ("images:DIR", ...)."""
+    out = subprocess.run([binary, "run", "--dataset", dataset, "--loader-only", *extra,
                           "--num-workers", str(workers), "--batch-size", str(batch),
                           "--steps", str(batches), "--warmup", str(warmup), "--sample-hz", "0",
                           "--report-dir", "/tmp/feedscope-vs-torchvision", "--json"],
@@ -68,7 +78,7 @@ def main():
     print(f"{'workers':>7} {'torchvision/s':>14} {'feedscope/s':>12} {'ratio':>7}")
     for w in (int(x) for x in a.workers.split(",")):
         tv = torchvision_rate(a.root, w, a.batch_size, a.batches, a.warmup)
-        fs = feedscope_rate(a.feedscope, a.root, w, a.batch_size, a.batches, a.warmup, a.feedscope_args.split())
+        fs = feedscope_rate(a.feedscope, "images:" + a.root, w, a.batch_size, a.batches, a.warmup, a.feedscope_args.split())
         print(f"{w:>7} {tv:>14.1f} {fs:>12.1f} {fs / tv:>6.2f}x", flush=True)
 
 
