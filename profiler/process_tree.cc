@@ -36,9 +36,11 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
   const double cpus = static_cast<double>(std::max<std::size_t>(s.cpu_core_ratio.size(), 1));
 
   double other_threads = 0;
+  char main_state = '?';
   for (const ThreadCpu& t : s.threads) {
     if (t.tid == trainer_pid_) {
       if (trainer_name_.empty()) trainer_name_ = t.name;
+      main_state = t.state;
       main_busy_sum_ += t.ratio;
       main_io_wait_ += t.state == 'D';
       ++main_samples_;
@@ -68,9 +70,6 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
   trainer.process.ppid = parent_pid_;
   trainer.process.name = trainer_name_;
   trainer.process.role = ProcessRole::trainer;
-  char main_state = '?';
-  for (const ThreadCpu& t : s.threads)
-    if (t.tid == trainer_pid_) main_state = t.state;
   account(trainer, s.cpu_process_ratio.value_or(0) * cpus, main_state, s.rss_bytes.value_or(0),
           s.process_read_bytes_total);
 
