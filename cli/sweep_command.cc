@@ -163,9 +163,7 @@ namespace {
 // What a point runs, for the progress lines: the dataset, or the user's command.
 std::string subject(const RunConfig& base, const ProgramPoints& program) {
   if (program.command.empty()) return base.dataset;
-  std::string out;
-  for (const std::string& a : program.command) out += (out.empty() ? "" : " ") + a;
-  return "`" + out + "`";
+  return "`" + command_line(program.command) + "`";
 }
 
 // A program's slabs are its own: feedscope knows no memory per point then.

@@ -113,12 +113,6 @@ std::string injection_library(std::string& why_not) {
   return "";
 }
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 // A private directory for the channel, removed when the watch ends.
 struct ChannelDir {
   fs::path path;
@@ -360,7 +354,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
   report.config = {{"mode", std::string("watch")},
-                   {"command", join(o.command)},
+                   {"command", command_line(o.command)},
                    {"report_dir", o.report_dir},
                    {"metrics_addr", o.metrics_addr},
                    {"sample_hz", o.sample_hz},
@@ -376,7 +370,7 @@ int watch_command(const WatchOptions& options) {
   const WatchOutcome outcome = watch_program(options, std::cerr);
   const ProgramSummary& p = *outcome.report.program;
   if (options.print) {
-    std::cerr << "\nfeedscope watch: " << join(p.command) << ": " << p.exit << " after "
+    std::cerr << "\nfeedscope watch: " << command_line(p.command) << ": " << p.exit << " after "
               << p.wall_s << " s (" << p.ended << "); watching took " << p.watcher_cpu_s
               << " CPU-s (" << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0)
               << " % of one core)\n"

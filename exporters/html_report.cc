@@ -140,9 +140,7 @@ double seconds(std::int64_t t_ns, std::int64_t begin_ns) {
 // `feedscope watch`: the program, how it ended, and its processes by role.
 std::string program_section(const ProgramSummary& p) {
   std::ostringstream h;
-  std::string command;
-  for (const std::string& a : p.command) command += (command.empty() ? "" : " ") + a;
-  h << "<h2>Program</h2>\n<p><code>" << esc(command) << "</code>: " << esc(p.exit) << " after "
+  h << "<h2>Program</h2>\n<p><code>" << esc(command_line(p.command)) << "</code>: " << esc(p.exit) << " after "
     << fmt("%.2f", p.wall_s) << " s (" << esc(p.ended) << "); watching took "
     << fmt("%.2f", p.watcher_cpu_s) << " CPU-s.";
   if (!p.spans.empty()) h << " Stage spans from its " << esc(p.spans) << ".";

@@ -167,6 +167,13 @@ struct DataErrorsSummary {
   std::vector<DataErrorExample> examples;  // the first few
 };
 
+// An argv as one line, the words joined by spaces (for people to read, not to run).
+inline std::string command_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
 // A program `feedscope watch` ran: how it ended and what its process tree did.
 struct ProgramSummary {
   std::vector<std::string> command;
