@@ -262,7 +262,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const int cpus = environment.cpus;
   // What the diagnosis knows of this run besides what it measures, live and at the end alike.
   const DiagnosisSetup diagnosis_setup{config.batch_size, static_cast<int>(config.num_workers),
-                                       cpus, on_gpu, config.loader_only};
+                                       cpus, on_gpu, config.loader_only,
+                                       on_gpu ? trainer->cuda_index() : 0};
   Report report;
   const std::int64_t run_begin = now_ns();
   report.environment = std::move(environment);
@@ -413,7 +414,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     if (trainer) trainer->drain();
     if (engine) engine->wait_idle();
   };
-  stop_tracers(drain, gpu_source.get(), sampler, report);
+  stop_tracers(drain, gpu_source.get(), sampler, report, diagnosis_setup.gpu);
   const MeasuredWindow window{measure_begin, end, measured_steps, measured_samples};
   report.config = config_entries(config);
   fill_measurements(report, digest, window, run_begin, usage_between(usage_begin, usage_end, cpus),

@@ -91,7 +91,7 @@ SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup
     if (in.batches == 0) return;
     setup.fill(in);
     in.samples_per_s = static_cast<double>(in.batches * setup.batch_size) / in.wall_s;
-    if (sampler) fill_utilization(sampler->summary(), in.utilization);
+    if (sampler) fill_utilization(sampler->summary(), in.utilization, setup.gpu);
     metrics.set_bottleneck(diagnose(in).bottleneck);
   };
 }
@@ -132,7 +132,7 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
   return out;
 }
 
-void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
+void fill_utilization(const UtilizationSummary& summary, Utilization& u, int gpu) {
   u.samples = summary.samples;
   for (const auto& [name, st] : summary.series) u.series[name] = SeriesStats{st.mean, st.p95, st.max};
   u.threads = summary.thread_busy_mean;
@@ -143,16 +143,16 @@ void fill_utilization(const UtilizationSummary& summary, Utilization& u) {
   };
   u.disk_read_bytes_per_s = mean("disk_read_bytes_per_s");
   u.io_pressure_ratio = mean("io_pressure_ratio");
-  u.gpu_util_ratio = mean("gpu0_util_ratio");
+  u.gpu_util_ratio = mean("gpu" + std::to_string(gpu) + "_util_ratio");
 }
 
 void stop_tracers(const std::function<void()>& drain_device, GpuActivitySource* gpu,
-                  UtilizationSampler* sampler, Report& report) {
+                  UtilizationSampler* sampler, Report& report, int gpu_index) {
   if (drain_device) drain_device();
   if (gpu) gpu->stop();
   if (sampler) {
     sampler->stop();
-    fill_utilization(sampler->summary(), report.utilization);
+    fill_utilization(sampler->summary(), report.utilization, gpu_index);
   } else {
     report.utilization.unavailable["sampler"] = "sampling off (sample_hz 0)";
   }

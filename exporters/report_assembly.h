@@ -77,6 +77,7 @@ struct DiagnosisSetup {
   int cpus = 1;
   bool on_gpu = false;
   bool loader_only = false;
+  int gpu = 0;  // N of the step's cuda:N: whose utilization (series gpuN_*) the diagnosis reads
   void fill(DiagnosisInput& in) const;
 };
 // The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
@@ -108,15 +109,17 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
                         SpanRegistry& spans, MetricsExporter* metrics,
                         std::function<std::uint64_t()> pinned_bytes = {});
 
-void fill_utilization(const UtilizationSummary& summary, Utilization& u);
+// `gpu`: N of the run's cuda:N. The sampler names its GPU series by CUDA index, so the run's own
+// GPU is series gpuN_*, not always gpu0_*.
+void fill_utilization(const UtilizationSummary& summary, Utilization& u, int gpu = 0);
 
 // Runs `drain_device` (when given) first: the device finishes the steps still queued (a GPU step
 // loop runs up to two steps ahead), so the trace holds the kernels of every measured step, not
 // only those done when the loop ended. Then stops the GPU tracer (before anything else runs on
 // the device), then the sampler, and fills report.utilization from the sampler's summary, or
-// says sampling was off.
+// says sampling was off. `gpu_index`: N of the run's cuda:N, as fill_utilization takes it.
 void stop_tracers(const std::function<void()>& drain_device, GpuActivitySource* gpu,
-                  UtilizationSampler* sampler, Report& report);
+                  UtilizationSampler* sampler, Report& report, int gpu_index = 0);
 
 // The measured window [begin_ns, end_ns) of a run.
 struct MeasuredWindow {

@@ -79,6 +79,20 @@ TEST(StopTracersTest, WithoutADrainOrTracersItSaysSamplingWasOff) {
   EXPECT_EQ(report.utilization.unavailable.count("sampler"), 1u);
 }
 
+TEST(FillUtilizationTest, TheRunsOwnGpuIsTheOneReadNotAlwaysTheFirst) {
+  UtilizationSummary summary;
+  summary.samples = 10;
+  summary.series["gpu0_util_ratio"] = SeriesSummary{10, 0.05, 0.1, 0.1};  // another job's GPU
+  summary.series["gpu1_util_ratio"] = SeriesSummary{10, 0.9, 0.95, 1.0};  // the run's cuda:1
+  Utilization on_1, on_0, on_2;
+  fill_utilization(summary, on_1, 1);
+  fill_utilization(summary, on_0, 0);
+  fill_utilization(summary, on_2, 2);
+  EXPECT_DOUBLE_EQ(on_1.gpu_util_ratio.value(), 0.9);
+  EXPECT_DOUBLE_EQ(on_0.gpu_util_ratio.value(), 0.05);
+  EXPECT_FALSE(on_2.gpu_util_ratio.has_value());  // no series for a GPU not sampled
+}
+
 // Ten 10 ms steps from t = 0, each with one 5 ms kernel at its start.
 GpuActivity ten_steps_of_kernels() {
   GpuActivity a;
