@@ -369,9 +369,10 @@ Recommendation cap_other_threads(const DiagnosisInput& in, double other, const C
   r.setting = "torch::set_num_threads(" + std::to_string(keep) + ")";
   r.action = fmt("Keep the process within its cores: other threads of it take %.1f of the %d "
                  "cores. If they are torch's intra-op pool or OpenBLAS's (which spins between a "
-                 "CPU step's matrix products), call torch::set_num_threads(%d) and set "
-                 "OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d before the process starts.",
-                 other, in.cpus, keep, keep, keep);
+                 "CPU step's matrix products), call torch::set_num_threads(%d) "
+                 "(torch.set_num_threads(%d) in Python) and set OMP_NUM_THREADS=%d "
+                 "OPENBLAS_NUM_THREADS=%d before the process starts.",
+                 other, in.cpus, keep, keep, keep, keep);
   r.basis = basis;
   return with_prediction(std::move(r),
                          predicted_batches_per_s(after, in.num_workers, in.cpus, in.on_gpu) *

@@ -198,6 +198,9 @@ TEST(DiagnosisTest, AnInputBoundRunBesideACrowdedCpuStepIsToldToCapItsThreads) {
   EXPECT_EQ(d.bottleneck, "cpu_preprocess");
   ASSERT_FALSE(d.recommendations.empty());
   EXPECT_EQ(d.recommendations[0].setting, "torch::set_num_threads(1)") << d.recommendations[0].action;
+  // A wrapped Python loop reads the advice too: it names the call in both languages.
+  EXPECT_NE(d.recommendations[0].action.find("torch.set_num_threads(1) in Python"), std::string::npos)
+      << d.recommendations[0].action;
   EXPECT_GT(d.recommendations[0].predicted_speedup, 1.0);
 }
 
