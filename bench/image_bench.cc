@@ -69,6 +69,25 @@ void BM_DecodeFull(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeFull)->UseRealTime();
 
+// The entropy-decoding floor: only the image's last row is asked for, so libjpeg-turbo
+// Huffman-decodes every row above it (jpeg_skip_scanlines cannot skip that part of a sequential
+// JPEG without restart markers) and inverse-transforms almost nothing. A train crop's region
+// decode pays this for the rows down to the crop's last, whatever else it saves.
+void BM_DecodeLastRowOnly(benchmark::State& state) {
+  auto& f = fixture();
+  JpegDecoder decoder;
+  std::vector<std::uint8_t> rgb;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto& file = f.files[i++ % f.files.size()];
+    const JpegHeader h = decoder.read_header(file);
+    decoder.decode_region(file, 8, PixelRect{0, h.height - 1, h.width, 1}, rgb);
+    benchmark::DoNotOptimize(rgb.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DecodeLastRowOnly)->UseRealTime();
+
 // The whole image at scale M/8: libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8
 // only; other scales run plain C.
 void BM_DecodeScaled(benchmark::State& state) {
