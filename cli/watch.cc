@@ -252,7 +252,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   SamplingOptions so;
   so.hz = o.sample_hz;
   so.pid = child.pid();
-  so.on_sample = [&tree](const UtilizationSample& s) { tree.add(s); };
+  // Each reading goes to the tree, which may ask to read a launcher's program instead.
+  so.retarget = [&tree](const UtilizationSample& s) { return tree.add(s); };
   Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());
 
   bool duration_ran_out = false;
@@ -300,6 +301,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   u.storage_read_bytes_per_s = t.storage_read_bytes_per_s;
   for (const WatchedProcess& p : t.processes)
     if (p.role == ProcessRole::trainer) u.rss_bytes_peak = p.rss_peak_bytes;
+  if (t.trainer_pid != program.pid)
+    program.notes.push_back("trainer: " + t.trainer_name + " (pid " + std::to_string(t.trainer_pid) +
+                            "), run by the launcher feedscope started (pid " + std::to_string(program.pid) +
+                            "); its process is what the diagnosis reads");
   if (const auto it = u.series.find("cpu_system_ratio"); it != u.series.end())
     u.cpu_system_ratio = it->second.mean;
 
@@ -339,7 +344,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     program.notes.push_back("throughput: no line matched --throughput-pattern '" +
                             o.throughput_pattern + "'");
   }
-  if (report.training.model.empty()) report.training.model = "the program's own (" + o.command[0] + ")";
+  if (report.training.model.empty())
+    report.training.model = "the program's own (" +
+                            (t.trainer_pid != program.pid && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) +
+                            ")";
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
   fill_gpu_trace(gpu, no_injection, report, program);

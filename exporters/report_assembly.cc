@@ -121,6 +121,7 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
     return names;
   };
   so.pinned_bytes = std::move(pinned_bytes);
+  so.retarget = std::move(options.retarget);
   so.on_sample = [csv = out.csv.get(), metrics,
                   also = std::move(options.on_sample)](const UtilizationSample& sample) {
     csv->write(sample);

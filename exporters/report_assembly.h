@@ -101,6 +101,8 @@ struct SamplingOptions {
   int pid = 0;  // the process sampled with its threads and descendants; 0: this one
   // Also called with every sample, on the sampling thread (feedscope watch's process tree).
   std::function<void(const UtilizationSample&)> on_sample{};
+  // UtilizationSampler::Options::retarget: feedscope watch follows a launcher to its program.
+  std::function<int(const UtilizationSample&)> retarget{};
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

@@ -1,6 +1,7 @@
 #include "profiler/process_tree.h"
 
 #include <algorithm>
+#include <set>
 
 namespace feedscope {
 
@@ -8,9 +9,19 @@ const char* to_string(ProcessRole role) {
   switch (role) {
     case ProcessRole::trainer: return "trainer";
     case ProcessRole::loader_worker: return "loader_worker";
+    case ProcessRole::launcher: return "launcher";
     case ProcessRole::other: return "other";
   }
   return "other";
+}
+
+bool is_launcher(const std::string& name) {
+  static const std::set<std::string, std::less<>> launchers = {
+      "sh",      "bash",   "dash",     "zsh",    "ksh",     "mksh",   "fish",    "tcsh",   "csh",
+      "timeout", "nohup",  "time",     "xargs",  "make",    "sudo",   "su",      "runuser", "setsid",
+      "flock",   "script", "unbuffer", "srun",   "mpirun",  "mpiexec", "torchrun", "conda", "uv",
+      "poetry",  "pipenv", "hatch",    "pdm",    "accelerate", "deepspeed"};
+  return launchers.contains(name);
 }
 
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name) {
@@ -26,8 +37,11 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
   return ProcessRole::other;
 }
 
-void ProcessTreeDigest::add(const UtilizationSample& s) {
+int ProcessTreeDigest::add(const UtilizationSample& s) {
   std::lock_guard lock(mutex_);
+  const int pid = s.pid > 0 ? s.pid : started_pid_;  // the process read with its threads
+  // A followed program that ended: back to its launcher, which may run another.
+  if (s.threads.empty() && !s.rss_bytes) return pid != started_pid_ ? started_pid_ : 0;
   const double dt = samples_ > 0 ? static_cast<double>(s.time_ns - previous_ns_) / 1e9 : 0;
   previous_ns_ = s.time_ns;
   if (samples_ == 0) first_ns_ = s.time_ns;
@@ -35,23 +49,27 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
   ++samples_;
   const double cpus = static_cast<double>(std::max<std::size_t>(s.cpu_core_ratio.size(), 1));
 
+  Sampled& me = sampled_[pid];
+  // The first reading of a process just followed has no ratios yet: nothing of it to count.
+  const bool baseline_only = pid != started_pid_ && !s.cpu_process_ratio;
+  if (!baseline_only) ++me.readings;
   double other_threads = 0;
   char main_state = '?';
   for (const ThreadCpu& t : s.threads) {
-    if (t.tid == trainer_pid_) {
-      if (trainer_name_.empty()) trainer_name_ = t.name;
+    if (t.tid == pid) {
+      if (me.name.empty()) me.name = t.name;
       main_state = t.state;
-      main_busy_sum_ += t.ratio;
-      main_io_wait_ += t.state == 'D';
-      ++main_samples_;
+      me.main_busy_sum += t.ratio;
+      me.main_io_wait += t.state == 'D';
+      ++me.main_samples;
       continue;
     }
     other_threads += t.ratio;
-    Thread& thread = threads_[t.tid];
+    Thread& thread = me.threads[t.tid];
     thread.name = t.name;
     thread.busy_sum += t.ratio;
   }
-  other_threads_sum_ += other_threads;
+  me.other_threads_sum += other_threads;
 
   const auto account = [&](Accumulated& a, double cores, char state, std::uint64_t rss,
                            std::optional<std::uint64_t> read) {
@@ -65,27 +83,28 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
       a.last_read = read;
     }
   };
-  Accumulated& trainer = processes_[trainer_pid_];
-  trainer.process.pid = trainer_pid_;
-  trainer.process.ppid = parent_pid_;
-  trainer.process.name = trainer_name_;
-  trainer.process.role = ProcessRole::trainer;
-  account(trainer, s.cpu_process_ratio.value_or(0) * cpus, main_state, s.rss_bytes.value_or(0),
-          s.process_read_bytes_total);
+  Accumulated& self = processes_[pid];
+  self.process.pid = pid;
+  if (pid == started_pid_) self.process.ppid = parent_pid_;  // a followed one's came as a child
+  if (!me.name.empty()) self.process.name = me.name;
+  if (!baseline_only)
+    account(self, s.cpu_process_ratio.value_or(0) * cpus, main_state, s.rss_bytes.value_or(0),
+            s.process_read_bytes_total);
 
   double workers = 0, others = 0;
   int alive = 0;
+  int busiest_child = 0;
+  double busiest_cores = -1;
   for (const ProcessCpu& p : s.children) {
     Accumulated& a = processes_[p.pid];
+    const ProcessRole role = classify_descendant(p, pid, me.name);
     if (a.process.samples == 0) {
       a.process.pid = p.pid;
       a.process.ppid = p.ppid;
-      a.process.role = classify_descendant(p, trainer_pid_, trainer_name_);
+      a.process.role = role;
     }
     // torch 2.x's workers name themselves a moment after they start.
-    if (a.process.role != ProcessRole::loader_worker &&
-        classify_descendant(p, trainer_pid_, trainer_name_) == ProcessRole::loader_worker)
-      a.process.role = ProcessRole::loader_worker;
+    if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
     a.process.name = p.name;
     account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total);
     if (a.process.role == ProcessRole::loader_worker) {
@@ -95,6 +114,10 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
       ++worker_readings_;
     } else {
       others += p.cores;
+      if (p.ppid == pid && p.cores > busiest_cores) {
+        busiest_child = p.pid;
+        busiest_cores = p.cores;
+      }
     }
   }
   workers_cores_sum_ += workers;
@@ -119,21 +142,39 @@ void ProcessTreeDigest::add(const UtilizationSample& s) {
   tree_gpu_memory_peak_ = std::max(tree_gpu_memory_peak_, gpu_memory);
   other_processes_sum_ += others;
   workers_max_ = std::max(workers_max_, alive);
+  // A launcher's work is its child's: read that child, with its threads, from the next sample on.
+  return is_launcher(me.name) && busiest_child > 0 ? busiest_child : 0;
 }
 
 ProcessTreeSummary ProcessTreeDigest::summary() const {
   std::lock_guard lock(mutex_);
   ProcessTreeSummary out;
-  out.trainer_pid = trainer_pid_;
-  out.trainer_name = trainer_name_;
+  // The trainer: of the processes read with their threads, the one that took the most CPU, a
+  // launcher only where nothing else was followed.
+  int trainer = started_pid_;
+  double most = -1;
+  for (const auto& [pid, sampled] : sampled_) {
+    if (is_launcher(sampled.name)) continue;
+    const auto it = processes_.find(pid);
+    const double cpu = it == processes_.end() ? 0 : it->second.process.cpu_core_seconds;
+    if (cpu > most) {
+      trainer = pid;
+      most = cpu;
+    }
+  }
+  static const Sampled none;
+  const auto found = sampled_.find(trainer);
+  const Sampled& t = found == sampled_.end() ? none : found->second;
+  out.trainer_pid = trainer;
+  out.trainer_name = t.name;
   out.samples = samples_;
   out.sampled_s = static_cast<double>(last_ns_ - first_ns_) / 1e9;
   const auto mean = [](double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); };
-  out.main_thread_busy = mean(main_busy_sum_, main_samples_);
-  out.main_thread_io_wait = mean(static_cast<double>(main_io_wait_), main_samples_);
-  out.other_threads_cores = mean(other_threads_sum_, samples_);
-  for (const auto& [tid, thread] : threads_) {
-    const double busy = mean(thread.busy_sum, samples_);  // over the run: a thread gone is idle
+  out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
+  out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
+  out.other_threads_cores = mean(t.other_threads_sum, t.readings);
+  for (const auto& [tid, thread] : t.threads) {
+    const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
     if (busy > out.busiest_thread_busy) {
       out.busiest_thread = thread.name + " (" + std::to_string(tid) + ")";
       out.busiest_thread_busy = busy;
@@ -148,6 +189,10 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   bool read_known = false;
   for (const auto& [pid, a] : processes_) {
     WatchedProcess p = a.process;
+    if (pid == trainer)
+      p.role = ProcessRole::trainer;
+    else if (sampled_.contains(pid) || pid == started_pid_)
+      p.role = is_launcher(p.name) ? ProcessRole::launcher : ProcessRole::other;
     p.cpu_cores_mean = mean(a.cores_sum, p.samples);
     p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
     if (a.first_read && a.last_read && *a.last_read >= *a.first_read) {

@@ -1,9 +1,13 @@
 #pragma once
 // What `feedscope watch` sees of a program it did not write: the utilization samples of its
 // process tree (sampler/utilization_sampler.h with Options::pid), digested into roles over the
-// run. The trainer is the process watch started; its main thread runs the training loop (Python's
-// main thread, or a libtorch main()); its other threads are intra-op pools, a pin-memory thread
-// and the like. Loader workers are the descendant processes a DataLoader forks or spawns: torch
+// run. The trainer is the process watch started, or, where that is a launcher that stays as the
+// parent (a shell script that does not `exec`, timeout, torchrun), the program it runs: the digest
+// asks the sampler to follow the launcher's busiest child, back to the launcher when that child
+// ends, and the trainer is the followed process that took the most CPU (a script's
+// `nvidia-smi; python train.py` follows both and keeps python). The trainer's main thread runs the
+// training loop (Python's main thread, or a libtorch main()); its other threads are intra-op
+// pools, a pin-memory thread and the like. Loader workers are the descendant processes a DataLoader forks or spawns: torch
 // 2.x names them pt_data_worker, torch 1.13 does not, so parentage and the command line decide
 // alone (a forked worker keeps its parent's command line; a spawned one runs
 // multiprocessing.spawn). Other descendants (multiprocessing's resource tracker, a forkserver, a
@@ -19,8 +23,12 @@
 
 namespace feedscope {
 
-enum class ProcessRole : std::uint8_t { trainer, loader_worker, other };
+enum class ProcessRole : std::uint8_t { trainer, loader_worker, launcher, other };
 const char* to_string(ProcessRole role);
+
+// Whether a process of this comm starts the real program as its child and waits for it: shells,
+// and wrappers that fork rather than exec (timeout, nohup's shell, torchrun, conda run, srun ...).
+bool is_launcher(const std::string& name);
 
 // Role of descendant `p` of the trainer, whose comm is `trainer_name`.
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name);
@@ -77,13 +85,29 @@ struct ProcessTreeSummary {
 // Thread-safe: add() on the sampling thread, summary() from any thread.
 class ProcessTreeDigest {
  public:
-  // `parent_pid`: who started the trainer (the watcher).
-  ProcessTreeDigest(int trainer_pid, int parent_pid) : trainer_pid_(trainer_pid), parent_pid_(parent_pid) {}
-  // A reading of a UtilizationSampler whose Options::pid is the trainer.
-  void add(const UtilizationSample& sample);
+  // `started_pid`: the process watch started; `parent_pid`: who started it (the watcher).
+  ProcessTreeDigest(int started_pid, int parent_pid) : started_pid_(started_pid), parent_pid_(parent_pid) {}
+  // A reading of a UtilizationSampler whose Options::pid is the started process (a sample's pid
+  // 0 stands for it). Returns the pid the sampler should read from the next sample on
+  // (UtilizationSampler::Options::retarget), or 0 to go on with the same one.
+  int add(const UtilizationSample& sample);
   ProcessTreeSummary summary() const;
 
  private:
+  struct Thread {
+    std::string name;
+    double busy_sum = 0;
+  };
+  // A process read as the sampled one (the started process, or one followed from a launcher):
+  // its threads. The trainer is the one of these that took the most CPU.
+  struct Sampled {
+    std::string name;
+    std::size_t readings = 0;
+    double main_busy_sum = 0;
+    std::size_t main_io_wait = 0, main_samples = 0;
+    double other_threads_sum = 0;
+    std::map<int, Thread> threads;  // its other threads, by tid
+  };
   struct Accumulated {
     WatchedProcess process;
     double cores_sum = 0;
@@ -93,19 +117,11 @@ class ProcessTreeDigest {
     std::size_t sm_samples = 0;
   };
   mutable std::mutex mutex_;
-  int trainer_pid_;
+  int started_pid_;
   int parent_pid_;
-  std::string trainer_name_;
   std::int64_t first_ns_ = 0, last_ns_ = 0, previous_ns_ = 0;
   std::size_t samples_ = 0;
-  double main_busy_sum_ = 0;
-  std::size_t main_io_wait_ = 0, main_samples_ = 0;
-  double other_threads_sum_ = 0;
-  struct Thread {
-    std::string name;
-    double busy_sum = 0;
-  };
-  std::map<int, Thread> threads_;  // the trainer's other threads, by tid
+  std::map<int, Sampled> sampled_;  // by pid
   double workers_cores_sum_ = 0, other_processes_sum_ = 0;
   std::size_t worker_samples_ = 0;  // readings with a loader worker alive
   double worker_busy_sum_ = 0;       // min(cores, 1) over every worker reading

@@ -64,6 +64,7 @@ struct GpuSample {
 
 struct UtilizationSample {
   std::int64_t time_ns = 0;
+  int pid = 0;  // the process whose threads and descendants were read; 0: the sampler's own
   std::optional<double> cpu_system_ratio;  // all cores, 0..1
   std::vector<double> cpu_core_ratio;      // per core
   std::optional<double> cpu_process_ratio; // process CPU / (wall x cpus), 0..1

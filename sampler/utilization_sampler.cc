@@ -44,7 +44,8 @@ std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
 UtilizationSampler::UtilizationSampler(Options options)
     : options_(std::move(options)),
       cpus_(online_cpus(options_.fs)),
-      proc_(options_.pid > 0 ? std::to_string(options_.pid) : "self"),
+      target_pid_(std::max(options_.pid, 0)),
+      proc_(target_pid_ > 0 ? std::to_string(target_pid_) : "self"),
       block_devices_(block_devices(options_.fs)) {
   if (!(options_.hz > 0) || options_.hz > 1000)
     throw std::invalid_argument("sample_hz: " + std::to_string(options_.hz) +
@@ -68,6 +69,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   const ProcFs& fs = options_.fs;
   UtilizationSample s;
   s.time_ns = now_ns;
+  s.pid = target_pid_;
+  // A process followed by retarget may end before the next reading: that is not a source missing.
+  const bool followed = target_pid_ != std::max(options_.pid, 0);
   Previous next;
   next.time_ns = now_ns;
   const bool have_previous = previous_.time_ns != 0 && now_ns > previous_.time_ns;
@@ -92,7 +96,8 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   // CPU: the process and each of its threads.
   const std::string proc = "/proc/" + proc_;
   if (const auto stat = fs.read(proc + "/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
-  if (!next.process_ticks) note_unavailable("process_cpu", proc + "/stat is missing or malformed");
+  if (!next.process_ticks && !followed)
+    note_unavailable("process_cpu", proc + "/stat is missing or malformed");
   if (have_previous && next.process_ticks && previous_.process_ticks &&
       *next.process_ticks >= *previous_.process_ticks)
     s.cpu_process_ratio = std::clamp(
@@ -152,7 +157,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
     s.children.push_back(std::move(p));
   }
-  if (!children_readable)
+  if (!children_readable && !followed)
     note_unavailable("child_processes",
                      proc + "/task/*/children is missing (a kernel without "
                      "CONFIG_PROC_CHILDREN): worker processes are not sampled");
@@ -167,7 +172,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
       s.rss_peak_bytes = mem->rss_peak_bytes;
     }
   }
-  if (!s.rss_bytes) note_unavailable("rss", proc + "/status is missing or malformed");
+  if (!s.rss_bytes && !followed) note_unavailable("rss", proc + "/status is missing or malformed");
   if (options_.pinned_bytes) s.pinned_bytes = options_.pinned_bytes();
 
   // Disk I/O: whole block devices, and the process's own reads.
@@ -191,7 +196,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     note_unavailable("disk", "/proc/diskstats is missing");
   }
   if (const auto io = fs.read(proc + "/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
-  if (!s.process_read_bytes_total) note_unavailable("process_io", proc + "/io is missing or malformed");
+  if (!s.process_read_bytes_total && !followed) note_unavailable("process_io", proc + "/io is missing or malformed");
 
   // Pressure stall information (kernels >= 4.20 with PSI enabled).
   const auto pressure = [&](const char* resource) -> std::optional<PressureSample> {
@@ -224,6 +229,8 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
 
   previous_ = std::move(next);
   if (have_previous) record(s);
+  if (options_.retarget && have_previous)
+    if (const int pid = options_.retarget(s); pid > 0) follow(pid);
   return s;
 }
 
@@ -312,6 +319,13 @@ void UtilizationSampler::run() {
     next += period;
     run_cv_.wait_until(lock, next, [this] { return stopping_; });
   }
+}
+
+void UtilizationSampler::follow(int pid) {
+  if (pid == target_pid_) return;
+  target_pid_ = pid;
+  proc_ = std::to_string(pid);
+  previous_.process_ticks.reset();  // another process's CPU time: no ratio across the switch
 }
 
 std::vector<UtilizationSample> UtilizationSampler::recent() const {

@@ -50,6 +50,10 @@ class UtilizationSampler {
     std::function<std::uint64_t()> pinned_bytes;
     // Called on the sampling thread with every sample (timeseries.csv, the metrics endpoint).
     std::function<void(const UtilizationSample&)> on_sample;
+    // Called by sample() with each sample after the first: a pid to read instead from the next
+    // sample on (its threads and descendants), or 0 to go on with the current one. `feedscope
+    // watch` follows a launcher (a shell script that does not exec) to the program it runs.
+    std::function<int(const UtilizationSample&)> retarget;
   };
 
   explicit UtilizationSampler(Options options);
@@ -81,10 +85,12 @@ class UtilizationSampler {
   void run();
   void record(const UtilizationSample& s);
   void note_unavailable(const std::string& source, const std::string& reason);
+  void follow(int pid);  // read `pid` from the next sample on
 
   Options options_;
   int cpus_;
-  std::string proc_;  // "self" or the pid, as in /proc/<proc_>
+  int target_pid_;    // sampling thread only: Options::pid, or where retarget led; 0: this one
+  std::string proc_;  // "self" or target_pid_, as in /proc/<proc_>
   std::vector<std::string> block_devices_;
   Previous previous_;              // sampling thread only
   std::int64_t last_gpu_ns_ = 0;   // sampling thread only

@@ -4,6 +4,8 @@
 // program.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "profiler/process_tree.h"
 #include "profiler/watch_diagnosis.h"
 
@@ -110,6 +112,71 @@ TEST(ProcessTreeTest, WorkersOfOneReadingEachStillShowHowBusyWorkersAre) {
   EXPECT_EQ(s.workers, 1);
   EXPECT_NEAR(s.worker_busy, 0.95, 1e-9);
   EXPECT_EQ(s.processes.size(), 6u);
+}
+
+// `feedscope watch -- bash train.sh`, where train.sh runs `nvidia-smi` and then python without
+// exec: the digest follows bash to each command in turn and keeps python, which worked, as the
+// trainer; bash is the launcher.
+TEST(ProcessTreeTest, ALauncherIsFollowedToItsProgramAndTheBusiestProgramIsTheTrainer) {
+  constexpr int kBash = 50, kSmi = 60, kPython = kTrainer;
+  ProcessTreeDigest tree(kBash, 1);
+  const auto launcher_reading = [&](std::int64_t t_ms, ProcessCpu child_process) {
+    UtilizationSample s;
+    s.time_ns = t_ms * 1'000'000;
+    s.cpu_core_ratio = {0.5, 0.5, 0.5, 0.5};
+    s.cpu_system_ratio = 0.5;
+    s.cpu_process_ratio = 0;
+    ThreadCpu main;
+    main.tid = kBash;
+    main.name = "bash";
+    main.state = 'S';
+    s.threads = {main};
+    s.children = {std::move(child_process)};
+    s.rss_bytes = 1 << 20;
+    return s;
+  };
+  const auto gone = [](std::int64_t t_ms, int pid) {
+    UtilizationSample s;
+    s.time_ns = t_ms * 1'000'000;
+    s.pid = pid;
+    s.cpu_system_ratio = 0.5;
+    return s;
+  };
+  EXPECT_EQ(tree.add(launcher_reading(0, child(kSmi, "nvidia-smi", "nvidia-smi", 0.2, 'R', kBash))), kSmi);
+  UtilizationSample smi = launcher_reading(100, {});
+  smi.pid = kSmi;
+  smi.threads[0].tid = kSmi;
+  smi.threads[0].name = "nvidia-smi";
+  smi.children.clear();
+  smi.cpu_process_ratio = 0.2 / 4;
+  EXPECT_EQ(tree.add(smi), 0);
+  EXPECT_EQ(tree.add(gone(200, kSmi)), kBash) << "its program ended: back to the launcher";
+  EXPECT_EQ(tree.add(launcher_reading(300, child(kPython, "python3", "python3 train.py", 1, 'R', kBash))),
+            kPython);
+  UtilizationSample first = sample(400, 0.9, {});
+  first.pid = kPython;
+  first.threads.clear();  // a process just followed: no ratios yet
+  first.cpu_process_ratio.reset();
+  EXPECT_EQ(tree.add(first), 0);
+  for (int i = 5; i <= 14; ++i) {
+    UtilizationSample s = sample(i * 100, 0.4, {child(201, "python3", "python3 train.py", 0.95)}, 0.1);
+    s.pid = kPython;
+    EXPECT_EQ(tree.add(s), 0);
+  }
+  const ProcessTreeSummary s = tree.summary();
+  EXPECT_EQ(s.trainer_pid, kPython);
+  EXPECT_EQ(s.trainer_name, "python3");
+  EXPECT_NEAR(s.main_thread_busy, 0.4, 1e-9) << "python's main thread, not bash's";
+  EXPECT_NEAR(s.other_threads_cores, 0.1, 1e-9) << "over python's readings";
+  EXPECT_EQ(s.workers, 1);
+  EXPECT_NEAR(s.worker_busy, 0.95, 1e-9);
+  std::map<int, ProcessRole> roles;
+  for (const WatchedProcess& p : s.processes) roles[p.pid] = p.role;
+  EXPECT_EQ(s.processes[0].pid, kPython);
+  EXPECT_EQ(roles[kPython], ProcessRole::trainer);
+  EXPECT_EQ(roles[kBash], ProcessRole::launcher);
+  EXPECT_EQ(roles[kSmi], ProcessRole::other);
+  EXPECT_EQ(roles[201], ProcessRole::loader_worker);
 }
 
 TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {

@@ -68,6 +68,26 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(roles, {"trainer", "loader_worker"}, tree["processes"])
 
     @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_a_shell_script_that_runs_the_program_is_followed_to_it(self):
+        # `; exit $?` keeps bash from exec'ing python: bash stays the parent and waits, as a
+        # train.sh with more than one line does.
+        script = (f"echo starting; {sys.executable} {PLAIN} --data {self.images} --workers 1 "
+                  f"--steps 150 --batch-size 16; exit $?")
+        _, report = self.watch("launcher", ["bash", "-c", script])
+        program = report["program"]
+        tree = program["tree"]
+        roles = {p["pid"]: p["role"] for p in tree["processes"]}
+        self.assertEqual(roles[program["pid"]], "launcher", tree["processes"])
+        self.assertNotEqual(tree["trainer_pid"], program["pid"])
+        self.assertEqual(roles[tree["trainer_pid"]], "trainer")
+        self.assertIn(tree["trainer_name"], ("python3", os.path.basename(sys.executable)[:15]))
+        self.assertEqual(tree["workers"], 1, tree)
+        self.assertIn("loader_worker", roles.values())
+        self.assertGreater(tree["worker_busy"], 0.6, tree)
+        self.assertEqual(report["diagnosis"]["bottleneck"], "cpu_preprocess", report["diagnosis"])
+        self.assertTrue(any(n.startswith("trainer: ") for n in program["notes"]), program["notes"])
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
     def test_in_memory_data_and_a_heavy_mlp_are_compute_bound(self):
         _, report = self.watch(
             "compute", [sys.executable, str(PLAIN), "--in-memory", "--workers", "0", "--model",

@@ -186,6 +186,55 @@ TEST(UtilizationSamplerTest, DescendantProcessesAreSampledWithAllTheirThreads) {
   EXPECT_EQ(sampler.sample(3 * kSecond).children.size(), 3u);
 }
 
+// feedscope watch on a launcher: retarget names its child, whose threads are read from the next
+// sample on; the child's end is no missing source.
+TEST(UtilizationSamplerTest, RetargetMovesTheReadingsToTheProcessItNames) {
+  FakeProc proc;
+  proc.baseline();
+  fs::create_directories(proc.root() / "proc/200/task/200");
+  proc.write("proc/self/task/101/children", "200 ");
+  proc.write("proc/200/stat", FakeProc::task_stat("python3", 0));
+  proc.write("proc/200/task/200/stat", FakeProc::task_stat("python3", 0));
+  proc.write("proc/200/task/200/comm", "python3\n");
+  proc.write("proc/200/status", "VmHWM: 900 kB\nVmRSS: 800 kB\n");
+  int calls = 0;
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.retarget = [&calls](const UtilizationSample& s) {
+    ++calls;
+    return s.pid == 0 ? 200 : 0;
+  };
+  UtilizationSampler sampler(std::move(o));
+  EXPECT_EQ(sampler.sample(1 * kSecond).pid, 0);
+  EXPECT_EQ(calls, 0) << "not with the baseline reading";
+  EXPECT_EQ(sampler.sample(2 * kSecond).pid, 0);
+  EXPECT_EQ(calls, 1);
+
+  const int hz = static_cast<int>(clock_ticks_per_second());
+  const UtilizationSample first = sampler.sample(3 * kSecond);
+  EXPECT_EQ(first.pid, 200);
+  EXPECT_FALSE(first.cpu_process_ratio) << "no ratio across two processes";
+  EXPECT_TRUE(first.threads.empty()) << "a thread's ratio needs two readings of it";
+  EXPECT_EQ(first.rss_bytes, 800u * 1024);
+  proc.write("proc/200/stat", FakeProc::task_stat("python3", hz));
+  proc.write("proc/200/task/200/stat", FakeProc::task_stat("python3", hz));
+  const UtilizationSample second = sampler.sample(4 * kSecond);
+  ASSERT_EQ(second.threads.size(), 1u);
+  EXPECT_EQ(second.threads[0].tid, 200);
+  EXPECT_EQ(second.threads[0].name, "python3");
+  EXPECT_NEAR(second.threads[0].ratio, 1.0, 1e-9);
+  ASSERT_TRUE(second.cpu_process_ratio);
+  EXPECT_NEAR(*second.cpu_process_ratio, 0.5, 1e-9) << "one core of two";
+
+  proc.remove("proc/200");
+  const UtilizationSample ended = sampler.sample(5 * kSecond);
+  EXPECT_TRUE(ended.threads.empty());
+  EXPECT_FALSE(ended.rss_bytes);
+  const auto unavailable = sampler.summary().unavailable;
+  EXPECT_EQ(unavailable.count("process_cpu"), 0u) << "a followed process that ended is no missing source";
+  EXPECT_EQ(unavailable.count("rss"), 0u);
+}
+
 TEST(UtilizationSamplerTest, WithoutChildrenFilesWorkerProcessesAreUnavailable) {
   FakeProc proc;
   proc.baseline();
