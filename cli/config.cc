@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "loader/synthetic_dataset.h"
+#include "pinned_memory/device_probe.h"
 
 namespace feedscope {
 
@@ -61,14 +62,7 @@ void check_image_pipeline(const std::string& key, const std::string& value, cons
 
 void check_device(const std::string& key, const std::string& value, const std::string& source) {
   constexpr std::string_view allowed = "auto | cpu | cuda | cuda:N";
-  if (value == "auto" || value == "cpu" || value == "cuda") return;
-  if (value.rfind("cuda:", 0) == 0 && value.size() > 5) {
-    int index = -1;
-    const char* begin = value.data() + 5;
-    const char* end = value.data() + value.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, index);
-    if (ec == std::errc() && ptr == end && index >= 0) return;
-  }
+  if (value == "auto" || value == "cpu" || value == "cuda" || cuda_device_index(value)) return;
   fail(key, value, source, "is not a device", allowed);
 }
 

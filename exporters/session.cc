@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -22,16 +21,6 @@
 namespace feedscope {
 
 namespace {
-
-// N of a device option "cuda:N"; 0 for "cuda" (the current device, 0 unless the loop changed it)
-// and for anything else.
-int cuda_index(const std::string& device) {
-  if (device.rfind("cuda:", 0) != 0) return 0;
-  int index = 0;
-  const char* end = device.data() + device.size();
-  const auto [ptr, ec] = std::from_chars(device.data() + 5, end, index);
-  return ec == std::errc() && ptr == end && index >= 0 ? index : 0;
-}
 
 std::string this_hostname() {
   char name[256] = {};
@@ -171,7 +160,7 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
         *s.metrics,
         {o.batch_size, o.num_workers, s.cpus,
          o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false,
-         cuda_index(o.device)},
+         cuda_device_index(o.device).value_or(0)},
         s.sampling.sampler.get());
   s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
                                                 std::move(live_diagnosis), 5'000'000'000,
@@ -202,8 +191,10 @@ const Report& Session::finish() {
   report.environment = s.env;
   // The loop's last steps may still be queued on the device: their kernels belong to the trace.
   const auto drain = [] { drain_used_devices(); };
+  // The GPU of "cuda:N"; "cuda" is the current device, 0 unless the loop changed it.
+  const int gpu = cuda_device_index(o.device).value_or(0);
   stop_tracers(s.gpu ? drain : std::function<void()>{}, s.gpu.get(), s.sampling.sampler.get(),
-               report, cuda_index(o.device));
+               report, gpu);
   const UsageSnapshot usage_end = take_usage_snapshot(s.fs, now_ns());
 
   MeasuredWindow window;
@@ -240,7 +231,7 @@ const Report& Session::finish() {
   const DiagnosisSetup setup{o.batch_size > 0         ? o.batch_size
                              : window.steps > 0       ? window.samples / window.steps
                                                       : 0,
-                             o.num_workers, s.cpus, on_gpu, false, cuda_index(o.device)};
+                             o.num_workers, s.cpus, on_gpu, false, gpu};
   report.diagnosis = diagnose(diagnosis_input(report, setup));
   if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
 

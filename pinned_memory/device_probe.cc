@@ -1,5 +1,7 @@
 #include "pinned_memory/device_probe.h"
 
+#include <charconv>
+
 #if FEEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -9,6 +11,16 @@ namespace feedscope {
 std::string cuda_version_string(int version) {
   if (version <= 0) return "none";
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+std::optional<int> cuda_device_index(std::string_view device) {
+  constexpr std::string_view prefix = "cuda:";
+  if (!device.starts_with(prefix) || device.size() == prefix.size()) return std::nullopt;
+  int index = -1;
+  const char* end = device.data() + device.size();
+  const auto [ptr, ec] = std::from_chars(device.data() + prefix.size(), end, index);
+  if (ec != std::errc() || ptr != end || index < 0) return std::nullopt;
+  return index;
 }
 
 DeviceProbe probe_cuda() {

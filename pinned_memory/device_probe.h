@@ -2,7 +2,9 @@
 // What CUDA can do on this machine, asked once. Never throws: a missing driver or device is an
 // answer ("unavailable: reason"), not an error.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace feedscope {
@@ -33,5 +35,9 @@ DeviceProbe probe_cuda();
 
 // "13.0" from 13000; "none" for 0.
 std::string cuda_version_string(int version);
+
+// N of a device name "cuda:N" (N a non-negative decimal integer, nothing after it); nullopt for
+// anything else, "cuda" and "cpu" included.
+std::optional<int> cuda_device_index(std::string_view device);
 
 }  // namespace feedscope

@@ -24,6 +24,13 @@ TEST(DeviceProbeTest, VersionStrings) {
   EXPECT_EQ(cuda_version_string(0), "none");
 }
 
+TEST(DeviceProbeTest, CudaDeviceIndexOnlyFromCudaColonN) {
+  EXPECT_EQ(cuda_device_index("cuda:0"), 0);
+  EXPECT_EQ(cuda_device_index("cuda:3"), 3);
+  for (const char* other : {"cuda", "cpu", "auto", "cuda:", "cuda:-1", "cuda:1x", "cuda: 1", "cuda:99999999999"})
+    EXPECT_FALSE(cuda_device_index(other)) << other;
+}
+
 TEST(DeviceProbeGpuTest, DescribesEveryDevice) {
   const DeviceProbe probe = probe_cuda();
   if (!probe.available()) GTEST_SKIP() << "no CUDA device: " << probe.unavailable_reason;
