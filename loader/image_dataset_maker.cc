@@ -210,12 +210,20 @@ void prepare_dataset_dir(const ImageDatasetOptions& o) {
   if (ec) throw std::runtime_error("cannot create '" + o.out + "': " + ec.message());
 }
 
-std::int64_t prepare_shard_dir(const ShardDatasetOptions& options) {
+ShardDatasetSummary write_shards(const ShardDatasetOptions& options, const ShardWriter& write_shard) {
   if (options.shard_samples < 1)
     throw DatasetError("shard_samples: " + std::to_string(options.shard_samples) +
                        " is not allowed; allowed: 1 or more");
   prepare_dataset_dir(options.images);
-  return (options.images.count + options.shard_samples - 1) / options.shard_samples;
+  const std::int64_t count = options.images.count;
+  const std::int64_t shards = (count + options.shard_samples - 1) / options.shard_samples;
+  std::atomic<std::uint64_t> bytes{0};
+  for_each_in_parallel(shards, [&](std::int64_t s) {
+    const std::int64_t first = s * options.shard_samples;
+    bytes.fetch_add(write_shard(s, shards, first, std::min(count, first + options.shard_samples)),
+                    std::memory_order_relaxed);
+  });
+  return {count, shards, bytes.load()};
 }
 
 std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& o, std::int64_t index) {

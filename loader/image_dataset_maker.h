@@ -49,9 +49,13 @@ struct ShardDatasetSummary {
   std::int64_t shards = 0;
   std::uint64_t bytes = 0;  // the shard files
 };
-// Checks shard_samples (DatasetError naming it), then prepare_dataset_dir(images); returns how
-// many shards hold the images.
-std::int64_t prepare_shard_dir(const ShardDatasetOptions& options);
+// What the shard writers share: checks shard_samples (DatasetError naming it), then
+// prepare_dataset_dir(images); then, on one thread per core, write_shard(shard, shards, first,
+// end) for every shard, which writes images [first, end) into shard `shard` of `shards` under
+// images.out and returns the bytes it wrote. The summary counts them.
+using ShardWriter = std::function<std::uint64_t(std::int64_t shard, std::int64_t shards,
+                                                std::int64_t first, std::int64_t end)>;
+ShardDatasetSummary write_shards(const ShardDatasetOptions& options, const ShardWriter& write_shard);
 // Runs work(i) for every i in [0, n) on one thread per core, each thread taking the next number.
 // The first exception stops the others after their current item and is rethrown here.
 void for_each_in_parallel(std::int64_t n, const std::function<void(std::int64_t)>& work);

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -151,32 +150,29 @@ std::unique_ptr<ShardReader> TfRecordDataset::open_reader(std::vector<std::size_
 
 ShardDatasetSummary make_tfrecord_dataset(const ShardDatasetOptions& options) {
   const ImageDatasetOptions& o = options.images;
-  const std::int64_t shards = prepare_shard_dir(options);
-  const fs::path out(o.out);
-  std::atomic<std::uint64_t> bytes{0};
-  for_each_in_parallel(shards, [&](std::int64_t s) {
+  return write_shards(options, [&](std::int64_t s, std::int64_t shards, std::int64_t first, std::int64_t end) {
     char name[64];
     std::snprintf(name, sizeof name, "train-%05lld-of-%05lld", static_cast<long long>(s),
                   static_cast<long long>(shards));
-    const std::string path = (out / name).string();
+    const std::string path = (fs::path(o.out) / name).string();
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
+    std::uint64_t bytes = 0;
     try {
-      const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
-      for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
+      for (std::int64_t i = first; i < end; ++i) {
         const std::vector<std::uint8_t> record = detail::tfrecord_frame(detail::encode_example(
             kTfImageKey, synthetic_jpeg(o, i), kTfLabelKey, static_cast<int>(i % o.classes),
             {{"image/format", "JPEG"}}));
         write_all(fd, record.data(), record.size(), path);
-        bytes.fetch_add(record.size(), std::memory_order_relaxed);
+        bytes += record.size();
       }
     } catch (...) {
       ::close(fd);
       throw;
     }
     if (::close(fd) != 0) throw std::runtime_error(path + ": cannot finish: " + std::strerror(errno));
+    return bytes;
   });
-  return {o.count, shards, bytes.load()};
 }
 
 }  // namespace feedscope

@@ -1,7 +1,6 @@
 #include "loader/webdataset_dataset.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -160,15 +159,11 @@ std::unique_ptr<ShardReader> WebDataset::open_reader(std::vector<std::size_t> sh
 
 ShardDatasetSummary make_webdataset(const ShardDatasetOptions& options) {
   const ImageDatasetOptions& o = options.images;
-  const std::int64_t shards = prepare_shard_dir(options);
-  const fs::path out(o.out);
-  std::atomic<std::uint64_t> bytes{0};
-  for_each_in_parallel(shards, [&](std::int64_t s) {
+  return write_shards(options, [&](std::int64_t s, std::int64_t, std::int64_t first, std::int64_t end) {
     char name[32];
     std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(s));
-    TarWriter tar((out / name).string());
-    const std::int64_t end = std::min(o.count, (s + 1) * options.shard_samples);
-    for (std::int64_t i = s * options.shard_samples; i < end; ++i) {
+    TarWriter tar((fs::path(o.out) / name).string());
+    for (std::int64_t i = first; i < end; ++i) {
       char key[32];
       std::snprintf(key, sizeof key, "%08lld", static_cast<long long>(i));
       tar.add(std::string(key) + ".jpg", synthetic_jpeg(o, i));
@@ -177,9 +172,8 @@ ShardDatasetSummary make_webdataset(const ShardDatasetOptions& options) {
               std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
     }
     tar.finish();
-    bytes.fetch_add(tar.bytes(), std::memory_order_relaxed);
+    return tar.bytes();
   });
-  return {o.count, shards, bytes.load()};
 }
 
 }  // namespace feedscope
