@@ -301,7 +301,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   u.storage_read_bytes_per_s = t.storage_read_bytes_per_s;
   for (const WatchedProcess& p : t.processes)
     if (p.role == ProcessRole::trainer) u.rss_bytes_peak = p.rss_peak_bytes;
-  if (t.trainer_pid != program.pid)
+  const bool followed = t.trainer_pid != program.pid;  // a launcher's program is the trainer
+  if (followed)
     program.notes.push_back("trainer: " + t.trainer_name + " (pid " + std::to_string(t.trainer_pid) +
                             "), run by the launcher feedscope started (pid " + std::to_string(program.pid) +
                             "); its process is what the diagnosis reads");
@@ -345,9 +346,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                             o.throughput_pattern + "'");
   }
   if (report.training.model.empty())
-    report.training.model = "the program's own (" +
-                            (t.trainer_pid != program.pid && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) +
-                            ")";
+    report.training.model =
+        "the program's own (" + (followed && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) + ")";
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
   fill_gpu_trace(gpu, no_injection, report, program);

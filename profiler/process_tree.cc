@@ -191,7 +191,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     WatchedProcess p = a.process;
     if (pid == trainer)
       p.role = ProcessRole::trainer;
-    else if (sampled_.contains(pid) || pid == started_pid_)
+    else if (sampled_.contains(pid))
       p.role = is_launcher(p.name) ? ProcessRole::launcher : ProcessRole::other;
     p.cpu_cores_mean = mean(a.cores_sum, p.samples);
     p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
