@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
+#include "cli/crash_report.h"
 #include "cli/interrupt.h"
 #include "cli/make_dataset.h"
 #include "cli/probe.h"
@@ -138,6 +139,7 @@ void make_demo_images_if_missing(const RunConfig& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  install_crash_report();
   CLI::App app{"feedscope: feeds a libtorch training step as fast as the hardware allows, and "
                "says which stage of the input pipeline holds it back."};
   app.set_version_flag("--version", std::string("feedscope ") + FEEDSCOPE_VERSION);

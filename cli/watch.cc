@@ -1,5 +1,6 @@
 #include "cli/watch.h"
 
+#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -124,9 +125,15 @@ struct ChannelDir {
                                fs::temp_directory_path().string());
     path = templ;
   }
+  // Not std::filesystem::remove_all: the CUDA wheels' libtorch.so (torch 2.11+cu130) exports a
+  // std::filesystem::remove_all(path, error_code&) of its own that jumps to a null pointer, and it
+  // comes before libstdc++ in this program's symbol lookup. nftw is libc's alone.
   ~ChannelDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
+    ::nftw(path.c_str(),
+           [](const char* p, const struct stat*, int type, struct FTW*) {
+             return type == FTW_DP ? ::rmdir(p) : ::unlink(p);
+           },
+           16, FTW_DEPTH | FTW_PHYS);
   }
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "sampler/statistics.h"
@@ -51,6 +53,17 @@ std::string_view base_name(std::string_view name) {
   return name;
 }
 
+std::string sync_kind_name(SyncType type) {
+  switch (type) {
+    case SyncType::event: return "event synchronize";
+    case SyncType::stream: return "stream synchronize";
+    case SyncType::context: return "context synchronize";
+    case SyncType::stream_wait_event: return "stream wait event";
+    case SyncType::other: break;
+  }
+  return "synchronize";
+}
+
 double mean(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double sum = 0;
@@ -69,6 +82,11 @@ bool is_synchronous_runtime_call(std::string_view name) {
       "cudaMemcpyFromArray",   "cudaMemcpy2DToArray"};
   const std::string_view base = base_name(name);
   return std::find(kSync.begin(), kSync.end(), base) != kSync.end();
+}
+
+bool is_query_runtime_call(std::string_view name) {
+  const std::string_view base = base_name(name);
+  return base == "cudaEventQuery" || base == "cudaStreamQuery";
 }
 
 bool is_launch_runtime_call(std::string_view name) {
@@ -157,11 +175,14 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   // A synchronous call and the synchronization record CUPTI makes for it share a correlation id:
   // count the call (its duration is what the host waited) and skip the record.
   std::unordered_set<std::uint32_t> counted;
+  std::unordered_map<std::uint32_t, std::string_view> call_of;  // correlation id -> runtime call
   std::int64_t sync_ns = 0, launch_ns = 0;
   for (const RuntimeApiRecord& r : a.runtime) {
     if (!in_step(r.start_ns)) continue;
+    if (r.correlation_id != 0) call_of.emplace(r.correlation_id, base_name(r.name));
     if (is_synchronous_runtime_call(r.name)) {
       ++s.syncs;
+      ++s.syncs_by_call[std::string(base_name(r.name))];
       sync_ns += r.end_ns - r.start_ns;
       if (r.correlation_id != 0) counted.insert(r.correlation_id);
     } else if (is_launch_runtime_call(r.name)) {
@@ -172,7 +193,13 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   for (const SyncRecord& r : a.syncs) {
     if (r.type == SyncType::stream_wait_event || !in_step(r.start_ns)) continue;
     if (r.correlation_id != 0 && counted.contains(r.correlation_id)) continue;
+    const auto call = r.correlation_id != 0 ? call_of.find(r.correlation_id) : call_of.end();
+    // CUPTI also makes a synchronization record for a cudaEventQuery that finds its event done
+    // (seen on an H100, CUPTI 13): a query never blocks the host, and it is how feedscope's own
+    // copy engine and step fence wait.
+    if (call != call_of.end() && is_query_runtime_call(call->second)) continue;
     ++s.syncs;
+    ++s.syncs_by_call[call != call_of.end() ? std::string(call->second) : sync_kind_name(r.type)];
     sync_ns += r.end_ns - r.start_ns;
   }
   s.syncs_per_step = static_cast<double>(s.syncs) / steps;

@@ -26,5 +26,7 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& activity,
 // "cudaMemcpy"; not the Async variants). Accepts CUPTI's per-thread-stream suffixes.
 bool is_synchronous_runtime_call(std::string_view name);
 bool is_launch_runtime_call(std::string_view name);
+// cudaEventQuery and cudaStreamQuery: they return at once, done or not.
+bool is_query_runtime_call(std::string_view name);
 
 }  // namespace feedscope

@@ -110,6 +110,10 @@ struct GpuTraceSummary {
   std::int64_t syncs = 0;
   double syncs_per_step = 0;
   double sync_wait_s = 0;  // host time blocked in them
+  // The same syncs by the runtime call that made them ("cudaStreamSynchronize", "cudaMemcpy");
+  // a synchronization record no runtime call of the trace matches is named by its kind
+  // ("stream synchronize", made through the driver API).
+  std::map<std::string, std::int64_t> syncs_by_call;
   std::int64_t launch_calls = 0;  // cudaLaunchKernel and friends inside steps
   double mean_launch_call_us = 0;
   // Copies from the first step's start to the last step's end: the copy stream runs ahead of

@@ -33,7 +33,10 @@
 # counted from the script's start: what would end past it is skipped or stopped, so the summary
 # is written well inside the device tool's 10-minute limit), FS_IMAGES_MODEL (the classic image
 # run's model options), JOBS (build parallelism; default: every core), GPU_TESTS (the ctest regex
-# of gpu-tests).
+# of gpu-tests), FEEDSCOPE_DEVICE_ONLY (a regex: only the measurements whose name matches run, the
+# others are left out without failing; e.g. '^watch-' to run a failing part again),
+# FEEDSCOPE_DEVICE_CMAKE_ARGS (more configure options, e.g. "-DFEEDSCOPE_SANITIZE=address" with its
+# own BUILD_DIR, to find a crash seen there).
 #
 # What comes back under $OUT: device_check.log (everything printed), summary.md (the key figures)
 # and reports.tar.gz (every report.json, trace.json of the GPU runs, bench output, ctest's JUnit).
@@ -51,6 +54,9 @@ deadline_s="${FEEDSCOPE_DEVICE_DEADLINE_S:-480}"
 images_model="${FS_IMAGES_MODEL:---model cnn --hidden 1024 --layers 4}"
 jobs="${JOBS:-$(nproc)}"
 gpu_tests="${GPU_TESTS:-Gpu|CuptiApiTest|CuptiProbe|NvmlLibraryTest|NvmlSourceTest|DeviceProbe}"
+only="${FEEDSCOPE_DEVICE_ONLY:-}"
+extra_cmake=()
+read -r -a extra_cmake <<<"${FEEDSCOPE_DEVICE_CMAKE_ARGS:-}"
 
 usage() { sed -n '2,/^set -uo/{/^#/{s/^# \{0,1\}//;p}}' "${BASH_SOURCE[0]}"; }
 
@@ -284,7 +290,7 @@ build() {
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       "-DCMAKE_PREFIX_PATH=$prefix/usr${torch_prefix:+;$torch_prefix}" \
       -DFEEDSCOPE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DFEEDSCOPE_WERROR=OFF \
-      "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include/$multiarch" \
+      "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include/$multiarch" "${extra_cmake[@]}" \
       || { fail "configure"; rm -f "$build/build.ninja"; return 1; }
   fi
   # This machine's compiler, not CI's GCC 12: what built the binaries measured here.
@@ -405,6 +411,10 @@ report_maps() {
 step() {
   local name="$1" estimate="$2" rc begin=$SECONDS
   shift 2
+  if [ -n "$only" ] && ! [[ "$name" =~ $only ]]; then
+    printf '%s\tnot selected\t0\n' "$name" >>"$steps_tsv"
+    return 0
+  fi
   if [ $((SECONDS + estimate)) -gt "$deadline_s" ]; then
     echo "device_check: skipping $name: ${estimate} s would pass the ${deadline_s} s deadline"
     printf '%s\tskipped (deadline)\t0\n' "$name" >>"$steps_tsv"
@@ -458,8 +468,9 @@ do_measure() {
   # The same two cases as unmodified PyTorch programs under `feedscope watch`: CUDA traced by the
   # injection library (CUDA_INJECTION64_PATH) in python3's own torch, no code change.
   local gpu_programs="$root/bench/gpu_programs.py"
-  step watch-mlp 40 "$fs" watch --report-dir "$rep/watch-mlp" -- python3 "$gpu_programs" mlp --steps 2000
-  step watch-matmul-item 40 "$fs" watch --report-dir "$rep/watch-matmul-item" -- python3 "$gpu_programs" matmul-item --steps 500
+  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
+  step watch-mlp 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-mlp" -- python3 "$gpu_programs" mlp --steps 2000
+  step watch-matmul-item 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-matmul-item" -- python3 "$gpu_programs" matmul-item --steps 500
   # Image training through 1 worker, then 8: decode-bound, then the GPU's convolutions.
   [ $gpu_present -eq 1 ] || count=64  # a dry run checks the commands, not the figures
   rm -rf "$images"
@@ -538,6 +549,8 @@ else:
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 verdicts = []
 for name, expected in cases:
+    if steps.get(name, ("",))[0] == "not selected":
+        continue
     r = load(rep, name, "report.json")
     if not r:
         rc = steps.get(name, ("not run", ""))[0]
@@ -559,6 +572,8 @@ for name, expected in cases:
     verdicts.append(f"- {name}: {d['verdict']}")
     verdicts += [f"  - watch note: {n}" for n in (r.get("program") or {}).get("notes", [])]
     verdicts += [f"  - {e}" for e in d["evidence"][:4]]
+    if "syncs" in g and g["syncs"].get("by_call"):
+        verdicts.append("  - syncs by call: " + ", ".join(f"{k} {v}" for k, v in g["syncs"]["by_call"].items()))
     verdicts += [f"  - recommends: {x['action']} ({x['setting']}, predicted {x['predicted_speedup']:.2f}x)"
                  for x in d["recommendations"][:2]]
 if steps:

@@ -167,6 +167,37 @@ TEST(ActivityTraceTest, SyncCallAndItsSyncRecordCountOnce) {
   EXPECT_NEAR(s.sync_wait_s, 0.003, 1e-12);
   EXPECT_EQ(s.launch_calls, 2);
   EXPECT_NEAR(s.mean_launch_call_us, 5.0, 1e-9);
+  EXPECT_EQ(s.syncs_by_call, (std::map<std::string, std::int64_t>{{"cudaMemcpy", 1},
+                                                                 {"cudaStreamSynchronize", 1}}));
+}
+
+TEST(ActivityTraceTest, SyncsAreNamedByTheCallThatMadeThemOrByTheirKind) {
+  GpuActivity a;
+  // torch's .item(): an async copy to pageable memory, which CUPTI records as a stream sync.
+  a.runtime.push_back(api("cudaMemcpyAsync", 1 * ms, 2 * ms, 7));
+  SyncRecord r;
+  r.type = SyncType::stream;
+  r.start_ns = 1 * ms;
+  r.end_ns = 2 * ms;
+  r.correlation_id = 7;
+  a.syncs.push_back(r);
+  // One made through the driver API: no runtime call of the trace has its correlation id.
+  r.type = SyncType::event;
+  r.start_ns = 3 * ms;
+  r.end_ns = 4 * ms;
+  r.correlation_id = 99;
+  a.syncs.push_back(r);
+  a.syncs.push_back(r);
+  // A query that found its event done: CUPTI records it as a sync, but the host never waited.
+  a.runtime.push_back(api("cudaEventQuery", 5 * ms, 5 * ms + 2 * us, 8));
+  r.start_ns = 5 * ms;
+  r.end_ns = 5 * ms + 1 * us;
+  r.correlation_id = 8;
+  a.syncs.push_back(r);
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.syncs, 3);
+  EXPECT_EQ(s.syncs_by_call, (std::map<std::string, std::int64_t>{{"cudaMemcpyAsync", 1},
+                                                                 {"event synchronize", 2}}));
 }
 
 TEST(ActivityTraceTest, RuntimeCallNames) {

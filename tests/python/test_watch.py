@@ -42,9 +42,13 @@ class WatchTest(unittest.TestCase):
 
     def watch(self, name, command, *options, expect=0):
         report_dir = self.dir / name
+        tmp = self.dir / f"tmp-{name}"  # where the watch keeps its channel while it runs
+        tmp.mkdir()
         r = subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), *options, "--",
-                            *command], capture_output=True, text=True, timeout=300)
+                            *command], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "TMPDIR": str(tmp)})
         self.assertEqual(r.returncode, expect, r.stdout + r.stderr)
+        self.assertEqual(list(tmp.iterdir()), [], "the channel directory outlived the watch")
         for f in ("report.json", "report.html", "trace.json", "timeseries.csv"):
             self.assertTrue((report_dir / f).exists(), f)
         return r, json.loads((report_dir / "report.json").read_text())
