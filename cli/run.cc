@@ -14,6 +14,7 @@
 
 #include "cli/interrupt.h"
 #include "cli/trainer.h"
+#include "cli/trials.h"
 #include "exporters/chrome_trace.h"
 #include "exporters/html_report.h"
 #include "exporters/json_report.h"
@@ -138,8 +139,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   std::shared_ptr<const DataSource> dataset = open_dataset(config);
 
   std::unique_ptr<Trainer> trainer;
+  TrainerOptions t;
   if (!config.loader_only) {
-    TrainerOptions t;
     t.model = config.model;
     t.hidden = config.hidden;
     t.layers = config.layers;
@@ -288,6 +289,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   if (config.warmup == 0) digest.open_window(measure_begin);
   UsageSnapshot usage_begin = take_usage_snapshot(fs, measure_begin);
   std::int64_t step = 0, measured_steps = 0, measured_samples = 0, all_samples = 0;
+  CopySubmission submitted;  // in the measured window
   std::uint64_t h2d_reported[2] = {0, 0};  // by pinned: bytes already added to the metrics
   std::uint64_t epoch = 0;
   std::int64_t end = 0;
@@ -359,11 +361,15 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
       ++epoch_batches;
       const std::int64_t step_begin = now_ns();
+      // The copy submission inside next() is the thread's work, not waiting: it stays out of the
+      // wait span (placed last, where its larger part, the next batch's copy, happens).
+      const std::int64_t submit_ns = feeder.last_submit_ns();
       if (metrics) {
         metrics->set_queue_batches("ready", loader.batches_ready());
         metrics->set_queue_batches("in_flight", loader.batches_in_flight());
       }
-      spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin, step_begin);
+      spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin,
+                   std::max(wait_begin, step_begin - submit_ns));
       if (trainer) trainer->step(*batch);
       const std::int64_t size = batch->size;
       const std::int64_t index = batch->index;
@@ -400,6 +406,10 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
       }
       ++measured_steps;
       measured_samples += size;
+      if (engine) {
+        ++submitted.count;
+        submitted.busy_s += static_cast<double>(submit_ns) / 1e9;
+      }
       const bool done = duration_ns > 0 ? step_end - measure_begin >= duration_ns
                                         : measured_steps >= config.steps;
       if (done) {
@@ -420,6 +430,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   fill_measurements(report, digest, window, run_begin, usage_between(usage_begin, usage_end, cpus),
                     fs);
   if (trainer) report.training.last_loss = trainer->last_loss();
+  if (engine) report.h2d_submit = submitted;
   report.training.model = trainer ? trainer->describe() : "none (loader only)";
   report.training.parameters = trainer ? trainer->parameters() : 0;
   report.spans_dropped = spans.dropped();
@@ -439,7 +450,17 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
                                                     window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  report.diagnosis = diagnose(diagnosis_input(report, diagnosis_setup));
+  DiagnosisInput diagnosis_in = diagnosis_input(report, diagnosis_setup);
+  report.diagnosis = diagnose(diagnosis_in);
+  // What the diagnosis advises, tried for a moment, and the diagnosis made again on that.
+  if (trainer && report.interrupted.empty()) {
+    const TrialSetup setup{t, trainer->cuda_index(),
+                           loader.labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(config.batch_size)};
+    if ((report.trials = run_trials(report.diagnosis, diagnosis_in, setup, log))) {
+      diagnosis_in.trials = report.trials;
+      report.diagnosis = diagnose(diagnosis_in);
+    }
+  }
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_report_files(report_dir, report, sampler, digest.trace_spans(), spans.lanes(),

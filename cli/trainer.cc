@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -178,6 +180,43 @@ class TorchTrainer final : public Trainer {
 
 std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options) {
   return std::make_unique<TorchTrainer>(options);
+}
+
+std::optional<double> trial_step_seconds(const TrainerOptions& options, std::int64_t batch_size,
+                                         int steps, double budget_s, std::string& why_not) {
+  try {
+    TorchTrainer trainer(options);
+    const torch::Device device(trainer.device());
+    std::vector<std::int64_t> shape{batch_size};
+    shape.insert(shape.end(), options.sample.shape.begin(), options.sample.shape.end());
+    const auto on = torch::TensorOptions().device(device);
+    const torch::Tensor x = options.sample.dtype == DType::uint8
+                                ? torch::randint(0, 256, shape, on.dtype(torch::kUInt8))
+                                : torch::randn(shape, on.dtype(torch::kFloat32));
+    const torch::Tensor y =
+        torch::randint(0, std::max<std::int64_t>(options.classes, 1), {batch_size}, on.dtype(torch::kInt64));
+    DeviceBatch batch;
+    batch.size = batch_size;
+    batch.data = static_cast<std::byte*>(x.data_ptr());
+    batch.labels = y.data_ptr<std::int64_t>();
+    batch.on_device = device.is_cuda();
+    for (int i = 0; i < 3; ++i) trainer.step(batch);
+    trainer.drain();
+    const auto begin = std::chrono::steady_clock::now();
+    int done = 0;
+    while (done < steps) {
+      trainer.step(batch);
+      ++done;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() > budget_s) break;
+    }
+    trainer.drain();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / done;
+  } catch (const std::exception& e) {
+    why_not = e.what();
+    const std::size_t line = why_not.find('\n');  // c10::Error appends a C++ backtrace
+    if (line != std::string::npos) why_not.resize(line);
+    return std::nullopt;
+  }
 }
 
 std::string torch_version() { return TORCH_VERSION; }

@@ -52,6 +52,15 @@ class Trainer {
 // libtorch), ConfigError-free: options are validated by the config first.
 std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options);
 
+// What a step of the model costs on `options.device` at `batch_size`, measured: a fresh copy of
+// the model (same options, so the same shapes and parameter count) trains on random inputs that
+// are already where it runs, 3 warm-up steps, then timed steps until `steps` or `budget_s`, the
+// device drained at both ends. Seconds per step; nullopt with the reason in `why_not` when the
+// trial cannot run (the device missing, out of memory). For the diagnosis' what-ifs: a bigger
+// batch, the CPU instead of a GPU. Changes torch's thread count on the CPU (options.cpu_threads).
+std::optional<double> trial_step_seconds(const TrainerOptions& options, std::int64_t batch_size,
+                                         int steps, double budget_s, std::string& why_not);
+
 // The libtorch this binary runs with, and whether it can reach a CUDA device.
 std::string torch_version();
 bool torch_cuda_available();

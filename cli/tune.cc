@@ -66,7 +66,7 @@ class Climber {
       const std::string knob = r.setting.substr(0, eq);
       if (knob != "num_workers" && knob != "batch_size" && knob != "prefetch" && knob != "pin_memory")
         continue;  // device=cpu and the like are not the tuner's to change
-      Candidate c{current, knob, "", "", r.action, r.predicted_speedup};
+      Candidate c{current, knob, "", "", r.action, r.predicted_speedup.value_or(0)};
       try {
         set_config_value(c.config, knob, r.setting.substr(eq + 1), "the diagnosis");
       } catch (const ConfigError&) {

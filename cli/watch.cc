@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <limits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -150,26 +151,31 @@ const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   return best;
 }
 
-// From the program's first CUDA activity to its last, over every record kind.
-StepWindow cuda_active_window(const GpuActivity& a) {
-  StepWindow w{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
-  const auto extend = [&w](const auto& records) {
-    for (const auto& r : records) {
-      w.begin_ns = std::min(w.begin_ns, r.start_ns);
-      w.end_ns = std::max(w.end_ns, r.end_ns);
-    }
-  };
-  extend(a.kernels);
-  extend(a.memcpys);
-  extend(a.memsets);
-  extend(a.syncs);
-  extend(a.runtime);
-  return w;
+// What the GPU summary of a watched program leaves out, for program.notes.
+std::string describe_left_out(const ActiveWindows& w, std::int64_t program_begin_ns) {
+  const auto s = [](std::int64_t ns) { return static_cast<double>(ns) / 1e9; };
+  std::int64_t measured_ns = 0;
+  for (const StepWindow& x : w.windows) measured_ns += x.end_ns - x.begin_ns;
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "CUDA trace: the GPU figures cover %.2f s, from the first kernel (or the copy "
+                "that fed it; %.2f s into the run) to the last (%.2f s); left out: %.2f s of CUDA "
+                "start-up before it, %.2f s after the last",
+                s(measured_ns), s(w.windows.front().begin_ns - program_begin_ns),
+                s(w.windows.back().end_ns - program_begin_ns), s(w.before_ns), s(w.after_ns));
+  std::string out = buf;
+  for (const StepWindow& gap : w.idle) {
+    std::snprintf(buf, sizeof buf, "; %.2f s with no CUDA activity at all (%.2f s to %.2f s)",
+                  s(gap.end_ns - gap.begin_ns), s(gap.begin_ns - program_begin_ns),
+                  s(gap.end_ns - program_begin_ns));
+    out += buf;
+  }
+  return out;
 }
 
 // The GPU trace of what the injection library wrote, or why there is none.
 void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Report& report,
-                    ProgramSummary& program) {
+                    ProgramSummary& program, std::int64_t program_begin_ns) {
   for (const std::string& e : gpu.errors) program.notes.push_back("CUDA trace: " + e);
   std::string last_status;
   for (const auto& [pid, statuses] : gpu.statuses_by_pid)
@@ -185,7 +191,12 @@ void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Repo
             : "the program made no CUDA call (no process of it initialized CUDA)";
     return;
   }
-  report.gpu_trace = summarize_gpu_trace(gpu.activity, {cuda_active_window(gpu.activity)});
+  const ActiveWindows active = kernel_active_windows(gpu.activity);
+  std::int64_t left_out_ns = active.before_ns + active.after_ns;
+  for (const StepWindow& gap : active.idle) left_out_ns += gap.end_ns - gap.begin_ns;
+  if (!active.windows.empty() && left_out_ns >= 100'000'000)  // a tenth of a second is worth saying
+    program.notes.push_back(describe_left_out(active, program_begin_ns));
+  report.gpu_trace = summarize_gpu_trace(gpu.activity, active.windows);
   report.gpu_trace->records_not_kept = gpu.activity.not_kept;
 }
 
@@ -357,7 +368,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
         "the program's own (" + (followed && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) + ")";
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
-  fill_gpu_trace(gpu, no_injection, report, program);
+  fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
   wd.cpus = cpus;

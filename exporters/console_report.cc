@@ -45,6 +45,11 @@ std::string format_console_report(const Report& r, bool color) {
     out += line("  %-10s %8lld %10.3f %10.3f %10.3f %7.1f%%", s.name.c_str(),
                 static_cast<long long>(s.count), s.mean_ms, s.p95_ms, s.busy_s, 100 * s.share);
   }
+  if (r.h2d_submit && r.h2d_submit->count > 0 && r.throughput.wall_s > 0)
+    out += line("  %-10s %8lld %10.3f %10s %10.3f %7.1f%%   (the training thread, outside wait)",
+                "h2d submit", static_cast<long long>(r.h2d_submit->count),
+                1e3 * r.h2d_submit->busy_s / static_cast<double>(r.h2d_submit->count), "",
+                r.h2d_submit->busy_s, 100 * r.h2d_submit->busy_s / r.throughput.wall_s);
   if (const std::string cap = describe_trace_cap(r.trace); !cap.empty())
     out += "  trace.json: " + cap + "\n";
   out += describe_data_errors(r.data_errors);
@@ -55,13 +60,15 @@ std::string format_console_report(const Report& r, bool color) {
     for (const Recommendation& rec : d.recommendations) {
       out += line("    - %s", rec.action.c_str());
       // Some advice comes without a prediction (a loader-only run has no step to predict from).
-      if (rec.predicted_samples_per_s > 0)
-        out += line("      setting %s -> predicted %.0f samples/s (%.2fx)", rec.setting.c_str(),
-                    rec.predicted_samples_per_s, rec.predicted_speedup);
-      else if (rec.predicted_speedup > 0)  // from CPU shares, where samples were not counted
-        out += line("      setting %s -> predicted %.2fx", rec.setting.c_str(), rec.predicted_speedup);
+      const std::string setting = rec.setting.empty() ? "" : "setting " + rec.setting + " ";
+      if (rec.predicted_samples_per_s && rec.predicted_speedup)
+        out += line("      %s-> predicted %.0f samples/s (%.2fx)", setting.c_str(),
+                    *rec.predicted_samples_per_s, *rec.predicted_speedup);
+      else if (rec.predicted_speedup)  // from CPU shares, where samples were not counted
+        out += line("      %s-> predicted %.2fx", setting.c_str(), *rec.predicted_speedup);
       else
-        out += line("      setting %s (no prediction)", rec.setting.c_str());
+        out += line("      %s(%s)", setting.c_str(),
+                    rec.basis.starts_with("no prediction") ? rec.basis.c_str() : "no prediction");
     }
   }
   return out;

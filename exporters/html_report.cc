@@ -207,9 +207,9 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
     for (const Recommendation& rec : d.recommendations)
       h << "<tr><td>" << esc(rec.action) << "</td><td><code>" << esc(rec.setting)
         << "</code></td><td class=\"n\">"
-        << (rec.predicted_samples_per_s > 0 ? fmt("%.0f", rec.predicted_samples_per_s) : std::string("—"))
+        << (rec.predicted_samples_per_s ? fmt("%.0f", *rec.predicted_samples_per_s) : std::string("—"))
         << "</td><td class=\"n\">"
-        << (rec.predicted_samples_per_s > 0 ? fmt("%.2fx", rec.predicted_speedup) : std::string("—")) << "</td><td>"
+        << (rec.predicted_speedup ? fmt("%.2fx", *rec.predicted_speedup) : std::string("not measured")) << "</td><td>"
         << esc(rec.basis) << "</td></tr>\n";
     h << "</table>\n";
   }

@@ -39,6 +39,7 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
           {"p95_kernel_us", g.p95_kernel_us},
           {"gpu_busy_s", g.gpu_busy_s},
           {"gpu_busy_ratio", g.gpu_busy_ratio},
+          {"device_s_per_step", g.device_s_per_step},
           {"launch_gaps",
            {{"count", g.launch_gaps},
             {"mean_us", g.mean_gap_us},
@@ -163,6 +164,22 @@ std::string report_to_json(const Report& r) {
                       {"threads", u.threads},
                       {"unavailable", u.unavailable}};
   j["gpu_trace"] = gpu_trace_json(r);
+  if (const auto& t = r.trials)
+    j["trials"] = {{"bigger_batch", t->bigger_batch > 0 ? nlohmann::ordered_json(t->bigger_batch) : nullptr},
+                   {"bigger_batch_step_s", optional_number(t->bigger_batch_step_s)},
+                   {"cpu_step_s", optional_number(t->cpu_step_s)},
+                   {"cpu_threads", t->cpu_step_s ? nlohmann::ordered_json(t->cpu_threads) : nullptr},
+                   {"pinned_h2d_gbps", optional_number(t->pinned_h2d_gbps)},
+                   {"not_run", t->not_run}};
+  else
+    j["trials"] = nullptr;
+  if (r.h2d_submit && r.h2d_submit->count > 0)
+    j["h2d_submit"] = {{"count", r.h2d_submit->count},
+                       {"busy_s", r.h2d_submit->busy_s},
+                       {"mean_ms", 1e3 * r.h2d_submit->busy_s / static_cast<double>(r.h2d_submit->count)},
+                       {"share", r.throughput.wall_s > 0 ? r.h2d_submit->busy_s / r.throughput.wall_s : 0.0}};
+  else
+    j["h2d_submit"] = nullptr;
   j["training"] = {{"model", r.training.model},
                    {"parameters", r.training.parameters},
                    {"first_loss", optional_number(r.training.first_loss)},
@@ -172,8 +189,8 @@ std::string report_to_json(const Report& r) {
   for (const Recommendation& rec : d.recommendations) {
     recs.push_back({{"action", rec.action},
                     {"setting", rec.setting},
-                    {"predicted_samples_per_s", rec.predicted_samples_per_s},
-                    {"predicted_speedup", rec.predicted_speedup},
+                    {"predicted_samples_per_s", optional_number(rec.predicted_samples_per_s)},
+                    {"predicted_speedup", optional_number(rec.predicted_speedup)},
                     {"basis", rec.basis}});
   }
   j["diagnosis"] = {{"bottleneck", d.bottleneck},

@@ -212,6 +212,8 @@ DiagnosisInput diagnosis_input(const Report& report, const DiagnosisSetup& setup
   in.utilization = report.utilization;
   in.gpu_trace = report.gpu_trace;
   in.model_parameters = report.training.parameters;
+  if (report.h2d_submit) in.h2d_submit_s = report.h2d_submit->busy_s;
+  in.trials = report.trials;
   return in;
 }
 

@@ -30,7 +30,9 @@ std::optional<DeviceBatch> DeviceFeeder::fetch() {
   // Data and labels share the slab, so one copy moves both: up to the end of the labels.
   const std::size_t bytes =
       loader_.labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(batch->size);
+  const std::int64_t submit_begin = now_ns();
   out.copy = engine_->submit(std::move(batch->slab), bytes, batch->index);
+  last_submit_ns_ += now_ns() - submit_begin;
   out.data = out.copy.data();
   out.labels = reinterpret_cast<std::int64_t*>(out.copy.data() + loader_.labels_offset());
   out.on_device = true;
@@ -48,6 +50,7 @@ void DeviceFeeder::record_copies() {
 }
 
 std::optional<DeviceBatch> DeviceFeeder::next() {
+  last_submit_ns_ = 0;
   if (engine_ == nullptr) return fetch();  // nothing to overlap: no batch held ahead
   record_copies();  // also hands the slabs of finished copies back to the loader
   if (!ahead_) ahead_ = fetch();

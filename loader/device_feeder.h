@@ -49,6 +49,10 @@ class DeviceFeeder {
   // Starts another epoch on the loader, dropping a batch prefetched from the last one.
   void begin_epoch(std::uint64_t epoch);
 
+  // Nanoseconds the last next() spent handing copies to the engine (CopyEngine::submit): time the
+  // training thread works, not waits. From pageable memory it is the copy itself, which CUDA
+  // stages through a bounce buffer before the call returns.
+  std::int64_t last_submit_ns() const noexcept { return last_submit_ns_; }
   // Bytes copied to the device so far, by the source memory kind.
   std::uint64_t h2d_bytes(bool pinned) const noexcept { return h2d_bytes_[pinned ? 1 : 0]; }
   bool on_device() const noexcept { return engine_ != nullptr; }
@@ -65,6 +69,7 @@ class DeviceFeeder {
   bool epoch_done_ = false;
   std::vector<CopyTiming> timings_;  // reused: no allocation per batch in steady state
   std::uint64_t h2d_bytes_[2] = {0, 0};
+  std::int64_t last_submit_ns_ = 0;
 };
 
 }  // namespace feedscope

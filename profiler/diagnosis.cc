@@ -60,11 +60,15 @@ LoaderWork loader_work(const DiagnosisInput& in) {
   return w;
 }
 
+// On a GPU a step costs at least the device's time for it: with a loader that keeps the loop
+// waiting, the device runs each step's kernels during the wait, after the step's span has closed.
 Costs measure_costs(const DiagnosisInput& in, const LoaderWork& loader) {
   Costs c;
   const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
   c.worker = loader.busy_s / batches;
   c.step = in.loader_only ? 0.0 : mean_s(in, Stage::step);
+  if (!in.loader_only && in.on_gpu && in.gpu_trace && in.gpu_trace->steps > 0)
+    c.step = std::max(c.step, in.gpu_trace->device_s_per_step);
   return c;
 }
 
@@ -93,6 +97,15 @@ double cores_left_for_workers(const DiagnosisInput& in, bool workers_are_process
   return std::max(1.0, in.cpus - other->second.mean);
 }
 
+// A number only where both rates are: a what-if with nothing measured under it predicts nothing.
+Recommendation with_prediction(Recommendation r, double rate, double measured) {
+  if (rate > 0 && std::isfinite(rate) && measured > 0) {
+    r.predicted_samples_per_s = rate;
+    r.predicted_speedup = rate / measured;
+  }
+  return r;
+}
+
 Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double measured,
                             bool workers_are_processes) {
   // Enough workers that the loader outruns the step, but no more than the cores.
@@ -115,8 +128,7 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
   const double cores = cores_left_for_workers(in, workers_are_processes);
   const double rate =
       predicted_batches_per_s(c, target, cores, in.on_gpu) * static_cast<double>(in.batch_size);
-  r.predicted_samples_per_s = rate;
-  r.predicted_speedup = measured > 0 ? rate / measured : 0;
+  r = with_prediction(std::move(r), rate, measured);
   r.basis = "what-if: rate = min(workers / load time, 1 / step time, cores / CPU time per batch)"
             ", from this run's per-batch stage means";
   if (cores < in.cpus)
@@ -125,20 +137,16 @@ Recommendation more_workers(const DiagnosisInput& in, const Costs& c, double mea
   return r;
 }
 
-Recommendation with_prediction(Recommendation r, double rate, double measured) {
-  r.predicted_samples_per_s = rate;
-  r.predicted_speedup = measured > 0 ? rate / measured : 0;
-  return r;
-}
-
-// Which GPU-side limit the trace shows, for a run that is not input-bound.
-const char* gpu_bottleneck(const GpuTraceSummary& g, double step_share) {
+// Which GPU-side limit the trace shows, for a run that is not input-bound. A GPU idle a fifth of
+// the step or more is not the limit, whatever its kernels' length: the host feeds it late, with
+// launches, syncs or its own work between them (long kernels fed late by the copies would show
+// as H2D time in the step, asked first).
+const char* gpu_bottleneck(const GpuTraceSummary& g) {
   const bool pageable_heavy = g.h2d_pageable_bytes > g.h2d_pinned_bytes;
   const bool slow_pinned = g.h2d_pinned_gbps && *g.h2d_pinned_gbps < kAssumedPinnedGbps / 2;
   if (g.h2d_share >= kH2dStepShare && (pageable_heavy || slow_pinned)) return "host_to_device";
   if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
-  if (g.gpu_busy_ratio < kGpuBusyLow && step_share >= 0.5) return "launch_overhead";
-  return "gpu_compute";
+  return "launch_overhead";
 }
 
 void add_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
@@ -172,68 +180,127 @@ void add_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
                              "bounds", static_cast<unsigned long long>(g.dropped)));
 }
 
-// Launch-bound step: the launches cost the same per step whatever the batch, while the GPU's
-// work grows with it, so a bigger batch fills the idle GPU almost for free.
-Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
-                            double loader_rate, double measured) {
-  const double busy_per_step = g.gpu_busy_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1));
+}  // namespace
+
+int bigger_batch_factor(const GpuTraceSummary& g) {
   int k = 2;
   while (k < 16 && g.gpu_busy_ratio * k * 2 <= 1.0) k *= 2;
-  const double step_k = std::max(c.step, k * busy_per_step);
-  const double model_rate = step_k > 0 ? k * static_cast<double>(in.batch_size) / step_k : 0;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  return k;
+}
+
+namespace {
+
+// Launch-bound step: the launches cost the same per step whatever the batch, while the GPU's
+// work grows with it, so a bigger batch fills the idle GPU. How much is what `run` measured by
+// trying it (WhatIfTrials); a wrapped loop's model is not feedscope's to try: no number.
+Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g,
+                            double loader_rate, double measured) {
+  const int k = bigger_batch_factor(g);
+  const std::int64_t batch = in.batch_size * k;
   Recommendation r;
-  r.setting = "batch_size=" + std::to_string(in.batch_size * k);
+  r.setting = "batch_size=" + std::to_string(batch);
   r.action = fmt("Raise batch_size from %lld to %lld: the step's %.0f launches cost the same at "
                  "any batch, while the GPU is busy only %.0f%% of the step.",
-                 static_cast<long long>(in.batch_size), static_cast<long long>(in.batch_size * k),
+                 static_cast<long long>(in.batch_size), static_cast<long long>(batch),
                  g.kernels_per_step, 100 * g.gpu_busy_ratio);
-  r.basis = fmt("what-if: launch cost fixed per step, GPU work linear in the batch: step(%dx) = "
-                "max(%.2f ms measured step, %d x %.2f ms GPU busy) = %.2f ms; capped by the "
-                "loader's %.0f samples/s",
-                k, c.step * 1e3, k, busy_per_step * 1e3, step_k * 1e3, loader_rate);
+  const WhatIfTrials* t = in.trials ? &*in.trials : nullptr;
+  if (!t || t->bigger_batch != batch || !t->bigger_batch_step_s) {
+    r.basis = fmt("no prediction: a batch of %lld was not tried%s", static_cast<long long>(batch),
+                  t && t->bigger_batch == batch ? " (the trial failed: see trials.not_run)" : "");
+    return r;
+  }
+  const double model_rate = static_cast<double>(batch) / *t->bigger_batch_step_s;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  r.basis = fmt("measured: the same model stepped at batch %lld on this GPU in %.2f ms a step "
+                "(%.0f samples/s, inputs already on the device); capped by the loader's %.0f "
+                "samples/s",
+                static_cast<long long>(batch), *t->bigger_batch_step_s * 1e3, model_rate, loader_rate);
   return with_prediction(std::move(r), rate, measured);
 }
 
+// The CPU's step is what `run` measured by stepping the model there; without it, no number.
 Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, double measured) {
-  const double cpu_step = 6.0 * static_cast<double>(in.model_parameters) *
-                          static_cast<double>(in.batch_size) /
-                          (kAssumedCpuFlopsPerCore * std::max(1, in.cpus));
-  const double rate = predicted_batches_per_s(Costs{c.worker, cpu_step}, in.num_workers, in.cpus,
-                                              false) * static_cast<double>(in.batch_size);
   Recommendation r;
   r.setting = "device=cpu";
-  r.action = fmt("Run the model on the CPU: with %lld parameters a step costs about %.0f FLOPs "
-                 "per sample, far less than its kernel launches.",
-                 static_cast<long long>(in.model_parameters),
-                 6.0 * static_cast<double>(in.model_parameters));
-  r.basis = fmt("what-if: CPU step = 6 x parameters x batch FLOPs at an assumed %.0f GFLOP/s per "
-                "core on %d cores, no launches; workers and step share the cores",
-                kAssumedCpuFlopsPerCore / 1e9, in.cpus);
+  r.action = fmt("Run the model on the CPU: with %lld parameters a step is a handful of "
+                 "microsecond kernels, each costing its launch.",
+                 static_cast<long long>(in.model_parameters));
+  const WhatIfTrials* t = in.trials ? &*in.trials : nullptr;
+  if (!t || !t->cpu_step_s) {
+    r.basis = "no prediction: the model's step on the CPU was not measured";
+    return r;
+  }
+  const double rate = predicted_batches_per_s(Costs{c.worker, *t->cpu_step_s}, in.num_workers,
+                                              in.cpus, false) *
+                      static_cast<double>(in.batch_size);
+  r.basis = fmt("measured: the same model stepped at batch %lld on the CPU (%d threads) in %.3f "
+                "ms a step; loading and the step share the %d cores",
+                static_cast<long long>(in.batch_size), t->cpu_threads, *t->cpu_step_s * 1e3,
+                in.cpus);
   return with_prediction(std::move(r), rate, measured);
+}
+
+// The pinned host-to-device rate of this machine: what `run` measured by trying one batch, else
+// what the trace saw of pinned copies.
+std::optional<double> measured_pinned_gbps(const DiagnosisInput& in, const GpuTraceSummary& g) {
+  if (in.trials && in.trials->pinned_h2d_gbps) return in.trials->pinned_h2d_gbps;
+  return g.h2d_pinned_gbps;
 }
 
 Recommendation pin_memory(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
                           double loader_rate, double measured) {
   const double steps = static_cast<double>(std::max<std::int64_t>(g.steps, 1));
-  const bool measured_pinned = g.h2d_pinned_gbps.has_value();
-  const double pinned_gbps = measured_pinned ? *g.h2d_pinned_gbps : kAssumedPinnedGbps;
   const double pageable_bytes = static_cast<double>(g.h2d_pageable_bytes) / steps;
-  const double pinned_s = pageable_bytes / (pinned_gbps * 1e9);
-  const double step_after = std::max(c.step - g.h2d_pageable_s_per_step + pinned_s, 1e-9);
-  const double model_rate = static_cast<double>(in.batch_size) / step_after;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
   Recommendation r;
   r.setting = "pin_memory=on";
   r.action = fmt("Copy from pinned memory (pin_memory=on): %.1f MB per step come from pageable "
                  "memory at %.1f GB/s, which the driver stages through a bounce buffer.",
                  pageable_bytes / 1e6, g.h2d_pageable_gbps.value_or(0.0));
+  const std::optional<double> pinned_gbps = measured_pinned_gbps(in, g);
+  if (!pinned_gbps) {
+    r.basis = "no prediction: no copy from pinned memory was measured on this machine";
+    return r;
+  }
+  const double pinned_s = pageable_bytes / (*pinned_gbps * 1e9);
+  const double step_after = std::max(c.step - g.h2d_pageable_s_per_step + pinned_s, 1e-9);
+  const double model_rate = static_cast<double>(in.batch_size) / step_after;
+  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
   r.basis = fmt("what-if: the pageable copy time per step (%.2f ms) becomes the same bytes at the "
-                "%s pinned rate of %.1f GB/s (%.2f ms), copies still serial with the step; "
+                "measured pinned rate of %.1f GB/s (%.2f ms), copies still serial with the step; "
                 "capped by the loader's %.0f samples/s",
-                g.h2d_pageable_s_per_step * 1e3, measured_pinned ? "measured" : "assumed",
-                pinned_gbps, pinned_s * 1e3, loader_rate);
+                g.h2d_pageable_s_per_step * 1e3, *pinned_gbps, pinned_s * 1e3, loader_rate);
   return with_prediction(std::move(r), rate, measured);
+}
+
+// A `run` whose training thread copies its batches from pageable memory (the copy engine's
+// submission returns only once CUDA has staged the bytes): pinned, the copy runs on the engine's
+// stream beside the step, and each batch costs the longest of the step, the loader's share and
+// the copy.
+Recommendation pin_for_the_copy_engine(const DiagnosisInput& in, const GpuTraceSummary* g,
+                                       const Costs& c, double measured) {
+  const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
+  const double submit_per_batch = in.h2d_submit_s / batches;
+  Recommendation r;
+  r.setting = "pin_memory=on";
+  r.action = fmt("Collate into pinned memory (pin_memory=on): each batch's copy from pageable "
+                 "memory holds the training thread %.2f ms, %.0f%% of the run; a pinned batch is "
+                 "copied on the copy stream while the step runs.",
+                 submit_per_batch * 1e3, 100 * in.h2d_submit_s / std::max(in.wall_s, 1e-9));
+  const std::optional<double> pinned_gbps = g ? measured_pinned_gbps(in, *g) : std::nullopt;
+  if (!g || g->h2d_pageable_bytes == 0 || !pinned_gbps) {
+    r.basis = "no prediction: the bytes per batch or a copy from pinned memory on this machine "
+              "were not measured";
+    return r;
+  }
+  const double bytes = static_cast<double>(g->h2d_pageable_bytes) / batches;
+  const double copy_s = bytes / (*pinned_gbps * 1e9);
+  const double loader_s = in.num_workers > 0 ? c.worker / in.num_workers : c.worker;
+  const double per_batch = std::max({c.step, loader_s, copy_s, 1e-9});
+  r.basis = fmt("what-if: a batch costs max(step %.2f ms, loading %.2f ms over %d worker(s), "
+                "%.1f MB at the measured pinned %.1f GB/s = %.2f ms) = %.2f ms",
+                c.step * 1e3, loader_s * 1e3, std::max(1, in.num_workers), bytes / 1e6, *pinned_gbps,
+                copy_s * 1e3, per_batch * 1e3);
+  return with_prediction(std::move(r), static_cast<double>(in.batch_size) / per_batch, measured);
 }
 
 Recommendation smaller_copies(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
@@ -457,7 +524,11 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                            100 * d.data_stall_ratio, wait, wall));
   if (!in.loader_only)
     d.evidence.push_back(fmt("step %.2f ms mean per batch, %.1f%% of wall time",
-                             c.step * 1e3, 100 * busy(in, Stage::step) / wall));
+                             mean_s(in, Stage::step) * 1e3, 100 * busy(in, Stage::step) / wall));
+  if (c.step > mean_s(in, Stage::step) * 1.1)
+    d.evidence.push_back(fmt("the GPU works %.2f ms per step, also while the loop waits: a step "
+                             "costs the device that much",
+                             c.step * 1e3));
   if (!loader.measured) {
     d.evidence.push_back("loading: not measured (no loader stage spans, no worker processes seen)");
   } else if (loader.from_processes) {
@@ -474,10 +545,23 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   }
   d.evidence.push_back(fmt("process CPU %.0f%% of %d cores", 100 * cpu_saturation, in.cpus));
 
-  const bool input_side = in.loader_only || d.data_stall_ratio >= kModeratelyInputBound;
-  if (input_side) {
+  // The training thread handing its batches to the copy engine, a copy from pageable memory being
+  // the copy itself: time outside both the wait and the step.
+  const double submit_share = in.h2d_submit_s / wall;
+  const bool copies_on_the_thread = submit_share >= kH2dStepShare;
+  if (in.h2d_submit_s > 0)
+    d.evidence.push_back(fmt("copy submission %.2f ms per batch on the training thread, %.1f%% of "
+                             "wall time (outside the wait)",
+                             1e3 * in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1)),
+                             100 * submit_share));
+  const bool input_side =
+      !copies_on_the_thread && (in.loader_only || d.data_stall_ratio >= kModeratelyInputBound);
+  if (copies_on_the_thread) {
+    d.bottleneck = "host_to_device";
+  } else if (input_side) {
     const double read_s = busy(in, Stage::read);
-    if (h2d_s > load_s) {
+    // The copy stream copies one batch at a time; the workers load theirs side by side.
+    if (h2d_s > load_s / std::max(1, in.num_workers)) {
       d.bottleneck = "host_to_device";
       d.evidence.push_back(fmt("h2d %.2f s against %.2f s of loading", h2d_s, load_s));
     } else if (read_s > 0.5 * load_s && cpu_saturation < 0.8 && storage_evidence(in, d)) {
@@ -488,7 +572,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       d.bottleneck = "cpu_preprocess";
     }
   } else if (gpu) {
-    d.bottleneck = gpu_bottleneck(*gpu, busy(in, Stage::step) / wall);
+    d.bottleneck = gpu_bottleneck(*gpu);
   } else {
     d.bottleneck = in.on_gpu ? "gpu_compute" : "cpu_compute";
   }
@@ -548,9 +632,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       r.action = "Every core is loading already: make decode/transform cheaper (smaller stored "
                  "images, reduced-scale decode) or move them off the training machine.";
       const double step_bound = c.step > 0 ? in.batch_size / c.step : 0;
-      r.predicted_samples_per_s = step_bound;
-      r.predicted_speedup = measured > 0 ? step_bound / measured : 0;
       r.basis = "upper bound: the step's own rate if loading cost nothing";
+      r = with_prediction(std::move(r), step_bound, measured);
       d.recommendations.push_back(r);
     }
     d.verdict = fmt("Input-bound (%s): the training loop waits for data %.0f%% of the time, and "
@@ -562,6 +645,17 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                       "worker(s).", measured, std::max(1, in.num_workers));
   } else if (d.bottleneck == "storage_io") {
     d.verdict = fmt("Input-bound (%s): workers wait on storage reads.", d.input_bound.c_str());
+  } else if (copies_on_the_thread) {
+    d.verdict = fmt("Copy-bound: the training thread spends %.0f%% of the run handing batches to "
+                    "the GPU, %.2f ms a batch%s.",
+                    100 * submit_share,
+                    1e3 * in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1)),
+                    gpu && gpu->h2d_pageable_bytes > gpu->h2d_pinned_bytes
+                        ? ": from pageable memory the copy returns only once CUDA has staged every "
+                          "byte through a bounce buffer"
+                        : "");
+    if (!gpu || gpu->h2d_pageable_bytes >= gpu->h2d_pinned_bytes)
+      d.recommendations.push_back(pin_for_the_copy_engine(in, gpu, c, measured));
   } else if (d.bottleneck == "host_to_device" && input_side) {
     d.verdict = fmt("Input-bound (%s): the host-to-device copy limits the pipeline.",
                     d.input_bound.c_str());
@@ -579,11 +673,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                     "the GPU is busy %.0f%% of the step (%.0f kernels of %.1f us mean per step).",
                     gpu->syncs_per_step >= 1 ? " and syncs" : "", 100 * gpu->gpu_busy_ratio,
                     gpu->kernels_per_step, gpu->mean_kernel_us);
-    d.recommendations.push_back(bigger_batch(in, *gpu, c, loader_rate, measured));
-    if (in.model_parameters > 0 && in.model_parameters < kTinyModelParameters) {
-      Recommendation cpu = tiny_model_on_cpu(in, c, measured);
-      if (cpu.predicted_speedup > 1) d.recommendations.push_back(std::move(cpu));
-    }
+    d.recommendations.push_back(bigger_batch(in, *gpu, loader_rate, measured));
+    if (in.model_parameters > 0 && in.model_parameters < kTinyModelParameters)
+      d.recommendations.push_back(tiny_model_on_cpu(in, c, measured));
   } else {
     const char* where = in.on_gpu ? "GPU" : "CPU";
     d.verdict = fmt("Not input-bound: the %s training step is the limit (%.0f%% of wall time); "
@@ -619,7 +711,17 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   }
   if (gpu && !input_side && gpu->syncs_per_step >= 1)
     d.recommendations.push_back(remove_syncs(in, *gpu, c, loader_rate, measured));
+  drop_unhelpful_advice(d);
   return d;
+}
+
+void drop_unhelpful_advice(Diagnosis& d) {
+  std::erase_if(d.recommendations, [&d](const Recommendation& r) {
+    if (!r.predicted_speedup || *r.predicted_speedup >= kMinUsefulSpeedup) return false;
+    d.evidence.push_back(fmt("considered %s: predicted %.2fx, not advised (%s)", r.setting.c_str(),
+                             *r.predicted_speedup, r.basis.c_str()));
+    return true;
+  });
 }
 
 }  // namespace feedscope

@@ -22,9 +22,9 @@ inline constexpr double kH2dStepShare = 0.3;    // H2D copies this much of the s
 // Pinned host-to-device rate assumed when the run measured none: PCIe 3.0 x16 delivers about
 // 12 GB/s from pinned memory (PCIe 4.0 about twice that), so the prediction is conservative.
 inline constexpr double kAssumedPinnedGbps = 12.0;
-// CPU rate assumed for the "run the tiny model on the CPU" what-if, per core, in FLOP/s.
-inline constexpr double kAssumedCpuFlopsPerCore = 5e9;
 inline constexpr std::int64_t kTinyModelParameters = 1'000'000;
+// A change predicted to gain less than this is no advice (run-to-run noise is about as large).
+inline constexpr double kMinUsefulSpeedup = 1.05;
 
 // Storage is at work where the process reads at least this much from it (page-cache hits are not
 // reads), or the I/O pressure is at least this high.
@@ -42,6 +42,11 @@ struct DiagnosisInput {
   bool on_gpu = false;
   bool loader_only = false;
   std::int64_t model_parameters = 0;  // 0 when unknown
+  // The training thread's seconds in copy submission (Report::h2d_submit), outside wait and step.
+  double h2d_submit_s = 0;
+  // What feedscope measured by trying a change (`run`); without it a what-if that needs one
+  // predicts nothing.
+  std::optional<WhatIfTrials> trials;
   Utilization utilization;
   // From a GPU activity trace of the measured steps; without it a GPU step is taken as
   // gpu_compute, as the CPU-side spans cannot tell launch-bound from compute-bound.
@@ -49,6 +54,14 @@ struct DiagnosisInput {
 };
 
 Diagnosis diagnose(const DiagnosisInput& input);
+
+// Takes out of `d` every recommendation predicted below kMinUsefulSpeedup (a slow-down among
+// them) and says in its evidence what was considered and why it is not advised.
+void drop_unhelpful_advice(Diagnosis& d);
+
+// The batch multiple a launch-bound step is advised to grow by (2 to 16): as far as the GPU's busy
+// share leaves room. The trial of `run` tries the same one.
+int bigger_batch_factor(const GpuTraceSummary& g);
 
 const char* input_bound_class(double data_stall_ratio);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -97,6 +98,57 @@ bool is_launch_runtime_call(std::string_view name) {
   return std::find(kLaunch.begin(), kLaunch.end(), base) != kLaunch.end();
 }
 
+ActiveWindows kernel_active_windows(const GpuActivity& a) {
+  ActiveWindows out;
+  if (a.kernels.empty()) return out;
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  std::int64_t last = std::numeric_limits<std::int64_t>::min();
+  for (const KernelRecord& k : a.kernels) {
+    first = std::min(first, k.start_ns);
+    last = std::max(last, k.end_ns);
+  }
+  // The copy that fed the first kernel (its batch) belongs to training: the last host-to-device
+  // copy that ended within a second before it.
+  const MemcpyRecord* feeding = nullptr;
+  for (const MemcpyRecord& m : a.memcpys)
+    if (m.kind == MemcpyKind::h2d && m.end_ns <= first && m.end_ns >= first - 1'000'000'000 &&
+        (feeding == nullptr || m.end_ns > feeding->end_ns))
+      feeding = &m;
+  if (feeding != nullptr) first = feeding->start_ns;
+  std::int64_t begin = first, end = last;
+  std::vector<Interval> activity;
+  const auto add = [&](const auto& records) {
+    for (const auto& r : records) {
+      begin = std::min(begin, r.start_ns);
+      end = std::max(end, r.end_ns);
+      activity.push_back({std::max(r.start_ns, first), std::min(r.end_ns, last)});
+    }
+  };
+  add(a.kernels);
+  add(a.memcpys);
+  add(a.memsets);
+  add(a.runtime);
+  add(a.syncs);
+  out.before_ns = first - begin;
+  out.after_ns = end - last;
+  const std::int64_t span = last - first;
+  const auto long_enough = [span](std::int64_t gap) {
+    return gap >= kIdleLeftOutNs && static_cast<double>(gap) >= kIdleLeftOutShare * static_cast<double>(span);
+  };
+  std::int64_t quiet_from = first;  // where the current silence began
+  for (const Interval& i : merge(std::move(activity))) {
+    if (i.begin > quiet_from && long_enough(i.begin - quiet_from)) out.idle.push_back({quiet_from, i.begin});
+    quiet_from = std::max(quiet_from, i.end);
+  }
+  std::int64_t at = first;
+  for (const StepWindow& gap : out.idle) {
+    out.windows.push_back({at, gap.begin_ns});
+    at = gap.end_ns;
+  }
+  out.windows.push_back({at, last});
+  return out;
+}
+
 GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
   GpuTraceSummary s;
   s.dropped = a.dropped;
@@ -160,6 +212,12 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
     });
   }
   s.gpu_busy_s = static_cast<double>(busy_ns) / 1e9;
+  {
+    std::int64_t all_ns = 0;
+    for_each_piece(merged, {windows.front().begin_ns, windows.back().end_ns},
+                   [&](const Interval& piece) { all_ns += piece.end - piece.begin; });
+    s.device_s_per_step = static_cast<double>(all_ns) / 1e9 / steps;
+  }
   s.gpu_busy_ratio = static_cast<double>(busy_ns) / static_cast<double>(wall_ns);
   s.launch_gaps = static_cast<std::int64_t>(gap_us.size());
   s.mean_gap_us = mean(gap_us);

@@ -22,6 +22,24 @@ struct StepWindow {
 GpuTraceSummary summarize_gpu_trace(const GpuActivity& activity,
                                     std::vector<StepWindow> step_windows);
 
+// The span of a watched program's CUDA work that a GPU summary should cover: from its first
+// kernel's start to its last kernel's end (start-up, module loading, moving the model in and the
+// teardown are not training), less every stretch inside it with no CUDA activity of any kind (no
+// runtime call, no kernel, copy or memset) at least kIdleLeftOutNs long and at least
+// kIdleLeftOutShare of the span: a checkpoint written by the CPU, an evaluation on the CPU, a
+// pause. Shorter silences stay in: a loop waiting for its data makes them every step, and that
+// wait is what the summary must see.
+inline constexpr std::int64_t kIdleLeftOutNs = 2'000'000'000;
+inline constexpr double kIdleLeftOutShare = 0.10;
+
+struct ActiveWindows {
+  std::vector<StepWindow> windows;  // empty: no kernel ran
+  std::int64_t before_ns = 0;       // CUDA activity before the first kernel (start-up)
+  std::int64_t after_ns = 0;        // and after the last
+  std::vector<StepWindow> idle;     // the silent stretches left out between
+};
+ActiveWindows kernel_active_windows(const GpuActivity& activity);
+
 // Runtime API calls after which the host waits for the device ("cudaStreamSynchronize",
 // "cudaMemcpy"; not the Async variants). Accepts CUPTI's per-thread-stream suffixes.
 bool is_synchronous_runtime_call(std::string_view name);

@@ -74,9 +74,11 @@ struct Utilization {
 struct Recommendation {
   std::string action;   // one line a person acts on
   std::string setting;  // "num_workers=2"
-  double predicted_samples_per_s = 0;
-  double predicted_speedup = 0;
-  std::string basis;  // how the prediction was made
+  // Both unset where the evidence supports no number ("no prediction", null in report.json):
+  // never 0. The speed-up alone where samples were not counted (a watched program's CPU shares).
+  std::optional<double> predicted_samples_per_s;
+  std::optional<double> predicted_speedup;
+  std::string basis;  // how the prediction was made, or why there is none
 };
 
 struct Diagnosis {
@@ -100,6 +102,10 @@ struct GpuTraceSummary {
   double p95_kernel_us = 0;
   double gpu_busy_s = 0;      // union of kernel, memcpy and memset time inside steps
   double gpu_busy_ratio = 0;  // gpu_busy_s / step_wall_s
+  // The GPU's busy time from the first step's start to the last step's end, between the steps
+  // too, per step: what a step costs the device. A loop that waits for data between steps lets
+  // the device finish a step's kernels in the wait, outside every step window.
+  double device_s_per_step = 0;
   // Idle time between consecutive stretches of GPU activity within a step.
   std::int64_t launch_gaps = 0;
   double mean_gap_us = 0;
@@ -194,6 +200,27 @@ struct ProgramSummary {
   ProcessTreeSummary tree;
 };
 
+// The training thread's time handing each batch to the copy engine (a `run` on a GPU), which the
+// `wait` stage leaves out: wait is the time it waits for a batch and nothing else. From pinned
+// memory a submission is a few runtime calls; from pageable memory it is the copy itself.
+struct CopySubmission {
+  std::int64_t count = 0;  // batches submitted in the measured window
+  double busy_s = 0;
+};
+
+// Changes `feedscope run` tried for a moment after its measured window, so that a recommendation
+// stands on what the change measured rather than on a model of it: a bigger batch on the GPU, the
+// same model on the CPU, the batch copied from pinned memory. Unset: not tried; a reason in
+// `not_run` says why one that was wanted could not run.
+struct WhatIfTrials {
+  std::int64_t bigger_batch = 0;               // the batch size tried on the run's GPU
+  std::optional<double> bigger_batch_step_s;   // seconds per step there
+  std::optional<double> cpu_step_s;            // the run's batch on the CPU, seconds per step
+  int cpu_threads = 0;                         // the threads that CPU step had
+  std::optional<double> pinned_h2d_gbps;       // one batch copied from pinned memory, event-timed
+  std::vector<std::string> not_run;            // "batch 1600: CUDA out of memory ..."
+};
+
 struct Report {
   std::vector<std::pair<std::string, ConfigValue>> config;
   Environment environment;
@@ -202,6 +229,8 @@ struct Report {
   // User-named stages of a wrapped loop (LoopProfiler::scope), in order of first use; never one
   // of the fixed names above.
   std::vector<StageStats> custom_stages;
+  std::optional<CopySubmission> h2d_submit;  // none without a copy engine
+  std::optional<WhatIfTrials> trials;         // `run` only, where the diagnosis asked for them
   Utilization utilization;
   TrainingSummary training;
   Diagnosis diagnosis;

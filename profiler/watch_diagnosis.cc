@@ -57,16 +57,32 @@ void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
                                  : ""));
 }
 
+// "cudaStreamSynchronize 500, cudaMemcpy 3": the calls behind the syncs, most first.
+std::string syncs_by_call(const GpuTraceSummary& g) {
+  std::vector<std::pair<std::int64_t, std::string>> calls;
+  for (const auto& [call, n] : g.syncs_by_call) calls.emplace_back(n, call);
+  std::sort(calls.rbegin(), calls.rend());
+  std::string out;
+  for (const auto& [n, call] : calls) out += (out.empty() ? "" : ", ") + call + " " + std::to_string(n);
+  return out;
+}
+
+// The share of the window the host spent blocked in syncs. CUDA's default schedule spins in a
+// synchronize while cores are plentiful, so a thread waiting in .item() reads as busy in /proc.
+double sync_share(const GpuTraceSummary& g) {
+  return g.step_wall_s > 0 ? std::clamp(g.sync_wait_s / g.step_wall_s, 0.0, 1.0) : 0.0;
+}
+
 void add_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
   d.evidence.push_back(fmt("CUDA trace over %.2f s: GPU busy %.0f%% (kernels and copies, all "
                            "streams); %lld kernels, mean %.1f us, p95 %.1f us",
                            window_s, 100 * g.gpu_busy_ratio, static_cast<long long>(g.kernels),
                            g.mean_kernel_us, g.p95_kernel_us));
   if (g.syncs > 0)
-    d.evidence.push_back(fmt("%lld host syncs (%.0f per second), blocking the host %.0f%% of the "
-                             "time",
+    d.evidence.push_back(fmt("%lld host syncs (%.0f per second: %s), blocking the host %.0f%% of "
+                             "the time",
                              static_cast<long long>(g.syncs), g.syncs / std::max(window_s, 1e-9),
-                             100 * g.sync_wait_s / std::max(window_s, 1e-9)));
+                             syncs_by_call(g).c_str(), 100 * g.sync_wait_s / std::max(window_s, 1e-9)));
   if (g.h2d_pinned_bytes + g.h2d_pageable_bytes > 0)
     d.evidence.push_back(fmt("host-to-device copies %.0f%% of the time: %.1f MB from pinned, "
                              "%.1f MB from pageable memory",
@@ -110,7 +126,7 @@ void workers_saturated(const WatchDiagnosisInput& in, double idle_cores, Diagnos
     r.predicted_speedup = std::min(by_workers, by_trainer);
     d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
                     "raise num_workers to %d (predicted %.2fx).",
-                    t.workers, workers, r.predicted_speedup);
+                    t.workers, workers, *r.predicted_speedup);
     d.recommendations.push_back(std::move(r));
   } else {
     d.verdict = fmt("Input-bound with no idle core: the %d loader workers are busy on every core; "
@@ -132,7 +148,7 @@ const char* gpu_limit(const GpuTraceSummary& g, bool trainer_pinned) {
   return nullptr;
 }
 
-void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, const ProcessTreeSummary& t,
+void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double launching,
                    Diagnosis& d) {
   d.bottleneck = limit;
   if (limit == "host_to_device") {
@@ -151,9 +167,17 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, const Pro
             "a fused optimizer.",
         "no prediction: depends on the model's kernels"));
   } else {
-    d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
-                    "kernels, while the training thread is busy %.0f%% launching them.",
-                    100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * t.main_thread_busy);
+    const double waiting = sync_share(g);
+    if (waiting >= kSyncWaitDominant) {
+      d.verdict = fmt("Sync-bound: the training thread waits in host syncs %.0f%% of the time (%.0f "
+                      "per second: %s), and between them the GPU idles: it is busy only %.0f%%.",
+                      100 * waiting, g.syncs / std::max(g.step_wall_s, 1e-9),
+                      syncs_by_call(g).c_str(), 100 * g.gpu_busy_ratio);
+    } else {
+      d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
+                      "kernels, while the training thread is busy %.0f%% launching them.",
+                      100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * launching);
+    }
     if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s)
       d.recommendations.push_back(advice(
           "", "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): "
@@ -178,7 +202,11 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
   const double system = series_mean(in.utilization, "cpu_system_ratio").value_or(0);
   const double idle_cores = std::max(0.0, in.cpus * (1 - system));
   const bool traced = in.gpu_trace && in.gpu_trace->kernels > 0;
-  const bool trainer_pinned = t.main_thread_busy >= kThreadPinned;
+  // A training thread spinning in a CUDA sync is waiting, not working: that time comes out of its
+  // busy share before any threshold.
+  const double spinning = traced ? std::min(sync_share(*in.gpu_trace), t.main_thread_busy) : 0.0;
+  const double working = t.main_thread_busy - spinning;
+  const bool trainer_pinned = working >= kThreadPinned;
   const bool workers_busy = t.workers > 0 && t.worker_busy >= kWorkersSaturated;
   const double io_wait = t.workers > 0 ? t.workers_io_wait : t.main_thread_io_wait;
   const auto disk_busy = series_mean(in.utilization, "disk_busy_ratio");
@@ -197,8 +225,8 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
         "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
         "shards, or data on faster storage / in the page cache.",
         "no prediction: how the storage scales with concurrent reads is not measured"));
-  } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, trainer_pinned) : nullptr) {
-    gpu_diagnosis(gpu, *in.gpu_trace, t, d);
+  } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, trainer_pinned || sync_share(*in.gpu_trace) >= kSyncWaitDominant) : nullptr) {
+    gpu_diagnosis(gpu, *in.gpu_trace, working, d);
   } else if (!traced && t.trainer_gpu_sm_util && !workers_busy &&
              (*t.trainer_gpu_sm_util >= kGpuBusyCompute || trainer_pinned)) {
     // No CUDA trace (the report says why), but NVML saw the training process on a GPU.
@@ -243,7 +271,12 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
                 "the program may wait on something else (network, sleep, a lock).";
   }
   add_tree_evidence(in, d);
+  if (spinning >= 0.05)
+    d.evidence.push_back(fmt("of the main thread's %.0f%%, %.0f%% is waiting in CUDA syncs (a "
+                             "synchronize spins on its core): %.0f%% is its own work",
+                             100 * t.main_thread_busy, 100 * spinning, 100 * working));
   if (in.gpu_trace) add_gpu_evidence(*in.gpu_trace, in.gpu_trace->step_wall_s, d);
+  drop_unhelpful_advice(d);
   return d;
 }
 

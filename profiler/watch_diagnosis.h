@@ -16,6 +16,8 @@ namespace feedscope {
 inline constexpr double kThreadPinned = 0.75;   // the thread is the limit where it is this busy
 inline constexpr double kWorkersSaturated = 0.75;
 inline constexpr double kIoWaitHigh = 0.3;      // share of readings in D (I/O) wait
+// The host blocked in CUDA syncs this much of the traced time: the syncs set the pace.
+inline constexpr double kSyncWaitDominant = 0.3;
 
 struct WatchDiagnosisInput {
   ProcessTreeSummary tree;

@@ -209,10 +209,15 @@ TEST(ConsoleReportTest, SkippedSamplesAreCountedListedAndTheRatioFloorSaid) {
 
 TEST(ConsoleReportTest, ARecommendationWithoutAPredictionPrintsNone) {
   Report r = sample_report();
-  r.diagnosis.recommendations = {{"Add loader workers.", "num_workers=4", 0, 0, "loader only: no step"}};
+  r.diagnosis.recommendations = {{"Add loader workers.", "num_workers=4", std::nullopt, std::nullopt,
+                                  "no prediction: loader only, no step"}};
   const std::string text = format_console_report(r, false);
-  EXPECT_NE(text.find("setting num_workers=4 (no prediction)"), std::string::npos) << text;
+  EXPECT_NE(text.find("setting num_workers=4 (no prediction: loader only, no step)"), std::string::npos) << text;
   EXPECT_EQ(text.find("predicted 0"), std::string::npos) << text;
+  // report.json: null, never 0.
+  const auto j = nlohmann::json::parse(report_to_json(r));
+  EXPECT_TRUE(j["diagnosis"]["recommendations"][0]["predicted_speedup"].is_null());
+  EXPECT_TRUE(j["diagnosis"]["recommendations"][0]["predicted_samples_per_s"].is_null());
 }
 
 }  // namespace

@@ -212,3 +212,57 @@ TEST(ActivityTraceTest, RuntimeCallNames) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+constexpr std::int64_t s_ = 1000 * ms;
+
+TEST(KernelActiveWindowsTest, FromTheFirstKernelToTheLastLessLongSilences) {
+  GpuActivity a;
+  // Start-up: context, modules, the model moved in; no kernel yet.
+  a.runtime.push_back(api("cudaGetDeviceCount", 0, 1 * ms, 1));
+  a.memcpys.push_back(copy(MemcpyKind::h2d, MemoryKind::pageable, 1 << 20, 1 * s_, 2 * s_));
+  // Training from 6 s to 20 s, a step of launches every 100 ms, silent in between (the loop waits
+  // for data: these short silences stay in).
+  std::uint32_t id = 10;
+  for (std::int64_t t = 6 * s_; t < 20 * s_; t += 100 * ms) {
+    if (t >= 12 * s_ && t < 15 * s_) continue;  // a checkpoint written by the CPU: 3 s of nothing
+    a.runtime.push_back(api("cudaLaunchKernel", t, t + 10 * us, id++));
+    a.kernels.push_back(kernel(t + 20 * us, t + 50 * ms));
+  }
+  // Teardown after the last kernel.
+  a.runtime.push_back(api("cudaFree", 21 * s_, 21 * s_ + 1 * ms, 2));
+  const ActiveWindows w = kernel_active_windows(a);
+  ASSERT_EQ(w.windows.size(), 2u);
+  EXPECT_EQ(w.windows[0].begin_ns, 6 * s_ + 20 * us);
+  EXPECT_EQ(w.windows[0].end_ns, 11 * s_ + 900 * ms + 50 * ms);  // the last kernel before the pause
+  EXPECT_EQ(w.windows[1].begin_ns, 15 * s_);                      // the first launch after it
+  EXPECT_EQ(w.windows[1].end_ns, 19 * s_ + 900 * ms + 50 * ms);
+  ASSERT_EQ(w.idle.size(), 1u);
+  EXPECT_EQ(w.idle[0].begin_ns, w.windows[0].end_ns);
+  EXPECT_EQ(w.before_ns, 6 * s_ + 20 * us);
+  EXPECT_EQ(w.after_ns, 21 * s_ + 1 * ms - w.windows[1].end_ns);
+  // Over those windows the GPU is busy half the time, as the loop is; over the program's whole
+  // CUDA lifetime it would read a third of that.
+  const GpuTraceSummary s = summarize_gpu_trace(a, w.windows);
+  EXPECT_NEAR(s.gpu_busy_ratio, 0.5, 0.01);
+}
+
+TEST(KernelActiveWindowsTest, ASilenceShortOrSmallAgainstTheRunStaysIn) {
+  GpuActivity a;
+  std::uint32_t id = 1;
+  // 100 s of steps with one 2.5 s stall in the middle: long, but under a tenth of the run.
+  for (std::int64_t t = 0; t < 100 * s_; t += 100 * ms) {
+    if (t >= 50 * s_ && t < 52500 * ms) continue;
+    a.runtime.push_back(api("cudaLaunchKernel", t, t + 10 * us, id++));
+    a.kernels.push_back(kernel(t + 20 * us, t + 50 * ms));
+  }
+  const ActiveWindows w = kernel_active_windows(a);
+  EXPECT_EQ(w.windows.size(), 1u);
+  EXPECT_TRUE(w.idle.empty());
+  EXPECT_TRUE(kernel_active_windows(GpuActivity{}).windows.empty());
+}
+
+}  // namespace
+}  // namespace feedscope
