@@ -73,13 +73,19 @@ def main():
     p.add_argument("--batches", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--feedscope-args", default="", help="more options for feedscope run, e.g. '--reduced-decode off'")
+    p.add_argument("--json", help="also write the rows to this file")
     a = p.parse_args()
     torch.set_num_threads(1)
     print(f"{'workers':>7} {'torchvision/s':>14} {'feedscope/s':>12} {'ratio':>7}")
+    rows = []
     for w in (int(x) for x in a.workers.split(",")):
         tv = torchvision_rate(a.root, w, a.batch_size, a.batches, a.warmup)
         fs = feedscope_rate(a.feedscope, "images:" + a.root, w, a.batch_size, a.batches, a.warmup, a.feedscope_args.split())
         print(f"{w:>7} {tv:>14.1f} {fs:>12.1f} {fs / tv:>6.2f}x", flush=True)
+        rows.append({"workers": w, "torchvision_samples_per_s": tv, "feedscope_samples_per_s": fs})
+        if a.json:  # after every row: a run stopped at a deadline keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump({"batch_size": a.batch_size, "batches": a.batches, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

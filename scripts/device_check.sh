@@ -373,35 +373,47 @@ EOF
 
 # --- measure ----------------------------------------------------------------------------------------
 steps_tsv="$work/reports/steps.tsv"
-# watch_maps FILE COMMAND...: runs COMMAND, appending to FILE the CUDA libraries its
-# /proc/PID/maps shows while it runs (which libcupti it traced with, and whether there were two).
+# descendants PID: the pids of PID's children, grandchildren and so on (a watched program).
+descendants() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+# watch_maps FILE COMMAND...: runs COMMAND, appending to FILE "PID NAME LIBRARY" for every CUDA
+# library the /proc/PID/maps of it and of each process under it shows while it runs: which
+# libcupti each traced with, and whether one process had two.
 watch_maps() {
-  local file="$1" pid
+  local file="$1" pid p
   shift
   "$@" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    grep -oE '/[^[:space:]]*/lib(cupti|cudart|cuda|nvidia-ml|torch_cuda)\.so[^[:space:]]*' \
-      "/proc/$pid/maps" 2>/dev/null | sort -u >>"$file"
+    for p in "$pid" $(descendants "$pid"); do
+      grep -oE '/[^[:space:]]*/lib(cupti|cudart|cuda|nvidia-ml|torch_cuda)\.so[^[:space:]]*' \
+        "/proc/$p/maps" 2>/dev/null | sort -u | sed "s|^|$p $(cat "/proc/$p/comm" 2>/dev/null) |" >>"$file"
+    done
     sleep 0.2
   done
   wait "$pid"
 }
-export -f watch_maps
+export -f watch_maps descendants
 
 # The libraries watch_maps saw; more than one libcupti in one process fails the phase, and so does
-# none in a GPU run (its gpu_trace would be unavailable).
+# none in the process that traced (`tracer`: its name in /proc/PID/comm, e.g. feedscope for `run`,
+# python3 for the program `watch` ran).
 report_maps() {
-  local file="$1" cuptis
+  local file="$1" tracer="$2" counts
   [ -f "$file" ] || { echo "device_check: no $file"; return 0; }
   sort -u -o "$file" "$file"
-  echo "device_check: CUDA libraries the GPU run mapped (/proc/PID/maps):"
+  echo "device_check: CUDA libraries mapped, by process (/proc/PID/maps): PID NAME LIBRARY"
   sed 's/^/  /' "$file"
-  cuptis="$(grep -c '/libcupti\.so' "$file")"
-  if [ "$cuptis" -gt 1 ]; then
-    fail "the GPU run mapped $cuptis libcupti files: two CUPTIs in one process"
-  elif [ "$cuptis" -eq 0 ] && [ $gpu_present -eq 1 ]; then
-    fail "the GPU run mapped no libcupti: it traced nothing"
+  counts="$(awk '$3 ~ /\/libcupti\.so/ {n[$1 " " $2]++} END {for (p in n) print p, n[p]}' "$file")"
+  if echo "$counts" | awk '$3 > 1 {bad = 1} END {exit !bad}'; then
+    fail "two CUPTIs in one process: $(echo "$counts" | awk '$3 > 1' | tr '\n' ';')"
+  elif [ $gpu_present -eq 1 ] && ! echo "$counts" | awk -v t="$tracer" '$2 == t && $3 == 1 {ok = 1} END {exit !ok}'; then
+    fail "the $tracer process of this run mapped no libcupti: it traced nothing"
   fi
 }
 
@@ -455,22 +467,34 @@ do_measure() {
   #    then the loader's copy overlapped with a step.
   step h2d 60 "$build/bench/h2d_bench" --json "$rep/h2d.json"
   # 2. The classic cases. A 3->100->3 MLP at batch 100: launch overhead on the GPU, against the CPU.
-  local mlp=(--dataset synthetic:3 --classes 3 --model mlp --hidden 100 --layers 1 --batch-size 100
-             --num-workers 1 --steps 1000 --warmup 50)
+  local mlp_model=(--dataset synthetic:3 --classes 3 --model mlp --hidden 100 --layers 1
+                   --num-workers 1 --steps 3000 --warmup 50)
+  local mlp=("${mlp_model[@]}" --batch-size 100)
   rm -f "$rep/mlp-gpu.maps"
   step mlp-gpu 25 bash -c 'watch_maps "$@"' _ "$rep/mlp-gpu.maps" \
     "$fs" run "${mlp[@]}" --device cuda --report-dir "$rep/mlp-gpu"
-  report_maps "$rep/mlp-gpu.maps"
+  report_maps "$rep/mlp-gpu.maps" feedscope
   step mlp-cpu 25 "$fs" run "${mlp[@]}" --device cpu --report-dir "$rep/mlp-cpu"
+  # The change mlp-gpu's launch_overhead advice names, run: what its predicted speed-up is for.
+  step mlp-gpu-batch 25 "$fs" run "${mlp_model[@]}" --batch-size "$(advised "$rep/mlp-gpu" batch_size 1600)" \
+    --device cuda --report-dir "$rep/mlp-gpu-batch"
   # A 1000x1000 matmul loop with an .item() in every iteration, against one at the end.
   step sync-step 25 "$build/bench/item_sync_bench" --sync step --report-dir "$rep/sync-step"
   step sync-end 25 "$build/bench/item_sync_bench" --sync end --report-dir "$rep/sync-end"
   # The same two cases as unmodified PyTorch programs under `feedscope watch`: CUDA traced by the
   # injection library (CUDA_INJECTION64_PATH) in python3's own torch, no code change.
+  # Each loop runs for seconds (steady state); the bare run of the first measures what tracing
+  # costs the program, the CPU run and the sync at the end what the advice would give.
   local gpu_programs="$root/bench/gpu_programs.py"
   local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
-  step watch-mlp 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-mlp" -- python3 "$gpu_programs" mlp --steps 2000
-  step watch-matmul-item 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-matmul-item" -- python3 "$gpu_programs" matmul-item --steps 500
+  step bare-mlp 30 python3 "$gpu_programs" mlp --steps 5000
+  rm -f "$rep/watch-mlp.maps"
+  step watch-mlp 40 bash -c 'watch_maps "$@"' _ "$rep/watch-mlp.maps" \
+    "$fs" watch "${said[@]}" --report-dir "$rep/watch-mlp" -- python3 "$gpu_programs" mlp --steps 5000
+  report_maps "$rep/watch-mlp.maps" python3
+  step watch-mlp-cpu 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-mlp-cpu" -- python3 "$gpu_programs" mlp --steps 5000 --device cpu
+  step watch-matmul-item 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-matmul-item" -- python3 "$gpu_programs" matmul-item --steps 10000
+  step watch-matmul-end 40 "$fs" watch "${said[@]}" --report-dir "$rep/watch-matmul-end" -- python3 "$gpu_programs" matmul-end --steps 10000
   # Image training through 1 worker, then 8: decode-bound, then the GPU's convolutions.
   [ $gpu_present -eq 1 ] || count=64  # a dry run checks the commands, not the figures
   rm -rf "$images"
@@ -481,12 +505,30 @@ do_measure() {
        --trace-max-spans 100000 --device cuda)
   step images-1-worker 40 "$fs" run "${img[@]}" --num-workers 1 --steps 30 --report-dir "$rep/images-1-worker"
   step images-8-workers 40 "$fs" run "${img[@]}" --num-workers 8 --steps 60 --report-dir "$rep/images-8-workers"
+  step images-advised 40 "$fs" run "${img[@]}" --num-workers "$(advised "$rep/images-1-worker" num_workers 8)" \
+    --steps 60 --report-dir "$rep/images-advised"
   # The copy stream in a real run: large synthetic batches from pinned, then pageable, memory.
   local big=(--dataset synthetic:3x224x224 --synthetic-samples 4096 --model cnn --hidden 64
              --layers 2 --batch-size 128 --num-workers 8 --steps 100 --warmup 10 --device cuda)
   step copy-pinned 30 "$fs" run "${big[@]}" --pin-memory=on --report-dir "$rep/copy-pinned"
   step copy-pageable 30 "$fs" run "${big[@]}" --pin-memory=off --report-dir "$rep/copy-pageable"
+  # The loader against PyTorch's DataLoader + torchvision on the same files, 1 to 16 workers.
+  step torchvision 120 python3 "$root/bench/torchvision_vs_feedscope.py" "$images" --feedscope "$fs" \
+    --workers 1,2,4,8,16 --batches 30 --json "$rep/torchvision.json"
   return 0
+}
+
+# advised REPORT_DIR KEY DEFAULT: the value of KEY (batch_size, num_workers) the run's diagnosis
+# advised, DEFAULT where it advised none.
+advised() {
+  python3 - "$1/report.json" "$2" "$3" <<'EOF2' 2>/dev/null || echo "$3"
+import json, sys
+for r in json.load(open(sys.argv[1]))["diagnosis"]["recommendations"]:
+    if r["setting"].startswith(sys.argv[2] + "="):
+        print(r["setting"].split("=")[1]); break
+else:
+    print(sys.argv[3])
+EOF2
 }
 
 # --- summary ------------------------------------------------------------------------------------------
@@ -521,64 +563,116 @@ if os.path.exists(os.path.join(rep, "steps.tsv")):
         steps[name] = (rc, secs)
 h = load(rep, "h2d.json")
 if h:
-    lines += [f"## H2D on {h['device']}: feedscope's copy engine against a bare cudaMemcpyAsync (GB/s)", "",
-              "| size | bare pinned | feedscope pinned | ratio | bare pageable | feedscope pageable | ratio | pinned/pageable |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"## H2D on {h['device']}: feedscope's copy engine against a bare cudaMemcpyAsync (GB/s, the copy timed with events on both sides)", "",
+              "| size | bare pinned | feedscope pinned | ratio | bare pageable | feedscope pageable | ratio | pinned/pageable | host clock: bare / feedscope pinned |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in h["h2d"]:
+        hc = r.get("host_clock", {})
         lines.append(f"| {r['bytes'] >> 20} MiB | {r['bare_pinned_gbps']:.2f} | {r['engine_pinned_gbps']:.2f} | "
                      f"{r['engine_pinned_gbps'] / r['bare_pinned_gbps']:.3f} | {r['bare_pageable_gbps']:.2f} | "
                      f"{r['engine_pageable_gbps']:.2f} | {r['engine_pageable_gbps'] / r['bare_pageable_gbps']:.3f} | "
-                     f"{r['engine_pinned_gbps'] / r['engine_pageable_gbps']:.2f} |")
+                     f"{r['engine_pinned_gbps'] / r['engine_pageable_gbps']:.2f} | "
+                     f"{hc.get('bare_pinned_gbps', float('nan')):.2f} / {hc.get('engine_pinned_gbps', float('nan')):.2f} |")
     o = h["overlap"]
     lines += ["", f"Copy overlapped with the step ({o['batch_bytes'] >> 20} MiB batches, {o['workers']} workers), ms per step: "
               f"loader alone {o['loader_ms']:.2f}, copy alone (the engine's timing of the copy) {o['copy_ms']:.2f}, "
               f"loader + copy {o.get('loader_copy_ms', float('nan')):.2f}, step alone {o['step_ms']:.2f}, "
               f"step with the copy running ahead {o['with_prefetch_ms']:.2f} "
-              f"(hidden would be {max(o['step_ms'], o['copy_ms']):.2f}, in series {o['step_ms'] + o['copy_ms']:.2f}): "
-              f"{100 * o['hidden_fraction']:.0f} % of the copy hidden", ""]
-cases = [("mlp-gpu", "launch_overhead"), ("mlp-cpu", None), ("sync-step", None), ("sync-end", None),
-         ("watch-mlp", "launch_overhead"), ("watch-matmul-item", None),
-         ("images-1-worker", "cpu_preprocess"), ("images-8-workers", "gpu_compute"),
-         ("copy-pinned", None), ("copy-pageable", None)]
+              f"(in series {o['step_ms'] + o['copy_ms']:.2f}): {100 * o['hidden_fraction']:.0f} % of the copy hidden, "
+              f"{100 * o.get('over_compute_fraction', float('nan')):+.1f} % over the step alone (goal: at most +5 %)", ""]
+tv = load(rep, "torchvision.json")
+if tv:
+    lines += [f"## Image loading: feedscope against PyTorch's DataLoader + torchvision (batch {tv['batch_size']}, {tv['batches']} batches)", "",
+              "| workers | torchvision samples/s | feedscope samples/s | ratio |", "| --- | --- | --- | --- |"]
+    for r in tv["rows"]:
+        lines.append(f"| {r['workers']} | {r['torchvision_samples_per_s']:.0f} | {r['feedscope_samples_per_s']:.0f} | "
+                     f"{r['feedscope_samples_per_s'] / r['torchvision_samples_per_s']:.2f}x |")
+    if len(tv["rows"]) > 1:
+        a, b = tv["rows"][0], tv["rows"][-1]
+        lines.append(f"\nfeedscope from {a['workers']} to {b['workers']} workers: "
+                     f"{b['feedscope_samples_per_s'] / a['feedscope_samples_per_s']:.2f}x")
+    lines.append("")
+cases = [("mlp-gpu", "launch_overhead"), ("mlp-cpu", None), ("mlp-gpu-batch", None),
+         ("sync-step", "launch_overhead"), ("sync-end", "gpu_compute"),
+         ("watch-mlp", "launch_overhead"), ("watch-mlp-cpu", None), ("watch-matmul-item", None),
+         ("watch-matmul-end", None),
+         ("images-1-worker", "cpu_preprocess"), ("images-8-workers", "gpu_compute"), ("images-advised", None),
+         ("copy-pinned", None), ("copy-pageable", "host_to_device")]
 if not steps:
     cases = []
     lines += ["(measure did not run in this call)"]
 else:
     lines += ["## Classic cases (feedscope's diagnosis of each)", "",
-              "| run | device | bottleneck (expected) | samples/s | step ms | wait ms | data stall | GPU busy | kernels/step | syncs (per step) | H2D GB/s pinned / pageable |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-verdicts = []
+              "| run | device | bottleneck (expected) | samples/s | step ms | wait ms | h2d submit ms | data stall | GPU busy | kernels/step | syncs (per step) | H2D GB/s pinned / pageable |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+num = lambda v, f="{:.1f}": "-" if v is None else f.format(v)
+verdicts, reports = [], {}
 for name, expected in cases:
     if steps.get(name, ("",))[0] == "not selected":
         continue
     r = load(rep, name, "report.json")
     if not r:
         rc = steps.get(name, ("not run", ""))[0]
-        lines.append(f"| {name} | | no report (exit {rc}) | | | | | | | | |")
+        lines.append(f"| {name} | | no report (exit {rc}) | | | | | | | | | |")
         continue
+    reports[name] = r
     d, g, st = r["diagnosis"], r.get("gpu_trace", {}), r["stages"]
     got = d["bottleneck"]
-    mark = "" if not expected else (" (as expected)" if got == expected else f" (expected {expected})")
-    ms = lambda s: f"{st.get(s, {}).get('mean_ms', 0):.3f}"
+    mark = "" if not expected else (" (as expected)" if got == expected else f" (EXPECTED {expected})")
+    ms = lambda s: num(st.get(s, {}).get("mean_ms") if st.get(s, {}).get("count") else None, "{:.3f}")
+    sub = r.get("h2d_submit") or {}
     if "unavailable" in g:
         busy = kps = syncs = h2d = "-"
     else:
         busy, kps = f"{g['gpu_busy_ratio']:.2f}", f"{g['kernels_per_step']:.1f}"
         syncs = f"{g['syncs']['count']} ({g['syncs']['per_step']:.2f})"
-        fmt = lambda v: "-" if v is None else f"{v:.1f}"
-        h2d = f"{fmt(g['h2d']['pinned_gbps'])} / {fmt(g['h2d']['pageable_gbps'])}"
-    lines.append(f"| {name} | {r['environment']['device']} | {got}{mark} | {r['throughput']['samples_per_s']:.1f} | "
-                 f"{ms('step')} | {ms('wait')} | {d['data_stall_ratio']:.3f} | {busy} | {kps} | {syncs} | {h2d} |")
+        h2d = f"{num(g['h2d']['pinned_gbps'])} / {num(g['h2d']['pageable_gbps'])}"
+    lines.append(f"| {name} | {r['environment']['device']} | {got}{mark} | {num(r['throughput']['samples_per_s'])} | "
+                 f"{ms('step')} | {ms('wait')} | {num(sub.get('mean_ms'), '{:.3f}')} | {d['data_stall_ratio']:.3f} | "
+                 f"{busy} | {kps} | {syncs} | {h2d} |")
     verdicts.append(f"- {name}: {d['verdict']}")
     verdicts += [f"  - watch note: {n}" for n in (r.get("program") or {}).get("notes", [])]
-    verdicts += [f"  - {e}" for e in d["evidence"][:4]]
-    if "syncs" in g and g["syncs"].get("by_call"):
-        verdicts.append("  - syncs by call: " + ", ".join(f"{k} {v}" for k, v in g["syncs"]["by_call"].items()))
-    verdicts += [f"  - recommends: {x['action']} ({x['setting']}, predicted {x['predicted_speedup']:.2f}x)"
-                 for x in d["recommendations"][:2]]
+    verdicts += [f"  - {e}" for e in d["evidence"]]
+    if r.get("trials"):
+        verdicts.append(f"  - trials: {json.dumps(r['trials'])}")
+    verdicts += [f"  - recommends: {x['action']} ({x['setting']}, predicted "
+                 f"{num(x['predicted_speedup'], '{:.2f}x') if x['predicted_speedup'] else 'nothing: ' + x['basis']})"
+                 for x in d["recommendations"]]
+lines.append("")
+# Each prediction against the run of the change it names.
+def predicted(name, prefix):
+    for x in (reports.get(name) or {}).get("diagnosis", {}).get("recommendations", []):
+        if x["setting"].startswith(prefix):
+            return x["predicted_speedup"]
+    return None
+def rate(name):
+    r = reports.get(name)
+    return r["throughput"]["samples_per_s"] if r else None
+checks = [("mlp-gpu", "batch_size=", "mlp-gpu-batch"), ("mlp-gpu", "device=cpu", "mlp-cpu"),
+          ("sync-step", "no per-step sync", "sync-end"), ("copy-pageable", "pin_memory=", "copy-pinned"),
+          ("watch-matmul-item", "", "watch-matmul-end"), ("watch-mlp", "device=cpu", "watch-mlp-cpu"),
+          ("images-1-worker", "num_workers=", "images-advised")]
+rows = []
+for before, prefix, after in checks:
+    p, a, b = predicted(before, prefix) if prefix else None, rate(before), rate(after)
+    if a is None or b is None:
+        continue
+    measured = b / a
+    verdict = "no prediction" if p is None else ("within 25 %" if abs(p / measured - 1) <= 0.25 else "OFF by more than 25 %")
+    rows.append(f"| {before} -> {after} | {prefix or '-'} | {num(p, '{:.2f}x')} | {measured:.2f}x | {verdict} |")
+if rows:
+    lines += ["## Predictions against the change, run", "", "| from -> to | advice | predicted | measured | |",
+              "| --- | --- | --- | --- | --- |"] + rows + [""]
+if "bare-mlp" in steps and os.path.exists(os.path.join(rep, "bare-mlp.log")):
+    import re
+    m = re.search(r"throughput: ([0-9.]+)", open(os.path.join(rep, "bare-mlp.log")).read())
+    w = rate("watch-mlp")
+    if m and w:
+        lines += [f"Tracing's cost to the program: the MLP loop ran at {float(m.group(1)):.0f} samples/s alone and "
+                  f"{w:.0f} under `feedscope watch` ({w / float(m.group(1)):.2f}x).", ""]
 if steps:
     lines += ["", "Verdicts:", ""] + verdicts + ["", "Steps (exit code, seconds):", ""]
-    lines += [f"- {n}: exit {rc}, {s} s" for n, (rc, s) in steps.items()]
+    lines += [f"- {n}: exit {rc}, {s} s" for n, (rc, s) in steps.items() if rc != "not selected"]
 open(path, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
