@@ -167,6 +167,7 @@ std::string report_to_json(const Report& r) {
   if (const auto& t = r.trials)
     j["trials"] = {{"bigger_batch", t->bigger_batch > 0 ? nlohmann::ordered_json(t->bigger_batch) : nullptr},
                    {"bigger_batch_step_s", optional_number(t->bigger_batch_step_s)},
+                   {"run_batch_step_s", optional_number(t->run_batch_step_s)},
                    {"cpu_step_s", optional_number(t->cpu_step_s)},
                    {"cpu_threads", t->cpu_step_s ? nlohmann::ordered_json(t->cpu_threads) : nullptr},
                    {"pinned_h2d_gbps", optional_number(t->pinned_h2d_gbps)},

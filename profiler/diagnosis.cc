@@ -190,6 +190,14 @@ int bigger_batch_factor(const GpuTraceSummary& g) {
 
 namespace {
 
+// What a batch costs the loop beyond its step span: the wait, the copy submission, the loop's own
+// bookkeeping. A change to the step leaves it as it was measured.
+double outside_step_s(const DiagnosisInput& in) {
+  if (in.batches <= 0) return 0;
+  const double per_batch = in.wall_s / static_cast<double>(in.batches);
+  return std::max(0.0, per_batch - mean_s(in, Stage::step));
+}
+
 // Launch-bound step: the launches cost the same per step whatever the batch, while the GPU's
 // work grows with it, so a bigger batch fills the idle GPU. How much is what `run` measured by
 // trying it (WhatIfTrials); a wrapped loop's model is not feedscope's to try: no number.
@@ -204,17 +212,24 @@ Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g,
                  static_cast<long long>(in.batch_size), static_cast<long long>(batch),
                  g.kernels_per_step, 100 * g.gpu_busy_ratio);
   const WhatIfTrials* t = in.trials ? &*in.trials : nullptr;
-  if (!t || t->bigger_batch != batch || !t->bigger_batch_step_s) {
+  if (!t || t->bigger_batch != batch || !t->bigger_batch_step_s || !t->run_batch_step_s) {
     r.basis = fmt("no prediction: a batch of %lld was not tried%s", static_cast<long long>(batch),
                   t && t->bigger_batch == batch ? " (the trial failed: see trials.not_run)" : "");
     return r;
   }
-  const double model_rate = static_cast<double>(batch) / *t->bigger_batch_step_s;
+  const double scale = *t->bigger_batch_step_s / *t->run_batch_step_s;
+  const double step = mean_s(in, Stage::step) * scale;
+  const double per_batch = step + outside_step_s(in);
+  const double model_rate = static_cast<double>(batch) / per_batch;
   const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
-  r.basis = fmt("measured: the same model stepped at batch %lld on this GPU in %.2f ms a step "
-                "(%.0f samples/s, inputs already on the device); capped by the loader's %.0f "
-                "samples/s",
-                static_cast<long long>(batch), *t->bigger_batch_step_s * 1e3, model_rate, loader_rate);
+  r.basis = fmt("measured: the same model stepped at batch %lld on this GPU in %.3f ms, at %lld in "
+                "%.3f ms (inputs already there): the run's %.3f ms step x %.2f, plus the %.3f ms a "
+                "batch the loop spends outside its step = %.3f ms a batch; capped by the loader's "
+                "%.0f samples/s",
+                static_cast<long long>(batch), *t->bigger_batch_step_s * 1e3,
+                static_cast<long long>(in.batch_size), *t->run_batch_step_s * 1e3,
+                mean_s(in, Stage::step) * 1e3, scale, outside_step_s(in) * 1e3, per_batch * 1e3,
+                loader_rate);
   return with_prediction(std::move(r), rate, measured);
 }
 
@@ -230,13 +245,16 @@ Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, doubl
     r.basis = "no prediction: the model's step on the CPU was not measured";
     return r;
   }
-  const double rate = predicted_batches_per_s(Costs{c.worker, *t->cpu_step_s}, in.num_workers,
-                                              in.cpus, false) *
+  // The loop's cost outside the step stays; loading shares the cores with the step.
+  const double per_batch = *t->cpu_step_s + outside_step_s(in);
+  const double rate = predicted_batches_per_s(Costs{c.worker, per_batch}, in.num_workers, in.cpus,
+                                              false) *
                       static_cast<double>(in.batch_size);
   r.basis = fmt("measured: the same model stepped at batch %lld on the CPU (%d threads) in %.3f "
-                "ms a step; loading and the step share the %d cores",
+                "ms a step, plus the %.3f ms a batch the loop spends outside its step; loading and "
+                "the step share the %d cores",
                 static_cast<long long>(in.batch_size), t->cpu_threads, *t->cpu_step_s * 1e3,
-                in.cpus);
+                outside_step_s(in) * 1e3, in.cpus);
   return with_prediction(std::move(r), rate, measured);
 }
 
@@ -295,11 +313,14 @@ Recommendation pin_for_the_copy_engine(const DiagnosisInput& in, const GpuTraceS
   const double bytes = static_cast<double>(g->h2d_pageable_bytes) / batches;
   const double copy_s = bytes / (*pinned_gbps * 1e9);
   const double loader_s = in.num_workers > 0 ? c.worker / in.num_workers : c.worker;
-  const double per_batch = std::max({c.step, loader_s, copy_s, 1e-9});
-  r.basis = fmt("what-if: a batch costs max(step %.2f ms, loading %.2f ms over %d worker(s), "
-                "%.1f MB at the measured pinned %.1f GB/s = %.2f ms) = %.2f ms",
-                c.step * 1e3, loader_s * 1e3, std::max(1, in.num_workers), bytes / 1e6, *pinned_gbps,
-                copy_s * 1e3, per_batch * 1e3);
+  // The loop's own cost outside its step and the submission stays (the wait, its bookkeeping).
+  const double rest = std::max(0.0, outside_step_s(in) - submit_per_batch);
+  const double per_batch = std::max({mean_s(in, Stage::step) + rest, loader_s, copy_s, 1e-9});
+  r.basis = fmt("what-if: a batch costs max(step %.2f ms + %.2f ms outside it, loading %.2f ms "
+                "over %d worker(s), %.1f MB at the measured pinned %.1f GB/s = %.2f ms) = %.2f ms",
+                mean_s(in, Stage::step) * 1e3, rest * 1e3, loader_s * 1e3,
+                std::max(1, in.num_workers), bytes / 1e6, *pinned_gbps, copy_s * 1e3,
+                per_batch * 1e3);
   return with_prediction(std::move(r), static_cast<double>(in.batch_size) / per_batch, measured);
 }
 

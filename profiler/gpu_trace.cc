@@ -213,8 +213,13 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   }
   s.gpu_busy_s = static_cast<double>(busy_ns) / 1e9;
   {
+    // Kernels and memsets only: copies run on the copy engines beside the step's kernels (and a
+    // pageable copy is the host's time, which h2d_submit counts).
+    std::vector<Interval> compute;
+    for (const KernelRecord& k : a.kernels) compute.push_back({k.start_ns, k.end_ns});
+    for (const MemsetRecord& m : a.memsets) compute.push_back({m.start_ns, m.end_ns});
     std::int64_t all_ns = 0;
-    for_each_piece(merged, {windows.front().begin_ns, windows.back().end_ns},
+    for_each_piece(merge(std::move(compute)), {windows.front().begin_ns, windows.back().end_ns},
                    [&](const Interval& piece) { all_ns += piece.end - piece.begin; });
     s.device_s_per_step = static_cast<double>(all_ns) / 1e9 / steps;
   }
@@ -234,11 +239,17 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   // count the call (its duration is what the host waited) and skip the record.
   std::unordered_set<std::uint32_t> counted;
   std::unordered_map<std::uint32_t, std::string_view> call_of;  // correlation id -> runtime call
+  std::unordered_map<std::uint32_t, const RuntimeApiRecord*> async_copy_of;
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> sync_calls_by_thread;  // starts
   std::int64_t sync_ns = 0, launch_ns = 0;
   for (const RuntimeApiRecord& r : a.runtime) {
     if (!in_step(r.start_ns)) continue;
     if (r.correlation_id != 0) call_of.emplace(r.correlation_id, base_name(r.name));
+    if (r.correlation_id != 0 && base_name(r.name).starts_with("cudaMemcpy") &&
+        !is_synchronous_runtime_call(r.name))
+      async_copy_of.emplace(r.correlation_id, &r);
     if (is_synchronous_runtime_call(r.name)) {
+      sync_calls_by_thread[r.thread_id].push_back(r.start_ns);
       ++s.syncs;
       ++s.syncs_by_call[std::string(base_name(r.name))];
       sync_ns += r.end_ns - r.start_ns;
@@ -259,6 +270,24 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
     ++s.syncs;
     ++s.syncs_by_call[call != call_of.end() ? std::string(call->second) : sync_kind_name(r.type)];
     sync_ns += r.end_ns - r.start_ns;
+  }
+  // An "async" copy into pageable memory returns only once the bytes are there, so after all the
+  // work queued before it: torch's .item() and .cpu() block the host here, before any sync call.
+  for (const MemcpyRecord& m : a.memcpys) {
+    if (m.kind != MemcpyKind::d2h || m.dst != MemoryKind::pageable) continue;
+    const auto call = async_copy_of.find(m.correlation_id);
+    if (call == async_copy_of.end() || counted.contains(m.correlation_id)) continue;
+    counted.insert(m.correlation_id);
+    const RuntimeApiRecord& r = *call->second;
+    sync_ns += r.end_ns - r.start_ns;
+    // .item() is the copy and then a stream sync: one sync of the loop's, its wait in the copy.
+    const std::vector<std::int64_t>& syncs = sync_calls_by_thread[r.thread_id];
+    const bool sync_follows = std::any_of(syncs.begin(), syncs.end(), [&r](std::int64_t t) {
+      return t >= r.end_ns && t - r.end_ns <= 1'000'000;
+    });
+    if (sync_follows) continue;
+    ++s.syncs;
+    ++s.syncs_by_call[std::string(base_name(r.name)) + " to pageable memory"];
   }
   s.syncs_per_step = static_cast<double>(s.syncs) / steps;
   s.sync_wait_s = static_cast<double>(sync_ns) / 1e9;

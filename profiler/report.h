@@ -102,8 +102,8 @@ struct GpuTraceSummary {
   double p95_kernel_us = 0;
   double gpu_busy_s = 0;      // union of kernel, memcpy and memset time inside steps
   double gpu_busy_ratio = 0;  // gpu_busy_s / step_wall_s
-  // The GPU's busy time from the first step's start to the last step's end, between the steps
-  // too, per step: what a step costs the device. A loop that waits for data between steps lets
+  // The GPU's kernel (and memset) time from the first step's start to the last step's end,
+  // between the steps too, per step: what a step costs the device. A loop that waits for data between steps lets
   // the device finish a step's kernels in the wait, outside every step window.
   double device_s_per_step = 0;
   // Idle time between consecutive stretches of GPU activity within a step.
@@ -215,6 +215,7 @@ struct CopySubmission {
 struct WhatIfTrials {
   std::int64_t bigger_batch = 0;               // the batch size tried on the run's GPU
   std::optional<double> bigger_batch_step_s;   // seconds per step there
+  std::optional<double> run_batch_step_s;      // the run's own batch tried the same way: the scale
   std::optional<double> cpu_step_s;            // the run's batch on the CPU, seconds per step
   int cpu_threads = 0;                         // the threads that CPU step had
   std::optional<double> pinned_h2d_gbps;       // one batch copied from pinned memory, event-timed

@@ -140,11 +140,13 @@ void workers_saturated(const WatchDiagnosisInput& in, double idle_cores, Diagnos
 }
 
 // Which GPU-side limit the trace shows, or none where neither the GPU nor the host is busy.
-const char* gpu_limit(const GpuTraceSummary& g, bool trainer_pinned) {
+// `host_busy`: the training thread is on its core all the time, launching or spinning in a sync;
+// either way the host's loop around the GPU sets the pace.
+const char* gpu_limit(const GpuTraceSummary& g, bool host_busy) {
   if (g.h2d_share >= kH2dStepShare && g.h2d_pageable_bytes > g.h2d_pinned_bytes) return "host_to_device";
   if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
-  // An idle GPU is launch-bound only while the host is busy launching.
-  if (trainer_pinned) return "launch_overhead";
+  // An idle GPU is launch-bound only while the host is busy launching (or waiting on it).
+  if (host_busy) return "launch_overhead";
   return nullptr;
 }
 
@@ -178,11 +180,21 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
                       "kernels, while the training thread is busy %.0f%% launching them.",
                       100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * launching);
     }
-    if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s)
-      d.recommendations.push_back(advice(
-          "", "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): "
-              "read the loss every N steps, so the CPU queues work ahead of the GPU.",
-          "no prediction without step spans"));
+    if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s) {
+      // Without the waits the host queues ahead, and an iteration costs the longer of the host's
+      // own work and the GPU's: each is a share of the same traced time.
+      Recommendation r = advice(
+          "no per-step sync",
+          "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): read the "
+          "loss every N steps, so the CPU queues work ahead of the GPU.",
+          fmt("what-if: without the %.0f%% of the time blocked in syncs, the loop runs at the pace "
+              "of the longer of the training thread's own work (%.0f%% of the time) and the GPU's "
+              "(busy %.0f%%): 1 / max(%.2f, %.2f)",
+              100 * waiting, 100 * launching, 100 * g.gpu_busy_ratio, launching, g.gpu_busy_ratio));
+      if (launching > 0.05 || g.gpu_busy_ratio > 0.05)
+        r.predicted_speedup = 1.0 / std::max(launching, g.gpu_busy_ratio);
+      d.recommendations.push_back(std::move(r));
+    }
     d.recommendations.push_back(advice(
         "", "Raise the batch size, or capture the step in a CUDA graph "
             "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
@@ -225,7 +237,7 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
         "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
         "shards, or data on faster storage / in the page cache.",
         "no prediction: how the storage scales with concurrent reads is not measured"));
-  } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, trainer_pinned || sync_share(*in.gpu_trace) >= kSyncWaitDominant) : nullptr) {
+  } else if (const char* gpu = traced && !workers_busy ? gpu_limit(*in.gpu_trace, t.main_thread_busy >= kThreadPinned) : nullptr) {
     gpu_diagnosis(gpu, *in.gpu_trace, working, d);
   } else if (!traced && t.trainer_gpu_sm_util && !workers_busy &&
              (*t.trainer_gpu_sm_util >= kGpuBusyCompute || trainer_pinned)) {

@@ -17,7 +17,7 @@ inline constexpr double kThreadPinned = 0.75;   // the thread is the limit where
 inline constexpr double kWorkersSaturated = 0.75;
 inline constexpr double kIoWaitHigh = 0.3;      // share of readings in D (I/O) wait
 // The host blocked in CUDA syncs this much of the traced time: the syncs set the pace.
-inline constexpr double kSyncWaitDominant = 0.3;
+inline constexpr double kSyncWaitDominant = 0.2;
 
 struct WatchDiagnosisInput {
   ProcessTreeSummary tree;

@@ -650,7 +650,7 @@ def rate(name):
     return r["throughput"]["samples_per_s"] if r else None
 checks = [("mlp-gpu", "batch_size=", "mlp-gpu-batch"), ("mlp-gpu", "device=cpu", "mlp-cpu"),
           ("sync-step", "no per-step sync", "sync-end"), ("copy-pageable", "pin_memory=", "copy-pinned"),
-          ("watch-matmul-item", "", "watch-matmul-end"), ("watch-mlp", "device=cpu", "watch-mlp-cpu"),
+          ("watch-matmul-item", "no per-step sync", "watch-matmul-end"), ("watch-mlp", "device=cpu", "watch-mlp-cpu"),
           ("images-1-worker", "num_workers=", "images-advised")]
 rows = []
 for before, prefix, after in checks:

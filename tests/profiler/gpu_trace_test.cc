@@ -194,10 +194,27 @@ TEST(ActivityTraceTest, SyncsAreNamedByTheCallThatMadeThemOrByTheirKind) {
   r.end_ns = 5 * ms + 1 * us;
   r.correlation_id = 8;
   a.syncs.push_back(r);
+  // .item() in C++: cudaMemcpyAsync into a pageable scalar blocks until the step's kernels are
+  // done (2 ms here), and CUPTI makes no sync record of it.
+  a.runtime.push_back(api("cudaMemcpyAsync", 6 * ms, 8 * ms, 9));
+  MemcpyRecord d2h = copy(MemcpyKind::d2h, MemoryKind::device, 4, 8 * ms - 2 * us, 8 * ms);
+  d2h.dst = MemoryKind::pageable;
+  d2h.correlation_id = 9;
+  a.memcpys.push_back(d2h);
   const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
-  EXPECT_EQ(s.syncs, 3);
+  EXPECT_EQ(s.syncs, 4);
   EXPECT_EQ(s.syncs_by_call, (std::map<std::string, std::int64_t>{{"cudaMemcpyAsync", 1},
+                                                                 {"cudaMemcpyAsync to pageable memory", 1},
                                                                  {"event synchronize", 2}}));
+  EXPECT_NEAR(s.sync_wait_s, 0.001 + 0.002 + 0.002, 1e-12);
+  // Followed by the stream sync .item() makes next, the copy is the same sync: its wait counts,
+  // the sync once.
+  a.runtime.push_back(api("cudaStreamSynchronize", 8 * ms + 5 * us, 8 * ms + 9 * us, 10));
+  const GpuTraceSummary item = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(item.syncs, 4);
+  EXPECT_EQ(item.syncs_by_call.count("cudaMemcpyAsync to pageable memory"), 0u);
+  EXPECT_EQ(item.syncs_by_call.at("cudaStreamSynchronize"), 1);
+  EXPECT_NEAR(item.sync_wait_s, 0.005 + 4e-6, 1e-12);
 }
 
 TEST(ActivityTraceTest, RuntimeCallNames) {

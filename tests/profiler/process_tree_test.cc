@@ -295,6 +295,32 @@ TEST(WatchDiagnosisTest, AThreadSpinningInSyncsIsNamedForTheSyncsNotForLaunching
   EXPECT_TRUE(spin_line);
 }
 
+TEST(WatchDiagnosisTest, AnItemEveryIterationWithTheGpuHalfBusyIsSyncBoundWithAPrediction) {
+  // gpu_programs.py matmul-item on an H100: main thread 97 % busy, 27 % of the traced time in
+  // cudaStreamSynchronize, the GPU busy 50 %. It read "No clear limit"; without the .item() (the
+  // same loop reading the sum once, at the end) it ran 1.42x faster.
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.09);
+  GpuTraceSummary g;
+  g.steps = 1;
+  g.step_wall_s = 1.166;
+  g.kernels = 20'001;
+  g.mean_kernel_us = 27.9;
+  g.gpu_busy_ratio = 0.497;
+  g.syncs = 10'000;
+  g.sync_wait_s = 0.309;
+  g.syncs_by_call = {{"cudaStreamSynchronize", 10'000}};
+  in.gpu_trace = g;
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_EQ(d.bottleneck, "launch_overhead") << d.verdict;
+  EXPECT_NE(d.verdict.find("Sync-bound"), std::string::npos) << d.verdict;
+  const Recommendation* sync = nullptr;
+  for (const Recommendation& r : d.recommendations)
+    if (r.setting == "no per-step sync") sync = &r;
+  ASSERT_NE(sync, nullptr);
+  // 1 / max(0.97 - 0.265, 0.497)
+  EXPECT_NEAR(sync->predicted_speedup.value_or(-1), 1.0 / (0.97 - 0.309 / 1.166), 1e-6);
+}
+
 TEST(WatchDiagnosisTest, ASaturatedWorkerIsNotHiddenByATrainingThreadSpinningInSyncs) {
   // One loader worker at 99 %, the GPU at 30 %, the main thread 90 % busy of which 70 % is spent
   // spinning in the sync that waits for its next batch's step: input-bound, not CPU compute.
