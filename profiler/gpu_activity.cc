@@ -29,6 +29,10 @@ void GpuActivity::append(GpuActivity&& more) {
   more.not_kept = 0;
   kept_until_ns = std::min(kept_until_ns, more.kept_until_ns);
   more.kept_until_ns = std::numeric_limits<std::int64_t>::max();
+  bad_timestamps += more.bad_timestamps;
+  more.bad_timestamps = 0;
+  incomplete_buffers += more.incomplete_buffers;
+  more.incomplete_buffers = 0;
 }
 
 const char* to_string(MemcpyKind kind) {

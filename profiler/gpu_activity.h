@@ -71,6 +71,12 @@ struct GpuActivity {
   // started before kept_until_ns is kept.
   std::uint64_t not_kept = 0;
   std::int64_t kept_until_ns = std::numeric_limits<std::int64_t>::max();
+  // Records the source left out because their times mean nothing: a start or end of 0 (CUPTI's
+  // "could not be collected") or an end before the start.
+  std::uint64_t bad_timestamps = 0;
+  // Source buffers whose records ended early at an incomplete one (CUPTI_ERROR_INVALID_KIND after
+  // a forced flush): that record and any behind it in the buffer are lost, so at least this many.
+  std::uint64_t incomplete_buffers = 0;
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&

@@ -55,6 +55,7 @@ struct Shared {
   std::atomic<std::int64_t> offset_ns{0};  // now_ns() - cuptiGetTimestamp()
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
+  std::atomic<std::uint64_t> incomplete_buffers{0};
 };
 
 Shared& shared() {
@@ -126,16 +127,27 @@ SyncType sync_type(CUpti_ActivitySynchronizationType type) {
   }
 }
 
+// False, and counted, for times that mean nothing: CUPTI writes 0 for a time it could not collect
+// (a kernel's when device memory runs short; an API call's, a copy's or a sync's in some cases),
+// and a 0 converted to now_ns() lands some 1.7e18 ns before the run.
+bool timed(std::uint64_t start, std::uint64_t end, GpuActivity& out) {
+  if (start != 0 && end != 0 && end >= start) return true;
+  ++out.bad_timestamps;
+  return false;
+}
+
 // Record layouts are those the CUDA 13 headers name for each enabled kind.
 void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out) {
   const std::int64_t off = s.offset_ns.load(std::memory_order_relaxed);
   const auto next_record = cupti().api.cuptiActivityGetNextRecord;
   CUpti_Activity* record = nullptr;
-  while (next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+  CUptiResult status = CUPTI_SUCCESS;
+  while ((status = next_record(buffer, valid, &record)) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        if (!timed(k->start, k->end, out)) break;
         out.kernels.push_back({kernel_name(s, k->name), to_now_ns(k->start, off),
                                to_now_ns(k->end, off), k->deviceId, k->streamId,
                                k->correlationId});
@@ -143,6 +155,7 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        if (!timed(m->start, m->end, out)) break;
         out.memcpys.push_back({memcpy_kind(m->copyKind), memory_kind(m->srcKind), m->bytes,
                                to_now_ns(m->start, off), to_now_ns(m->end, off), m->deviceId,
                                m->streamId, m->correlationId, memory_kind(m->dstKind)});
@@ -150,18 +163,21 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        if (!timed(m->start, m->end, out)) break;
         out.memsets.push_back({m->bytes, to_now_ns(m->start, off), to_now_ns(m->end, off),
                                m->deviceId, m->streamId, m->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+        if (!timed(y->start, y->end, out)) break;
         out.syncs.push_back({sync_type(y->type), to_now_ns(y->start, off),
                              to_now_ns(y->end, off), y->streamId, y->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        if (!timed(a->start, a->end, out)) break;
         out.runtime.push_back({api_name(s, a->cbid), to_now_ns(a->start, off),
                                to_now_ns(a->end, off), a->threadId, a->correlationId});
         break;
@@ -172,6 +188,12 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
       default:
         break;
     }
+  }
+  // MAX_LIMIT_REACHED is the buffer's end. Anything else (INVALID_KIND: an incomplete record, which
+  // a forced flush hands over) ends the walk with the rest of the buffer unread.
+  if (status != CUPTI_ERROR_MAX_LIMIT_REACHED) {
+    ++out.incomplete_buffers;
+    s.incomplete_buffers.fetch_add(1);
   }
 }
 
@@ -229,6 +251,8 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     std::size_t dropped = 0;
     if (cupti().api.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
       s.store.dropped += dropped;
+    s.store.bad_timestamps += parsed.bad_timestamps;
+    s.store.incomplete_buffers += parsed.incomplete_buffers;
     keep_under_cap(s, parsed.kernels, s.store.kernels);
     keep_under_cap(s, parsed.memcpys, s.store.memcpys);
     keep_under_cap(s, parsed.memsets, s.store.memsets);
@@ -320,7 +344,7 @@ GpuActivity take_cupti_records() {
 
 CuptiCallbackCounts cupti_callback_counts() {
   const Shared& s = shared();
-  return {s.buffers_completed.load(), s.device_records.load()};
+  return {s.buffers_completed.load(), s.device_records.load(), s.incomplete_buffers.load()};
 }
 
 std::string probe_cupti_callbacks() {

@@ -36,9 +36,11 @@ GpuActivity take_cupti_records();
 
 // How often CUPTI handed our callbacks a buffer, and how many device records (the answer to
 // probe_cupti_callbacks) came in them: a client that registers its own callbacks later stops both.
+// A buffer that ended at an incomplete record may have held a device record behind it.
 struct CuptiCallbackCounts {
   std::uint64_t buffers_completed = 0;
   std::uint64_t device_records = 0;
+  std::uint64_t incomplete_buffers = 0;
 };
 CuptiCallbackCounts cupti_callback_counts();
 

@@ -59,6 +59,7 @@ struct Recording {
   bool probe_pending = false;
   std::int64_t probe_ns = 0;
   std::uint64_t device_records_at_probe = 0;
+  std::uint64_t incomplete_buffers_at_probe = 0;
   bool taken_over = false;
 };
 
@@ -94,7 +95,8 @@ void write_status(Recording& r, const std::string& status) {
 
 void write_records(Recording& r) {
   GpuActivity activity = detail::take_cupti_records();
-  if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0)
+  if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0 ||
+      activity.bad_timestamps != 0 || activity.incomplete_buffers != 0)
     write_frame(r, encode_gpu_activity(activity));
 }
 
@@ -161,17 +163,22 @@ void check_probe(Recording& r, std::int64_t now, bool final_flush) {
     return;
   }
   if (!r.probe_pending || (!final_flush && now - r.probe_ns < kProbeTimeoutNs)) return;
+  r.probe_pending = false;  // probe again, at most every kProbeTimeoutNs while it lasts
+  // A buffer whose records ended at an incomplete one may have held the answer behind it: that
+  // says our callbacks still get buffers, and nothing about the probe.
+  if (detail::cupti_callback_counts().incomplete_buffers > r.incomplete_buffers_at_probe) return;
   if (!r.taken_over) {
     r.taken_over = true;
     write_status(r, "interrupted: another CUPTI client (torch.profiler?) took the activity API: "
                     "no record has reached feedscope since " +
                         std::to_string(r.probe_ns) + " ns (CLOCK_MONOTONIC)");
   }
-  r.probe_pending = false;  // probe again, at most every kProbeTimeoutNs while it lasts
 }
 
 void probe(Recording& r, std::int64_t now) {
-  r.device_records_at_probe = detail::cupti_callback_counts().device_records;
+  const detail::CuptiCallbackCounts counts = detail::cupti_callback_counts();
+  r.device_records_at_probe = counts.device_records;
+  r.incomplete_buffers_at_probe = counts.incomplete_buffers;
   if (detail::probe_cupti_callbacks().empty()) {
     r.probe_pending = true;
     r.probe_ns = now;

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/gpu_activity_wire.h"
@@ -54,6 +56,24 @@ std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) out.push_back(entry.path());
   return out;
 }
+
+// Environment for the next run_injection (the stand-in CUPTI's cases, fake_cupti_recorder.cc),
+// taken back when it goes out of scope.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars)
+      : vars_(vars) {
+    for (const auto& [name, value] : vars_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : vars_) ::unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
 
 TEST(FeedscopeInjectTest, ExportsOnlyInitializeInjectionAndNeedsNoFeedscopeDependency) {
   FILE* nm = ::popen("nm -D --defined-only " FEEDSCOPE_INJECT_LIBRARY " 2>&1", "r");
@@ -128,6 +148,8 @@ TEST(FeedscopeInjectTest, ThroughAFakeCuptiItRecordsAndWritesTheRestAtExit) {
   EXPECT_TRUE(gpu.errors.empty());
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
   EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_EQ(gpu.activity.bad_timestamps, 0u);
+  EXPECT_EQ(gpu.activity.incomplete_buffers, 0u);
   ASSERT_EQ(gpu.activity.kernels.size(), 1u);
   EXPECT_EQ(gpu.activity.kernels[0].name, "foo(int)");
   EXPECT_EQ(gpu.activity.kernels[0].end_ns - gpu.activity.kernels[0].start_ns, 500'000);
@@ -182,6 +204,36 @@ TEST(FeedscopeInjectTest, AForkedChildLeavesItsParentsFileAlone) {
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
   EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the forked child flushed into its parent's file";
+}
+
+// CUPTI writes 0 for times it could not collect; converted they would land decades before the run.
+TEST(FeedscopeInjectTest, RecordsWithoutUsableTimesAreLeftOutAndCounted) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_BAD_TIMESTAMPS", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+  EXPECT_EQ(gpu.activity.memcpys.size(), 1u);
+  EXPECT_EQ(gpu.activity.runtime.size(), 1u);
+  EXPECT_EQ(gpu.activity.bad_timestamps, 3u);
+  for (const KernelRecord& k : gpu.activity.kernels) EXPECT_GT(k.start_ns, 0);
+}
+
+// A forced flush hands over buffers with an incomplete record, where CUPTI's walk stops
+// (CUPTI_ERROR_INVALID_KIND): the rest of the buffer, here the probe's device record, is lost. That
+// is counted, and is no sign of another client taking the activity API.
+TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTakeover) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_INCOMPLETE", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:700");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_GE(gpu.activity.incomplete_buffers, 1u);
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
 }
 
 }  // namespace
