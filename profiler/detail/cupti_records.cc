@@ -52,7 +52,9 @@ struct Shared {
   std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
   std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
   std::atomic<int> buffers_out{0};
-  std::atomic<std::int64_t> offset_ns{0};  // now_ns() - cuptiGetTimestamp()
+  // now_ns() - cuptiGetTimestamp(); 0 where CUPTI takes its times from now_ns() itself.
+  std::atomic<std::int64_t> offset_ns{0};
+  std::string clock;  // guarded by mutex; how the records' times reach now_ns()
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
   std::atomic<std::uint64_t> incomplete_buffers{0};
@@ -270,6 +272,42 @@ std::string failure(CUptiResult result, const std::string& what) {
   return "CUPTI: " + what + ": " + cupti_result_text(result);
 }
 
+// CUPTI calls it for every time it records once registered, on its own threads for device records
+// and inside the program's CUDA calls for API records: it costs what now_ns() costs.
+std::uint64_t CUPTIAPI monotonic_timestamp() { return static_cast<std::uint64_t>(now_ns()); }
+
+// Sets the clock the records are converted from; empty, or the failed call.
+std::string set_up_clock(const CuptiApi& api, Shared& s) {
+  // now_ns() itself in every record where CUPTI takes a timestamp callback: an offset taken once
+  // would shift every later record against the host's spans after a step of CUPTI's own clock
+  // (CLOCK_REALTIME). CUPTI reads the callback only for kinds enabled after it is registered.
+  const CUptiResult r = api.cuptiActivityRegisterTimestampCallback
+                            ? api.cuptiActivityRegisterTimestampCallback(monotonic_timestamp)
+                            : CUPTI_ERROR_NOT_SUPPORTED;
+  if (r == CUPTI_SUCCESS) {
+    s.offset_ns.store(0);
+    std::lock_guard lock(s.mutex);
+    s.clock = "CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)";
+    return "";
+  }
+  const std::string why = api.cuptiActivityRegisterTimestampCallback
+                              ? cupti_result_text(r)
+                              : std::string("not in this CUPTI");
+  // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
+  std::uint64_t cupti_ns = 0;
+  const std::int64_t before = now_ns();
+  if (std::string failed = failure(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp");
+      !failed.empty())
+    return failed;
+  const std::int64_t after = now_ns();
+  s.offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
+  std::lock_guard lock(s.mutex);
+  s.clock = "CLOCK_REALTIME moved to CLOCK_MONOTONIC by one offset taken at the start, so a step "
+            "of the system clock shifts later GPU records (cuptiActivityRegisterTimestampCallback: " +
+            why + ")";
+  return "";
+}
+
 }  // namespace
 
 std::string cupti_result_text(CUptiResult result) {
@@ -299,14 +337,7 @@ std::string start_cupti_recording() {
                                 "cuptiActivityRegisterCallbacks");
       !why.empty())
     return why;
-  // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
-  std::uint64_t cupti_ns = 0;
-  const std::int64_t before = now_ns();
-  if (std::string why = failure(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp");
-      !why.empty())
-    return why;
-  const std::int64_t after = now_ns();
-  shared().offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
+  if (std::string why = set_up_clock(api, shared()); !why.empty()) return why;
   for (std::size_t i = 0; i < kKinds.size(); ++i) {
     const CUptiResult r = api.cuptiActivityEnable(kKinds[i]);
     if (r != CUPTI_SUCCESS) {
@@ -345,6 +376,12 @@ GpuActivity take_cupti_records() {
 CuptiCallbackCounts cupti_callback_counts() {
   const Shared& s = shared();
   return {s.buffers_completed.load(), s.device_records.load(), s.incomplete_buffers.load()};
+}
+
+std::string cupti_clock() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  return s.clock;
 }
 
 std::string probe_cupti_callbacks() {

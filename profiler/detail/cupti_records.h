@@ -19,10 +19,15 @@ namespace feedscope::detail {
 // CUPTI's name for `result`, with what it means for tracing where that needs saying.
 std::string cupti_result_text(CUptiResult result);
 
-// Registers the buffer callbacks, samples now_ns() against CUPTI's clock and enables the traced
-// kinds (kernels, memcpy, memset, synchronization, runtime API). Empty on success; otherwise
-// "CUPTI: <call>: <result>", with the kinds it enabled disabled again.
+// Registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples the
+// offset between the clocks) and enables the traced kinds (kernels, memcpy, memset,
+// synchronization, runtime API). Empty on success; otherwise "CUPTI: <call>: <result>", with the
+// kinds it enabled disabled again.
 std::string start_cupti_recording();
+
+// How the records' times reach now_ns() since the last start: "CLOCK_MONOTONIC
+// (cuptiActivityRegisterTimestampCallback)", or the offset and why. Empty before a start.
+std::string cupti_clock();
 
 // Disables the traced kinds and force-flushes, so take_cupti_records() then sees every record.
 // Empty, or the first call that failed, as start's.

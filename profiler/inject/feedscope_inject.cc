@@ -2,9 +2,10 @@
 // names it in CUDA_INJECTION64_PATH; the CUDA driver loads it and calls InitializeInjection once
 // per process, inside cuInit. It records the same activity as the in-process source
 // (detail/cupti_records.h) and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
-// in the format of profiler/gpu_activity_wire.h, first a status frame: "recording", or
-// "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording" again should the
-// records come back). Nothing here may crash or block the program: failures become statuses.
+// in the format of profiler/gpu_activity_wire.h, first a status frame: "recording: <which CUPTI,
+// which clock>", or "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording"
+// again should the records come back). Nothing here may crash or block the program: failures
+// become statuses.
 //
 // It runs inside cuInit, so it calls neither the CUDA runtime nor any driver call that would
 // initialize CUDA again (cuDriverGetVersion needs no initialization).
@@ -143,11 +144,19 @@ std::string driver_refusal(std::uint32_t cupti_version) {
 std::string start_cupti() {
   const detail::CuptiLibrary& cupti = detail::cupti();
   if (!cupti.loaded) return "CUPTI: " + cupti.reason;
-  std::uint32_t version = 0;
-  if (cupti.api.cuptiGetVersion(&version) != CUPTI_SUCCESS)
-    return "CUPTI: cuptiGetVersion failed (" + cupti.name + ")";
-  if (std::string why = driver_refusal(version); !why.empty()) return why;
+  if (std::string why = driver_refusal(cupti.version); !why.empty()) return why;
   return detail::start_cupti_recording();
+}
+
+// The first status of a start that records: which libcupti the program traced with, and on what
+// clock, since a CUDA torch brings a CUPTI of its own that need not be the toolkit's.
+std::string recording_status() {
+  const detail::CuptiLibrary& cupti = detail::cupti();
+  const int major = static_cast<int>(cupti.version / 10000);
+  const int minor = static_cast<int>(cupti.version / 100 % 100);
+  return "recording: CUPTI of " + cuda_text(major, minor) + " (API version " +
+         std::to_string(cupti.version) + ") from " + cupti.path +
+         "; timestamps: " + detail::cupti_clock();
 }
 
 // Flush thread only. Says "interrupted" once when the records stop reaching our callbacks, and
@@ -249,7 +258,7 @@ int initialize() {
     write_status(*r, "unavailable: " + why);
     return 1;
   }
-  write_status(*r, "recording");
+  write_status(*r, recording_status());
   r->flusher = std::thread(flush_loop, std::ref(*r));
   std::atexit(finish);
   return 1;

@@ -9,14 +9,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cupti.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "loader/span_recorder.h"
 #include "profiler/gpu_activity_wire.h"
 #include "tests/support/temp_dir.h"
 
@@ -74,6 +79,35 @@ class ScopedEnv {
  private:
   std::vector<std::pair<std::string, std::string>> vars_;
 };
+
+std::vector<std::string> lines_of(const std::filesystem::path& file) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// What the stand-in CUPTI says first when it records with its timestamp callback.
+std::string recording_through_the_fake() {
+  const int version = CUPTI_API_VERSION;
+  return "recording: CUPTI of CUDA " + std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + " (API version " + std::to_string(version) +
+         ") from " + FAKE_CUPTI_RECORDER +
+         "; timestamps: CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)";
+}
+
+// Every record of `a` lies within [begin_ns, end_ns] of now_ns().
+void expect_within(const GpuActivity& a, std::int64_t begin_ns, std::int64_t end_ns) {
+  const auto check = [&](const auto& records, const char* kind) {
+    for (const auto& r : records) {
+      EXPECT_GE(r.start_ns, begin_ns) << kind;
+      EXPECT_LE(r.end_ns, end_ns) << kind;
+    }
+  };
+  check(a.kernels, "kernel");
+  check(a.memcpys, "memcpy");
+  check(a.runtime, "runtime");
+}
 
 TEST(FeedscopeInjectTest, ExportsOnlyInitializeInjectionAndNeedsNoFeedscopeDependency) {
   FILE* nm = ::popen("nm -D --defined-only " FEEDSCOPE_INJECT_LIBRARY " 2>&1", "r");
@@ -147,7 +181,9 @@ TEST(FeedscopeInjectTest, ThroughAFakeCuptiItRecordsAndWritesTheRestAtExit) {
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   EXPECT_TRUE(gpu.errors.empty());
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  // The CUPTI it traced with, by path and version, for the watcher's notes.
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
   EXPECT_EQ(gpu.activity.bad_timestamps, 0u);
   EXPECT_EQ(gpu.activity.incomplete_buffers, 0u);
   ASSERT_EQ(gpu.activity.kernels.size(), 1u);
@@ -174,7 +210,7 @@ TEST(FeedscopeInjectTest, RecordsThatStopReachingItReadAsAnotherClientTakingCupt
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
   const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
   ASSERT_EQ(statuses.size(), 2u);
-  EXPECT_EQ(statuses[0], "recording");
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
   EXPECT_TRUE(statuses[1].starts_with("interrupted: another CUPTI client (torch.profiler?) took "
                                       "the activity API"))
       << statuses[1];
@@ -202,7 +238,8 @@ TEST(FeedscopeInjectTest, AForkedChildLeavesItsParentsFileAlone) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   ASSERT_EQ(files_in(dir.path()).size(), 1u);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
   EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the forked child flushed into its parent's file";
 }
 
@@ -231,9 +268,61 @@ TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTak
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
   EXPECT_GE(gpu.activity.incomplete_buffers, 1u);
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+// CUPTI's own clock is CLOCK_REALTIME; a step of it after the start (NTP, an admin) would shift
+// every later record against the host's spans were they moved by an offset taken at the start.
+// With the timestamp callback, registered before any kind is enabled, records carry now_ns().
+TEST(FeedscopeInjectTest, TimesComeFromTheTimestampCallbackRegisteredBeforeAnyKind) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_CLOCK_STEP", "1"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const std::int64_t begin = now_ns();
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  const std::int64_t end = now_ns();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  const auto at = [&](const std::string& prefix) {
+    return std::find_if(calls.begin(), calls.end(),
+                        [&](const std::string& c) { return c.starts_with(prefix); }) -
+           calls.begin();
+  };
+  ASSERT_LT(at("cuptiActivityRegisterTimestampCallback"), static_cast<long>(calls.size()));
+  EXPECT_LT(at("cuptiActivityRegisterTimestampCallback"), at("cuptiActivityEnable"));
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.activity.kernels.size(), 1u);
+  expect_within(gpu.activity, begin, end);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+}
+
+// A CUPTI that refuses the callback: the offset taken at the start still places the records,
+// and the status says so.
+TEST(FeedscopeInjectTest, WithoutTheTimestampCallbackAnOffsetPlacesTheRecords) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_NO_TIMESTAMP_CALLBACK", "1"}});
+  const std::int64_t begin = now_ns();
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  const std::int64_t end = now_ns();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.activity.kernels.size(), 1u);
+  expect_within(gpu.activity, begin, end);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_NE(statuses[0].find("; timestamps: CLOCK_REALTIME moved to CLOCK_MONOTONIC by one offset "
+                             "taken at the start"),
+            std::string::npos)
+      << statuses[0];
+  EXPECT_NE(statuses[0].find("(cuptiActivityRegisterTimestampCallback: CUPTI_ERROR_FAKE)"),
+            std::string::npos)
+      << statuses[0];
 }
 
 }  // namespace
