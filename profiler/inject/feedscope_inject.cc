@@ -40,8 +40,10 @@ using namespace std::chrono_literals;
 
 constexpr auto kFlushEvery = 200ms;
 // A probe asks CUPTI for one device record; it comes back with the next flush while our callbacks
-// hold the activity API. 30 s of silence after one means another client took them: not sooner,
-// since a buffer with a kernel still running (a long one) is held back by the default flush.
+// hold the activity API. 30 s of silence after one, and a forced flush that does not bring it
+// either, mean another client took them: not sooner, since a buffer with a kernel still running (a
+// long one) is held back by the default flush. FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS shortens the
+// wait for tests.
 constexpr int kTicksBetweenProbes = 10;
 constexpr std::int64_t kProbeTimeoutNs = 30'000'000'000;
 
@@ -57,6 +59,7 @@ struct Recording {
   bool stopping = false;  // guarded by wake_mutex
   std::atomic<bool> flush_failed{false};
   // The takeover probe, the flush thread's own but read by the exit handler after the join.
+  std::int64_t probe_timeout_ns = kProbeTimeoutNs;  // set before the flush thread starts
   bool probe_pending = false;
   std::int64_t probe_ns = 0;
   std::uint64_t device_records_at_probe = 0;
@@ -159,20 +162,40 @@ std::string recording_status() {
          "; timestamps: " + detail::cupti_clock();
 }
 
-// Flush thread only. Says "interrupted" once when the records stop reaching our callbacks, and
-// "recording" again when they come back.
+// FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS where it names 1 ms to 1 h, else the 30 s.
+std::int64_t probe_timeout_ns() {
+  const char* text = std::getenv("FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS");
+  if (text == nullptr || *text == '\0') return kProbeTimeoutNs;
+  char* end = nullptr;
+  const long long ms = std::strtoll(text, &end, 10);
+  if (*end != '\0' || ms < 1 || ms > 3'600'000) return kProbeTimeoutNs;
+  return ms * 1'000'000;
+}
+
+// Flush thread only (the exit handler after the join). Says "interrupted" once when the records
+// stop reaching our callbacks, and "recording" again when they come back.
 void check_probe(Recording& r, std::int64_t now, bool final_flush) {
-  const std::uint64_t seen = detail::cupti_callback_counts().device_records;
-  if (r.probe_pending && seen > r.device_records_at_probe) {
-    r.probe_pending = false;
+  if (!r.probe_pending) return;
+  const auto answered = [&r] {
+    return detail::cupti_callback_counts().device_records > r.device_records_at_probe;
+  };
+  // At exit stop_cupti_recording has forced the flush already.
+  if (!answered() && !final_flush) {
+    if (now - r.probe_ns < r.probe_timeout_ns) return;
+    // A default flush holds back every buffer with an incomplete record (a kernel still running),
+    // so a program that launches little can keep the answer there past the timeout; a forced
+    // flush hands it over. Not while another client holds the callbacks: the buffers it would
+    // cut short are that client's.
+    if (!r.taken_over && detail::flush_cupti_records(true).empty()) write_records(r);
+  }
+  r.probe_pending = false;  // answered, or probe again, at most every timeout while it lasts
+  if (answered()) {
     if (r.taken_over) {
       r.taken_over = false;
       write_status(r, "recording");
     }
     return;
   }
-  if (!r.probe_pending || (!final_flush && now - r.probe_ns < kProbeTimeoutNs)) return;
-  r.probe_pending = false;  // probe again, at most every kProbeTimeoutNs while it lasts
   // A buffer whose records ended at an incomplete one may have held the answer behind it: that
   // says our callbacks still get buffers, and nothing about the probe.
   if (detail::cupti_callback_counts().incomplete_buffers > r.incomplete_buffers_at_probe) return;
@@ -259,6 +282,7 @@ int initialize() {
     return 1;
   }
   write_status(*r, recording_status());
+  r->probe_timeout_ns = probe_timeout_ns();
   r->flusher = std::thread(flush_loop, std::ref(*r));
   std::atexit(finish);
   return 1;

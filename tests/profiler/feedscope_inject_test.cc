@@ -274,6 +274,21 @@ TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTak
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
 }
 
+// A quiet program's buffer stays with CUPTI through default flushes while a record in it is
+// incomplete; the probe's answer is in it. A forced flush before the verdict brings it.
+TEST(FeedscopeInjectTest, AProbeAnswerHeldBackByTheDefaultFlushIsNoTakeover) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_HOLD", "1"}, {"FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS", "300"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:1200");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
 // CUPTI's own clock is CLOCK_REALTIME; a step of it after the start (NTP, an admin) would shift
 // every later record against the host's spans were they moved by an offset taken at the start.
 // With the timestamp callback, registered before any kind is enabled, records carry now_ns().
