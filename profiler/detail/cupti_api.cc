@@ -43,6 +43,8 @@ std::string bind_all(void* lib, CuptiApi& a) {
   need(a.cuptiActivityGetNextRecord, "cuptiActivityGetNextRecord");
   need(a.cuptiActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
   bind(lib, a.cuptiActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+  bind(lib, a.cuptiSubscribe, "cuptiSubscribe");
+  bind(lib, a.cuptiUnsubscribe, "cuptiUnsubscribe");
   return missing;
 }
 

@@ -24,9 +24,12 @@ struct CuptiApi {
   decltype(&::cuptiActivityFlushAll) cuptiActivityFlushAll = nullptr;
   decltype(&::cuptiActivityGetNextRecord) cuptiActivityGetNextRecord = nullptr;
   decltype(&::cuptiActivityGetNumDroppedRecords) cuptiActivityGetNumDroppedRecords = nullptr;
-  // Optional: null where the library lacks it, and feedscope does without (the clock offset).
+  // Optional: null where the library lacks them, and feedscope does without (the clock offset; no
+  // check for another subscriber).
   decltype(&::cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback =
       nullptr;
+  decltype(&::cuptiSubscribe) cuptiSubscribe = nullptr;
+  decltype(&::cuptiUnsubscribe) cuptiUnsubscribe = nullptr;
 };
 
 // A loaded CUPTI, or why there is none.

@@ -52,12 +52,17 @@ struct Shared {
   std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
   std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
   std::atomic<int> buffers_out{0};
+  // The buffers we handed CUPTI, the only ones to parse and free: a client that registered its
+  // callbacks before ours (torch.profiler's kineto) may have buffers in flight, which CUPTI then
+  // completes to us. A slot is free (null) for every buffer not out.
+  std::array<std::atomic<std::uint8_t*>, kMaxBuffers> ours{};
   // now_ns() - cuptiGetTimestamp(); 0 where CUPTI takes its times from now_ns() itself.
   std::atomic<std::int64_t> offset_ns{0};
   std::string clock;  // guarded by mutex; how the records' times reach now_ns()
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
   std::atomic<std::uint64_t> incomplete_buffers{0};
+  std::atomic<std::uint64_t> foreign_buffers{0};
 };
 
 Shared& shared() {
@@ -231,19 +236,39 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
     s.buffers_out.fetch_sub(1);
     return;
   }
-  void* p = std::aligned_alloc(kBufferAlign, kBufferBytes);
+  auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
   if (p == nullptr) {
     s.buffers_out.fetch_sub(1);
     return;
   }
-  *buffer = static_cast<std::uint8_t*>(p);
+  // A slot is free: at most kMaxBuffers are out, and a completed one leaves its slot first.
+  for (std::atomic<std::uint8_t*>& slot : s.ours) {
+    std::uint8_t* none = nullptr;
+    if (slot.compare_exchange_strong(none, p)) break;
+  }
+  *buffer = p;
   *size = kBufferBytes;
+}
+
+// True, and its slot freed, when `buffer` is one buffer_requested handed out.
+bool release_ours(Shared& s, std::uint8_t* buffer) {
+  for (std::atomic<std::uint8_t*>& slot : s.ours) {
+    std::uint8_t* expected = buffer;
+    if (slot.compare_exchange_strong(expected, nullptr)) return true;
+  }
+  return false;
 }
 
 void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
                                std::size_t /*size*/, std::size_t valid) {
   if (buffer == nullptr) return;
   Shared& s = shared();
+  if (!release_ours(s, buffer)) {
+    // Its owner's: freeing it would corrupt that client's heap, parsing it would race its
+    // teardown. It stays allocated, as kineto leaves a buffer it does not know.
+    s.foreign_buffers.fetch_add(1);
+    return;
+  }
   s.buffers_completed.fetch_add(1);
   // An exception must not unwind into CUPTI's C frames; losing a buffer beats losing the run.
   try {
@@ -275,6 +300,22 @@ std::string failure(CUptiResult result, const std::string& what) {
 // CUPTI calls it for every time it records once registered, on its own threads for device records
 // and inside the program's CUDA calls for API records: it costs what now_ns() costs.
 std::uint64_t CUPTIAPI monotonic_timestamp() { return static_cast<std::uint64_t>(now_ns()); }
+
+void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// Why not to start where another CUPTI client is subscribed (one subscriber per process): our
+// callbacks registered after its own would take its buffers, and its records with them. Where no
+// one is, the subscription is given back at once, so a client that comes later (torch.profiler
+// started mid-run) still gets it. Empty to go on, also where CUPTI lacks cuptiSubscribe or it fails
+// otherwise: the activity calls then say what is wrong.
+std::string other_subscriber(const CuptiApi& api) {
+  if (api.cuptiSubscribe == nullptr || api.cuptiUnsubscribe == nullptr) return "";
+  CUpti_SubscriberHandle handle = nullptr;
+  const CUptiResult r = api.cuptiSubscribe(&handle, ignore_callback, nullptr);
+  if (r == CUPTI_SUCCESS) api.cuptiUnsubscribe(handle);
+  if (r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return "";
+  return failure(r, "cuptiSubscribe") + ": feedscope leaves CUPTI to it and traces nothing";
+}
 
 // Sets the clock the records are converted from; empty, or the failed call.
 std::string set_up_clock(const CuptiApi& api, Shared& s) {
@@ -320,8 +361,8 @@ std::string cupti_result_text(CUptiResult result) {
       return text + " (CUPTI could not attach to the CUDA driver: no driver, or a CUPTI newer "
                     "than the driver)";
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return text + " (another CUPTI client holds CUPTI: Nsight Systems, Nsight Compute, "
-                    "cuda-gdb, or a profiler inside the program)";
+      return text + " (another CUPTI client holds CUPTI: torch.profiler (kineto), Nsight "
+                    "Systems, Nsight Compute, cuda-gdb, or another profiler inside the program)";
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
       return text + " (GPU tracing is not permitted for this user or VM)";
@@ -332,6 +373,7 @@ std::string cupti_result_text(CUptiResult result) {
 
 std::string start_cupti_recording() {
   const CuptiApi& api = cupti().api;
+  if (std::string why = other_subscriber(api); !why.empty()) return why;
   if (std::string why = failure(api.cuptiActivityRegisterCallbacks(buffer_requested,
                                                                     buffer_completed),
                                 "cuptiActivityRegisterCallbacks");
@@ -375,7 +417,8 @@ GpuActivity take_cupti_records() {
 
 CuptiCallbackCounts cupti_callback_counts() {
   const Shared& s = shared();
-  return {s.buffers_completed.load(), s.device_records.load(), s.incomplete_buffers.load()};
+  return {s.buffers_completed.load(), s.device_records.load(), s.incomplete_buffers.load(),
+          s.foreign_buffers.load()};
 }
 
 std::string cupti_clock() {

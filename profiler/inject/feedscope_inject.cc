@@ -65,6 +65,7 @@ struct Recording {
   std::uint64_t device_records_at_probe = 0;
   std::uint64_t incomplete_buffers_at_probe = 0;
   bool taken_over = false;
+  bool foreign_said = false;  // likewise
 };
 
 // The recording of the process that holds it; a fork()ed child sees its parent's and leaves it
@@ -217,6 +218,16 @@ void probe(Recording& r, std::int64_t now) {
   }
 }
 
+// Flush thread only (the exit handler after the join). Says once that CUPTI completed another
+// client's buffer to our callbacks: that client registered its own before ours and loses them.
+void check_foreign(Recording& r) {
+  if (r.foreign_said || detail::cupti_callback_counts().foreign_buffers == 0) return;
+  r.foreign_said = true;
+  write_status(r, "recording; CUPTI handed feedscope the buffers of another CUPTI client "
+                  "(torch.profiler?) that registered its callbacks first: feedscope leaves them "
+                  "alone, and that client misses the records in them");
+}
+
 void flush_once(Recording& r, std::uint64_t tick) {
   if (std::string why = detail::flush_cupti_records(false); !why.empty()) {
     // After a client's cuptiFinalize, say (kineto's teardown), every flush fails alike.
@@ -226,6 +237,7 @@ void flush_once(Recording& r, std::uint64_t tick) {
     return;
   }
   write_records(r);
+  check_foreign(r);
   const std::int64_t now = now_ns();
   check_probe(r, now, false);
   if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
@@ -257,6 +269,7 @@ void finish() {
   }
   detail::stop_cupti_recording();
   write_records(*r);
+  check_foreign(*r);
   check_probe(*r, now_ns(), true);
 }
 

@@ -87,6 +87,10 @@ std::vector<std::string> lines_of(const std::filesystem::path& file) {
   return out;
 }
 
+bool any_starts_with(const std::vector<std::string>& v, const std::string& prefix) {
+  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.starts_with(prefix); });
+}
+
 // What the stand-in CUPTI says first when it records with its timestamp callback.
 std::string recording_through_the_fake() {
   const int version = CUPTI_API_VERSION;
@@ -338,6 +342,75 @@ TEST(FeedscopeInjectTest, WithoutTheTimestampCallbackAnOffsetPlacesTheRecords) {
   EXPECT_NE(statuses[0].find("(cuptiActivityRegisterTimestampCallback: CUPTI_ERROR_FAKE)"),
             std::string::npos)
       << statuses[0];
+}
+
+// torch.profiler (kineto) first: it holds CUPTI's one subscription. Registering our callbacks would
+// take its buffers, so the injection leaves CUPTI alone and says why; the program goes on.
+TEST(FeedscopeInjectTest, WithTorchProfilerSubscribedFirstItLeavesCuptiToItAndSaysWhy) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_SUBSCRIBED", "1"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:300");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_TRUE(statuses[0].starts_with(
+      "unavailable: CUPTI: cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED "
+      "(another CUPTI client holds CUPTI: torch.profiler (kineto)"))
+      << statuses[0];
+  const std::vector<std::string> calls = lines_of(log);
+  EXPECT_FALSE(any_starts_with(calls, "cuptiActivityRegisterCallbacks"));
+  EXPECT_FALSE(any_starts_with(calls, "cuptiActivityEnable"));
+  EXPECT_TRUE(gpu.activity.empty());
+}
+
+// feedscope first: it must not keep the subscription, or torch.profiler's cuptiSubscribe fails
+// when a profile starts. Once kineto has registered its callbacks the records stop reaching
+// feedscope, which says so; the program goes on.
+TEST(FeedscopeInjectTest, TorchProfilerStartedLaterGetsCuptiAndTheLossIsSaid) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_KINETO_AT_FLUSH", "2"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:700");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  EXPECT_TRUE(any_starts_with(calls, "kineto subscribed")) << "torch.profiler could not subscribe";
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
+  EXPECT_TRUE(statuses[1].starts_with("interrupted: another CUPTI client (torch.profiler?) took "
+                                      "the activity API"))
+      << statuses[1];
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the records before the takeover are kept";
+}
+
+// A client that registered its callbacks before feedscope without subscribing may have a buffer
+// out, which CUPTI then completes to feedscope: it is that client's memory, never freed here.
+TEST(FeedscopeInjectTest, AnotherClientsBufferIsLeftToItAndSaid) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_FOREIGN_BUFFER", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:300");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
+  EXPECT_TRUE(statuses[1].starts_with("recording; CUPTI handed feedscope the buffers of another "
+                                      "CUPTI client"))
+      << statuses[1];
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
 }
 
 }  // namespace
