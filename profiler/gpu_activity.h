@@ -3,11 +3,37 @@
 // never see CUDA or CUPTI types and tests can fabricate records. Every timestamp is in the clock
 // of loader/span_recorder.h's now_ns() (steady_clock nanoseconds): a source converts on its side.
 #include <cstdint>
+#include <iosfwd>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace feedscope {
+
+// A kernel's or runtime call's name, stored once per process and shared by every record that
+// carries it: a launch-bound run repeats a few hundred names, 150-300 bytes each demangled,
+// millions of times, and a record then costs its fixed size alone. Making one from text looks the
+// text up under a lock; copying one copies a pointer. The stored names are never freed (a process
+// meets few distinct ones). Thread-safe.
+class InternedName {
+ public:
+  InternedName();  // ""
+  // Implicit, so that records are written with plain strings.
+  InternedName(std::string_view name);
+  InternedName(const char* name) : InternedName(std::string_view(name)) {}
+  InternedName(const std::string& name) : InternedName(std::string_view(name)) {}
+
+  const std::string& str() const { return *name_; }
+  operator const std::string&() const { return *name_; }
+  operator std::string_view() const { return *name_; }
+  friend bool operator==(const InternedName& a, std::string_view b) { return *a.name_ == b; }
+
+ private:
+  const std::string* name_;  // into the process's name store, never null
+};
+
+std::ostream& operator<<(std::ostream& out, const InternedName& name);
 
 enum class MemcpyKind : std::uint8_t { h2d, d2h, d2d, other };
 enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
@@ -15,7 +41,7 @@ enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
 enum class SyncType : std::uint8_t { event, stream, context, stream_wait_event, other };
 
 struct KernelRecord {
-  std::string name;
+  InternedName name;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t device = 0;
@@ -53,7 +79,7 @@ struct SyncRecord {
 };
 
 struct RuntimeApiRecord {
-  std::string name;  // "cudaLaunchKernel", without CUPTI's "_v7000" version suffix
+  InternedName name;  // "cudaLaunchKernel", without CUPTI's "_v7000" version suffix
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t thread_id = 0;

@@ -200,9 +200,9 @@ bool decode_records(std::string_view payload, GpuActivity& out) {
   a.kept_until_ns = r.i64();
   a.bad_timestamps = r.u64();
   a.incomplete_buffers = r.u64();
-  std::vector<std::string> names(r.count(4));
-  for (std::string& name : names) name = std::string(r.bytes(r.u32()));
-  const auto name_at = [&](std::uint32_t i) -> std::string {
+  std::vector<InternedName> names(r.count(4));
+  for (InternedName& name : names) name = r.bytes(r.u32());
+  const auto name_at = [&](std::uint32_t i) -> InternedName {
     if (i >= names.size()) {
       r.fail();
       return {};

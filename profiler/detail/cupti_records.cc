@@ -6,7 +6,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "loader/span_recorder.h"
@@ -23,8 +25,14 @@ constexpr std::size_t kBufferAlign = 8;
 constexpr int kMaxBuffers = 32;
 // What the parsed records may take until taken: a training loop launches thousands of kernels
 // a second for days. Past it, records are counted and dropped, so the summary covers the run up to
-// the first one left out. About 250,000 kernel records with their names.
-constexpr std::size_t kMaxStoreBytes = std::size_t{64} << 20;
+// the first one left out. Names are stored once per process (InternedName), so every record has a
+// small fixed size and the cap counts records: 64 MiB of them at the largest record's size, about
+// 1.4 million (some 10 s of a launch-bound run at 50,000 kernels a second, with their launches).
+constexpr std::size_t kMaxRecordBytes = 48;
+static_assert(sizeof(KernelRecord) <= kMaxRecordBytes && sizeof(MemcpyRecord) <= kMaxRecordBytes &&
+              sizeof(MemsetRecord) <= kMaxRecordBytes && sizeof(SyncRecord) <= kMaxRecordBytes &&
+              sizeof(RuntimeApiRecord) <= kMaxRecordBytes);
+constexpr std::size_t kMaxStoreRecords = (std::size_t{64} << 20) / kMaxRecordBytes;
 
 constexpr std::array<CUpti_ActivityKind, 5> kKinds = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -42,15 +50,22 @@ const char* kind_name(CUpti_ActivityKind kind) {
   }
 }
 
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 // CUPTI's callbacks carry no user pointer, so what they reach is process-wide. Leaked on purpose:
 // CUPTI may deliver a last buffer while static destructors run.
 struct Shared {
   // Below state is shared with CUPTI's buffer thread (and with a thread inside FlushAll).
   std::mutex mutex;
-  GpuActivity store;                                         // guarded by mutex
-  std::size_t store_bytes = 0;                               // guarded by mutex
-  std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
-  std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
+  GpuActivity store;                                          // guarded by mutex
+  std::size_t store_records = 0;                              // guarded by mutex
+  std::unordered_map<std::uint32_t, InternedName> api_names;  // guarded by mutex
+  // CUPTI's mangled kernel name to the demangled one, looked up without a copy per record;
+  // guarded by mutex.
+  std::unordered_map<std::string, InternedName, TextHash, std::equal_to<>> demangled;
   std::atomic<int> buffers_out{0};
   // The buffers we handed CUPTI, the only ones to parse and free: a client that registered its
   // callbacks before ours (torch.profiler's kineto) may have buffers in flight, which CUPTI then
@@ -75,7 +90,7 @@ std::int64_t to_now_ns(std::uint64_t cupti_ns, std::int64_t offset) {
 }
 
 // Caller holds shared().mutex.
-const std::string& api_name(Shared& s, std::uint32_t cbid) {
+InternedName api_name(Shared& s, std::uint32_t cbid) {
   auto it = s.api_names.find(cbid);
   if (it != s.api_names.end()) return it->second;
   const char* raw = nullptr;
@@ -95,15 +110,15 @@ const std::string& api_name(Shared& s, std::uint32_t cbid) {
 }
 
 // Caller holds shared().mutex. Kernel names come mangled; the trace is read by people.
-const std::string& kernel_name(Shared& s, const char* raw) {
-  const std::string key = raw ? raw : "unknown kernel";
-  auto it = s.demangled.find(key);
+InternedName kernel_name(Shared& s, const char* raw) {
+  const char* mangled = raw ? raw : "unknown kernel";
+  auto it = s.demangled.find(std::string_view(mangled));
   if (it != s.demangled.end()) return it->second;
   int status = 0;
-  char* d = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
-  std::string name = status == 0 && d ? std::string(d) : key;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  const InternedName name = status == 0 && d ? InternedName(d) : InternedName(mangled);
   std::free(d);
-  return s.demangled.emplace(key, std::move(name)).first->second;
+  return s.demangled.emplace(mangled, name).first->second;
 }
 
 MemcpyKind memcpy_kind(std::uint8_t kind) {
@@ -204,24 +219,16 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
   }
 }
 
-std::size_t record_bytes(const KernelRecord& r) { return sizeof r + r.name.capacity(); }
-std::size_t record_bytes(const RuntimeApiRecord& r) { return sizeof r + r.name.capacity(); }
-template <typename Record>
-std::size_t record_bytes(const Record& r) {
-  return sizeof r;
-}
-
 // Caller holds shared().mutex. Moves `from` into `to` while the store stays under its cap.
 template <typename Record>
 void keep_under_cap(Shared& s, std::vector<Record>& from, std::vector<Record>& to) {
   for (Record& r : from) {
-    const std::size_t bytes = record_bytes(r);
-    if (s.store_bytes + bytes > kMaxStoreBytes) {
+    if (s.store_records >= kMaxStoreRecords) {
       ++s.store.not_kept;
       s.store.kept_until_ns = std::min(s.store.kept_until_ns, r.start_ns);
       continue;
     }
-    s.store_bytes += bytes;
+    ++s.store_records;
     to.push_back(std::move(r));
   }
 }
@@ -411,7 +418,7 @@ GpuActivity take_cupti_records() {
   std::lock_guard lock(s.mutex);
   GpuActivity out = std::move(s.store);
   s.store = GpuActivity{};
-  s.store_bytes = 0;
+  s.store_records = 0;
   return out;
 }
 

@@ -21,6 +21,8 @@
 //                                 registers its own callbacks, which get every buffer from then on
 //   FAKE_CUPTI_FOREIGN_BUFFER     torch.profiler registered its callbacks first and had a buffer
 //                                 out: the first flush completes that buffer to the new callbacks
+//   FAKE_CUPTI_KERNELS=N          the first flush also delivers N kernels of a launch-bound step,
+//                                 with a torch kernel's long name, in as many buffers as they take
 #include <cupti.h>
 #include <time.h>
 
@@ -91,6 +93,30 @@ void CUPTIAPI kineto_buffer_requested(std::uint8_t** buffer, std::size_t* size,
 void CUPTIAPI kineto_buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
                                       std::size_t) {
   if (buffer != kineto_buffer) note("kineto: unknown buffer");
+}
+
+// `count` kernels, each buffer filled before it is completed, as CUPTI does under load.
+void deliver_kernels(long long count) {
+  const std::uint64_t base = record_clock() - 1'000'000'000;
+  for (long long done = 0; done < count;) {
+    std::uint8_t* buffer = nullptr;
+    std::size_t size = 0, max_records = 0;
+    requested(&buffer, &size, &max_records);
+    if (buffer == nullptr) return;
+    std::size_t n = 0;
+    for (; n < size / kStride && done < count; ++n, ++done) {
+      auto* k = slot<CUpti_ActivityKernel10>(buffer, n);
+      k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      // 163 characters demangled, as torch's elementwise kernels are.
+      k->name = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5"
+                "ArrayIPcLi1EEEEEviT0_T1_";
+      k->start = base + static_cast<std::uint64_t>(done) * 1'000;
+      k->end = k->start + 500;
+      k->streamId = 7;
+      k->correlationId = static_cast<std::uint32_t>(1000 + done);
+    }
+    completed(nullptr, 0, buffer, size, n * kStride);
+  }
 }
 
 }  // namespace
@@ -186,6 +212,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   if (on("FAKE_CUPTI_FOREIGN_BUFFER") && flushes == 1) completed(nullptr, 0, kineto_buffer, 0, 0);
   if (on("FAKE_CUPTI_HOLD") && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == 0) return CUPTI_SUCCESS;
   if (delivered_once && !device_pending) return CUPTI_SUCCESS;
+  if (const char* many = std::getenv("FAKE_CUPTI_KERNELS"); many != nullptr && !delivered_once)
+    deliver_kernels(std::atoll(many));
   std::uint8_t* buffer = nullptr;
   std::size_t size = 0, max_records = 0;
   requested(&buffer, &size, &max_records);

@@ -413,5 +413,22 @@ TEST(FeedscopeInjectTest, AnotherClientsBufferIsLeftToItAndSaid) {
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
 }
 
+// 400,000 kernels of a launch-bound step, each with torch's 163-character name: with a copy of
+// the name in every record the in-process cap (64 MiB) took about 300,000 of them; the names are
+// stored once, so the cap counts records and they all fit.
+TEST(FeedscopeInjectTest, ManyKernelsWithLongNamesAllFitUnderTheRecordCap) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_KERNELS", "400000"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.activity.not_kept, 0u);
+  ASSERT_EQ(gpu.activity.kernels.size(), 400'001u);
+  EXPECT_EQ(gpu.activity.kernels[0].name,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1>)");
+}
+
 }  // namespace
 }  // namespace feedscope
