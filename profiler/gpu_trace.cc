@@ -82,7 +82,8 @@ std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
                       static_cast<unsigned long long>(g.dropped)));
   if (g.records_bad_timestamps > 0)
     out.push_back(fmt("%llu GPU activity records were left out for timestamps of 0 or an end "
-                      "before the start (CUPTI could not time them): the GPU numbers are low bounds",
+                      "before the start (CUPTI could not time them): the GPU numbers are low "
+                      "bounds",
                       static_cast<unsigned long long>(g.records_bad_timestamps)));
   if (g.buffers_incomplete > 0)
     out.push_back(fmt("%llu CUPTI buffers ended at an incomplete record, losing the records behind "

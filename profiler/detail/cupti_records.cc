@@ -351,8 +351,8 @@ std::string set_up_clock(const CuptiApi& api, Shared& s) {
   s.offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
   std::lock_guard lock(s.mutex);
   s.clock = "CLOCK_REALTIME moved to CLOCK_MONOTONIC by one offset taken at the start, so a step "
-            "of the system clock shifts later GPU records (cuptiActivityRegisterTimestampCallback: " +
-            why + ")";
+            "of the system clock shifts later GPU records "
+            "(cuptiActivityRegisterTimestampCallback: " + why + ")";
   return "";
 }
 

@@ -19,9 +19,9 @@ namespace feedscope::detail {
 // CUPTI's name for `result`, with what it means for tracing where that needs saying.
 std::string cupti_result_text(CUptiResult result);
 
-// Checks that no other CUPTI client is subscribed (torch.profiler, Nsight: their records are theirs),
-// registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples the
-// offset between the clocks) and enables the traced kinds (kernels, memcpy, memset,
+// Checks that no other CUPTI client is subscribed (torch.profiler, Nsight: their records are
+// theirs), registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples
+// the offset between the clocks) and enables the traced kinds (kernels, memcpy, memset,
 // synchronization, runtime API). Empty on success; otherwise "CUPTI: <call>: <result>", with the
 // kinds it enabled disabled again.
 std::string start_cupti_recording();

@@ -416,7 +416,8 @@ TEST(DiagnosisTest, RecordsTheTracerLeftOutForTheirTimesAreEvidenceOnlyWhenThere
   });
   const DiagnosisInput in = scenario(0.0105, 10, 0.0, 0.0002, 0.00001, 0.001, 2, 8, true);
   Diagnosis d = diagnose(with_trace(in, run));
-  EXPECT_FALSE(any_contains(d.evidence, "left out for timestamps")) << ::testing::PrintToString(d.evidence);
+  EXPECT_FALSE(any_contains(d.evidence, "left out for timestamps"))
+      << ::testing::PrintToString(d.evidence);
   run.activity.bad_timestamps = 12;
   d = diagnose(with_trace(in, run));
   EXPECT_TRUE(any_contains(d.evidence, "12 GPU activity records were left out for timestamps of 0"))

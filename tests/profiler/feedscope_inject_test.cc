@@ -88,7 +88,8 @@ std::vector<std::string> lines_of(const std::filesystem::path& file) {
 }
 
 bool any_starts_with(const std::vector<std::string>& v, const std::string& prefix) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.starts_with(prefix); });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.starts_with(prefix); });
 }
 
 // What the stand-in CUPTI says first when it records with its timestamp callback.
