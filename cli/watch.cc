@@ -180,13 +180,15 @@ void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Repo
   std::string last_status;
   for (const auto& [pid, statuses] : gpu.statuses_by_pid)
     for (const std::string& status : statuses) {
+      // Each says something but a bare "recording" (records came back): the first names the
+      // libcupti the program traced with and its clock.
       if (status != "recording") program.notes.push_back("CUDA trace of pid " + std::to_string(pid) + ": " + status);
       last_status = status;
     }
   if (gpu.activity.empty()) {
     report.gpu_trace_unavailable =
         !no_injection.empty()     ? no_injection
-        : !last_status.empty() && last_status != "recording"
+        : !last_status.empty() && !last_status.starts_with("recording")
             ? "CUPTI injection: " + last_status
             : "the program made no CUDA call (no process of it initialized CUDA)";
     return;

@@ -60,6 +60,8 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
             {"share", g.h2d_share}}},
           {"d2h_bytes", g.d2h_bytes},
           {"dropped", g.dropped},
+          {"records_bad_timestamps", g.records_bad_timestamps},
+          {"buffers_incomplete", g.buffers_incomplete},
           {"records_not_kept", g.records_not_kept},
           {"covered_until_s", optional_number(g.covered_until_s)}};
 }

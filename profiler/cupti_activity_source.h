@@ -12,7 +12,8 @@ namespace feedscope {
 // without CUDA the source is always unavailable ("built without CUDA"); where CUPTI cannot be
 // loaded at run time, it says why ("CUPTI: libcupti.so.13 not found: ..."); where the runtime
 // finds no device, start() says so without calling into CUPTI ("CUPTI: no CUDA device to
-// trace: ...").
+// trace: ..."); where another CUPTI client holds CUPTI's one subscription (torch.profiler,
+// Nsight), start() leaves CUPTI to it and says so ("CUPTI: cuptiSubscribe: ...").
 std::unique_ptr<GpuActivitySource> make_cupti_source();
 
 }  // namespace feedscope

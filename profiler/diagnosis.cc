@@ -7,6 +7,7 @@
 #include <string>
 
 #include "profiler/detail/format.h"
+#include "profiler/gpu_trace.h"
 #include "profiler/stage_stats.h"
 
 namespace feedscope {
@@ -175,9 +176,7 @@ void add_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
                              "%.2f ms per step: the CPU cannot queue work ahead of the GPU",
                              g.syncs_per_step, static_cast<long long>(g.syncs),
                              g.sync_wait_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1)) * 1e3));
-  if (g.dropped > 0)
-    d.evidence.push_back(fmt("%llu GPU activity records were dropped: the GPU numbers are low "
-                             "bounds", static_cast<unsigned long long>(g.dropped)));
+  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
 }
 
 }  // namespace

@@ -1,11 +1,41 @@
 #include "profiler/gpu_activity.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
+#include <mutex>
+#include <ostream>
+#include <unordered_set>
 
 namespace feedscope {
 
 namespace {
+
+struct NameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// The process's names. Leaked on purpose: records may be read while static destructors run (CUPTI's
+// last buffer, an atexit flush).
+struct NameStore {
+  std::mutex mutex;
+  std::unordered_set<std::string, NameHash, std::equal_to<>> names;  // guarded by mutex
+};
+
+NameStore& name_store() {
+  static NameStore* store = new NameStore;
+  return *store;
+}
+
+const std::string* intern(std::string_view name) {
+  NameStore& store = name_store();
+  std::lock_guard lock(store.mutex);
+  auto it = store.names.find(name);
+  if (it == store.names.end()) it = store.names.emplace(name).first;
+  return &*it;  // an unordered_set's elements stay where they are as it grows
+}
+
 template <typename T>
 void move_append(std::vector<T>& to, std::vector<T>& from) {
   if (to.empty()) {
@@ -16,6 +46,15 @@ void move_append(std::vector<T>& to, std::vector<T>& from) {
   from.clear();
 }
 }  // namespace
+
+InternedName::InternedName() {
+  static const std::string* const empty = intern({});  // records are made empty by the million
+  name_ = empty;
+}
+
+InternedName::InternedName(std::string_view name) : name_(intern(name)) {}
+
+std::ostream& operator<<(std::ostream& out, const InternedName& name) { return out << name.str(); }
 
 void GpuActivity::append(GpuActivity&& more) {
   move_append(kernels, more.kernels);
@@ -29,6 +68,10 @@ void GpuActivity::append(GpuActivity&& more) {
   more.not_kept = 0;
   kept_until_ns = std::min(kept_until_ns, more.kept_until_ns);
   more.kept_until_ns = std::numeric_limits<std::int64_t>::max();
+  bad_timestamps += more.bad_timestamps;
+  more.bad_timestamps = 0;
+  incomplete_buffers += more.incomplete_buffers;
+  more.incomplete_buffers = 0;
 }
 
 const char* to_string(MemcpyKind kind) {

@@ -3,11 +3,37 @@
 // never see CUDA or CUPTI types and tests can fabricate records. Every timestamp is in the clock
 // of loader/span_recorder.h's now_ns() (steady_clock nanoseconds): a source converts on its side.
 #include <cstdint>
+#include <iosfwd>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace feedscope {
+
+// A kernel's or runtime call's name, stored once per process and shared by every record that
+// carries it: a launch-bound run repeats a few hundred names, 150-300 bytes each demangled,
+// millions of times, and a record then costs its fixed size alone. Making one from text looks the
+// text up under a lock; copying one copies a pointer. The stored names are never freed (a process
+// meets few distinct ones). Thread-safe.
+class InternedName {
+ public:
+  InternedName();  // ""
+  // Implicit, so that records are written with plain strings.
+  InternedName(std::string_view name);
+  InternedName(const char* name) : InternedName(std::string_view(name)) {}
+  InternedName(const std::string& name) : InternedName(std::string_view(name)) {}
+
+  const std::string& str() const { return *name_; }
+  operator const std::string&() const { return *name_; }
+  operator std::string_view() const { return *name_; }
+  friend bool operator==(const InternedName& a, std::string_view b) { return *a.name_ == b; }
+
+ private:
+  const std::string* name_;  // into the process's name store, never null
+};
+
+std::ostream& operator<<(std::ostream& out, const InternedName& name);
 
 enum class MemcpyKind : std::uint8_t { h2d, d2h, d2d, other };
 enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
@@ -15,7 +41,7 @@ enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
 enum class SyncType : std::uint8_t { event, stream, context, stream_wait_event, other };
 
 struct KernelRecord {
-  std::string name;
+  InternedName name;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t device = 0;
@@ -53,7 +79,7 @@ struct SyncRecord {
 };
 
 struct RuntimeApiRecord {
-  std::string name;  // "cudaLaunchKernel", without CUPTI's "_v7000" version suffix
+  InternedName name;  // "cudaLaunchKernel", without CUPTI's "_v7000" version suffix
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t thread_id = 0;
@@ -71,6 +97,12 @@ struct GpuActivity {
   // started before kept_until_ns is kept.
   std::uint64_t not_kept = 0;
   std::int64_t kept_until_ns = std::numeric_limits<std::int64_t>::max();
+  // Records the source left out because their times mean nothing: a start or end of 0 (CUPTI's
+  // "could not be collected") or an end before the start.
+  std::uint64_t bad_timestamps = 0;
+  // Source buffers whose records ended early at an incomplete one (CUPTI_ERROR_INVALID_KIND after
+  // a forced flush): that record and any behind it in the buffer are lost, so at least this many.
+  std::uint64_t incomplete_buffers = 0;
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&

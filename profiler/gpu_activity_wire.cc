@@ -14,7 +14,8 @@ namespace feedscope {
 namespace {
 
 constexpr char kMagic[4] = {'F', 'S', 'G', 'A'};
-constexpr std::uint16_t kVersion = 1;
+// 2: a records payload counts the records left out for their times and the buffers cut short.
+constexpr std::uint16_t kVersion = 2;
 constexpr std::uint16_t kStatusFrame = 1;
 constexpr std::uint16_t kRecordsFrame = 2;
 constexpr std::size_t kHeaderBytes = 16;
@@ -183,6 +184,8 @@ std::string records_payload(const GpuActivity& a) {
   w.u64(a.dropped);
   w.u64(a.not_kept);
   w.i64(a.kept_until_ns);
+  w.u64(a.bad_timestamps);
+  w.u64(a.incomplete_buffers);
   names.write(w);
   w.bytes(body.str());
   return std::move(w.str());
@@ -195,9 +198,11 @@ bool decode_records(std::string_view payload, GpuActivity& out) {
   a.dropped = r.u64();
   a.not_kept = r.u64();
   a.kept_until_ns = r.i64();
-  std::vector<std::string> names(r.count(4));
-  for (std::string& name : names) name = std::string(r.bytes(r.u32()));
-  const auto name_at = [&](std::uint32_t i) -> std::string {
+  a.bad_timestamps = r.u64();
+  a.incomplete_buffers = r.u64();
+  std::vector<InternedName> names(r.count(4));
+  for (InternedName& name : names) name = r.bytes(r.u32());
+  const auto name_at = [&](std::uint32_t i) -> InternedName {
     if (i >= names.size()) {
       r.fail();
       return {};

@@ -5,7 +5,7 @@
 //
 // A file is a sequence of frames, appended, never rewritten. Each frame is a 16-byte header and a
 // payload, every integer little-endian:
-//   magic "FSGA" | u16 version (1) | u16 type (1 status, 2 records) | u32 payload bytes |
+//   magic "FSGA" | u16 version (2) | u16 type (1 status, 2 records) | u32 payload bytes |
 //   u32 CRC32C of the header's first 12 bytes followed by the payload
 // A status payload is UTF-8 text ("recording", "unavailable: <why>", "interrupted: <why>"); a
 // records payload is one GpuActivity batch (docs/watch-gpu.md has its layout). A program killed

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "profiler/detail/format.h"
 #include "sampler/statistics.h"
 
 namespace feedscope {
@@ -73,6 +74,24 @@ double mean(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
+  using detail::fmt;
+  std::vector<std::string> out;
+  if (g.dropped > 0)
+    out.push_back(fmt("%llu GPU activity records were dropped: the GPU numbers are low bounds",
+                      static_cast<unsigned long long>(g.dropped)));
+  if (g.records_bad_timestamps > 0)
+    out.push_back(fmt("%llu GPU activity records were left out for timestamps of 0 or an end "
+                      "before the start (CUPTI could not time them): the GPU numbers are low "
+                      "bounds",
+                      static_cast<unsigned long long>(g.records_bad_timestamps)));
+  if (g.buffers_incomplete > 0)
+    out.push_back(fmt("%llu CUPTI buffers ended at an incomplete record, losing the records behind "
+                      "it: the GPU numbers are low bounds",
+                      static_cast<unsigned long long>(g.buffers_incomplete)));
+  return out;
+}
 
 bool is_synchronous_runtime_call(std::string_view name) {
   static constexpr std::array<std::string_view, 14> kSync = {
@@ -152,6 +171,8 @@ ActiveWindows kernel_active_windows(const GpuActivity& a) {
 GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
   GpuTraceSummary s;
   s.dropped = a.dropped;
+  s.records_bad_timestamps = a.bad_timestamps;
+  s.buffers_incomplete = a.incomplete_buffers;
   {
     std::vector<Interval> w;
     for (const StepWindow& x : windows) w.push_back({x.begin_ns, x.end_ns});

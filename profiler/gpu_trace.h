@@ -3,6 +3,7 @@
 // activity over every stream, idle gaps between launches, host syncs, and H2D copies by source
 // memory. Pure functions of the records and the step windows, so tests feed fabricated ones.
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct ActiveWindows {
   std::vector<StepWindow> idle;     // the silent stretches left out between
 };
 ActiveWindows kernel_active_windows(const GpuActivity& activity);
+
+// Evidence lines for records the trace lost or left out, one per cause with a non-zero count, so
+// a reader knows the GPU numbers are low bounds. Empty for a complete trace.
+std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& summary);
 
 // Runtime API calls after which the host waits for the device ("cudaStreamSynchronize",
 // "cudaMemcpy"; not the Async variants). Accepts CUPTI's per-thread-stream suffixes.

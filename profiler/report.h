@@ -133,6 +133,10 @@ struct GpuTraceSummary {
   double h2d_pageable_s_per_step = 0;  // summed pageable H2D copy time, per step
   std::uint64_t d2h_bytes = 0;
   std::uint64_t dropped = 0;  // records the tracer lost
+  // Records left out for times that mean nothing (a start or end of 0, or an end before the
+  // start), and tracer buffers whose records ended early at an incomplete one.
+  std::uint64_t records_bad_timestamps = 0;
+  std::uint64_t buffers_incomplete = 0;
   // Memory caps: records past the tracer's are counted here, not analysed; and when records or
   // step windows were left out, the summary covers only the measured steps that ended before
   // this many seconds into the measured window.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "profiler/detail/format.h"
+#include "profiler/gpu_trace.h"
 
 namespace feedscope {
 
@@ -88,10 +89,7 @@ void add_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
                              "%.1f MB from pageable memory",
                              100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
                              static_cast<double>(g.h2d_pageable_bytes) / 1e6));
-  if (g.dropped > 0)
-    d.evidence.push_back(fmt("%llu GPU activity records were dropped: the GPU numbers are low "
-                             "bounds",
-                             static_cast<unsigned long long>(g.dropped)));
+  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
 }
 
 Recommendation advice(std::string setting, std::string action, std::string basis) {

@@ -42,6 +42,9 @@ std::string bind_all(void* lib, CuptiApi& a) {
   need(a.cuptiActivityFlushAll, "cuptiActivityFlushAll");
   need(a.cuptiActivityGetNextRecord, "cuptiActivityGetNextRecord");
   need(a.cuptiActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
+  bind(lib, a.cuptiActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+  bind(lib, a.cuptiSubscribe, "cuptiSubscribe");
+  bind(lib, a.cuptiUnsubscribe, "cuptiUnsubscribe");
   return missing;
 }
 
@@ -74,6 +77,11 @@ std::string try_load(const std::string& name, CuptiLibrary& out) {
   out.loaded = true;
   out.api = api;
   out.name = name;
+  out.version = version;
+  Dl_info info{};
+  const bool found = ::dladdr(reinterpret_cast<void*>(api.cuptiGetVersion), &info) != 0 &&
+                     info.dli_fname != nullptr && info.dli_fname[0] != '\0';
+  out.path = found ? info.dli_fname : name;
   return "";
 }
 

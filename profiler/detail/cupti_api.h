@@ -5,6 +5,7 @@
 // only: it includes <cupti.h>.
 #include <cupti.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,21 @@ struct CuptiApi {
   decltype(&::cuptiActivityFlushAll) cuptiActivityFlushAll = nullptr;
   decltype(&::cuptiActivityGetNextRecord) cuptiActivityGetNextRecord = nullptr;
   decltype(&::cuptiActivityGetNumDroppedRecords) cuptiActivityGetNumDroppedRecords = nullptr;
+  // Optional: null where the library lacks them, and feedscope does without (the clock offset; no
+  // check for another subscriber).
+  decltype(&::cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback =
+      nullptr;
+  decltype(&::cuptiSubscribe) cuptiSubscribe = nullptr;
+  decltype(&::cuptiUnsubscribe) cuptiUnsubscribe = nullptr;
 };
 
 // A loaded CUPTI, or why there is none.
 struct CuptiLibrary {
   bool loaded = false;
-  CuptiApi api;         // every pointer set when loaded
+  CuptiApi api;         // every pointer but the optional ones set when loaded
   std::string name;     // the name dlopen loaded it by (a path when it was loaded already)
+  std::string path;     // the file the dynamic loader took for it (dladdr); else `name`
+  std::uint32_t version = 0;  // cuptiGetVersion's, xxyyzz from CUDA 13 on
   std::string reason;   // when not loaded, per name tried: "libcupti.so.13 not found: <dlerror>"
 };
 

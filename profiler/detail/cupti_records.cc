@@ -6,7 +6,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "loader/span_recorder.h"
@@ -23,8 +25,14 @@ constexpr std::size_t kBufferAlign = 8;
 constexpr int kMaxBuffers = 32;
 // What the parsed records may take until taken: a training loop launches thousands of kernels
 // a second for days. Past it, records are counted and dropped, so the summary covers the run up to
-// the first one left out. About 250,000 kernel records with their names.
-constexpr std::size_t kMaxStoreBytes = std::size_t{64} << 20;
+// the first one left out. Names are stored once per process (InternedName), so every record has a
+// small fixed size and the cap counts records: 64 MiB of them at the largest record's size, about
+// 1.4 million (some 10 s of a launch-bound run at 50,000 kernels a second, with their launches).
+constexpr std::size_t kMaxRecordBytes = 48;
+static_assert(sizeof(KernelRecord) <= kMaxRecordBytes && sizeof(MemcpyRecord) <= kMaxRecordBytes &&
+              sizeof(MemsetRecord) <= kMaxRecordBytes && sizeof(SyncRecord) <= kMaxRecordBytes &&
+              sizeof(RuntimeApiRecord) <= kMaxRecordBytes);
+constexpr std::size_t kMaxStoreRecords = (std::size_t{64} << 20) / kMaxRecordBytes;
 
 constexpr std::array<CUpti_ActivityKind, 5> kKinds = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -42,19 +50,34 @@ const char* kind_name(CUpti_ActivityKind kind) {
   }
 }
 
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 // CUPTI's callbacks carry no user pointer, so what they reach is process-wide. Leaked on purpose:
 // CUPTI may deliver a last buffer while static destructors run.
 struct Shared {
   // Below state is shared with CUPTI's buffer thread (and with a thread inside FlushAll).
   std::mutex mutex;
-  GpuActivity store;                                         // guarded by mutex
-  std::size_t store_bytes = 0;                               // guarded by mutex
-  std::unordered_map<std::uint32_t, std::string> api_names;  // guarded by mutex
-  std::unordered_map<std::string, std::string> demangled;    // guarded by mutex
+  GpuActivity store;                                          // guarded by mutex
+  std::size_t store_records = 0;                              // guarded by mutex
+  std::unordered_map<std::uint32_t, InternedName> api_names;  // guarded by mutex
+  // CUPTI's mangled kernel name to the demangled one, looked up without a copy per record;
+  // guarded by mutex.
+  std::unordered_map<std::string, InternedName, TextHash, std::equal_to<>> demangled;
   std::atomic<int> buffers_out{0};
-  std::atomic<std::int64_t> offset_ns{0};  // now_ns() - cuptiGetTimestamp()
+  // The buffers we handed CUPTI, the only ones to parse and free: a client that registered its
+  // callbacks before ours (torch.profiler's kineto) may have buffers in flight, which CUPTI then
+  // completes to us. A slot is free (null) for every buffer not out.
+  std::array<std::atomic<std::uint8_t*>, kMaxBuffers> ours{};
+  // now_ns() - cuptiGetTimestamp(); 0 where CUPTI takes its times from now_ns() itself.
+  std::atomic<std::int64_t> offset_ns{0};
+  std::string clock;  // guarded by mutex; how the records' times reach now_ns()
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
+  std::atomic<std::uint64_t> incomplete_buffers{0};
+  std::atomic<std::uint64_t> foreign_buffers{0};
 };
 
 Shared& shared() {
@@ -67,7 +90,7 @@ std::int64_t to_now_ns(std::uint64_t cupti_ns, std::int64_t offset) {
 }
 
 // Caller holds shared().mutex.
-const std::string& api_name(Shared& s, std::uint32_t cbid) {
+InternedName api_name(Shared& s, std::uint32_t cbid) {
   auto it = s.api_names.find(cbid);
   if (it != s.api_names.end()) return it->second;
   const char* raw = nullptr;
@@ -87,15 +110,15 @@ const std::string& api_name(Shared& s, std::uint32_t cbid) {
 }
 
 // Caller holds shared().mutex. Kernel names come mangled; the trace is read by people.
-const std::string& kernel_name(Shared& s, const char* raw) {
-  const std::string key = raw ? raw : "unknown kernel";
-  auto it = s.demangled.find(key);
+InternedName kernel_name(Shared& s, const char* raw) {
+  const char* mangled = raw ? raw : "unknown kernel";
+  auto it = s.demangled.find(std::string_view(mangled));
   if (it != s.demangled.end()) return it->second;
   int status = 0;
-  char* d = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
-  std::string name = status == 0 && d ? std::string(d) : key;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  const InternedName name = status == 0 && d ? InternedName(d) : InternedName(mangled);
   std::free(d);
-  return s.demangled.emplace(key, std::move(name)).first->second;
+  return s.demangled.emplace(mangled, name).first->second;
 }
 
 MemcpyKind memcpy_kind(std::uint8_t kind) {
@@ -126,16 +149,27 @@ SyncType sync_type(CUpti_ActivitySynchronizationType type) {
   }
 }
 
+// False, and counted, for times that mean nothing: CUPTI writes 0 for a time it could not collect
+// (a kernel's when device memory runs short; an API call's, a copy's or a sync's in some cases),
+// and a 0 converted to now_ns() lands some 1.7e18 ns before the run.
+bool timed(std::uint64_t start, std::uint64_t end, GpuActivity& out) {
+  if (start != 0 && end != 0 && end >= start) return true;
+  ++out.bad_timestamps;
+  return false;
+}
+
 // Record layouts are those the CUDA 13 headers name for each enabled kind.
 void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out) {
   const std::int64_t off = s.offset_ns.load(std::memory_order_relaxed);
   const auto next_record = cupti().api.cuptiActivityGetNextRecord;
   CUpti_Activity* record = nullptr;
-  while (next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+  CUptiResult status = CUPTI_SUCCESS;
+  while ((status = next_record(buffer, valid, &record)) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        if (!timed(k->start, k->end, out)) break;
         out.kernels.push_back({kernel_name(s, k->name), to_now_ns(k->start, off),
                                to_now_ns(k->end, off), k->deviceId, k->streamId,
                                k->correlationId});
@@ -143,6 +177,7 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        if (!timed(m->start, m->end, out)) break;
         out.memcpys.push_back({memcpy_kind(m->copyKind), memory_kind(m->srcKind), m->bytes,
                                to_now_ns(m->start, off), to_now_ns(m->end, off), m->deviceId,
                                m->streamId, m->correlationId, memory_kind(m->dstKind)});
@@ -150,18 +185,21 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        if (!timed(m->start, m->end, out)) break;
         out.memsets.push_back({m->bytes, to_now_ns(m->start, off), to_now_ns(m->end, off),
                                m->deviceId, m->streamId, m->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+        if (!timed(y->start, y->end, out)) break;
         out.syncs.push_back({sync_type(y->type), to_now_ns(y->start, off),
                              to_now_ns(y->end, off), y->streamId, y->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        if (!timed(a->start, a->end, out)) break;
         out.runtime.push_back({api_name(s, a->cbid), to_now_ns(a->start, off),
                                to_now_ns(a->end, off), a->threadId, a->correlationId});
         break;
@@ -173,26 +211,24 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
         break;
     }
   }
-}
-
-std::size_t record_bytes(const KernelRecord& r) { return sizeof r + r.name.capacity(); }
-std::size_t record_bytes(const RuntimeApiRecord& r) { return sizeof r + r.name.capacity(); }
-template <typename Record>
-std::size_t record_bytes(const Record& r) {
-  return sizeof r;
+  // MAX_LIMIT_REACHED is the buffer's end. Anything else (INVALID_KIND: an incomplete record, which
+  // a forced flush hands over) ends the walk with the rest of the buffer unread.
+  if (status != CUPTI_ERROR_MAX_LIMIT_REACHED) {
+    ++out.incomplete_buffers;
+    s.incomplete_buffers.fetch_add(1);
+  }
 }
 
 // Caller holds shared().mutex. Moves `from` into `to` while the store stays under its cap.
 template <typename Record>
 void keep_under_cap(Shared& s, std::vector<Record>& from, std::vector<Record>& to) {
   for (Record& r : from) {
-    const std::size_t bytes = record_bytes(r);
-    if (s.store_bytes + bytes > kMaxStoreBytes) {
+    if (s.store_records >= kMaxStoreRecords) {
       ++s.store.not_kept;
       s.store.kept_until_ns = std::min(s.store.kept_until_ns, r.start_ns);
       continue;
     }
-    s.store_bytes += bytes;
+    ++s.store_records;
     to.push_back(std::move(r));
   }
 }
@@ -207,19 +243,39 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
     s.buffers_out.fetch_sub(1);
     return;
   }
-  void* p = std::aligned_alloc(kBufferAlign, kBufferBytes);
+  auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
   if (p == nullptr) {
     s.buffers_out.fetch_sub(1);
     return;
   }
-  *buffer = static_cast<std::uint8_t*>(p);
+  // A slot is free: at most kMaxBuffers are out, and a completed one leaves its slot first.
+  for (std::atomic<std::uint8_t*>& slot : s.ours) {
+    std::uint8_t* none = nullptr;
+    if (slot.compare_exchange_strong(none, p)) break;
+  }
+  *buffer = p;
   *size = kBufferBytes;
+}
+
+// True, and its slot freed, when `buffer` is one buffer_requested handed out.
+bool release_ours(Shared& s, std::uint8_t* buffer) {
+  for (std::atomic<std::uint8_t*>& slot : s.ours) {
+    std::uint8_t* expected = buffer;
+    if (slot.compare_exchange_strong(expected, nullptr)) return true;
+  }
+  return false;
 }
 
 void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
                                std::size_t /*size*/, std::size_t valid) {
   if (buffer == nullptr) return;
   Shared& s = shared();
+  if (!release_ours(s, buffer)) {
+    // Its owner's: freeing it would corrupt that client's heap, parsing it would race its
+    // teardown. It stays allocated, as kineto leaves a buffer it does not know.
+    s.foreign_buffers.fetch_add(1);
+    return;
+  }
   s.buffers_completed.fetch_add(1);
   // An exception must not unwind into CUPTI's C frames; losing a buffer beats losing the run.
   try {
@@ -229,6 +285,8 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     std::size_t dropped = 0;
     if (cupti().api.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
       s.store.dropped += dropped;
+    s.store.bad_timestamps += parsed.bad_timestamps;
+    s.store.incomplete_buffers += parsed.incomplete_buffers;
     keep_under_cap(s, parsed.kernels, s.store.kernels);
     keep_under_cap(s, parsed.memcpys, s.store.memcpys);
     keep_under_cap(s, parsed.memsets, s.store.memsets);
@@ -246,6 +304,58 @@ std::string failure(CUptiResult result, const std::string& what) {
   return "CUPTI: " + what + ": " + cupti_result_text(result);
 }
 
+// CUPTI calls it for every time it records once registered, on its own threads for device records
+// and inside the program's CUDA calls for API records: it costs what now_ns() costs.
+std::uint64_t CUPTIAPI monotonic_timestamp() { return static_cast<std::uint64_t>(now_ns()); }
+
+void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// Why not to start where another CUPTI client is subscribed (one subscriber per process): our
+// callbacks registered after its own would take its buffers, and its records with them. Where no
+// one is, the subscription is given back at once, so a client that comes later (torch.profiler
+// started mid-run) still gets it. Empty to go on, also where CUPTI lacks cuptiSubscribe or it fails
+// otherwise: the activity calls then say what is wrong.
+std::string other_subscriber(const CuptiApi& api) {
+  if (api.cuptiSubscribe == nullptr || api.cuptiUnsubscribe == nullptr) return "";
+  CUpti_SubscriberHandle handle = nullptr;
+  const CUptiResult r = api.cuptiSubscribe(&handle, ignore_callback, nullptr);
+  if (r == CUPTI_SUCCESS) api.cuptiUnsubscribe(handle);
+  if (r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return "";
+  return failure(r, "cuptiSubscribe") + ": feedscope leaves CUPTI to it and traces nothing";
+}
+
+// Sets the clock the records are converted from; empty, or the failed call.
+std::string set_up_clock(const CuptiApi& api, Shared& s) {
+  // now_ns() itself in every record where CUPTI takes a timestamp callback: an offset taken once
+  // would shift every later record against the host's spans after a step of CUPTI's own clock
+  // (CLOCK_REALTIME). CUPTI reads the callback only for kinds enabled after it is registered.
+  const CUptiResult r = api.cuptiActivityRegisterTimestampCallback
+                            ? api.cuptiActivityRegisterTimestampCallback(monotonic_timestamp)
+                            : CUPTI_ERROR_NOT_SUPPORTED;
+  if (r == CUPTI_SUCCESS) {
+    s.offset_ns.store(0);
+    std::lock_guard lock(s.mutex);
+    s.clock = "CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)";
+    return "";
+  }
+  const std::string why = api.cuptiActivityRegisterTimestampCallback
+                              ? cupti_result_text(r)
+                              : std::string("not in this CUPTI");
+  // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
+  std::uint64_t cupti_ns = 0;
+  const std::int64_t before = now_ns();
+  if (std::string failed = failure(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp");
+      !failed.empty())
+    return failed;
+  const std::int64_t after = now_ns();
+  s.offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
+  std::lock_guard lock(s.mutex);
+  s.clock = "CLOCK_REALTIME moved to CLOCK_MONOTONIC by one offset taken at the start, so a step "
+            "of the system clock shifts later GPU records "
+            "(cuptiActivityRegisterTimestampCallback: " + why + ")";
+  return "";
+}
+
 }  // namespace
 
 std::string cupti_result_text(CUptiResult result) {
@@ -258,8 +368,8 @@ std::string cupti_result_text(CUptiResult result) {
       return text + " (CUPTI could not attach to the CUDA driver: no driver, or a CUPTI newer "
                     "than the driver)";
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return text + " (another CUPTI client holds CUPTI: Nsight Systems, Nsight Compute, "
-                    "cuda-gdb, or a profiler inside the program)";
+      return text + " (another CUPTI client holds CUPTI: torch.profiler (kineto), Nsight "
+                    "Systems, Nsight Compute, cuda-gdb, or another profiler inside the program)";
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
       return text + " (GPU tracing is not permitted for this user or VM)";
@@ -270,19 +380,13 @@ std::string cupti_result_text(CUptiResult result) {
 
 std::string start_cupti_recording() {
   const CuptiApi& api = cupti().api;
+  if (std::string why = other_subscriber(api); !why.empty()) return why;
   if (std::string why = failure(api.cuptiActivityRegisterCallbacks(buffer_requested,
                                                                     buffer_completed),
                                 "cuptiActivityRegisterCallbacks");
       !why.empty())
     return why;
-  // Sample both clocks back to back and take the midpoint of now_ns() around the CUPTI read.
-  std::uint64_t cupti_ns = 0;
-  const std::int64_t before = now_ns();
-  if (std::string why = failure(api.cuptiGetTimestamp(&cupti_ns), "cuptiGetTimestamp");
-      !why.empty())
-    return why;
-  const std::int64_t after = now_ns();
-  shared().offset_ns.store(before + (after - before) / 2 - static_cast<std::int64_t>(cupti_ns));
+  if (std::string why = set_up_clock(api, shared()); !why.empty()) return why;
   for (std::size_t i = 0; i < kKinds.size(); ++i) {
     const CUptiResult r = api.cuptiActivityEnable(kKinds[i]);
     if (r != CUPTI_SUCCESS) {
@@ -314,13 +418,20 @@ GpuActivity take_cupti_records() {
   std::lock_guard lock(s.mutex);
   GpuActivity out = std::move(s.store);
   s.store = GpuActivity{};
-  s.store_bytes = 0;
+  s.store_records = 0;
   return out;
 }
 
 CuptiCallbackCounts cupti_callback_counts() {
   const Shared& s = shared();
-  return {s.buffers_completed.load(), s.device_records.load()};
+  return {s.buffers_completed.load(), s.device_records.load(), s.incomplete_buffers.load(),
+          s.foreign_buffers.load()};
+}
+
+std::string cupti_clock() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  return s.clock;
 }
 
 std::string probe_cupti_callbacks() {

@@ -19,10 +19,16 @@ namespace feedscope::detail {
 // CUPTI's name for `result`, with what it means for tracing where that needs saying.
 std::string cupti_result_text(CUptiResult result);
 
-// Registers the buffer callbacks, samples now_ns() against CUPTI's clock and enables the traced
-// kinds (kernels, memcpy, memset, synchronization, runtime API). Empty on success; otherwise
-// "CUPTI: <call>: <result>", with the kinds it enabled disabled again.
+// Checks that no other CUPTI client is subscribed (torch.profiler, Nsight: their records are
+// theirs), registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples
+// the offset between the clocks) and enables the traced kinds (kernels, memcpy, memset,
+// synchronization, runtime API). Empty on success; otherwise "CUPTI: <call>: <result>", with the
+// kinds it enabled disabled again.
 std::string start_cupti_recording();
+
+// How the records' times reach now_ns() since the last start: "CLOCK_MONOTONIC
+// (cuptiActivityRegisterTimestampCallback)", or the offset and why. Empty before a start.
+std::string cupti_clock();
 
 // Disables the traced kinds and force-flushes, so take_cupti_records() then sees every record.
 // Empty, or the first call that failed, as start's.
@@ -36,9 +42,14 @@ GpuActivity take_cupti_records();
 
 // How often CUPTI handed our callbacks a buffer, and how many device records (the answer to
 // probe_cupti_callbacks) came in them: a client that registers its own callbacks later stops both.
+// A buffer that ended at an incomplete record may have held a device record behind it. A foreign
+// buffer is another client's that CUPTI completed to our callbacks, left alone: that client
+// registered its callbacks before ours and misses those records.
 struct CuptiCallbackCounts {
   std::uint64_t buffers_completed = 0;
   std::uint64_t device_records = 0;
+  std::uint64_t incomplete_buffers = 0;
+  std::uint64_t foreign_buffers = 0;
 };
 CuptiCallbackCounts cupti_callback_counts();
 

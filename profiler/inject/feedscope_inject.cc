@@ -2,9 +2,10 @@
 // names it in CUDA_INJECTION64_PATH; the CUDA driver loads it and calls InitializeInjection once
 // per process, inside cuInit. It records the same activity as the in-process source
 // (detail/cupti_records.h) and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
-// in the format of profiler/gpu_activity_wire.h, first a status frame: "recording", or
-// "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording" again should the
-// records come back). Nothing here may crash or block the program: failures become statuses.
+// in the format of profiler/gpu_activity_wire.h, first a status frame: "recording: <which CUPTI,
+// which clock>", or "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording"
+// again should the records come back). Nothing here may crash or block the program: failures
+// become statuses.
 //
 // It runs inside cuInit, so it calls neither the CUDA runtime nor any driver call that would
 // initialize CUDA again (cuDriverGetVersion needs no initialization).
@@ -39,8 +40,10 @@ using namespace std::chrono_literals;
 
 constexpr auto kFlushEvery = 200ms;
 // A probe asks CUPTI for one device record; it comes back with the next flush while our callbacks
-// hold the activity API. 30 s of silence after one means another client took them: not sooner,
-// since a buffer with a kernel still running (a long one) is held back by the default flush.
+// hold the activity API. 30 s of silence after one, and a forced flush that does not bring it
+// either, mean another client took them: not sooner, since a buffer with a kernel still running (a
+// long one) is held back by the default flush. FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS shortens the
+// wait for tests.
 constexpr int kTicksBetweenProbes = 10;
 constexpr std::int64_t kProbeTimeoutNs = 30'000'000'000;
 
@@ -56,10 +59,13 @@ struct Recording {
   bool stopping = false;  // guarded by wake_mutex
   std::atomic<bool> flush_failed{false};
   // The takeover probe, the flush thread's own but read by the exit handler after the join.
+  std::int64_t probe_timeout_ns = kProbeTimeoutNs;  // set before the flush thread starts
   bool probe_pending = false;
   std::int64_t probe_ns = 0;
   std::uint64_t device_records_at_probe = 0;
+  std::uint64_t incomplete_buffers_at_probe = 0;
   bool taken_over = false;
+  bool foreign_said = false;  // likewise
 };
 
 // The recording of the process that holds it; a fork()ed child sees its parent's and leaves it
@@ -94,7 +100,8 @@ void write_status(Recording& r, const std::string& status) {
 
 void write_records(Recording& r) {
   GpuActivity activity = detail::take_cupti_records();
-  if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0)
+  if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0 ||
+      activity.bad_timestamps != 0 || activity.incomplete_buffers != 0)
     write_frame(r, encode_gpu_activity(activity));
 }
 
@@ -141,41 +148,84 @@ std::string driver_refusal(std::uint32_t cupti_version) {
 std::string start_cupti() {
   const detail::CuptiLibrary& cupti = detail::cupti();
   if (!cupti.loaded) return "CUPTI: " + cupti.reason;
-  std::uint32_t version = 0;
-  if (cupti.api.cuptiGetVersion(&version) != CUPTI_SUCCESS)
-    return "CUPTI: cuptiGetVersion failed (" + cupti.name + ")";
-  if (std::string why = driver_refusal(version); !why.empty()) return why;
+  if (std::string why = driver_refusal(cupti.version); !why.empty()) return why;
   return detail::start_cupti_recording();
 }
 
-// Flush thread only. Says "interrupted" once when the records stop reaching our callbacks, and
-// "recording" again when they come back.
+// The first status of a start that records: which libcupti the program traced with, and on what
+// clock, since a CUDA torch brings a CUPTI of its own that need not be the toolkit's.
+std::string recording_status() {
+  const detail::CuptiLibrary& cupti = detail::cupti();
+  const int major = static_cast<int>(cupti.version / 10000);
+  const int minor = static_cast<int>(cupti.version / 100 % 100);
+  return "recording: CUPTI of " + cuda_text(major, minor) + " (API version " +
+         std::to_string(cupti.version) + ") from " + cupti.path +
+         "; timestamps: " + detail::cupti_clock();
+}
+
+// FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS where it names 1 ms to 1 h, else the 30 s.
+std::int64_t probe_timeout_ns() {
+  const char* text = std::getenv("FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS");
+  if (text == nullptr || *text == '\0') return kProbeTimeoutNs;
+  char* end = nullptr;
+  const long long ms = std::strtoll(text, &end, 10);
+  if (*end != '\0' || ms < 1 || ms > 3'600'000) return kProbeTimeoutNs;
+  return ms * 1'000'000;
+}
+
+// Flush thread only (the exit handler after the join). Says "interrupted" once when the records
+// stop reaching our callbacks, and "recording" again when they come back.
 void check_probe(Recording& r, std::int64_t now, bool final_flush) {
-  const std::uint64_t seen = detail::cupti_callback_counts().device_records;
-  if (r.probe_pending && seen > r.device_records_at_probe) {
-    r.probe_pending = false;
+  if (!r.probe_pending) return;
+  const auto answered = [&r] {
+    return detail::cupti_callback_counts().device_records > r.device_records_at_probe;
+  };
+  // At exit stop_cupti_recording has forced the flush already.
+  if (!answered() && !final_flush) {
+    if (now - r.probe_ns < r.probe_timeout_ns) return;
+    // A default flush holds back every buffer with an incomplete record (a kernel still running),
+    // so a program that launches little can keep the answer there past the timeout; a forced
+    // flush hands it over. Not while another client holds the callbacks: the buffers it would
+    // cut short are that client's.
+    if (!r.taken_over && detail::flush_cupti_records(true).empty()) write_records(r);
+  }
+  r.probe_pending = false;  // answered, or probe again, at most every timeout while it lasts
+  if (answered()) {
     if (r.taken_over) {
       r.taken_over = false;
       write_status(r, "recording");
     }
     return;
   }
-  if (!r.probe_pending || (!final_flush && now - r.probe_ns < kProbeTimeoutNs)) return;
+  // A buffer whose records ended at an incomplete one may have held the answer behind it: that
+  // says our callbacks still get buffers, and nothing about the probe.
+  if (detail::cupti_callback_counts().incomplete_buffers > r.incomplete_buffers_at_probe) return;
   if (!r.taken_over) {
     r.taken_over = true;
     write_status(r, "interrupted: another CUPTI client (torch.profiler?) took the activity API: "
                     "no record has reached feedscope since " +
                         std::to_string(r.probe_ns) + " ns (CLOCK_MONOTONIC)");
   }
-  r.probe_pending = false;  // probe again, at most every kProbeTimeoutNs while it lasts
 }
 
 void probe(Recording& r, std::int64_t now) {
-  r.device_records_at_probe = detail::cupti_callback_counts().device_records;
+  const detail::CuptiCallbackCounts counts = detail::cupti_callback_counts();
+  r.device_records_at_probe = counts.device_records;
+  r.incomplete_buffers_at_probe = counts.incomplete_buffers;
   if (detail::probe_cupti_callbacks().empty()) {
     r.probe_pending = true;
     r.probe_ns = now;
   }
+}
+
+// Flush thread only (the exit handler after the join). Says once that CUPTI completed another
+// client's buffer to our callbacks: that client registered its own before ours and loses them.
+void check_foreign(Recording& r) {
+  if (r.foreign_said || detail::cupti_callback_counts().foreign_buffers == 0) return;
+  r.foreign_said = true;
+  write_status(r, "recording; CUPTI handed feedscope the buffers of another CUPTI client "
+                  "(torch.profiler?) that registered its callbacks first: feedscope leaves them "
+                  "alone, and that client misses the records in them");
 }
 
 void flush_once(Recording& r, std::uint64_t tick) {
@@ -187,6 +237,7 @@ void flush_once(Recording& r, std::uint64_t tick) {
     return;
   }
   write_records(r);
+  check_foreign(r);
   const std::int64_t now = now_ns();
   check_probe(r, now, false);
   if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
@@ -218,6 +269,7 @@ void finish() {
   }
   detail::stop_cupti_recording();
   write_records(*r);
+  check_foreign(*r);
   check_probe(*r, now_ns(), true);
 }
 
@@ -242,7 +294,8 @@ int initialize() {
     write_status(*r, "unavailable: " + why);
     return 1;
   }
-  write_status(*r, "recording");
+  write_status(*r, recording_status());
+  r->probe_timeout_ns = probe_timeout_ns();
   r->flusher = std::thread(flush_loop, std::ref(*r));
   std::atexit(finish);
   return 1;

@@ -89,7 +89,20 @@ TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
   EXPECT_TRUE(t["h2d"]["pageable_gbps"].is_null());
   EXPECT_EQ(t["dropped"], 3);
   EXPECT_EQ(t["records_not_kept"], 0);
+  EXPECT_EQ(t["records_bad_timestamps"], 0);
+  EXPECT_EQ(t["buffers_incomplete"], 0);
   EXPECT_TRUE(t["covered_until_s"].is_null()) << "null: every measured step is summarized";
+}
+
+TEST(JsonReportTest, GpuTraceCountsRecordsLeftOutForTheirTimesAndBuffersCutShort) {
+  Report r = sample_report();
+  GpuTraceSummary g;
+  g.records_bad_timestamps = 17;
+  g.buffers_incomplete = 2;
+  r.gpu_trace = g;
+  const auto t = nlohmann::json::parse(report_to_json(r))["gpu_trace"];
+  EXPECT_EQ(t["records_bad_timestamps"], 17);
+  EXPECT_EQ(t["buffers_incomplete"], 2);
 }
 
 TEST(JsonReportTest, GpuTraceSaysWhereAMemoryCapCutTheSummary) {

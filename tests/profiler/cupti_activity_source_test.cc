@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "profiler/detail/cupti_api.h"
+#include "profiler/detail/cupti_records.h"
 #endif
 
 namespace feedscope {
@@ -67,6 +68,10 @@ TEST(CuptiActivitySourceTest, GpuRecordsCopiesMemsetsAndSyncsOnTheNowNsClock) {
 
   const auto source = make_cupti_source();
   ASSERT_TRUE(source->start()) << source->unavailable_reason();
+  // The timestamp callback, or the offset and why CUPTI refused the callback: both place the
+  // records below, and the JUnit output says which this CUPTI took.
+  RecordProperty("cupti_clock", detail::cupti_clock());
+  EXPECT_FALSE(detail::cupti_clock().empty());
   const std::int64_t begin = now_ns();
   EXPECT_EQ(cudaMemcpy(device, pageable.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemcpyAsync(device, pinned, kBytes, cudaMemcpyHostToDevice, nullptr), cudaSuccess);

@@ -433,6 +433,20 @@ TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   EXPECT_FALSE(find_setting(diagnose(with_trace(in, run)), "batch_size=")->predicted_speedup);
 }
 
+TEST(DiagnosisTest, RecordsTheTracerLeftOutForTheirTimesAreEvidenceOnlyWhenThereAreSome) {
+  GpuRun run = gpu_run(10, 1 * kMs, [](GpuActivity& a, std::int64_t begin, std::uint32_t& corr) {
+    a.kernels.push_back({"k", begin, begin + 500 * kUs, 0, 7, corr++});
+  });
+  const DiagnosisInput in = scenario(0.0105, 10, 0.0, 0.0002, 0.00001, 0.001, 2, 8, true);
+  Diagnosis d = diagnose(with_trace(in, run));
+  EXPECT_FALSE(any_contains(d.evidence, "left out for timestamps"))
+      << ::testing::PrintToString(d.evidence);
+  run.activity.bad_timestamps = 12;
+  d = diagnose(with_trace(in, run));
+  EXPECT_TRUE(any_contains(d.evidence, "12 GPU activity records were left out for timestamps of 0"))
+      << ::testing::PrintToString(d.evidence);
+}
+
 TEST(DiagnosisTest, LongBackToBackMatrixKernelsAreGpuCompute) {
   // 10 ms steps filled by five 2 ms GEMMs back to back.
   const GpuRun run = gpu_run(50, 10 * kMs, [](GpuActivity& a, std::int64_t begin,

@@ -9,12 +9,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cupti.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "loader/span_recorder.h"
 #include "profiler/gpu_activity_wire.h"
 #include "tests/support/temp_dir.h"
 
@@ -53,6 +60,58 @@ std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> out;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) out.push_back(entry.path());
   return out;
+}
+
+// Environment for the next run_injection (the stand-in CUPTI's cases, fake_cupti_recorder.cc),
+// taken back when it goes out of scope.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars)
+      : vars_(vars) {
+    for (const auto& [name, value] : vars_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : vars_) ::unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
+
+std::vector<std::string> lines_of(const std::filesystem::path& file) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool any_starts_with(const std::vector<std::string>& v, const std::string& prefix) {
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.starts_with(prefix); });
+}
+
+// What the stand-in CUPTI says first when it records with its timestamp callback.
+std::string recording_through_the_fake() {
+  const int version = CUPTI_API_VERSION;
+  return "recording: CUPTI of CUDA " + std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + " (API version " + std::to_string(version) +
+         ") from " + FAKE_CUPTI_RECORDER +
+         "; timestamps: CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)";
+}
+
+// Every record of `a` lies within [begin_ns, end_ns] of now_ns().
+void expect_within(const GpuActivity& a, std::int64_t begin_ns, std::int64_t end_ns) {
+  const auto check = [&](const auto& records, const char* kind) {
+    for (const auto& r : records) {
+      EXPECT_GE(r.start_ns, begin_ns) << kind;
+      EXPECT_LE(r.end_ns, end_ns) << kind;
+    }
+  };
+  check(a.kernels, "kernel");
+  check(a.memcpys, "memcpy");
+  check(a.runtime, "runtime");
 }
 
 TEST(FeedscopeInjectTest, ExportsOnlyInitializeInjectionAndNeedsNoFeedscopeDependency) {
@@ -127,7 +186,11 @@ TEST(FeedscopeInjectTest, ThroughAFakeCuptiItRecordsAndWritesTheRestAtExit) {
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   EXPECT_TRUE(gpu.errors.empty());
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  // The CUPTI it traced with, by path and version, for the watcher's notes.
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+  EXPECT_EQ(gpu.activity.bad_timestamps, 0u);
+  EXPECT_EQ(gpu.activity.incomplete_buffers, 0u);
   ASSERT_EQ(gpu.activity.kernels.size(), 1u);
   EXPECT_EQ(gpu.activity.kernels[0].name, "foo(int)");
   EXPECT_EQ(gpu.activity.kernels[0].end_ns - gpu.activity.kernels[0].start_ns, 500'000);
@@ -152,7 +215,7 @@ TEST(FeedscopeInjectTest, RecordsThatStopReachingItReadAsAnotherClientTakingCupt
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
   const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
   ASSERT_EQ(statuses.size(), 2u);
-  EXPECT_EQ(statuses[0], "recording");
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
   EXPECT_TRUE(statuses[1].starts_with("interrupted: another CUPTI client (torch.profiler?) took "
                                       "the activity API"))
       << statuses[1];
@@ -180,8 +243,192 @@ TEST(FeedscopeInjectTest, AForkedChildLeavesItsParentsFileAlone) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   ASSERT_EQ(files_in(dir.path()).size(), 1u);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second, std::vector<std::string>{"recording"});
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
   EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the forked child flushed into its parent's file";
+}
+
+// CUPTI writes 0 for times it could not collect; converted they would land decades before the run.
+TEST(FeedscopeInjectTest, RecordsWithoutUsableTimesAreLeftOutAndCounted) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_BAD_TIMESTAMPS", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+  EXPECT_EQ(gpu.activity.memcpys.size(), 1u);
+  EXPECT_EQ(gpu.activity.runtime.size(), 1u);
+  EXPECT_EQ(gpu.activity.bad_timestamps, 3u);
+  for (const KernelRecord& k : gpu.activity.kernels) EXPECT_GT(k.start_ns, 0);
+}
+
+// A forced flush hands over buffers with an incomplete record, where CUPTI's walk stops
+// (CUPTI_ERROR_INVALID_KIND): the rest of the buffer, here the probe's device record, is lost. That
+// is counted, and is no sign of another client taking the activity API.
+TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTakeover) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_INCOMPLETE", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:700");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+  EXPECT_GE(gpu.activity.incomplete_buffers, 1u);
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+// A quiet program's buffer stays with CUPTI through default flushes while a record in it is
+// incomplete; the probe's answer is in it. A forced flush before the verdict brings it.
+TEST(FeedscopeInjectTest, AProbeAnswerHeldBackByTheDefaultFlushIsNoTakeover) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_HOLD", "1"}, {"FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS", "300"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:1200");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+// CUPTI's own clock is CLOCK_REALTIME; a step of it after the start (NTP, an admin) would shift
+// every later record against the host's spans were they moved by an offset taken at the start.
+// With the timestamp callback, registered before any kind is enabled, records carry now_ns().
+TEST(FeedscopeInjectTest, TimesComeFromTheTimestampCallbackRegisteredBeforeAnyKind) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_CLOCK_STEP", "1"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const std::int64_t begin = now_ns();
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  const std::int64_t end = now_ns();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  const auto at = [&](const std::string& prefix) {
+    return std::find_if(calls.begin(), calls.end(),
+                        [&](const std::string& c) { return c.starts_with(prefix); }) -
+           calls.begin();
+  };
+  ASSERT_LT(at("cuptiActivityRegisterTimestampCallback"), static_cast<long>(calls.size()));
+  EXPECT_LT(at("cuptiActivityRegisterTimestampCallback"), at("cuptiActivityEnable"));
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.activity.kernels.size(), 1u);
+  expect_within(gpu.activity, begin, end);
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+}
+
+// A CUPTI that refuses the callback: the offset taken at the start still places the records,
+// and the status says so.
+TEST(FeedscopeInjectTest, WithoutTheTimestampCallbackAnOffsetPlacesTheRecords) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_NO_TIMESTAMP_CALLBACK", "1"}});
+  const std::int64_t begin = now_ns();
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  const std::int64_t end = now_ns();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.activity.kernels.size(), 1u);
+  expect_within(gpu.activity, begin, end);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_NE(statuses[0].find("; timestamps: CLOCK_REALTIME moved to CLOCK_MONOTONIC by one offset "
+                             "taken at the start"),
+            std::string::npos)
+      << statuses[0];
+  EXPECT_NE(statuses[0].find("(cuptiActivityRegisterTimestampCallback: CUPTI_ERROR_FAKE)"),
+            std::string::npos)
+      << statuses[0];
+}
+
+// torch.profiler (kineto) first: it holds CUPTI's one subscription. Registering our callbacks would
+// take its buffers, so the injection leaves CUPTI alone and says why; the program goes on.
+TEST(FeedscopeInjectTest, WithTorchProfilerSubscribedFirstItLeavesCuptiToItAndSaysWhy) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_SUBSCRIBED", "1"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:300");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_TRUE(statuses[0].starts_with(
+      "unavailable: CUPTI: cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED "
+      "(another CUPTI client holds CUPTI: torch.profiler (kineto)"))
+      << statuses[0];
+  const std::vector<std::string> calls = lines_of(log);
+  EXPECT_FALSE(any_starts_with(calls, "cuptiActivityRegisterCallbacks"));
+  EXPECT_FALSE(any_starts_with(calls, "cuptiActivityEnable"));
+  EXPECT_TRUE(gpu.activity.empty());
+}
+
+// feedscope first: it must not keep the subscription, or torch.profiler's cuptiSubscribe fails
+// when a profile starts. Once kineto has registered its callbacks the records stop reaching
+// feedscope, which says so; the program goes on.
+TEST(FeedscopeInjectTest, TorchProfilerStartedLaterGetsCuptiAndTheLossIsSaid) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_KINETO_AT_FLUSH", "2"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:700");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  EXPECT_TRUE(any_starts_with(calls, "kineto subscribed")) << "torch.profiler could not subscribe";
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
+  EXPECT_TRUE(statuses[1].starts_with("interrupted: another CUPTI client (torch.profiler?) took "
+                                      "the activity API"))
+      << statuses[1];
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u) << "the records before the takeover are kept";
+}
+
+// A client that registered its callbacks before feedscope without subscribing may have a buffer
+// out, which CUPTI then completes to feedscope: it is that client's memory, never freed here.
+TEST(FeedscopeInjectTest, AnotherClientsBufferIsLeftToItAndSaid) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_FOREIGN_BUFFER", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:300");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  const std::vector<std::string>& statuses = gpu.statuses_by_pid.begin()->second;
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
+  EXPECT_TRUE(statuses[1].starts_with("recording; CUPTI handed feedscope the buffers of another "
+                                      "CUPTI client"))
+      << statuses[1];
+  EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+// 400,000 kernels of a launch-bound step, each with torch's 163-character name: with a copy of
+// the name in every record the in-process cap (64 MiB) took about 300,000 of them; the names are
+// stored once, so the cap counts records and they all fit.
+TEST(FeedscopeInjectTest, ManyKernelsWithLongNamesAllFitUnderTheRecordCap) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_KERNELS", "400000"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.activity.not_kept, 0u);
+  ASSERT_EQ(gpu.activity.kernels.size(), 400'001u);
+  EXPECT_EQ(gpu.activity.kernels[0].name,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1>)");
 }
 
 }  // namespace

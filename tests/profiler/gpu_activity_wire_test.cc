@@ -35,6 +35,8 @@ GpuActivity every_kind() {
   a.dropped = 3;
   a.not_kept = 7;
   a.kept_until_ns = 12345;
+  a.bad_timestamps = 5;
+  a.incomplete_buffers = 2;
   return a;
 }
 
@@ -92,6 +94,8 @@ void expect_same(const GpuActivity& a, const GpuActivity& b) {
   EXPECT_EQ(a.dropped, b.dropped);
   EXPECT_EQ(a.not_kept, b.not_kept);
   EXPECT_EQ(a.kept_until_ns, b.kept_until_ns);
+  EXPECT_EQ(a.bad_timestamps, b.bad_timestamps);
+  EXPECT_EQ(a.incomplete_buffers, b.incomplete_buffers);
 }
 
 void write_file(const std::filesystem::path& path, const std::string& bytes) {

@@ -51,6 +51,27 @@ TEST(ActivityTraceTest, EmptyActivityGivesZerosNotNaN) {
   EXPECT_FALSE(s.h2d_pageable_gbps);
 }
 
+TEST(ActivityTraceTest, RecordsLeftOutByTheSourceAreCountedAndSaidOnlyWhenThereAreSome) {
+  GpuActivity a;
+  a.kernels.push_back(kernel(0, 5 * us));
+  GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.records_bad_timestamps, 0u);
+  EXPECT_EQ(s.buffers_incomplete, 0u);
+  EXPECT_TRUE(gpu_trace_losses(s).empty());
+  a.dropped = 1;
+  a.bad_timestamps = 4;
+  a.incomplete_buffers = 2;
+  s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.records_bad_timestamps, 4u);
+  EXPECT_EQ(s.buffers_incomplete, 2u);
+  const std::vector<std::string> losses = gpu_trace_losses(s);
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_EQ(losses[0].rfind("1 GPU activity records were dropped", 0), 0u) << losses[0];
+  EXPECT_EQ(losses[1].rfind("4 GPU activity records were left out for timestamps of 0", 0), 0u)
+      << losses[1];
+  EXPECT_EQ(losses[2].rfind("2 CUPTI buffers ended at an incomplete record", 0), 0u) << losses[2];
+}
+
 TEST(ActivityTraceTest, NoStepsGivesNoRatios) {
   GpuActivity a;
   a.kernels.push_back(kernel(0, 5 * us));

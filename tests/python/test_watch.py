@@ -168,7 +168,13 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(g["h2d"]["pinned_bytes"], 4096, g)
         # Neither the GPU (one kernel) nor the host is busy: no launch-bound verdict.
         self.assertNotEqual(report["diagnosis"]["bottleneck"], "launch_overhead")
-        self.assertEqual(report["program"]["notes"], [], report["program"])
+        # One note: the CUPTI the program traced with, by version and path, and its clock.
+        notes = report["program"]["notes"]
+        self.assertEqual(len(notes), 1, notes)
+        self.assertRegex(notes[0], r"^CUDA trace of pid \d+: recording: CUPTI of CUDA \d+\.\d+ "
+                                   r"\(API version \d+\) from ")
+        self.assertIn(os.environ["FEEDSCOPE_FAKE_CUPTI"] + "; timestamps: CLOCK_MONOTONIC", notes[0])
+        self.assertEqual(g["records_bad_timestamps"], 0, g)
         trace = json.loads((self.dir / "cuda" / "trace.json").read_text())
         names = {e.get("name") for e in trace.get("traceEvents", trace)}
         self.assertIn("foo(int)", names)
