@@ -54,7 +54,7 @@ void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
                                  ? fmt("; the training process used the SMs %.0f%% of the time",
                                        100 * *t.trainer_gpu_sm_util)
                                        .c_str()
-                                 : ""));
+                                 : "; the training process's SM share: not measured"));
 }
 
 void add_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {

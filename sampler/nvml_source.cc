@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <stop_token>
@@ -16,6 +17,26 @@ namespace feedscope {
 namespace detail {
 
 namespace {
+
+const char* nvml_status_name(nvmlReturn status) {
+  static constexpr const char* kNames[] = {
+      "SUCCESS", "UNINITIALIZED", "INVALID_ARGUMENT", "NOT_SUPPORTED", "NO_PERMISSION",
+      "ALREADY_INITIALIZED", "NOT_FOUND", "INSUFFICIENT_SIZE", "INSUFFICIENT_POWER",
+      "DRIVER_NOT_LOADED", "TIMEOUT", "IRQ_ISSUE", "LIBRARY_NOT_FOUND", "FUNCTION_NOT_FOUND",
+      "CORRUPTED_INFOROM", "GPU_IS_LOST", "RESET_REQUIRED", "OPERATING_SYSTEM",
+      "LIB_RM_VERSION_MISMATCH", "IN_USE", "MEMORY", "NO_DATA", "VGPU_ECC_NOT_SUPPORTED",
+      "INSUFFICIENT_RESOURCES", "FREQ_NOT_SUPPORTED", "ARGUMENT_VERSION_MISMATCH", "DEPRECATED",
+      "NOT_READY", "GPU_NOT_FOUND", "INVALID_STATE"};
+  if (status >= 0 && status < static_cast<int>(std::size(kNames))) return kNames[status];
+  return status == 999 ? "UNKNOWN" : nullptr;
+}
+
+// "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"
+std::string nvml_error(const char* call, nvmlReturn status) {
+  const char* name = nvml_status_name(status);
+  return std::string(call) + ": status " + std::to_string(status) +
+         (name ? std::string(" (") + name + ")" : std::string());
+}
 
 template <typename Fn>
 bool bind(void* lib, Fn& fn, const char* name) {
@@ -110,7 +131,7 @@ class NvmlSource final : public GpuSource {
         s.pcie_tx_bytes_per_s = pcie_[i].tx_bytes_per_s;
         s.pcie_rx_bytes_per_s = pcie_[i].rx_bytes_per_s;
       }
-      s.processes = read_processes(devices_[i]);
+      read_processes(devices_[i], s);
       out.push_back(s);
     }
     return out;
@@ -124,12 +145,11 @@ class NvmlSource final : public GpuSource {
     int index;  // the name its samples carry
   };
 
-  // The processes with a context on the device, their memory, and their SM share over NVML's
-  // samples since the previous read (the sampling thread's only).
-  std::vector<GpuProcessSample> read_processes(const Device& d) {
+  // The processes with a context on the device, their memory, and their SM share over the
+  // samples NVML took since the previous read (the sampling thread's only).
+  void read_processes(const Device& d, GpuSample& s) {
     const NvmlApi& api = nvml_.api;
-    std::vector<GpuProcessSample> out;
-    if (!api.running_processes) return out;
+    if (!api.running_processes) return;
     std::vector<NvmlProcessInfo> infos(16);
     unsigned int count = static_cast<unsigned int>(infos.size());
     nvmlReturn r = api.running_processes(d.handle, &count, infos.data());
@@ -138,32 +158,63 @@ class NvmlSource final : public GpuSource {
       count = static_cast<unsigned int>(infos.size());
       r = api.running_processes(d.handle, &count, infos.data());
     }
-    if (r != 0) return out;
+    if (r != 0) return;
     for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
       GpuProcessSample p;
       p.pid = static_cast<int>(infos[i].pid);
       if (infos[i].used_gpu_memory != ~0ULL) p.memory_used_bytes = infos[i].used_gpu_memory;
-      out.push_back(p);
+      s.processes.push_back(p);
     }
-    if (!api.process_utilization || out.empty()) return out;
-    unsigned long long& seen = process_seen_us_[d.index];
+    if (!api.process_utilization || s.processes.empty()) return;
+    static constexpr const char* kCall = "nvmlDeviceGetProcessUtilization";
+    SmWindow& w = sm_windows_[d.index];
     unsigned int samples = 0;
-    if (api.process_utilization(d.handle, nullptr, &samples, seen) != kNvmlErrorInsufficientSize ||
-        samples == 0)
-      return out;
-    std::vector<NvmlProcessUtilization> util(samples);
-    if (api.process_utilization(d.handle, util.data(), &samples, seen) != 0) return out;
-    std::map<int, std::pair<double, int>> by_pid;  // sum of sm_util, samples
-    for (unsigned int i = 0; i < samples && i < util.size(); ++i) {
-      auto& [sum, n] = by_pid[static_cast<int>(util[i].pid)];
-      sum += util[i].sm_util;
-      ++n;
-      seen = std::max(seen, util[i].time_stamp);
+    r = api.process_utilization(d.handle, nullptr, &samples, w.seen_us);
+    // NOT_FOUND: no process used the SMs since `seen`; the window stays open until one does.
+    if (r != kNvmlErrorInsufficientSize || samples == 0) {
+      if (r != 0) s.unavailable["process_sm_util_ratio"] = nvml_error(kCall, r);
+      return;
     }
-    for (GpuProcessSample& p : out)
-      if (const auto it = by_pid.find(p.pid); it != by_pid.end())
-        p.sm_util_ratio = it->second.first / it->second.second / 100.0;
-    return out;
+    std::vector<NvmlProcessUtilization> util(samples);
+    r = api.process_utilization(d.handle, util.data(), &samples, w.seen_us);
+    if (r != 0) {
+      s.unavailable["process_sm_util_ratio"] = nvml_error(kCall, r);
+      return;
+    }
+    util.resize(std::min<std::size_t>(samples, util.size()));
+    std::vector<unsigned long long> stamps;
+    for (const NvmlProcessUtilization& u : util) stamps.push_back(u.time_stamp);
+    std::sort(stamps.begin(), stamps.end());
+    stamps.erase(std::unique(stamps.begin(), stamps.end()), stamps.end());
+    // NVML samples at a fixed period, and only processes that used the SMs in a period have a
+    // sample of it: the median spacing is the period where a minority of periods went unused.
+    if (stamps.size() >= 2) {
+      std::vector<unsigned long long> gaps(stamps.size() - 1);
+      for (std::size_t i = 1; i < stamps.size(); ++i) gaps[i - 1] = stamps[i] - stamps[i - 1];
+      std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+      w.period_us = gaps[gaps.size() / 2];
+    }
+    if (w.period_us == 0) {
+      // `seen` stays, so that these samples come again with the next read's and are counted.
+      s.unavailable["process_sm_util_ratio"] =
+          std::string(kCall) + ": one sample timestamp, NVML's sample period cannot be estimated";
+      return;
+    }
+    const unsigned long long begin =
+        w.seen_us != 0 ? w.seen_us : stamps.front() - std::min(stamps.front(), w.period_us);
+    const unsigned long long end = stamps.back();
+    if (end <= begin) return;
+    w.seen_us = end;
+    s.sm_window_begin_us = begin;
+    s.sm_window_end_us = end;
+    std::map<int, double> busy;  // sum of sm_util (%) by pid
+    for (const NvmlProcessUtilization& u : util) busy[static_cast<int>(u.pid)] += u.sm_util;
+    const double sample_share = static_cast<double>(w.period_us) / static_cast<double>(end - begin);
+    for (GpuProcessSample& p : s.processes) {
+      const auto it = busy.find(p.pid);
+      const double percent = it == busy.end() ? 0.0 : it->second;  // no sample: idle throughout
+      p.sm_util_ratio = std::clamp(percent * sample_share / 100.0, 0.0, 1.0);
+    }
   }
   struct Pcie {
     double tx_bytes_per_s = 0;
@@ -204,7 +255,12 @@ class NvmlSource final : public GpuSource {
   bool initialized_ = false;
   std::string reason_;
   std::vector<Device> devices_;  // set in the constructor, read-only after
-  std::map<int, unsigned long long> process_seen_us_;  // by device index: the sampling thread's
+  // NVML's per-process samples of a device so far, by device index (the sampling thread's).
+  struct SmWindow {
+    unsigned long long seen_us = 0;    // the newest sample counted; 0: none yet
+    unsigned long long period_us = 0;  // NVML's sample period, as last estimated; 0: not yet
+  };
+  std::map<int, SmWindow> sm_windows_;
 
   // Below state is shared with the PCIe thread, guarded by pcie_mutex_.
   std::mutex pcie_mutex_;

@@ -2,6 +2,7 @@
 // One reading of every utilization source, taken by the sampling thread. Absent sources are
 // empty optionals / empty vectors, each with a reason in UtilizationSampler::unavailable().
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,7 +46,8 @@ struct PressureSample {          // /proc/pressure/<resource>, avg10 as a ratio 
 struct GpuProcessSample {
   int pid = 0;
   std::optional<std::uint64_t> memory_used_bytes;  // none where NVML cannot tell (some MIG, WSL)
-  std::optional<double> sm_util_ratio;              // its share of the SMs' time, recent samples
+  // Its share of the SMs' time over GpuSample's sm_window; none where no window ended.
+  std::optional<double> sm_util_ratio;
 };
 
 struct GpuSample {
@@ -60,6 +62,12 @@ struct GpuSample {
   double sm_clock_mhz = 0;
   double power_watts = 0;
   std::vector<GpuProcessSample> processes;  // empty where NVML lists none or cannot
+  // The stretch of NVML's clock (microseconds) the processes' SM shares cover, (begin, end]; both
+  // 0 where this reading has no share. Readings are repeated, so a window is counted by its end.
+  std::uint64_t sm_window_begin_us = 0;
+  std::uint64_t sm_window_end_us = 0;
+  // Why a reading is empty: its name ("process_sm_util_ratio") -> the call and its status.
+  std::map<std::string, std::string> unavailable;
 };
 
 struct UtilizationSample {

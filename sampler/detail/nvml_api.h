@@ -73,7 +73,8 @@ struct NvmlApi {
   nvmlReturn (*pci_info)(nvmlDevice, NvmlPciInfo*) = nullptr;      // nvmlDeviceGetPciInfo_v3
   // nvmlDeviceGetComputeRunningProcesses_v3: the processes with a CUDA context on the device.
   nvmlReturn (*running_processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
-  // nvmlDeviceGetProcessUtilization: per-process SM use in the samples since a timestamp.
+  // nvmlDeviceGetProcessUtilization: per-process SM use in the samples since a timestamp; a
+  // process has a sample only of the periods in which it used the SMs.
   nvmlReturn (*process_utilization)(nvmlDevice, NvmlProcessUtilization*, unsigned int*,
                                     unsigned long long) = nullptr;
 };

@@ -34,6 +34,9 @@ struct FakeNvml {
   bool gate_open = true;
   int pcie_started = 0, pcie_finished = 0;
   std::thread::id pcie_thread;
+
+  // What nvmlDeviceGetProcessUtilization keeps; it returns those newer than the caller's timestamp.
+  std::vector<detail::NvmlProcessUtilization> sm_samples;
 };
 FakeNvml* fake = nullptr;
 
@@ -101,6 +104,22 @@ nvmlReturn fake_process_util(nvmlDevice, detail::NvmlProcessUtilization* util, u
   return 0;
 }
 
+// FakeNvml::sm_samples newer than `since`, on every GPU.
+nvmlReturn fake_sm_samples(nvmlDevice, detail::NvmlProcessUtilization* util, unsigned* count,
+                           unsigned long long since) {
+  std::vector<detail::NvmlProcessUtilization> newer;
+  for (const detail::NvmlProcessUtilization& u : fake->sm_samples)
+    if (u.time_stamp > since) newer.push_back(u);
+  if (newer.empty()) return 6;  // NVML_ERROR_NOT_FOUND
+  if (util == nullptr || *count < newer.size()) {
+    *count = static_cast<unsigned>(newer.size());
+    return detail::kNvmlErrorInsufficientSize;
+  }
+  std::copy(newer.begin(), newer.end(), util);
+  *count = static_cast<unsigned>(newer.size());
+  return 0;
+}
+
 class NvmlSourceTest : public ::testing::Test {
  protected:
   NvmlSourceTest() { fake = &nvml; }
@@ -127,6 +146,18 @@ class NvmlSourceTest : public ::testing::Test {
     return got;
   }
 
+  // A source over processes 1000 and 1001 on one GPU, their SM use from FakeNvml::sm_samples.
+  std::unique_ptr<GpuSource> sm_source() {
+    nvml.bus_ids = {"00000000:18:00.0"};
+    detail::NvmlLibrary lib = library();
+    lib.api.running_processes = fake_processes;
+    lib.api.process_utilization = fake_sm_samples;
+    return detail::make_nvml_source(std::move(lib), std::nullopt, 1ms);
+  }
+  void add_sm_sample(unsigned pid, unsigned long long time_us, unsigned sm_percent) {
+    nvml.sm_samples.push_back({pid, time_us, sm_percent, 0, 0, 0});
+  }
+
   FakeNvml nvml;
 };
 
@@ -144,11 +175,73 @@ TEST_F(NvmlSourceTest, ProcessesOnEachGpuWithTheirMemoryAndRecentSmShare) {
   EXPECT_EQ(first.pid, 1000);
   EXPECT_EQ(first.memory_used_bytes, 1u << 20);
   ASSERT_TRUE(first.sm_util_ratio);
-  EXPECT_DOUBLE_EQ(*first.sm_util_ratio, 0.4) << "the mean of its samples";
+  EXPECT_DOUBLE_EQ(*first.sm_util_ratio, 0.4) << "in the 2 periods from 0 to 200 us";
   EXPECT_FALSE(got[0].processes[1].memory_used_bytes) << "NVML_VALUE_NOT_AVAILABLE";
-  EXPECT_FALSE(got[0].processes[1].sm_util_ratio) << "no samples of that process";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "no samples of that process: idle";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
   got = source->read();
   EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "only samples newer than the last read";
+}
+
+// NVML returns a process's sample only for the periods in which it used the SMs.
+TEST_F(NvmlSourceTest, SmShareCountsThePeriodsWithoutASampleAsIdle) {
+  for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) {  // a 100 ms period
+    add_sm_sample(1001, t, 10);
+    if (t == 300'000 || t == 700'000) add_sm_sample(1000, t, 100);
+  }
+  const auto source = sm_source();
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].processes.size(), 2u);
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.2, 1e-9)
+      << "busy in 2 of the 10 periods from 0 to 1 s, not busy";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[1].sm_util_ratio, 0.1, 1e-9);
+}
+
+TEST_F(NvmlSourceTest, SmShareOverTheTimeSinceThePreviousReadsNewestSample) {
+  for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) add_sm_sample(1000, t, 50);
+  const auto source = sm_source();
+  source->read();
+  add_sm_sample(1000, 1'200'000, 100);
+  add_sm_sample(1000, 1'300'000, 100);
+  std::vector<GpuSample> got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 2 / 3.0, 1e-9)
+      << "2 busy periods of the 3 from 1.0 to 1.3 s";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "a window with no sample of it: idle";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
+  EXPECT_EQ(got[0].sm_window_begin_us, 1'000'000u);
+  EXPECT_EQ(got[0].sm_window_end_us, 1'300'000u);
+
+  add_sm_sample(1000, 1'500'000, 100);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio)
+      << "one timestamp: the period NVML samples at is the one it had";
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.5, 1e-9) << "1 busy period of 2";
+
+  got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "no sample since: no window has ended";
+  EXPECT_EQ(got[0].sm_window_end_us, 0u);
+}
+
+TEST_F(NvmlSourceTest, SmShareIsNotMeasuredWhileNvmlsSamplePeriodCannotBeEstimated) {
+  add_sm_sample(1000, 1'000'000, 60);
+  const auto source = sm_source();
+  std::vector<GpuSample> got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "one timestamp tells no period";
+  EXPECT_FALSE(got[0].processes[1].sm_util_ratio);
+  EXPECT_EQ(got[0].unavailable.at("process_sm_util_ratio"),
+            "nvmlDeviceGetProcessUtilization: one sample timestamp, NVML's sample period cannot "
+            "be estimated");
+  add_sm_sample(1000, 1'100'000, 60);
+  add_sm_sample(1000, 1'200'000, 60);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.6, 1e-9)
+      << "the first sample is counted with the next read's";
+  EXPECT_EQ(got[0].sm_window_begin_us, 900'000u);
 }
 
 TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
