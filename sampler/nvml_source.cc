@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stop_token>
+#include <string>
 #include <thread>
 
 #include "sampler/detail/nvml_api.h"
@@ -113,23 +116,32 @@ class NvmlSource final : public GpuSource {
       GpuSample s;
       s.index = devices_[i].index;
       NvmlUtilization u{};
-      if (api.utilization(device, &u) == 0) {
+      if (answered(s, {"util_ratio", "memory_util_ratio"}, "nvmlDeviceGetUtilizationRates",
+                   api.utilization, device, &u)) {
         s.util_ratio = u.gpu / 100.0;
         s.memory_util_ratio = u.memory / 100.0;
       }
       NvmlMemory m{};
-      if (api.memory(device, &m) == 0) {
+      if (answered(s, {"memory_used_bytes", "memory_total_bytes"}, "nvmlDeviceGetMemoryInfo",
+                   api.memory, device, &m)) {
         s.memory_used_bytes = m.used;
         s.memory_total_bytes = m.total;
       }
       unsigned int value = 0;
-      if (api.clock_info && api.clock_info(device, kNvmlClockSm, &value) == 0)
+      if (answered(s, {"sm_clock_mhz"}, "nvmlDeviceGetClockInfo", api.clock_info, device,
+                   kNvmlClockSm, &value))
         s.sm_clock_mhz = value;
-      if (api.power_usage && api.power_usage(device, &value) == 0) s.power_watts = value / 1000.0;
-      {
+      if (answered(s, {"power_watts"}, "nvmlDeviceGetPowerUsage", api.power_usage, device, &value))
+        s.power_watts = value / 1000.0;
+      if (api.pcie_throughput) {
         std::lock_guard lock(pcie_mutex_);
-        s.pcie_tx_bytes_per_s = pcie_[i].tx_bytes_per_s;
-        s.pcie_rx_bytes_per_s = pcie_[i].rx_bytes_per_s;
+        s.pcie_tx_bytes_per_s = pcie_[i].tx.bytes_per_s;
+        s.pcie_rx_bytes_per_s = pcie_[i].rx.bytes_per_s;
+        if (!pcie_[i].tx.why.empty()) s.unavailable["pcie_tx_bytes_per_s"] = pcie_[i].tx.why;
+        if (!pcie_[i].rx.why.empty()) s.unavailable["pcie_rx_bytes_per_s"] = pcie_[i].rx.why;
+      } else {
+        for (const char* reading : {"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+          s.unavailable[reading] = not_in_library("nvmlDeviceGetPcieThroughput");
       }
       read_processes(devices_[i], s);
       out.push_back(s);
@@ -216,9 +228,32 @@ class NvmlSource final : public GpuSource {
       p.sm_util_ratio = std::clamp(percent * sample_share / 100.0, 0.0, 1.0);
     }
   }
+  // Whether NVML's `call` (`fn`, null where the library lacks it) answered; where it did not, each
+  // of `readings` gets the reason.
+  template <typename Fn, typename... Args>
+  static bool answered(GpuSample& s, std::initializer_list<const char*> readings, const char* call,
+                       Fn fn, Args... args) {
+    std::string why;
+    if (fn == nullptr) {
+      why = not_in_library(call);
+    } else if (const nvmlReturn status = fn(args...); status != 0) {
+      why = nvml_error(call, status);
+    } else {
+      return true;
+    }
+    for (const char* reading : readings) s.unavailable[reading] = why;
+    return false;
+  }
+  static std::string not_in_library(const char* call) {
+    return std::string(call) + ": not in this NVML library";
+  }
+
+  struct PcieReading {  // of the latest window: bytes/s, or why there is none
+    std::optional<double> bytes_per_s;
+    std::string why;
+  };
   struct Pcie {
-    double tx_bytes_per_s = 0;
-    double rx_bytes_per_s = 0;
+    PcieReading tx, rx;
   };
 
   static std::string unmatched_reason(const std::vector<std::string>& nvml,
@@ -239,11 +274,17 @@ class NvmlSource final : public GpuSource {
       for (std::size_t i = 0; i < devices_.size() && !stop.stop_requested(); ++i) {
         const nvmlDevice device = devices_[i].handle;
         unsigned int tx = 0, rx = 0;
-        const bool tx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx) == 0;
-        const bool rx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx) == 0;
+        const nvmlReturn tx_status = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx);
+        const nvmlReturn rx_status = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx);
+        const auto reading = [](nvmlReturn status, unsigned int kb_per_s) {
+          if (status != 0)
+            return PcieReading{std::nullopt, nvml_error("nvmlDeviceGetPcieThroughput", status)};
+          return PcieReading{kb_per_s * 1024.0, ""};  // NVML gives KB/s
+        };
+        PcieReading tx_reading = reading(tx_status, tx), rx_reading = reading(rx_status, rx);
         std::lock_guard lock(pcie_mutex_);
-        if (tx_ok) pcie_[i].tx_bytes_per_s = tx * 1024.0;  // NVML gives KB/s
-        if (rx_ok) pcie_[i].rx_bytes_per_s = rx * 1024.0;
+        pcie_[i].tx = std::move(tx_reading);
+        pcie_[i].rx = std::move(rx_reading);
       }
       std::unique_lock lock(wait_mutex);
       wait_cv.wait_for(lock, stop, pcie_period_, [] { return false; });

@@ -57,8 +57,9 @@ inline constexpr int kNvmlErrorInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT
 inline constexpr int kNvmlPcieRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 inline constexpr int kNvmlClockSm = 1;      // NVML_CLOCK_SM
 
-// Every NVML entry point feedscope calls. The first five are required; a null optional one
-// leaves its readings at 0 (pci_info: the device cannot be matched to a CUDA device).
+// Every NVML entry point feedscope calls. The first six are required; a null optional one
+// leaves its readings empty, with the reason (pci_info: the device cannot be matched to a CUDA
+// device).
 struct NvmlApi {
   nvmlReturn (*init)() = nullptr;                                  // nvmlInit_v2
   nvmlReturn (*shutdown)() = nullptr;                              // nvmlShutdown

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -104,6 +105,14 @@ nvmlReturn fake_process_util(nvmlDevice, detail::NvmlProcessUtilization* util, u
   return 0;
 }
 
+// A MIG instance or a vGPU: NVML_ERROR_NOT_SUPPORTED for every device-wide reading.
+constexpr nvmlReturn kNotSupported = 3;
+nvmlReturn unsupported_util(nvmlDevice, detail::NvmlUtilization*) { return kNotSupported; }
+nvmlReturn unsupported_memory(nvmlDevice, detail::NvmlMemory*) { return kNotSupported; }
+nvmlReturn unsupported_clock(nvmlDevice, int, unsigned*) { return kNotSupported; }
+nvmlReturn unsupported_power(nvmlDevice, unsigned*) { return kNotSupported; }
+nvmlReturn unsupported_pcie(nvmlDevice, int, unsigned*) { return kNotSupported; }
+
 // FakeNvml::sm_samples newer than `since`, on every GPU.
 nvmlReturn fake_sm_samples(nvmlDevice, detail::NvmlProcessUtilization* util, unsigned* count,
                            unsigned long long since) {
@@ -137,8 +146,9 @@ class NvmlSourceTest : public ::testing::Test {
     std::vector<GpuSample> got;
     do {
       got = source.read();
-      const bool all = std::all_of(got.begin(), got.end(),
-                                   [](const GpuSample& g) { return g.pcie_rx_bytes_per_s > 0; });
+      const bool all = std::all_of(got.begin(), got.end(), [](const GpuSample& g) {
+        return g.pcie_rx_bytes_per_s.has_value();
+      });
       if (!got.empty() && all) return got;
       std::this_thread::sleep_for(1ms);  // waiting for an event, not measuring time
     } while (std::chrono::steady_clock::now() < end);
@@ -244,6 +254,42 @@ TEST_F(NvmlSourceTest, SmShareIsNotMeasuredWhileNvmlsSamplePeriodCannotBeEstimat
   EXPECT_EQ(got[0].sm_window_begin_us, 900'000u);
 }
 
+TEST_F(NvmlSourceTest, AReadingWhoseCallFailsIsEmptyWithTheCallAndItsStatusNotZero) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  detail::NvmlLibrary lib = library();
+  lib.api.utilization = unsupported_util;
+  lib.api.memory = unsupported_memory;
+  lib.api.clock_info = unsupported_clock;
+  lib.api.power_usage = unsupported_power;
+  lib.api.pcie_throughput = unsupported_pcie;
+  const auto source = detail::make_nvml_source(lib, std::nullopt, 1ms);
+  ASSERT_EQ(source->unavailable_reason(), "") << "the GPU is there; some readings are not";
+  const auto end = std::chrono::steady_clock::now() + kBound;
+  std::vector<GpuSample> got;
+  do {  // the PCIe readings come from the source's own thread
+    got = source->read();
+    ASSERT_EQ(got.size(), 1u);
+    if (got[0].unavailable.contains("pcie_rx_bytes_per_s")) break;
+    std::this_thread::sleep_for(1ms);  // waiting for an event, not measuring time
+  } while (std::chrono::steady_clock::now() < end);
+  const GpuSample& g = got[0];
+  for (const auto& reading : {g.util_ratio, g.memory_util_ratio, g.pcie_tx_bytes_per_s,
+                              g.pcie_rx_bytes_per_s, g.sm_clock_mhz, g.power_watts})
+    EXPECT_FALSE(reading) << "not measured, not 0";
+  EXPECT_FALSE(g.memory_used_bytes);
+  EXPECT_FALSE(g.memory_total_bytes);
+  const std::map<std::string, std::string> want = {
+      {"util_ratio", "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"},
+      {"memory_util_ratio", "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"},
+      {"memory_used_bytes", "nvmlDeviceGetMemoryInfo: status 3 (NOT_SUPPORTED)"},
+      {"memory_total_bytes", "nvmlDeviceGetMemoryInfo: status 3 (NOT_SUPPORTED)"},
+      {"sm_clock_mhz", "nvmlDeviceGetClockInfo: status 3 (NOT_SUPPORTED)"},
+      {"power_watts", "nvmlDeviceGetPowerUsage: status 3 (NOT_SUPPORTED)"},
+      {"pcie_tx_bytes_per_s", "nvmlDeviceGetPcieThroughput: status 3 (NOT_SUPPORTED)"},
+      {"pcie_rx_bytes_per_s", "nvmlDeviceGetPcieThroughput: status 3 (NOT_SUPPORTED)"}};
+  EXPECT_EQ(g.unavailable, want);
+}
+
 TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
   nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0"};
   const auto source = detail::make_nvml_source(library(), std::nullopt, 1ms);
@@ -252,11 +298,12 @@ TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
   ASSERT_EQ(got.size(), 2u);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(got[i].index, i);
-    EXPECT_DOUBLE_EQ(got[i].util_ratio, (10 + i) / 100.0);
-    EXPECT_DOUBLE_EQ(got[i].memory_util_ratio, 0.5);
+    EXPECT_DOUBLE_EQ(got[i].util_ratio.value_or(-1), (10 + i) / 100.0);
+    EXPECT_DOUBLE_EQ(got[i].memory_util_ratio.value_or(-1), 0.5);
     EXPECT_EQ(got[i].memory_used_bytes, (i + 1ull) << 30);
-    EXPECT_DOUBLE_EQ(got[i].pcie_tx_bytes_per_s, (i + 1) * 1000 * 1024.0);
-    EXPECT_DOUBLE_EQ(got[i].pcie_rx_bytes_per_s, (i + 1) * 2000 * 1024.0);
+    EXPECT_EQ(got[i].memory_total_bytes, 80ull << 30);
+    EXPECT_DOUBLE_EQ(got[i].pcie_tx_bytes_per_s.value_or(-1), (i + 1) * 1000 * 1024.0);
+    EXPECT_DOUBLE_EQ(got[i].pcie_rx_bytes_per_s.value_or(-1), (i + 1) * 2000 * 1024.0);
   }
 }
 
@@ -269,11 +316,12 @@ TEST_F(NvmlSourceTest, NamesEachGpuByTheCudaIndexTheProcessSeesAndLeavesOutTheOt
   const std::vector<GpuSample> got = read_until_pcie(*source);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].index, 0);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.12) << "cuda:0 is NVML's GPU 2";
-  EXPECT_DOUBLE_EQ(got[0].pcie_tx_bytes_per_s, 3 * 1000 * 1024.0) << "and so are its PCIe rates";
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.12) << "cuda:0 is NVML's GPU 2";
+  EXPECT_DOUBLE_EQ(got[0].pcie_tx_bytes_per_s.value_or(-1), 3 * 1000 * 1024.0)
+      << "and so are its PCIe rates";
   EXPECT_EQ(got[1].index, 1);
-  EXPECT_DOUBLE_EQ(got[1].util_ratio, 0.10) << "cuda:1 is NVML's GPU 0";
-  EXPECT_DOUBLE_EQ(got[1].pcie_tx_bytes_per_s, 1 * 1000 * 1024.0);
+  EXPECT_DOUBLE_EQ(got[1].util_ratio.value_or(-1), 0.10) << "cuda:1 is NVML's GPU 0";
+  EXPECT_DOUBLE_EQ(got[1].pcie_tx_bytes_per_s.value_or(-1), 1 * 1000 * 1024.0);
 }
 
 TEST_F(NvmlSourceTest, NoGpuOfTheProcessAmongNvmlsSaysWhichIdsWereCompared) {
@@ -306,9 +354,10 @@ TEST_F(NvmlSourceTest, ReadDoesNotWaitForAPcieReading) {
   }
   nvml.cv.notify_all();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10) << "the other readings are there";
-  EXPECT_EQ(got[0].pcie_tx_bytes_per_s, 0) << "no PCIe window has ended yet";
-  EXPECT_DOUBLE_EQ(read_until_pcie(*source)[0].pcie_rx_bytes_per_s, 2000 * 1024.0);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.10) << "the other readings are there";
+  EXPECT_FALSE(got[0].pcie_tx_bytes_per_s) << "no PCIe window has ended yet: not measured";
+  EXPECT_FALSE(got[0].unavailable.contains("pcie_tx_bytes_per_s")) << "nor failed";
+  EXPECT_DOUBLE_EQ(read_until_pcie(*source)[0].pcie_rx_bytes_per_s.value_or(-1), 2000 * 1024.0);
 }
 
 // A stop request ends the PCIe thread's pause at once; NVML shuts down after the thread is gone.
@@ -343,8 +392,13 @@ TEST_F(NvmlSourceTest, WithoutThePcieCallTheOtherReadingsStillCome) {
   const auto source = detail::make_nvml_source(lib, std::nullopt, 1ms);
   const std::vector<GpuSample> got = source->read();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10);
-  EXPECT_EQ(got[0].pcie_rx_bytes_per_s, 0);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.10);
+  EXPECT_FALSE(got[0].pcie_rx_bytes_per_s);
+  EXPECT_EQ(got[0].unavailable.at("pcie_rx_bytes_per_s"),
+            "nvmlDeviceGetPcieThroughput: not in this NVML library");
+  EXPECT_EQ(got[0].unavailable.at("sm_clock_mhz"),
+            "nvmlDeviceGetClockInfo: not in this NVML library");
+  EXPECT_FALSE(got[0].unavailable.contains("util_ratio"));
 }
 
 TEST(NvmlLibraryTest, ALibraryWithoutNvmlsEntryPointsIsRefused) {
