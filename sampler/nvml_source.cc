@@ -182,7 +182,7 @@ class NvmlSource final : public GpuSource {
     SmWindow& w = sm_windows_[d.index];
     unsigned int samples = 0;
     r = api.process_utilization(d.handle, nullptr, &samples, w.seen_us);
-    // NOT_FOUND: no process used the SMs since `seen`; the window stays open until one does.
+    // NOT_FOUND: no new sample since `seen`; the window stays open for the next read.
     if (r != kNvmlErrorInsufficientSize || samples == 0) {
       if (r != 0) s.unavailable["process_sm_util_ratio"] = nvml_error(kCall, r);
       return;
@@ -194,38 +194,52 @@ class NvmlSource final : public GpuSource {
       return;
     }
     util.resize(std::min<std::size_t>(samples, util.size()));
-    std::vector<unsigned long long> stamps;
-    for (const NvmlProcessUtilization& u : util) stamps.push_back(u.time_stamp);
-    std::sort(stamps.begin(), stamps.end());
-    stamps.erase(std::unique(stamps.begin(), stamps.end()), stamps.end());
-    // NVML samples at a fixed period, and only processes that used the SMs in a period have a
-    // sample of it: the median spacing is the period where a minority of periods went unused.
-    if (stamps.size() >= 2) {
-      std::vector<unsigned long long> gaps(stamps.size() - 1);
-      for (std::size_t i = 1; i < stamps.size(); ++i) gaps[i - 1] = stamps[i] - stamps[i - 1];
+    if (util.empty()) return;
+    std::sort(util.begin(), util.end(), [](const auto& a, const auto& b) {
+      return a.time_stamp < b.time_stamp;
+    });
+    std::map<int, std::vector<const NvmlProcessUtilization*>> by_pid;  // each oldest first
+    for (const NvmlProcessUtilization& u : util) by_pid[static_cast<int>(u.pid)].push_back(&u);
+    // A driver may give a process one sample per period it used the SMs (NVML samples at a fixed
+    // period): then the median spacing of a process's samples is that period. The one this was
+    // seen on (an H100, driver 580) gives one sample per process per read, its smUtil the average
+    // since `seen`; no period then, and the sample stands for the whole stretch back to `seen`.
+    std::vector<unsigned long long> gaps;
+    for (const auto& [pid, list] : by_pid)
+      for (std::size_t i = 1; i < list.size(); ++i)
+        if (list[i]->time_stamp > list[i - 1]->time_stamp)
+          gaps.push_back(list[i]->time_stamp - list[i - 1]->time_stamp);
+    if (!gaps.empty()) {
       std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
       w.period_us = gaps[gaps.size() / 2];
     }
-    if (w.period_us == 0) {
-      // `seen` stays, so that these samples come again with the next read's and are counted.
+    const unsigned long long end = util.back().time_stamp;
+    const bool first = w.seen_us == 0;
+    if (first && w.period_us == 0) {
+      w.seen_us = end;
       s.unavailable["process_sm_util_ratio"] =
-          std::string(kCall) + ": one sample timestamp, NVML's sample period cannot be estimated";
+          std::string(kCall) + ": a first read's averages cover a stretch NVML does not say";
       return;
     }
     const unsigned long long begin =
-        w.seen_us != 0 ? w.seen_us : stamps.front() - std::min(stamps.front(), w.period_us);
-    const unsigned long long end = stamps.back();
+        first ? util.front().time_stamp - std::min(util.front().time_stamp, w.period_us) : w.seen_us;
     if (end <= begin) return;
     w.seen_us = end;
     s.sm_window_begin_us = begin;
     s.sm_window_end_us = end;
-    std::map<int, double> busy;  // sum of sm_util (%) by pid
-    for (const NvmlProcessUtilization& u : util) busy[static_cast<int>(u.pid)] += u.sm_util;
-    const double sample_share = static_cast<double>(w.period_us) / static_cast<double>(end - begin);
+    const double elapsed = static_cast<double>(end - begin);
     for (GpuProcessSample& p : s.processes) {
-      const auto it = busy.find(p.pid);
-      const double percent = it == busy.end() ? 0.0 : it->second;  // no sample: idle throughout
-      p.sm_util_ratio = std::clamp(percent * sample_share / 100.0, 0.0, 1.0);
+      double busy = 0;  // smUtil (%) x microseconds; a process without a sample was idle
+      if (const auto it = by_pid.find(p.pid); it != by_pid.end()) {
+        unsigned long long previous = begin;
+        for (const NvmlProcessUtilization* u : it->second) {
+          unsigned long long stretch = u->time_stamp - std::min(u->time_stamp, previous);
+          if (w.period_us != 0) stretch = std::min(stretch, w.period_us);  // no sample: idle
+          busy += u->sm_util * static_cast<double>(stretch);
+          previous = u->time_stamp;
+        }
+      }
+      p.sm_util_ratio = std::clamp(busy / elapsed / 100.0, 0.0, 1.0);
     }
   }
   // Whether NVML's `call` (`fn`, null where the library lacks it) answered; where it did not, each
@@ -298,8 +312,9 @@ class NvmlSource final : public GpuSource {
   std::vector<Device> devices_;  // set in the constructor, read-only after
   // NVML's per-process samples of a device so far, by device index (the sampling thread's).
   struct SmWindow {
-    unsigned long long seen_us = 0;    // the newest sample counted; 0: none yet
-    unsigned long long period_us = 0;  // NVML's sample period, as last estimated; 0: not yet
+    unsigned long long seen_us = 0;  // the newest sample read; 0: none yet
+    // NVML's sample period, as last estimated; 0 while no process had two samples in one read.
+    unsigned long long period_us = 0;
   };
   std::map<int, SmWindow> sm_windows_;
 

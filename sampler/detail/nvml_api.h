@@ -74,8 +74,9 @@ struct NvmlApi {
   nvmlReturn (*pci_info)(nvmlDevice, NvmlPciInfo*) = nullptr;      // nvmlDeviceGetPciInfo_v3
   // nvmlDeviceGetComputeRunningProcesses_v3: the processes with a CUDA context on the device.
   nvmlReturn (*running_processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
-  // nvmlDeviceGetProcessUtilization: per-process SM use in the samples since a timestamp; a
-  // process has a sample only of the periods in which it used the SMs.
+  // nvmlDeviceGetProcessUtilization: per-process SM use since a timestamp; a process that did not
+  // use the SMs has no sample. An H100 on driver 580 gives one sample per process, its smUtil the
+  // average since the timestamp; a driver may also give one per sample period (see read_processes).
   nvmlReturn (*process_utilization)(nvmlDevice, NvmlProcessUtilization*, unsigned int*,
                                     unsigned long long) = nullptr;
 };

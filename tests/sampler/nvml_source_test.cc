@@ -193,8 +193,35 @@ TEST_F(NvmlSourceTest, ProcessesOnEachGpuWithTheirMemoryAndRecentSmShare) {
   EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "only samples newer than the last read";
 }
 
-// NVML returns a process's sample only for the periods in which it used the SMs.
-TEST_F(NvmlSourceTest, SmShareCountsThePeriodsWithoutASampleAsIdle) {
+// What an H100 with driver 580 does: one sample per process per read, stamped at NVML's latest
+// tick, its smUtil the average since the caller's timestamp; a process that did not use the SMs
+// has none. Here process 1000 runs 25 % of every second, and reads come 1 s, then 2 s apart.
+TEST_F(NvmlSourceTest, OneSamplePerProcessIsItsAverageSinceThePreviousRead) {
+  add_sm_sample(1001, 1'000'000, 1);
+  add_sm_sample(1000, 2'800'000, 7);
+  const auto source = sm_source();
+  std::vector<GpuSample> got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "averaged over what came before: unknown";
+  EXPECT_FALSE(got[0].processes[1].sm_util_ratio);
+  EXPECT_EQ(got[0].unavailable.at("process_sm_util_ratio"),
+            "nvmlDeviceGetProcessUtilization: a first read's averages cover a stretch NVML does "
+            "not say");
+  add_sm_sample(1000, 3'800'000, 26);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.26, 1e-9);
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "no sample: it did not use the SMs";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
+  EXPECT_EQ(got[0].sm_window_begin_us, 2'800'000u);
+  EXPECT_EQ(got[0].sm_window_end_us, 3'800'000u);
+  add_sm_sample(1000, 5'800'000, 26);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.26, 1e-9) << "2 s at 26 %, not 2 periods";
+}
+
+// A driver that gives a process one sample per period it used the SMs in, and none for the others.
+TEST_F(NvmlSourceTest, SamplesPerPeriodCountThePeriodsWithoutASampleAsIdle) {
   for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) {  // a 100 ms period
     add_sm_sample(1001, t, 10);
     if (t == 300'000 || t == 700'000) add_sm_sample(1000, t, 100);
@@ -210,7 +237,7 @@ TEST_F(NvmlSourceTest, SmShareCountsThePeriodsWithoutASampleAsIdle) {
   EXPECT_NEAR(*got[0].processes[1].sm_util_ratio, 0.1, 1e-9);
 }
 
-TEST_F(NvmlSourceTest, SmShareOverTheTimeSinceThePreviousReadsNewestSample) {
+TEST_F(NvmlSourceTest, SamplesPerPeriodOverTheTimeSinceThePreviousReadsNewestSample) {
   for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) add_sm_sample(1000, t, 50);
   const auto source = sm_source();
   source->read();
@@ -227,31 +254,12 @@ TEST_F(NvmlSourceTest, SmShareOverTheTimeSinceThePreviousReadsNewestSample) {
 
   add_sm_sample(1000, 1'500'000, 100);
   got = source->read();
-  ASSERT_TRUE(got[0].processes[0].sm_util_ratio)
-      << "one timestamp: the period NVML samples at is the one it had";
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio) << "one sample: the period NVML samples at";
   EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.5, 1e-9) << "1 busy period of 2";
 
   got = source->read();
   EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "no sample since: no window has ended";
   EXPECT_EQ(got[0].sm_window_end_us, 0u);
-}
-
-TEST_F(NvmlSourceTest, SmShareIsNotMeasuredWhileNvmlsSamplePeriodCannotBeEstimated) {
-  add_sm_sample(1000, 1'000'000, 60);
-  const auto source = sm_source();
-  std::vector<GpuSample> got = source->read();
-  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "one timestamp tells no period";
-  EXPECT_FALSE(got[0].processes[1].sm_util_ratio);
-  EXPECT_EQ(got[0].unavailable.at("process_sm_util_ratio"),
-            "nvmlDeviceGetProcessUtilization: one sample timestamp, NVML's sample period cannot "
-            "be estimated");
-  add_sm_sample(1000, 1'100'000, 60);
-  add_sm_sample(1000, 1'200'000, 60);
-  got = source->read();
-  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
-  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.6, 1e-9)
-      << "the first sample is counted with the next read's";
-  EXPECT_EQ(got[0].sm_window_begin_us, 900'000u);
 }
 
 TEST_F(NvmlSourceTest, AReadingWhoseCallFailsIsEmptyWithTheCallAndItsStatusNotZero) {
