@@ -251,7 +251,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       for (const GpuSample& g : u.gpus) {
         Line& l = gpus[g.index];
         l.name = "GPU " + std::to_string(g.index);
-        l.points.push_back({t, g.util_ratio});
+        if (g.util_ratio) l.points.push_back({t, *g.util_ratio});  // a failed read is no 0
       }
       for (const ThreadCpu& th : u.threads) {
         // Loader lanes and the training thread; other threads (the sampler, TBB's spares) are
@@ -268,7 +268,10 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       }
     }
     std::vector<Line> usage = {system, process};
-    for (auto& [i, l] : gpus) usage.push_back(l);
+    for (auto& [i, l] : gpus) {
+      if (l.points.empty()) l.name += " (not measured)";
+      usage.push_back(l);
+    }
     if (!io.points.empty()) usage.push_back(io);
     h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "");
     std::vector<Line> thread_lines;

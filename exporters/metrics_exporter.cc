@@ -116,6 +116,12 @@ std::string format_address(const ParsedAddress& address, int port) {
   return host + ":" + std::to_string(port);
 }
 
+// For a reading that did not come (an NVML call that failed): no series rather than a 0, and not
+// the last value it had either.
+void remove_series(Family<Gauge>& family, const Labels& labels) {
+  if (family.Has(labels)) family.Remove(&family.Add(labels));
+}
+
 double clamp_ratio(double value) {  // NaN passes through: a broken reading stays visible
   return value < 0 ? 0 : value > 1 ? 1 : value;
 }
@@ -418,9 +424,17 @@ void MetricsExporter::Impl::update_utilization(const UtilizationSample& sample) 
 
   for (const GpuSample& gpu : sample.gpus) {
     const Labels labels{{"gpu", std::to_string(gpu.index)}};
-    gpu_util->Add(labels).Set(clamp_ratio(gpu.util_ratio));
-    gpu_busy->Add(labels).Set(clamp_ratio(gpu.util_ratio));
-    gpu_memory_used->Add(labels).Set(static_cast<double>(gpu.memory_used_bytes));
+    if (gpu.util_ratio) {
+      gpu_util->Add(labels).Set(clamp_ratio(*gpu.util_ratio));
+      gpu_busy->Add(labels).Set(clamp_ratio(*gpu.util_ratio));
+    } else {
+      remove_series(*gpu_util, labels);
+      remove_series(*gpu_busy, labels);
+    }
+    if (gpu.memory_used_bytes)
+      gpu_memory_used->Add(labels).Set(static_cast<double>(*gpu.memory_used_bytes));
+    else
+      remove_series(*gpu_memory_used, labels);
   }
 }
 

@@ -63,8 +63,8 @@ std::string TimeseriesCsv::row(const UtilizationSample& s, std::int64_t origin_n
     if (i < s.gpus.size()) {
       const GpuSample& g = s.gpus[i];
       r += "," + cell(g.util_ratio) + "," + cell(g.memory_util_ratio) + "," +
-           cell(static_cast<double>(g.memory_used_bytes)) + "," + cell(g.pcie_tx_bytes_per_s) +
-           "," + cell(g.pcie_rx_bytes_per_s) + "," + cell(g.sm_clock_mhz) + "," + cell(g.power_watts);
+           cell(as_double(g.memory_used_bytes)) + "," + cell(g.pcie_tx_bytes_per_s) + "," +
+           cell(g.pcie_rx_bytes_per_s) + "," + cell(g.sm_clock_mhz) + "," + cell(g.power_watts);
     } else {
       r += ",,,,,,,";
     }

@@ -123,9 +123,15 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   workers_cores_sum_ += workers;
   worker_samples_ += alive > 0;
 
-  // NVML's per-process readings, for the processes of this tree.
+  // NVML's per-process readings, for the processes of this tree. The sampler repeats a GPU
+  // reading until it reads the GPU again: a window of SM shares is counted once, by its end.
   std::uint64_t gpu_memory = 0;
-  for (const GpuSample& g : s.gpus)
+  for (const GpuSample& g : s.gpus) {
+    std::uint64_t& counted_until = sm_counted_until_us_[g.index];
+    const bool new_window = g.sm_window_end_us > counted_until;
+    const double window_s =
+        new_window ? static_cast<double>(g.sm_window_end_us - g.sm_window_begin_us) / 1e6 : 0;
+    if (new_window) counted_until = g.sm_window_end_us;
     for (const GpuProcessSample& p : g.processes) {
       const auto it = processes_.find(p.pid);
       if (it == processes_.end()) continue;
@@ -134,11 +140,14 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       w.gpu_memory_peak_bytes = std::max(w.gpu_memory_peak_bytes, memory);
       gpu_memory += memory;
       on_gpu_ = true;
-      if (p.sm_util_ratio) {
-        it->second.sm_sum += *p.sm_util_ratio;
-        ++it->second.sm_samples;
+      // Weighted by the window's length: a read that finds no new NVML sample leaves the window
+      // open, so one share may cover seconds of idle time.
+      if (new_window && p.sm_util_ratio) {
+        it->second.sm_sum += *p.sm_util_ratio * window_s;
+        it->second.sm_seconds += window_s;
       }
     }
+  }
   tree_gpu_memory_peak_ = std::max(tree_gpu_memory_peak_, gpu_memory);
   other_processes_sum_ += others;
   workers_max_ = std::max(workers_max_, alive);
@@ -200,7 +209,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
       read_bytes += p.read_bytes;
       read_known = true;
     }
-    if (a.sm_samples > 0) p.gpu_sm_util = a.sm_sum / static_cast<double>(a.sm_samples);
+    if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
     if (p.role == ProcessRole::trainer) {
       out.trainer_cores = p.cpu_cores_mean;
       out.trainer_gpu_sm_util = p.gpu_sm_util;

@@ -45,7 +45,8 @@ struct WatchedProcess {
   double io_wait_share = 0;      // share of its readings in uninterruptible (D) wait
   std::uint64_t rss_peak_bytes = 0;
   std::uint64_t read_bytes = 0;  // from storage while watched (/proc/<pid>/io read_bytes growth)
-  // NVML's view, where it has a CUDA context: GPU memory at most, and its mean SM share.
+  // NVML's view, where it has a CUDA context: GPU memory at most, and its SM share over the time
+  // NVML's samples covered.
   std::uint64_t gpu_memory_peak_bytes = 0;
   std::optional<double> gpu_sm_util;
 };
@@ -113,8 +114,8 @@ class ProcessTreeDigest {
     double cores_sum = 0;
     std::size_t io_wait_samples = 0;
     std::optional<std::uint64_t> first_read, last_read;
-    double sm_sum = 0;
-    std::size_t sm_samples = 0;
+    double sm_sum = 0;      // SM share x seconds of NVML's windows
+    double sm_seconds = 0;  // the windows' length
   };
   mutable std::mutex mutex_;
   int started_pid_;
@@ -127,6 +128,7 @@ class ProcessTreeDigest {
   double worker_busy_sum_ = 0;       // min(cores, 1) over every worker reading
   std::size_t worker_readings_ = 0;
   std::uint64_t tree_gpu_memory_peak_ = 0;
+  std::map<int, std::uint64_t> sm_counted_until_us_;  // by GPU index: the newest window's end
   bool on_gpu_ = false;
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;

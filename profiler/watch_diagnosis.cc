@@ -55,7 +55,7 @@ void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
                                  ? fmt("; the training process used the SMs %.0f%% of the time",
                                        100 * *t.trainer_gpu_sm_util)
                                        .c_str()
-                                 : ""));
+                                 : "; the training process's SM share: not measured"));
 }
 
 // "cudaStreamSynchronize 500, cudaMemcpy 3": the calls behind the syncs, most first.

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stop_token>
+#include <string>
 #include <thread>
 
 #include "sampler/detail/nvml_api.h"
@@ -16,6 +20,26 @@ namespace feedscope {
 namespace detail {
 
 namespace {
+
+const char* nvml_status_name(nvmlReturn status) {
+  static constexpr const char* kNames[] = {
+      "SUCCESS", "UNINITIALIZED", "INVALID_ARGUMENT", "NOT_SUPPORTED", "NO_PERMISSION",
+      "ALREADY_INITIALIZED", "NOT_FOUND", "INSUFFICIENT_SIZE", "INSUFFICIENT_POWER",
+      "DRIVER_NOT_LOADED", "TIMEOUT", "IRQ_ISSUE", "LIBRARY_NOT_FOUND", "FUNCTION_NOT_FOUND",
+      "CORRUPTED_INFOROM", "GPU_IS_LOST", "RESET_REQUIRED", "OPERATING_SYSTEM",
+      "LIB_RM_VERSION_MISMATCH", "IN_USE", "MEMORY", "NO_DATA", "VGPU_ECC_NOT_SUPPORTED",
+      "INSUFFICIENT_RESOURCES", "FREQ_NOT_SUPPORTED", "ARGUMENT_VERSION_MISMATCH", "DEPRECATED",
+      "NOT_READY", "GPU_NOT_FOUND", "INVALID_STATE"};
+  if (status >= 0 && status < static_cast<int>(std::size(kNames))) return kNames[status];
+  return status == 999 ? "UNKNOWN" : nullptr;
+}
+
+// "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"
+std::string nvml_error(const char* call, nvmlReturn status) {
+  const char* name = nvml_status_name(status);
+  return std::string(call) + ": status " + std::to_string(status) +
+         (name ? std::string(" (") + name + ")" : std::string());
+}
 
 template <typename Fn>
 bool bind(void* lib, Fn& fn, const char* name) {
@@ -92,25 +116,34 @@ class NvmlSource final : public GpuSource {
       GpuSample s;
       s.index = devices_[i].index;
       NvmlUtilization u{};
-      if (api.utilization(device, &u) == 0) {
+      if (answered(s, {"util_ratio", "memory_util_ratio"}, "nvmlDeviceGetUtilizationRates",
+                   api.utilization, device, &u)) {
         s.util_ratio = u.gpu / 100.0;
         s.memory_util_ratio = u.memory / 100.0;
       }
       NvmlMemory m{};
-      if (api.memory(device, &m) == 0) {
+      if (answered(s, {"memory_used_bytes", "memory_total_bytes"}, "nvmlDeviceGetMemoryInfo",
+                   api.memory, device, &m)) {
         s.memory_used_bytes = m.used;
         s.memory_total_bytes = m.total;
       }
       unsigned int value = 0;
-      if (api.clock_info && api.clock_info(device, kNvmlClockSm, &value) == 0)
+      if (answered(s, {"sm_clock_mhz"}, "nvmlDeviceGetClockInfo", api.clock_info, device,
+                   kNvmlClockSm, &value))
         s.sm_clock_mhz = value;
-      if (api.power_usage && api.power_usage(device, &value) == 0) s.power_watts = value / 1000.0;
-      {
+      if (answered(s, {"power_watts"}, "nvmlDeviceGetPowerUsage", api.power_usage, device, &value))
+        s.power_watts = value / 1000.0;
+      if (api.pcie_throughput) {
         std::lock_guard lock(pcie_mutex_);
-        s.pcie_tx_bytes_per_s = pcie_[i].tx_bytes_per_s;
-        s.pcie_rx_bytes_per_s = pcie_[i].rx_bytes_per_s;
+        s.pcie_tx_bytes_per_s = pcie_[i].tx.bytes_per_s;
+        s.pcie_rx_bytes_per_s = pcie_[i].rx.bytes_per_s;
+        if (!pcie_[i].tx.why.empty()) s.unavailable["pcie_tx_bytes_per_s"] = pcie_[i].tx.why;
+        if (!pcie_[i].rx.why.empty()) s.unavailable["pcie_rx_bytes_per_s"] = pcie_[i].rx.why;
+      } else {
+        for (const char* reading : {"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+          s.unavailable[reading] = not_in_library("nvmlDeviceGetPcieThroughput");
       }
-      s.processes = read_processes(devices_[i]);
+      read_processes(devices_[i], s);
       out.push_back(s);
     }
     return out;
@@ -124,12 +157,11 @@ class NvmlSource final : public GpuSource {
     int index;  // the name its samples carry
   };
 
-  // The processes with a context on the device, their memory, and their SM share over NVML's
-  // samples since the previous read (the sampling thread's only).
-  std::vector<GpuProcessSample> read_processes(const Device& d) {
+  // The processes with a context on the device, their memory, and their SM share over the
+  // samples NVML took since the previous read (the sampling thread's only).
+  void read_processes(const Device& d, GpuSample& s) {
     const NvmlApi& api = nvml_.api;
-    std::vector<GpuProcessSample> out;
-    if (!api.running_processes) return out;
+    if (!api.running_processes) return;
     std::vector<NvmlProcessInfo> infos(16);
     unsigned int count = static_cast<unsigned int>(infos.size());
     nvmlReturn r = api.running_processes(d.handle, &count, infos.data());
@@ -138,36 +170,104 @@ class NvmlSource final : public GpuSource {
       count = static_cast<unsigned int>(infos.size());
       r = api.running_processes(d.handle, &count, infos.data());
     }
-    if (r != 0) return out;
+    if (r != 0) return;
     for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
       GpuProcessSample p;
       p.pid = static_cast<int>(infos[i].pid);
       if (infos[i].used_gpu_memory != ~0ULL) p.memory_used_bytes = infos[i].used_gpu_memory;
-      out.push_back(p);
+      s.processes.push_back(p);
     }
-    if (!api.process_utilization || out.empty()) return out;
-    unsigned long long& seen = process_seen_us_[d.index];
+    if (!api.process_utilization || s.processes.empty()) return;
+    static constexpr const char* kCall = "nvmlDeviceGetProcessUtilization";
+    SmWindow& w = sm_windows_[d.index];
     unsigned int samples = 0;
-    if (api.process_utilization(d.handle, nullptr, &samples, seen) != kNvmlErrorInsufficientSize ||
-        samples == 0)
-      return out;
-    std::vector<NvmlProcessUtilization> util(samples);
-    if (api.process_utilization(d.handle, util.data(), &samples, seen) != 0) return out;
-    std::map<int, std::pair<double, int>> by_pid;  // sum of sm_util, samples
-    for (unsigned int i = 0; i < samples && i < util.size(); ++i) {
-      auto& [sum, n] = by_pid[static_cast<int>(util[i].pid)];
-      sum += util[i].sm_util;
-      ++n;
-      seen = std::max(seen, util[i].time_stamp);
+    r = api.process_utilization(d.handle, nullptr, &samples, w.seen_us);
+    // NOT_FOUND: no new sample since `seen`; the window stays open for the next read.
+    if (r != kNvmlErrorInsufficientSize || samples == 0) {
+      if (r != 0) s.unavailable["process_sm_util_ratio"] = nvml_error(kCall, r);
+      return;
     }
-    for (GpuProcessSample& p : out)
-      if (const auto it = by_pid.find(p.pid); it != by_pid.end())
-        p.sm_util_ratio = it->second.first / it->second.second / 100.0;
-    return out;
+    std::vector<NvmlProcessUtilization> util(samples);
+    r = api.process_utilization(d.handle, util.data(), &samples, w.seen_us);
+    if (r != 0) {
+      s.unavailable["process_sm_util_ratio"] = nvml_error(kCall, r);
+      return;
+    }
+    util.resize(std::min<std::size_t>(samples, util.size()));
+    if (util.empty()) return;
+    std::sort(util.begin(), util.end(), [](const auto& a, const auto& b) {
+      return a.time_stamp < b.time_stamp;
+    });
+    std::map<int, std::vector<const NvmlProcessUtilization*>> by_pid;  // each oldest first
+    for (const NvmlProcessUtilization& u : util) by_pid[static_cast<int>(u.pid)].push_back(&u);
+    // A driver may give a process one sample per period it used the SMs (NVML samples at a fixed
+    // period): then the median spacing of a process's samples is that period. The one this was
+    // seen on (an H100, driver 580) gives one sample per process per read, its smUtil the average
+    // since `seen`; no period then, and the sample stands for the whole stretch back to `seen`.
+    std::vector<unsigned long long> gaps;
+    for (const auto& [pid, list] : by_pid)
+      for (std::size_t i = 1; i < list.size(); ++i)
+        if (list[i]->time_stamp > list[i - 1]->time_stamp)
+          gaps.push_back(list[i]->time_stamp - list[i - 1]->time_stamp);
+    if (!gaps.empty()) {
+      std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+      w.period_us = gaps[gaps.size() / 2];
+    }
+    const unsigned long long end = util.back().time_stamp;
+    const bool first = w.seen_us == 0;
+    if (first && w.period_us == 0) {
+      w.seen_us = end;
+      s.unavailable["process_sm_util_ratio"] =
+          std::string(kCall) + ": a first read's averages cover a stretch NVML does not say";
+      return;
+    }
+    const unsigned long long begin =
+        first ? util.front().time_stamp - std::min(util.front().time_stamp, w.period_us) : w.seen_us;
+    if (end <= begin) return;
+    w.seen_us = end;
+    s.sm_window_begin_us = begin;
+    s.sm_window_end_us = end;
+    const double elapsed = static_cast<double>(end - begin);
+    for (GpuProcessSample& p : s.processes) {
+      double busy = 0;  // smUtil (%) x microseconds; a process without a sample was idle
+      if (const auto it = by_pid.find(p.pid); it != by_pid.end()) {
+        unsigned long long previous = begin;
+        for (const NvmlProcessUtilization* u : it->second) {
+          unsigned long long stretch = u->time_stamp - std::min(u->time_stamp, previous);
+          if (w.period_us != 0) stretch = std::min(stretch, w.period_us);  // no sample: idle
+          busy += u->sm_util * static_cast<double>(stretch);
+          previous = u->time_stamp;
+        }
+      }
+      p.sm_util_ratio = std::clamp(busy / elapsed / 100.0, 0.0, 1.0);
+    }
   }
+  // Whether NVML's `call` (`fn`, null where the library lacks it) answered; where it did not, each
+  // of `readings` gets the reason.
+  template <typename Fn, typename... Args>
+  static bool answered(GpuSample& s, std::initializer_list<const char*> readings, const char* call,
+                       Fn fn, Args... args) {
+    std::string why;
+    if (fn == nullptr) {
+      why = not_in_library(call);
+    } else if (const nvmlReturn status = fn(args...); status != 0) {
+      why = nvml_error(call, status);
+    } else {
+      return true;
+    }
+    for (const char* reading : readings) s.unavailable[reading] = why;
+    return false;
+  }
+  static std::string not_in_library(const char* call) {
+    return std::string(call) + ": not in this NVML library";
+  }
+
+  struct PcieReading {  // of the latest window: bytes/s, or why there is none
+    std::optional<double> bytes_per_s;
+    std::string why;
+  };
   struct Pcie {
-    double tx_bytes_per_s = 0;
-    double rx_bytes_per_s = 0;
+    PcieReading tx, rx;
   };
 
   static std::string unmatched_reason(const std::vector<std::string>& nvml,
@@ -188,11 +288,17 @@ class NvmlSource final : public GpuSource {
       for (std::size_t i = 0; i < devices_.size() && !stop.stop_requested(); ++i) {
         const nvmlDevice device = devices_[i].handle;
         unsigned int tx = 0, rx = 0;
-        const bool tx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx) == 0;
-        const bool rx_ok = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx) == 0;
+        const nvmlReturn tx_status = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx);
+        const nvmlReturn rx_status = nvml_.api.pcie_throughput(device, kNvmlPcieRxBytes, &rx);
+        const auto reading = [](nvmlReturn status, unsigned int kb_per_s) {
+          if (status != 0)
+            return PcieReading{std::nullopt, nvml_error("nvmlDeviceGetPcieThroughput", status)};
+          return PcieReading{kb_per_s * 1024.0, ""};  // NVML gives KB/s
+        };
+        PcieReading tx_reading = reading(tx_status, tx), rx_reading = reading(rx_status, rx);
         std::lock_guard lock(pcie_mutex_);
-        if (tx_ok) pcie_[i].tx_bytes_per_s = tx * 1024.0;  // NVML gives KB/s
-        if (rx_ok) pcie_[i].rx_bytes_per_s = rx * 1024.0;
+        pcie_[i].tx = std::move(tx_reading);
+        pcie_[i].rx = std::move(rx_reading);
       }
       std::unique_lock lock(wait_mutex);
       wait_cv.wait_for(lock, stop, pcie_period_, [] { return false; });
@@ -204,7 +310,13 @@ class NvmlSource final : public GpuSource {
   bool initialized_ = false;
   std::string reason_;
   std::vector<Device> devices_;  // set in the constructor, read-only after
-  std::map<int, unsigned long long> process_seen_us_;  // by device index: the sampling thread's
+  // NVML's per-process samples of a device so far, by device index (the sampling thread's).
+  struct SmWindow {
+    unsigned long long seen_us = 0;  // the newest sample read; 0: none yet
+    // NVML's sample period, as last estimated; 0 while no process had two samples in one read.
+    unsigned long long period_us = 0;
+  };
+  std::map<int, SmWindow> sm_windows_;
 
   // Below state is shared with the PCIe thread, guarded by pcie_mutex_.
   std::mutex pcie_mutex_;

@@ -2,6 +2,7 @@
 // One reading of every utilization source, taken by the sampling thread. Absent sources are
 // empty optionals / empty vectors, each with a reason in UtilizationSampler::unavailable().
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,21 +46,32 @@ struct PressureSample {          // /proc/pressure/<resource>, avg10 as a ratio 
 struct GpuProcessSample {
   int pid = 0;
   std::optional<std::uint64_t> memory_used_bytes;  // none where NVML cannot tell (some MIG, WSL)
-  std::optional<double> sm_util_ratio;              // its share of the SMs' time, recent samples
+  // Its share of the SMs' time over GpuSample's sm_window; none where no window ended.
+  std::optional<double> sm_util_ratio;
 };
 
+// Each reading is empty where its NVML call failed (NOT_SUPPORTED on a MIG instance or a vGPU) or
+// is missing, with the reason in `unavailable`: not measured, which 0 would hide.
 struct GpuSample {
-  int index = 0;                 // the CUDA index the process sees (cuda:N); see make_nvml_source
-  double util_ratio = 0;         // NVML utilization.gpu / 100: a kernel ran in the period
-  double memory_util_ratio = 0;  // NVML utilization.memory / 100
-  std::uint64_t memory_used_bytes = 0;
-  std::uint64_t memory_total_bytes = 0;
-  // The latest of NVML's ~20 ms PCIe windows, read off the sampling thread; 0 until the first.
-  double pcie_tx_bytes_per_s = 0;
-  double pcie_rx_bytes_per_s = 0;
-  double sm_clock_mhz = 0;
-  double power_watts = 0;
+  int index = 0;  // the CUDA index the process sees (cuda:N); see make_nvml_source
+  std::optional<double> util_ratio;  // NVML utilization.gpu / 100: a kernel ran in the period
+  std::optional<double> memory_util_ratio;  // NVML utilization.memory / 100
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_total_bytes;
+  // The latest of NVML's ~20 ms PCIe windows, read off the sampling thread; none until the first.
+  std::optional<double> pcie_tx_bytes_per_s;
+  std::optional<double> pcie_rx_bytes_per_s;
+  std::optional<double> sm_clock_mhz;
+  std::optional<double> power_watts;
   std::vector<GpuProcessSample> processes;  // empty where NVML lists none or cannot
+  // The stretch of NVML's clock (microseconds) the processes' SM shares cover, (begin, end]; both
+  // 0 where this reading has no share. Readings are repeated, so a window is counted by its end.
+  std::uint64_t sm_window_begin_us = 0;
+  std::uint64_t sm_window_end_us = 0;
+  // Why a reading is empty: its name as above ("util_ratio", "process_sm_util_ratio" for the
+  // processes' shares) -> the call and its status, "nvmlDeviceGetUtilizationRates: status 3
+  // (NOT_SUPPORTED)". A reading still pending (the first PCIe window) has none.
+  std::map<std::string, std::string> unavailable;
 };
 
 struct UtilizationSample {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 namespace feedscope {
 
@@ -273,8 +274,26 @@ void UtilizationSampler::record(const UtilizationSample& s) {
   for (const GpuSample& g : s.gpus) {
     const std::string gpu = "gpu" + std::to_string(g.index) + "_";
     put(gpu + "util_ratio", g.util_ratio);
-    put(gpu + "memory_used_bytes", static_cast<double>(g.memory_used_bytes));
+    if (g.memory_used_bytes)
+      put(gpu + "memory_used_bytes", static_cast<double>(*g.memory_used_bytes));
     put(gpu + "pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s);
+    const bool sm_share =
+        std::any_of(g.processes.begin(), g.processes.end(),
+                    [](const GpuProcessSample& p) { return p.sm_util_ratio.has_value(); });
+    const std::pair<const char*, bool> readings[] = {
+        {"util_ratio", g.util_ratio.has_value()},
+        {"memory_util_ratio", g.memory_util_ratio.has_value()},
+        {"memory_used_bytes", g.memory_used_bytes.has_value()},
+        {"memory_total_bytes", g.memory_total_bytes.has_value()},
+        {"pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s.has_value()},
+        {"pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s.has_value()},
+        {"sm_clock_mhz", g.sm_clock_mhz.has_value()},
+        {"power_watts", g.power_watts.has_value()},
+        {"process_sm_util_ratio", sm_share}};
+    for (const auto& [reading, taken] : readings)
+      if (taken) gpu_readings_taken_.insert(gpu + reading);
+    for (const auto& [reading, why] : g.unavailable)
+      gpu_readings_failed_.emplace(gpu + reading, why);
   }
   for (const ThreadCpu& t : s.threads) {
     auto& [sum, count] = thread_busy_[t.name];
@@ -352,6 +371,9 @@ UtilizationSummary UtilizationSampler::summary() const {
   for (const auto& [name, acc] : thread_busy_)
     out.thread_busy_mean[name] = acc.first / static_cast<double>(std::max<std::size_t>(acc.second, 1));
   out.unavailable = unavailable_;
+  // A GPU reading that failed at times but came at others is measured, with fewer samples.
+  for (const auto& [reading, why] : gpu_readings_failed_)
+    if (!gpu_readings_taken_.contains(reading)) out.unavailable.emplace(reading, why);
   return out;
 }
 

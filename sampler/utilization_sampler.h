@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +31,9 @@ struct UtilizationSummary {
   std::size_t samples = 0;
   std::map<std::string, SeriesSummary> series;    // "cpu_process_ratio", "gpu0_util_ratio", ...
   std::map<std::string, double> thread_busy_mean;  // thread name -> mean busy ratio
-  std::map<std::string, std::string> unavailable;  // source -> reason
+  // source -> reason; a GPU reading NVML never gave is listed by its series-style name:
+  // "gpu0_util_ratio" -> "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)".
+  std::map<std::string, std::string> unavailable;
 };
 
 // Thread-safe: sample() is for the sampling thread (or a test driving it by hand); the readers
@@ -109,6 +112,10 @@ class UtilizationSampler {
   std::map<std::string, LogHistogram> series_;
   std::map<std::string, std::pair<double, std::size_t>> thread_busy_;
   std::map<std::string, std::string> unavailable_;
+  // GPU readings by series-style name ("gpu0_util_ratio"): those read at least once, and the
+  // first reason of those that failed; the summary lists the failed ones never read.
+  std::set<std::string> gpu_readings_taken_;
+  std::map<std::string, std::string> gpu_readings_failed_;
 
   std::mutex run_mutex_;
   std::condition_variable run_cv_;

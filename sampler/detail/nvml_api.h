@@ -57,8 +57,9 @@ inline constexpr int kNvmlErrorInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT
 inline constexpr int kNvmlPcieRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 inline constexpr int kNvmlClockSm = 1;      // NVML_CLOCK_SM
 
-// Every NVML entry point feedscope calls. The first five are required; a null optional one
-// leaves its readings at 0 (pci_info: the device cannot be matched to a CUDA device).
+// Every NVML entry point feedscope calls. The first six are required; a null optional one
+// leaves its readings empty, with the reason (pci_info: the device cannot be matched to a CUDA
+// device).
 struct NvmlApi {
   nvmlReturn (*init)() = nullptr;                                  // nvmlInit_v2
   nvmlReturn (*shutdown)() = nullptr;                              // nvmlShutdown
@@ -73,7 +74,9 @@ struct NvmlApi {
   nvmlReturn (*pci_info)(nvmlDevice, NvmlPciInfo*) = nullptr;      // nvmlDeviceGetPciInfo_v3
   // nvmlDeviceGetComputeRunningProcesses_v3: the processes with a CUDA context on the device.
   nvmlReturn (*running_processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
-  // nvmlDeviceGetProcessUtilization: per-process SM use in the samples since a timestamp.
+  // nvmlDeviceGetProcessUtilization: per-process SM use since a timestamp; a process that did not
+  // use the SMs has no sample. An H100 on driver 580 gives one sample per process, its smUtil the
+  // average since the timestamp; a driver may also give one per sample period (see read_processes).
   nvmlReturn (*process_utilization)(nvmlDevice, NvmlProcessUtilization*, unsigned int*,
                                     unsigned long long) = nullptr;
 };

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace feedscope {
 namespace {
 
@@ -58,6 +60,28 @@ TEST(HtmlReportTest, SelfContainedWithChartsFromTheSamples) {
   EXPECT_NE(html.find(">worker 0<"), std::string::npos);
   EXPECT_EQ(html.find("tbb_spare"), std::string::npos) << "only loader lanes and training";
   EXPECT_NE(html.find("<path d=\"M"), std::string::npos) << "lines are drawn";
+}
+
+TEST(HtmlReportTest, AGpuWhoseUtilizationNvmlCouldNotReadHasNoPointsAndSaysSo) {
+  std::vector<UtilizationSample> series(3);
+  for (int i = 0; i < 3; ++i) {
+    series[static_cast<std::size_t>(i)].time_ns = 1'000'000'000LL * (i + 1);
+    GpuSample g;  // nvmlDeviceGetUtilizationRates failed: a MIG instance
+    g.unavailable["util_ratio"] = "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)";
+    series[static_cast<std::size_t>(i)].gpus = {g};
+  }
+  std::string html = report_to_html(report_with_a_recommendation(), series, 0);
+  EXPECT_NE(html.find("GPU 0 (not measured)"), std::string::npos);
+  EXPECT_EQ(html.find("<path d=\"M"), std::string::npos) << "no line at 0 %";
+
+  series[0].gpus[0].util_ratio = 0.5;  // read at 1 s and 3 s only
+  series[2].gpus[0].util_ratio = 0.5;
+  html = report_to_html(report_with_a_recommendation(), series, 0);
+  const auto path = html.find("<path d=\"M");
+  ASSERT_NE(path, std::string::npos);
+  const std::string d = html.substr(path, html.find('"', path + 9) - path);
+  EXPECT_EQ(std::count(d.begin(), d.end(), 'L'), 1) << "two points, none at 2 s: " << d;
+  EXPECT_EQ(html.find("(not measured)"), std::string::npos);
 }
 
 }  // namespace

@@ -292,6 +292,28 @@ TEST(MetricsExporterTest, AbsentSourcesAddNoSeries) {
   EXPECT_EQ(value_of(e, "feedscope_pinned_bytes"), 0);
 }
 
+TEST(MetricsExporterTest, AGpuReadingNvmlCouldNotTakeHasNoSeriesRatherThanZero) {
+  MetricsExporter m(loopback_any_port());
+  UtilizationSample s;
+  GpuSample gpu;  // nvmlDeviceGetUtilizationRates failed; the memory reading is there
+  gpu.memory_used_bytes = 2ULL << 30;
+  gpu.unavailable["util_ratio"] = "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)";
+  s.gpus = {gpu};
+  m.update_utilization(s);
+  const auto e = parse_exposition(m.scrape_text());
+  EXPECT_TRUE(find(e, "feedscope_gpu_utilization_ratio").empty());
+  EXPECT_TRUE(find(e, "feedscope_gpu_busy_ratio").empty());
+  EXPECT_EQ(value_of(e, "feedscope_gpu_memory_used_bytes", {{"gpu", "0"}}), 2ULL << 30);
+
+  m.update_utilization(full_sample());  // utilization at 0.8 on gpu 0
+  s.gpus[0].memory_used_bytes.reset();
+  m.update_utilization(s);
+  const auto later = parse_exposition(m.scrape_text());
+  EXPECT_TRUE(find(later, "feedscope_gpu_utilization_ratio").empty()) << "not its last value";
+  EXPECT_TRUE(find(later, "feedscope_gpu_busy_ratio").empty());
+  EXPECT_TRUE(find(later, "feedscope_gpu_memory_used_bytes").empty());
+}
+
 TEST(MetricsExporterTest, DiskCounterFollowsTheCumulativeReadingByDelta) {
   MetricsExporter m(loopback_any_port());
   const auto disk_total = [&](std::uint64_t vda, std::uint64_t sdb) {

@@ -5,6 +5,9 @@
 #include <limits>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "exporters/json_report.h"
 #include "tests/support/durations.h"
 
 namespace feedscope {
@@ -91,6 +94,32 @@ TEST(FillUtilizationTest, TheRunsOwnGpuIsTheOneReadNotAlwaysTheFirst) {
   EXPECT_DOUBLE_EQ(on_1.gpu_util_ratio.value(), 0.9);
   EXPECT_DOUBLE_EQ(on_0.gpu_util_ratio.value(), 0.05);
   EXPECT_FALSE(on_2.gpu_util_ratio.has_value());  // no series for a GPU not sampled
+}
+
+// A MIG instance: NVML_ERROR_NOT_SUPPORTED for the utilization, the memory reading is there.
+class MigGpu final : public GpuSource {
+ public:
+  std::vector<GpuSample> read() override {
+    GpuSample g;
+    g.memory_used_bytes = 1 << 30;
+    g.unavailable["util_ratio"] = "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)";
+    return {g};
+  }
+  std::string unavailable_reason() const override { return ""; }
+};
+
+TEST(FillUtilizationTest, AGpuUtilizationNvmlCouldNotReadIsNullInTheReportWithItsReason) {
+  UtilizationSampler::Options o;
+  o.gpu = std::make_unique<MigGpu>();
+  UtilizationSampler sampler(std::move(o));
+  for (int i = 1; i <= 3; ++i) sampler.sample(i * 1'000'000'000LL);
+  Report report;
+  fill_utilization(sampler.summary(), report.utilization, 0);
+  const auto j = nlohmann::json::parse(report_to_json(report));
+  EXPECT_TRUE(j["utilization"]["gpu_util_ratio"].is_null()) << "not measured, not 0";
+  EXPECT_EQ(j["utilization"]["unavailable"]["gpu0_util_ratio"],
+            "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)");
+  EXPECT_TRUE(j["utilization"]["series"].contains("gpu0_memory_used_bytes"));
 }
 
 // Ten 10 ms steps from t = 0, each with one 5 ms kernel at its start.

@@ -22,8 +22,9 @@ TEST(NvmlCudaGpuTest, EveryCudaDeviceIsReadUnderItsCudaIndex) {
     EXPECT_EQ(got[i].index, d.index);
     // The same GPU seen both ways: NVML's total memory and CUDA's agree within what the driver
     // keeps back for itself.
-    EXPECT_NEAR(static_cast<double>(got[i].memory_total_bytes), static_cast<double>(d.memory_bytes),
-                0.1 * static_cast<double>(d.memory_bytes))
+    ASSERT_TRUE(got[i].memory_total_bytes) << "cuda:" << d.index << " (" << d.pci_bus_id << ")";
+    const double cuda_bytes = static_cast<double>(d.memory_bytes);
+    EXPECT_NEAR(static_cast<double>(*got[i].memory_total_bytes), cuda_bytes, 0.1 * cuda_bytes)
         << "cuda:" << d.index << " (" << d.pci_bus_id << ")";
   }
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
 #include "profiler/process_tree.h"
 #include "profiler/watch_diagnosis.h"
@@ -192,6 +193,8 @@ TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {
     theirs.memory_used_bytes = 40ull << 30;
     theirs.sm_util_ratio = 0.9;
     g.processes = {mine, theirs};
+    g.sm_window_begin_us = i * 100'000ull;
+    g.sm_window_end_us = (i + 1) * 100'000ull;
     s.gpus = {g};
     tree.add(s);
   }
@@ -200,6 +203,32 @@ TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {
   EXPECT_EQ(s.gpu_memory_peak_bytes, 4ull << 30);
   ASSERT_TRUE(s.trainer_gpu_sm_util);
   EXPECT_NEAR(*s.trainer_gpu_sm_util, 0.35, 1e-9);
+}
+
+// NVML's shares come per window of its clock, of any length (a read that finds no new sample
+// leaves the window open), and the sampler repeats its last GPU reading until the next.
+TEST(ProcessTreeTest, TheTrainersSmShareIsWeightedByTheNvmlWindowsEachCountedOnce) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  const auto with_gpu = [](std::int64_t t_ms, std::optional<double> share, std::uint64_t begin_us,
+                           std::uint64_t end_us) {
+    UtilizationSample s = sample(t_ms, 0.9, {});
+    GpuProcessSample trainer;
+    trainer.pid = kTrainer;
+    trainer.sm_util_ratio = share;
+    GpuSample g;
+    g.processes = {trainer};
+    g.sm_window_begin_us = begin_us;
+    g.sm_window_end_us = end_us;
+    s.gpus = {g};
+    return s;
+  };
+  tree.add(with_gpu(0, 0.8, 0, 1'000'000));     // busy 80 % for 1 s
+  tree.add(with_gpu(50, 0.8, 0, 1'000'000));    // the same reading again
+  tree.add(with_gpu(100, std::nullopt, 0, 0));  // no new NVML sample: the window stays open
+  tree.add(with_gpu(200, 0, 1'000'000, 4'000'000));  // no sample of the trainer's in 3 s: idle
+  const ProcessTreeSummary s = tree.summary();
+  ASSERT_TRUE(s.trainer_gpu_sm_util);
+  EXPECT_NEAR(*s.trainer_gpu_sm_util, 0.8 / 4, 1e-9) << "0.8 for 1 s, then 0 for 3 s";
 }
 
 WatchDiagnosisInput tree_input(double main_busy, int workers, double worker_busy,
@@ -345,7 +374,11 @@ TEST(WatchDiagnosisTest, WithoutATraceNvmlsViewOfTheTrainingProcessDecidesOnTheG
   in.tree.trainer_gpu_sm_util = 0.95;
   EXPECT_EQ(diagnose_watched(in).bottleneck, "gpu_compute");
   in.tree.trainer_gpu_sm_util = std::nullopt;
-  EXPECT_EQ(diagnose_watched(in).bottleneck, "cpu_compute") << "no GPU reading: the CPU rules";
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_EQ(d.bottleneck, "cpu_compute") << "no GPU reading: the CPU rules";
+  bool said = false;
+  for (const std::string& e : d.evidence) said |= e.find("SM share: not measured") != std::string::npos;
+  EXPECT_TRUE(said) << "an SM share NVML did not give is said to be not measured, not left out";
 }
 
 TEST(WatchDiagnosisTest, SpansFromTheProgramDecideAndTheTreeAddsEvidence) {

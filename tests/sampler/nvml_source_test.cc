@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -34,6 +35,9 @@ struct FakeNvml {
   bool gate_open = true;
   int pcie_started = 0, pcie_finished = 0;
   std::thread::id pcie_thread;
+
+  // What nvmlDeviceGetProcessUtilization keeps; it returns those newer than the caller's timestamp.
+  std::vector<detail::NvmlProcessUtilization> sm_samples;
 };
 FakeNvml* fake = nullptr;
 
@@ -101,6 +105,30 @@ nvmlReturn fake_process_util(nvmlDevice, detail::NvmlProcessUtilization* util, u
   return 0;
 }
 
+// A MIG instance or a vGPU: NVML_ERROR_NOT_SUPPORTED for every device-wide reading.
+constexpr nvmlReturn kNotSupported = 3;
+nvmlReturn unsupported_util(nvmlDevice, detail::NvmlUtilization*) { return kNotSupported; }
+nvmlReturn unsupported_memory(nvmlDevice, detail::NvmlMemory*) { return kNotSupported; }
+nvmlReturn unsupported_clock(nvmlDevice, int, unsigned*) { return kNotSupported; }
+nvmlReturn unsupported_power(nvmlDevice, unsigned*) { return kNotSupported; }
+nvmlReturn unsupported_pcie(nvmlDevice, int, unsigned*) { return kNotSupported; }
+
+// FakeNvml::sm_samples newer than `since`, on every GPU.
+nvmlReturn fake_sm_samples(nvmlDevice, detail::NvmlProcessUtilization* util, unsigned* count,
+                           unsigned long long since) {
+  std::vector<detail::NvmlProcessUtilization> newer;
+  for (const detail::NvmlProcessUtilization& u : fake->sm_samples)
+    if (u.time_stamp > since) newer.push_back(u);
+  if (newer.empty()) return 6;  // NVML_ERROR_NOT_FOUND
+  if (util == nullptr || *count < newer.size()) {
+    *count = static_cast<unsigned>(newer.size());
+    return detail::kNvmlErrorInsufficientSize;
+  }
+  std::copy(newer.begin(), newer.end(), util);
+  *count = static_cast<unsigned>(newer.size());
+  return 0;
+}
+
 class NvmlSourceTest : public ::testing::Test {
  protected:
   NvmlSourceTest() { fake = &nvml; }
@@ -118,13 +146,26 @@ class NvmlSourceTest : public ::testing::Test {
     std::vector<GpuSample> got;
     do {
       got = source.read();
-      const bool all = std::all_of(got.begin(), got.end(),
-                                   [](const GpuSample& g) { return g.pcie_rx_bytes_per_s > 0; });
+      const bool all = std::all_of(got.begin(), got.end(), [](const GpuSample& g) {
+        return g.pcie_rx_bytes_per_s.has_value();
+      });
       if (!got.empty() && all) return got;
       std::this_thread::sleep_for(1ms);  // waiting for an event, not measuring time
     } while (std::chrono::steady_clock::now() < end);
     ADD_FAILURE() << "the PCIe readings never arrived";
     return got;
+  }
+
+  // A source over processes 1000 and 1001 on one GPU, their SM use from FakeNvml::sm_samples.
+  std::unique_ptr<GpuSource> sm_source() {
+    nvml.bus_ids = {"00000000:18:00.0"};
+    detail::NvmlLibrary lib = library();
+    lib.api.running_processes = fake_processes;
+    lib.api.process_utilization = fake_sm_samples;
+    return detail::make_nvml_source(std::move(lib), std::nullopt, 1ms);
+  }
+  void add_sm_sample(unsigned pid, unsigned long long time_us, unsigned sm_percent) {
+    nvml.sm_samples.push_back({pid, time_us, sm_percent, 0, 0, 0});
   }
 
   FakeNvml nvml;
@@ -144,11 +185,117 @@ TEST_F(NvmlSourceTest, ProcessesOnEachGpuWithTheirMemoryAndRecentSmShare) {
   EXPECT_EQ(first.pid, 1000);
   EXPECT_EQ(first.memory_used_bytes, 1u << 20);
   ASSERT_TRUE(first.sm_util_ratio);
-  EXPECT_DOUBLE_EQ(*first.sm_util_ratio, 0.4) << "the mean of its samples";
+  EXPECT_DOUBLE_EQ(*first.sm_util_ratio, 0.4) << "in the 2 periods from 0 to 200 us";
   EXPECT_FALSE(got[0].processes[1].memory_used_bytes) << "NVML_VALUE_NOT_AVAILABLE";
-  EXPECT_FALSE(got[0].processes[1].sm_util_ratio) << "no samples of that process";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "no samples of that process: idle";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
   got = source->read();
   EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "only samples newer than the last read";
+}
+
+// What an H100 with driver 580 does: one sample per process per read, stamped at NVML's latest
+// tick, its smUtil the average since the caller's timestamp; a process that did not use the SMs
+// has none. Here process 1000 runs 25 % of every second, and reads come 1 s, then 2 s apart.
+TEST_F(NvmlSourceTest, OneSamplePerProcessIsItsAverageSinceThePreviousRead) {
+  add_sm_sample(1001, 1'000'000, 1);
+  add_sm_sample(1000, 2'800'000, 7);
+  const auto source = sm_source();
+  std::vector<GpuSample> got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "averaged over what came before: unknown";
+  EXPECT_FALSE(got[0].processes[1].sm_util_ratio);
+  EXPECT_EQ(got[0].unavailable.at("process_sm_util_ratio"),
+            "nvmlDeviceGetProcessUtilization: a first read's averages cover a stretch NVML does "
+            "not say");
+  add_sm_sample(1000, 3'800'000, 26);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.26, 1e-9);
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "no sample: it did not use the SMs";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
+  EXPECT_EQ(got[0].sm_window_begin_us, 2'800'000u);
+  EXPECT_EQ(got[0].sm_window_end_us, 3'800'000u);
+  add_sm_sample(1000, 5'800'000, 26);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.26, 1e-9) << "2 s at 26 %, not 2 periods";
+}
+
+// A driver that gives a process one sample per period it used the SMs in, and none for the others.
+TEST_F(NvmlSourceTest, SamplesPerPeriodCountThePeriodsWithoutASampleAsIdle) {
+  for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) {  // a 100 ms period
+    add_sm_sample(1001, t, 10);
+    if (t == 300'000 || t == 700'000) add_sm_sample(1000, t, 100);
+  }
+  const auto source = sm_source();
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].processes.size(), 2u);
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.2, 1e-9)
+      << "busy in 2 of the 10 periods from 0 to 1 s, not busy";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[1].sm_util_ratio, 0.1, 1e-9);
+}
+
+TEST_F(NvmlSourceTest, SamplesPerPeriodOverTheTimeSinceThePreviousReadsNewestSample) {
+  for (unsigned long long t = 100'000; t <= 1'000'000; t += 100'000) add_sm_sample(1000, t, 50);
+  const auto source = sm_source();
+  source->read();
+  add_sm_sample(1000, 1'200'000, 100);
+  add_sm_sample(1000, 1'300'000, 100);
+  std::vector<GpuSample> got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio);
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 2 / 3.0, 1e-9)
+      << "2 busy periods of the 3 from 1.0 to 1.3 s";
+  ASSERT_TRUE(got[0].processes[1].sm_util_ratio) << "a window with no sample of it: idle";
+  EXPECT_EQ(*got[0].processes[1].sm_util_ratio, 0);
+  EXPECT_EQ(got[0].sm_window_begin_us, 1'000'000u);
+  EXPECT_EQ(got[0].sm_window_end_us, 1'300'000u);
+
+  add_sm_sample(1000, 1'500'000, 100);
+  got = source->read();
+  ASSERT_TRUE(got[0].processes[0].sm_util_ratio) << "one sample: the period NVML samples at";
+  EXPECT_NEAR(*got[0].processes[0].sm_util_ratio, 0.5, 1e-9) << "1 busy period of 2";
+
+  got = source->read();
+  EXPECT_FALSE(got[0].processes[0].sm_util_ratio) << "no sample since: no window has ended";
+  EXPECT_EQ(got[0].sm_window_end_us, 0u);
+}
+
+TEST_F(NvmlSourceTest, AReadingWhoseCallFailsIsEmptyWithTheCallAndItsStatusNotZero) {
+  nvml.bus_ids = {"00000000:18:00.0"};
+  detail::NvmlLibrary lib = library();
+  lib.api.utilization = unsupported_util;
+  lib.api.memory = unsupported_memory;
+  lib.api.clock_info = unsupported_clock;
+  lib.api.power_usage = unsupported_power;
+  lib.api.pcie_throughput = unsupported_pcie;
+  const auto source = detail::make_nvml_source(lib, std::nullopt, 1ms);
+  ASSERT_EQ(source->unavailable_reason(), "") << "the GPU is there; some readings are not";
+  const auto end = std::chrono::steady_clock::now() + kBound;
+  std::vector<GpuSample> got;
+  do {  // the PCIe readings come from the source's own thread
+    got = source->read();
+    ASSERT_EQ(got.size(), 1u);
+    if (got[0].unavailable.contains("pcie_rx_bytes_per_s")) break;
+    std::this_thread::sleep_for(1ms);  // waiting for an event, not measuring time
+  } while (std::chrono::steady_clock::now() < end);
+  const GpuSample& g = got[0];
+  for (const auto& reading : {g.util_ratio, g.memory_util_ratio, g.pcie_tx_bytes_per_s,
+                              g.pcie_rx_bytes_per_s, g.sm_clock_mhz, g.power_watts})
+    EXPECT_FALSE(reading) << "not measured, not 0";
+  EXPECT_FALSE(g.memory_used_bytes);
+  EXPECT_FALSE(g.memory_total_bytes);
+  const std::map<std::string, std::string> want = {
+      {"util_ratio", "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"},
+      {"memory_util_ratio", "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)"},
+      {"memory_used_bytes", "nvmlDeviceGetMemoryInfo: status 3 (NOT_SUPPORTED)"},
+      {"memory_total_bytes", "nvmlDeviceGetMemoryInfo: status 3 (NOT_SUPPORTED)"},
+      {"sm_clock_mhz", "nvmlDeviceGetClockInfo: status 3 (NOT_SUPPORTED)"},
+      {"power_watts", "nvmlDeviceGetPowerUsage: status 3 (NOT_SUPPORTED)"},
+      {"pcie_tx_bytes_per_s", "nvmlDeviceGetPcieThroughput: status 3 (NOT_SUPPORTED)"},
+      {"pcie_rx_bytes_per_s", "nvmlDeviceGetPcieThroughput: status 3 (NOT_SUPPORTED)"}};
+  EXPECT_EQ(g.unavailable, want);
 }
 
 TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
@@ -159,11 +306,12 @@ TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
   ASSERT_EQ(got.size(), 2u);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(got[i].index, i);
-    EXPECT_DOUBLE_EQ(got[i].util_ratio, (10 + i) / 100.0);
-    EXPECT_DOUBLE_EQ(got[i].memory_util_ratio, 0.5);
+    EXPECT_DOUBLE_EQ(got[i].util_ratio.value_or(-1), (10 + i) / 100.0);
+    EXPECT_DOUBLE_EQ(got[i].memory_util_ratio.value_or(-1), 0.5);
     EXPECT_EQ(got[i].memory_used_bytes, (i + 1ull) << 30);
-    EXPECT_DOUBLE_EQ(got[i].pcie_tx_bytes_per_s, (i + 1) * 1000 * 1024.0);
-    EXPECT_DOUBLE_EQ(got[i].pcie_rx_bytes_per_s, (i + 1) * 2000 * 1024.0);
+    EXPECT_EQ(got[i].memory_total_bytes, 80ull << 30);
+    EXPECT_DOUBLE_EQ(got[i].pcie_tx_bytes_per_s.value_or(-1), (i + 1) * 1000 * 1024.0);
+    EXPECT_DOUBLE_EQ(got[i].pcie_rx_bytes_per_s.value_or(-1), (i + 1) * 2000 * 1024.0);
   }
 }
 
@@ -176,11 +324,12 @@ TEST_F(NvmlSourceTest, NamesEachGpuByTheCudaIndexTheProcessSeesAndLeavesOutTheOt
   const std::vector<GpuSample> got = read_until_pcie(*source);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].index, 0);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.12) << "cuda:0 is NVML's GPU 2";
-  EXPECT_DOUBLE_EQ(got[0].pcie_tx_bytes_per_s, 3 * 1000 * 1024.0) << "and so are its PCIe rates";
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.12) << "cuda:0 is NVML's GPU 2";
+  EXPECT_DOUBLE_EQ(got[0].pcie_tx_bytes_per_s.value_or(-1), 3 * 1000 * 1024.0)
+      << "and so are its PCIe rates";
   EXPECT_EQ(got[1].index, 1);
-  EXPECT_DOUBLE_EQ(got[1].util_ratio, 0.10) << "cuda:1 is NVML's GPU 0";
-  EXPECT_DOUBLE_EQ(got[1].pcie_tx_bytes_per_s, 1 * 1000 * 1024.0);
+  EXPECT_DOUBLE_EQ(got[1].util_ratio.value_or(-1), 0.10) << "cuda:1 is NVML's GPU 0";
+  EXPECT_DOUBLE_EQ(got[1].pcie_tx_bytes_per_s.value_or(-1), 1 * 1000 * 1024.0);
 }
 
 TEST_F(NvmlSourceTest, NoGpuOfTheProcessAmongNvmlsSaysWhichIdsWereCompared) {
@@ -213,9 +362,10 @@ TEST_F(NvmlSourceTest, ReadDoesNotWaitForAPcieReading) {
   }
   nvml.cv.notify_all();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10) << "the other readings are there";
-  EXPECT_EQ(got[0].pcie_tx_bytes_per_s, 0) << "no PCIe window has ended yet";
-  EXPECT_DOUBLE_EQ(read_until_pcie(*source)[0].pcie_rx_bytes_per_s, 2000 * 1024.0);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.10) << "the other readings are there";
+  EXPECT_FALSE(got[0].pcie_tx_bytes_per_s) << "no PCIe window has ended yet: not measured";
+  EXPECT_FALSE(got[0].unavailable.contains("pcie_tx_bytes_per_s")) << "nor failed";
+  EXPECT_DOUBLE_EQ(read_until_pcie(*source)[0].pcie_rx_bytes_per_s.value_or(-1), 2000 * 1024.0);
 }
 
 // A stop request ends the PCIe thread's pause at once; NVML shuts down after the thread is gone.
@@ -250,8 +400,13 @@ TEST_F(NvmlSourceTest, WithoutThePcieCallTheOtherReadingsStillCome) {
   const auto source = detail::make_nvml_source(lib, std::nullopt, 1ms);
   const std::vector<GpuSample> got = source->read();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_DOUBLE_EQ(got[0].util_ratio, 0.10);
-  EXPECT_EQ(got[0].pcie_rx_bytes_per_s, 0);
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.10);
+  EXPECT_FALSE(got[0].pcie_rx_bytes_per_s);
+  EXPECT_EQ(got[0].unavailable.at("pcie_rx_bytes_per_s"),
+            "nvmlDeviceGetPcieThroughput: not in this NVML library");
+  EXPECT_EQ(got[0].unavailable.at("sm_clock_mhz"),
+            "nvmlDeviceGetClockInfo: not in this NVML library");
+  EXPECT_FALSE(got[0].unavailable.contains("util_ratio"));
 }
 
 TEST(NvmlLibraryTest, ALibraryWithoutNvmlsEntryPointsIsRefused) {

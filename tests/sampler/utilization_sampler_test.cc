@@ -287,8 +287,44 @@ TEST(UtilizationSamplerTest, GpuIsReadAtMostTenTimesASecond) {
   const auto recent = sampler.recent();
   ASSERT_FALSE(recent.empty());
   ASSERT_EQ(recent.back().gpus.size(), 1u);
-  EXPECT_DOUBLE_EQ(recent.back().gpus[0].util_ratio, 0.75);
+  EXPECT_DOUBLE_EQ(recent.back().gpus[0].util_ratio.value_or(-1), 0.75);
   EXPECT_DOUBLE_EQ(sampler.summary().series.at("gpu0_util_ratio").max, 0.75);
+}
+
+// NVML_ERROR_NOT_SUPPORTED on a MIG instance: no utilization, the memory reading is there; the
+// power reading fails once (NVML_ERROR_TIMEOUT), then comes.
+class GpuWithoutUtilization final : public GpuSource {
+ public:
+  std::vector<GpuSample> read() override {
+    GpuSample g;
+    g.memory_used_bytes = 1 << 30;
+    g.unavailable["util_ratio"] = "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)";
+    if (reads++ == 0)
+      g.unavailable["power_watts"] = "nvmlDeviceGetPowerUsage: status 10 (TIMEOUT)";
+    else
+      g.power_watts = 70;
+    return {g};
+  }
+  std::string unavailable_reason() const override { return ""; }
+  int reads = 0;
+};
+
+TEST(UtilizationSamplerTest, AGpuReadingNeverTakenHasNoSeriesAndItsReasonIsUnavailable) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.gpu = std::make_unique<GpuWithoutUtilization>();
+  UtilizationSampler sampler(std::move(o));
+  for (int i = 1; i <= 5; ++i) sampler.sample(i * kSecond);
+  const UtilizationSummary summary = sampler.summary();
+  EXPECT_FALSE(summary.series.contains("gpu0_util_ratio")) << "not measured is no 0 % series";
+  EXPECT_TRUE(summary.series.contains("gpu0_memory_used_bytes"));
+  ASSERT_TRUE(summary.unavailable.contains("gpu0_util_ratio"));
+  EXPECT_EQ(summary.unavailable.at("gpu0_util_ratio"),
+            "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED)");
+  EXPECT_FALSE(summary.unavailable.contains("gpu0_power_watts")) << "read after its one failure";
+  EXPECT_FALSE(summary.unavailable.contains("gpu")) << "the GPU itself is there";
 }
 
 TEST(UtilizationSamplerTest, RingKeepsTheNewestSamplesInOrder) {
