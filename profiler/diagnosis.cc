@@ -244,16 +244,19 @@ Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, doubl
     r.basis = "no prediction: the model's step on the CPU was not measured";
     return r;
   }
-  // The loop's cost outside the step stays; loading shares the cores with the step.
-  const double per_batch = *t->cpu_step_s + outside_step_s(in);
+  // The loop's cost outside the step stays, less the copy submission a CPU run has none of;
+  // loading shares the cores with the step.
+  const double submit = in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1));
+  const double outside = std::max(0.0, outside_step_s(in) - submit);
+  const double per_batch = *t->cpu_step_s + outside;
   const double rate = predicted_batches_per_s(Costs{c.worker, per_batch}, in.num_workers, in.cpus,
                                               false) *
                       static_cast<double>(in.batch_size);
   r.basis = fmt("measured: the same model stepped at batch %lld on the CPU (%d threads) in %.3f "
-                "ms a step, plus the %.3f ms a batch the loop spends outside its step; loading and "
+                "ms a step, plus the %.3f ms a batch the loop spends outside its step and the copy; loading and "
                 "the step share the %d cores",
                 static_cast<long long>(in.batch_size), t->cpu_threads, *t->cpu_step_s * 1e3,
-                outside_step_s(in) * 1e3, in.cpus);
+                outside * 1e3, in.cpus);
   return with_prediction(std::move(r), rate, measured);
 }
 

@@ -428,6 +428,12 @@ TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   ASSERT_NE(cpu, nullptr);
   // Loading (0.01 ms a batch, 2 workers) and the step share the 8 cores: the step sets the pace.
   EXPECT_NEAR(cpu->predicted_samples_per_s.value_or(-1), 64 / 0.0003, 1);
+  // Of the 0.05 ms outside the step, 0.03 ms was the copy's submission: a CPU run has none.
+  DiagnosisInput with_copy = in;
+  with_copy.h2d_submit_s = 100 * 0.00003;
+  cpu = find_setting(diagnose(with_trace(with_copy, run)), "device=cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_NEAR(cpu->predicted_samples_per_s.value_or(-1), 64 / 0.00027, 1);
   // A trial at another batch than the advice's is not its evidence.
   in.trials->bigger_batch = 512;
   EXPECT_FALSE(find_setting(diagnose(with_trace(in, run)), "batch_size=")->predicted_speedup);
