@@ -131,6 +131,23 @@ Environment gather_environment(const std::string& device) {
   return env;
 }
 
+namespace {
+
+// The run's diagnosis; where it advises a change `trials` can try (a run with a model, not
+// interrupted), the change tried for a moment and the diagnosis made again on what it measured.
+void diagnose_with_trials(Report& report, const DiagnosisSetup& setup,
+                          const std::optional<TrialSetup>& trials, std::ostream& log) {
+  DiagnosisInput in = diagnosis_input(report, setup);
+  report.diagnosis = diagnose(in);
+  if (!trials) return;
+  if ((report.trials = run_trials(report.diagnosis, in, *trials, log))) {
+    in.trials = report.trials;
+    report.diagnosis = diagnose(in);
+  }
+}
+
+}  // namespace
+
 Report run_profiled(const RunConfig& config, std::ostream& log) {
   validate_config(config);
   // The endpoint binds first: a port in use stops the run before any loading or training starts.
@@ -450,17 +467,12 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
                                                     window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  DiagnosisInput diagnosis_in = diagnosis_input(report, diagnosis_setup);
-  report.diagnosis = diagnose(diagnosis_in);
-  // What the diagnosis advises, tried for a moment, and the diagnosis made again on that.
-  if (trainer && report.interrupted.empty()) {
-    const TrialSetup setup{t, trainer->cuda_index(),
-                           loader.labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(config.batch_size)};
-    if ((report.trials = run_trials(report.diagnosis, diagnosis_in, setup, log))) {
-      diagnosis_in.trials = report.trials;
-      report.diagnosis = diagnose(diagnosis_in);
-    }
-  }
+  std::optional<TrialSetup> trial_setup;
+  if (trainer && report.interrupted.empty())
+    trial_setup = TrialSetup{t, trainer->cuda_index(),
+                             loader.labels_offset() +
+                                 sizeof(std::int64_t) * static_cast<std::size_t>(config.batch_size)};
+  diagnose_with_trials(report, diagnosis_setup, trial_setup, log);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_report_files(report_dir, report, sampler, digest.trace_spans(), spans.lanes(),

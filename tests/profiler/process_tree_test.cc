@@ -301,20 +301,27 @@ TEST(WatchDiagnosisTest, ShortKernelsOnAnIdleGpuWithABusyTrainingThreadAreLaunch
   EXPECT_EQ(diagnose_watched(in).bottleneck, "gpu_compute");
 }
 
+// A watched program's CUDA trace over one window of `wall_s`: its kernels, the GPU's busy share,
+// and its cudaStreamSynchronize calls with the time the host spent blocked in them.
+GpuTraceSummary traced(double wall_s, std::int64_t kernels, double mean_kernel_us, double busy,
+                       std::int64_t syncs, double sync_wait_s) {
+  GpuTraceSummary g;
+  g.steps = 1;
+  g.step_wall_s = wall_s;
+  g.kernels = kernels;
+  g.mean_kernel_us = mean_kernel_us;
+  g.gpu_busy_ratio = busy;
+  g.syncs = syncs;
+  g.sync_wait_s = sync_wait_s;
+  if (syncs > 0) g.syncs_by_call = {{"cudaStreamSynchronize", syncs}};
+  return g;
+}
+
 TEST(WatchDiagnosisTest, AThreadSpinningInSyncsIsNamedForTheSyncsNotForLaunching) {
   // .item() every iteration: the main thread reads 98 % busy, but the trace shows it blocked in
   // cudaStreamSynchronize 70 % of the time (CUDA spins in a synchronize while cores are free).
   WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.2);
-  GpuTraceSummary g;
-  g.steps = 1;
-  g.step_wall_s = 2.0;
-  g.kernels = 4'000;
-  g.mean_kernel_us = 250;
-  g.gpu_busy_ratio = 0.5;
-  g.syncs = 2'000;
-  g.sync_wait_s = 1.4;
-  g.syncs_by_call = {{"cudaStreamSynchronize", 2'000}};
-  in.gpu_trace = g;
+  in.gpu_trace = traced(2.0, 4'000, 250, 0.5, 2'000, 1.4);
   const Diagnosis d = diagnose_watched(in);
   EXPECT_EQ(d.bottleneck, "launch_overhead");
   EXPECT_NE(d.verdict.find("Sync-bound"), std::string::npos) << d.verdict;
@@ -329,16 +336,7 @@ TEST(WatchDiagnosisTest, AnItemEveryIterationWithTheGpuHalfBusyIsSyncBoundWithAP
   // cudaStreamSynchronize, the GPU busy 50 %. It read "No clear limit"; without the .item() (the
   // same loop reading the sum once, at the end) it ran 1.42x faster.
   WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.09);
-  GpuTraceSummary g;
-  g.steps = 1;
-  g.step_wall_s = 1.166;
-  g.kernels = 20'001;
-  g.mean_kernel_us = 27.9;
-  g.gpu_busy_ratio = 0.497;
-  g.syncs = 10'000;
-  g.sync_wait_s = 0.309;
-  g.syncs_by_call = {{"cudaStreamSynchronize", 10'000}};
-  in.gpu_trace = g;
+  in.gpu_trace = traced(1.166, 20'001, 27.9, 0.497, 10'000, 0.309);
   const Diagnosis d = diagnose_watched(in);
   EXPECT_EQ(d.bottleneck, "launch_overhead") << d.verdict;
   EXPECT_NE(d.verdict.find("Sync-bound"), std::string::npos) << d.verdict;
@@ -354,15 +352,7 @@ TEST(WatchDiagnosisTest, ASaturatedWorkerIsNotHiddenByATrainingThreadSpinningInS
   // One loader worker at 99 %, the GPU at 30 %, the main thread 90 % busy of which 70 % is spent
   // spinning in the sync that waits for its next batch's step: input-bound, not CPU compute.
   WatchDiagnosisInput in = tree_input(0.9, 1, 0.99, 0.3);
-  GpuTraceSummary g;
-  g.steps = 1;
-  g.step_wall_s = 10.0;
-  g.kernels = 20'000;
-  g.mean_kernel_us = 150;
-  g.gpu_busy_ratio = 0.3;
-  g.syncs = 1'000;
-  g.sync_wait_s = 7.0;
-  in.gpu_trace = g;
+  in.gpu_trace = traced(10.0, 20'000, 150, 0.3, 1'000, 7.0);
   EXPECT_EQ(diagnose_watched(in).bottleneck, "cpu_preprocess");
 }
 
