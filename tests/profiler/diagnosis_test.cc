@@ -376,6 +376,8 @@ const Recommendation* find_setting(const Diagnosis& d, const std::string& prefix
     if (r.setting.rfind(prefix, 0) == 0) return &r;
   return nullptr;
 }
+// A pointer into a temporary Diagnosis would dangle by the next line.
+const Recommendation* find_setting(Diagnosis&& d, const std::string& prefix) = delete;
 
 TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   // A 3->100->3 MLP: each 1 ms step launches 40 kernels of 5 us (forward, backward, Adam), one
@@ -431,12 +433,14 @@ TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   // Of the 0.05 ms outside the step, 0.03 ms was the copy's submission: a CPU run has none.
   DiagnosisInput with_copy = in;
   with_copy.h2d_submit_s = 100 * 0.00003;
-  cpu = find_setting(diagnose(with_trace(with_copy, run)), "device=cpu");
+  const Diagnosis copied = diagnose(with_trace(with_copy, run));
+  cpu = find_setting(copied, "device=cpu");
   ASSERT_NE(cpu, nullptr);
   EXPECT_NEAR(cpu->predicted_samples_per_s.value_or(-1), 64 / 0.00027, 1);
   // A trial at another batch than the advice's is not its evidence.
   in.trials->bigger_batch = 512;
-  EXPECT_FALSE(find_setting(diagnose(with_trace(in, run)), "batch_size=")->predicted_speedup);
+  const Diagnosis other_batch = diagnose(with_trace(in, run));
+  EXPECT_FALSE(find_setting(other_batch, "batch_size=")->predicted_speedup);
 }
 
 TEST(DiagnosisTest, RecordsTheTracerLeftOutForTheirTimesAreEvidenceOnlyWhenThereAreSome) {
@@ -494,7 +498,8 @@ TEST(DiagnosisTest, LargePageableCopiesInTheStepAreHostToDeviceAndPinningHelps) 
   DiagnosisInput tried = with_trace(in, run);
   tried.trials = WhatIfTrials{};
   tried.trials->pinned_h2d_gbps = 25.0;
-  pin = find_setting(diagnose(tried), "pin_memory=on");
+  const Diagnosis pinned = diagnose(tried);
+  pin = find_setting(pinned, "pin_memory=on");
   ASSERT_NE(pin, nullptr);
   const double step_after = 0.200 - 0.160 + 0.4 / 25.0;
   EXPECT_NEAR(pin->predicted_samples_per_s.value_or(-1), 64 / step_after, 1e-6);
