@@ -17,7 +17,6 @@ inline constexpr double kHighlyInputBound = 0.20;
 // launch does (a few us of host API time plus the queueing around it), so the host sets the pace.
 inline constexpr double kShortKernelUs = 20.0;
 inline constexpr double kGpuBusyCompute = 0.8;  // at or above: the GPU's own work is the limit
-inline constexpr double kGpuBusyLow = 0.5;      // below, with the step dominating: host-bound
 inline constexpr double kH2dStepShare = 0.3;    // H2D copies this much of the step: copy-bound
 // Pinned host-to-device rate assumed when the run measured none: PCIe 3.0 x16 delivers about
 // 12 GB/s from pinned memory (PCIe 4.0 about twice that), so the prediction is conservative.

@@ -259,16 +259,12 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   // A synchronous call and the synchronization record CUPTI makes for it share a correlation id:
   // count the call (its duration is what the host waited) and skip the record.
   std::unordered_set<std::uint32_t> counted;
-  std::unordered_map<std::uint32_t, std::string_view> call_of;  // correlation id -> runtime call
-  std::unordered_map<std::uint32_t, const RuntimeApiRecord*> async_copy_of;
+  std::unordered_map<std::uint32_t, const RuntimeApiRecord*> call_of;  // by correlation id
   std::unordered_map<std::uint32_t, std::vector<std::int64_t>> sync_calls_by_thread;  // starts
   std::int64_t sync_ns = 0, launch_ns = 0;
   for (const RuntimeApiRecord& r : a.runtime) {
     if (!in_step(r.start_ns)) continue;
-    if (r.correlation_id != 0) call_of.emplace(r.correlation_id, base_name(r.name));
-    if (r.correlation_id != 0 && base_name(r.name).starts_with("cudaMemcpy") &&
-        !is_synchronous_runtime_call(r.name))
-      async_copy_of.emplace(r.correlation_id, &r);
+    if (r.correlation_id != 0) call_of.emplace(r.correlation_id, &r);
     if (is_synchronous_runtime_call(r.name)) {
       sync_calls_by_thread[r.thread_id].push_back(r.start_ns);
       ++s.syncs;
@@ -287,26 +283,29 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
     // CUPTI also makes a synchronization record for a cudaEventQuery that finds its event done
     // (seen on an H100, CUPTI 13): a query never blocks the host, and it is how feedscope's own
     // copy engine and step fence wait.
-    if (call != call_of.end() && is_query_runtime_call(call->second)) continue;
+    if (call != call_of.end() && is_query_runtime_call(call->second->name)) continue;
     ++s.syncs;
-    ++s.syncs_by_call[call != call_of.end() ? std::string(call->second) : sync_kind_name(r.type)];
+    ++s.syncs_by_call[call != call_of.end() ? std::string(base_name(call->second->name))
+                                            : sync_kind_name(r.type)];
     sync_ns += r.end_ns - r.start_ns;
   }
   // An "async" copy into pageable memory returns only once the bytes are there, so after all the
   // work queued before it: torch's .item() and .cpu() block the host here, before any sync call.
+  for (auto& [thread, starts] : sync_calls_by_thread) std::sort(starts.begin(), starts.end());
   for (const MemcpyRecord& m : a.memcpys) {
     if (m.kind != MemcpyKind::d2h || m.dst != MemoryKind::pageable) continue;
-    const auto call = async_copy_of.find(m.correlation_id);
-    if (call == async_copy_of.end() || counted.contains(m.correlation_id)) continue;
+    const auto call = call_of.find(m.correlation_id);
+    if (call == call_of.end() || counted.contains(m.correlation_id) ||
+        !base_name(call->second->name).starts_with("cudaMemcpy") ||
+        is_synchronous_runtime_call(call->second->name))
+      continue;
     counted.insert(m.correlation_id);
     const RuntimeApiRecord& r = *call->second;
     sync_ns += r.end_ns - r.start_ns;
     // .item() is the copy and then a stream sync: one sync of the loop's, its wait in the copy.
     const std::vector<std::int64_t>& syncs = sync_calls_by_thread[r.thread_id];
-    const bool sync_follows = std::any_of(syncs.begin(), syncs.end(), [&r](std::int64_t t) {
-      return t >= r.end_ns && t - r.end_ns <= 1'000'000;
-    });
-    if (sync_follows) continue;
+    const auto next_sync = std::lower_bound(syncs.begin(), syncs.end(), r.end_ns);
+    if (next_sync != syncs.end() && *next_sync - r.end_ns <= 1'000'000) continue;
     ++s.syncs;
     ++s.syncs_by_call[std::string(base_name(r.name)) + " to pageable memory"];
   }
