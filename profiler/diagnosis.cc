@@ -30,6 +30,11 @@ double mean_s(const DiagnosisInput& in, Stage stage) {
 struct Costs {
   double worker = 0;  // read+decode+transform+collate per batch, one thread
   double step = 0;    // training step per batch
+  double submit = 0;  // the training thread's copy submission per batch (h2d_submit)
+  // The loop's time per batch beyond its step span (the wait, the submission, its bookkeeping),
+  // and the same without the submission: what a change to the step or the copy leaves as it was.
+  double outside = 0;
+  double other = 0;
 };
 
 // The loader's work over the window, in seconds of one core, and where it was measured: the
@@ -70,6 +75,9 @@ Costs measure_costs(const DiagnosisInput& in, const LoaderWork& loader) {
   c.step = in.loader_only ? 0.0 : mean_s(in, Stage::step);
   if (!in.loader_only && in.on_gpu && in.gpu_trace && in.gpu_trace->steps > 0)
     c.step = std::max(c.step, in.gpu_trace->device_s_per_step);
+  c.submit = in.h2d_submit_s / batches;
+  if (in.batches > 0) c.outside = std::max(0.0, in.wall_s / batches - mean_s(in, Stage::step));
+  c.other = std::max(0.0, c.outside - c.submit);
   return c;
 }
 
@@ -189,18 +197,10 @@ int bigger_batch_factor(const GpuTraceSummary& g) {
 
 namespace {
 
-// What a batch costs the loop beyond its step span: the wait, the copy submission, the loop's own
-// bookkeeping. A change to the step leaves it as it was measured.
-double outside_step_s(const DiagnosisInput& in) {
-  if (in.batches <= 0) return 0;
-  const double per_batch = in.wall_s / static_cast<double>(in.batches);
-  return std::max(0.0, per_batch - mean_s(in, Stage::step));
-}
-
 // Launch-bound step: the launches cost the same per step whatever the batch, while the GPU's
 // work grows with it, so a bigger batch fills the idle GPU. How much is what `run` measured by
 // trying it (WhatIfTrials); a wrapped loop's model is not feedscope's to try: no number.
-Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g,
+Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
                             double loader_rate, double measured) {
   const int k = bigger_batch_factor(g);
   const std::int64_t batch = in.batch_size * k;
@@ -218,7 +218,7 @@ Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g,
   }
   const double scale = *t->bigger_batch_step_s / *t->run_batch_step_s;
   const double step = mean_s(in, Stage::step) * scale;
-  const double per_batch = step + outside_step_s(in);
+  const double per_batch = step + c.outside;
   const double model_rate = static_cast<double>(batch) / per_batch;
   const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
   r.basis = fmt("measured: the same model stepped at batch %lld on this GPU in %.3f ms, at %lld in "
@@ -227,7 +227,7 @@ Recommendation bigger_batch(const DiagnosisInput& in, const GpuTraceSummary& g,
                 "%.0f samples/s",
                 static_cast<long long>(batch), *t->bigger_batch_step_s * 1e3,
                 static_cast<long long>(in.batch_size), *t->run_batch_step_s * 1e3,
-                mean_s(in, Stage::step) * 1e3, scale, outside_step_s(in) * 1e3, per_batch * 1e3,
+                mean_s(in, Stage::step) * 1e3, scale, c.outside * 1e3, per_batch * 1e3,
                 loader_rate);
   return with_prediction(std::move(r), rate, measured);
 }
@@ -246,9 +246,7 @@ Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, doubl
   }
   // The loop's cost outside the step stays, less the copy submission a CPU run has none of;
   // loading shares the cores with the step.
-  const double submit = in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1));
-  const double outside = std::max(0.0, outside_step_s(in) - submit);
-  const double per_batch = *t->cpu_step_s + outside;
+  const double per_batch = *t->cpu_step_s + c.other;
   const double rate = predicted_batches_per_s(Costs{c.worker, per_batch}, in.num_workers, in.cpus,
                                               false) *
                       static_cast<double>(in.batch_size);
@@ -256,7 +254,7 @@ Recommendation tiny_model_on_cpu(const DiagnosisInput& in, const Costs& c, doubl
                 "ms a step, plus the %.3f ms a batch the loop spends outside its step and the copy; loading and "
                 "the step share the %d cores",
                 static_cast<long long>(in.batch_size), t->cpu_threads, *t->cpu_step_s * 1e3,
-                outside * 1e3, in.cpus);
+                c.other * 1e3, in.cpus);
   return with_prediction(std::move(r), rate, measured);
 }
 
@@ -299,13 +297,12 @@ Recommendation pin_memory(const DiagnosisInput& in, const GpuTraceSummary& g, co
 Recommendation pin_for_the_copy_engine(const DiagnosisInput& in, const GpuTraceSummary* g,
                                        const Costs& c, double measured) {
   const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
-  const double submit_per_batch = in.h2d_submit_s / batches;
   Recommendation r;
   r.setting = "pin_memory=on";
   r.action = fmt("Collate into pinned memory (pin_memory=on): each batch's copy from pageable "
                  "memory holds the training thread %.2f ms, %.0f%% of the run; a pinned batch is "
                  "copied on the copy stream while the step runs.",
-                 submit_per_batch * 1e3, 100 * in.h2d_submit_s / std::max(in.wall_s, 1e-9));
+                 c.submit * 1e3, 100 * in.h2d_submit_s / std::max(in.wall_s, 1e-9));
   const std::optional<double> pinned_gbps = g ? measured_pinned_gbps(in, *g) : std::nullopt;
   if (!g || g->h2d_pageable_bytes == 0 || !pinned_gbps) {
     r.basis = "no prediction: the bytes per batch or a copy from pinned memory on this machine "
@@ -316,11 +313,10 @@ Recommendation pin_for_the_copy_engine(const DiagnosisInput& in, const GpuTraceS
   const double copy_s = bytes / (*pinned_gbps * 1e9);
   const double loader_s = in.num_workers > 0 ? c.worker / in.num_workers : c.worker;
   // The loop's own cost outside its step and the submission stays (the wait, its bookkeeping).
-  const double rest = std::max(0.0, outside_step_s(in) - submit_per_batch);
-  const double per_batch = std::max({mean_s(in, Stage::step) + rest, loader_s, copy_s, 1e-9});
+  const double per_batch = std::max({mean_s(in, Stage::step) + c.other, loader_s, copy_s, 1e-9});
   r.basis = fmt("what-if: a batch costs max(step %.2f ms + %.2f ms outside it, loading %.2f ms "
                 "over %d worker(s), %.1f MB at the measured pinned %.1f GB/s = %.2f ms) = %.2f ms",
-                mean_s(in, Stage::step) * 1e3, rest * 1e3, loader_s * 1e3,
+                mean_s(in, Stage::step) * 1e3, c.other * 1e3, loader_s * 1e3,
                 std::max(1, in.num_workers), bytes / 1e6, *pinned_gbps, copy_s * 1e3,
                 per_batch * 1e3);
   return with_prediction(std::move(r), static_cast<double>(in.batch_size) / per_batch, measured);
@@ -575,8 +571,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   if (in.h2d_submit_s > 0)
     d.evidence.push_back(fmt("copy submission %.2f ms per batch on the training thread, %.1f%% of "
                              "wall time (outside the wait)",
-                             1e3 * in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1)),
-                             100 * submit_share));
+                             1e3 * c.submit, 100 * submit_share));
   const bool input_side =
       !copies_on_the_thread && (in.loader_only || d.data_stall_ratio >= kModeratelyInputBound);
   if (copies_on_the_thread) {
@@ -672,7 +667,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     d.verdict = fmt("Copy-bound: the training thread spends %.0f%% of the run handing batches to "
                     "the GPU, %.2f ms a batch%s.",
                     100 * submit_share,
-                    1e3 * in.h2d_submit_s / static_cast<double>(std::max<std::int64_t>(in.batches, 1)),
+                    1e3 * c.submit,
                     gpu && gpu->h2d_pageable_bytes > gpu->h2d_pinned_bytes
                         ? ": from pageable memory the copy returns only once CUDA has staged every "
                           "byte through a bounce buffer"
@@ -696,7 +691,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                     "the GPU is busy %.0f%% of the step (%.0f kernels of %.1f us mean per step).",
                     gpu->syncs_per_step >= 1 ? " and syncs" : "", 100 * gpu->gpu_busy_ratio,
                     gpu->kernels_per_step, gpu->mean_kernel_us);
-    d.recommendations.push_back(bigger_batch(in, *gpu, loader_rate, measured));
+    d.recommendations.push_back(bigger_batch(in, *gpu, c, loader_rate, measured));
     if (in.model_parameters > 0 && in.model_parameters < kTinyModelParameters)
       d.recommendations.push_back(tiny_model_on_cpu(in, c, measured));
   } else {
