@@ -8,6 +8,7 @@
 #include "pinned_memory/copy_engine.h"
 #include "pinned_memory/host_allocator.h"
 #include "pinned_memory/pinned_pool.h"
+#include "sampler/statistics.h"
 
 namespace feedscope {
 
@@ -34,8 +35,7 @@ std::optional<double> pinned_copy_gbps(int device, std::size_t bytes, std::strin
       why_not = "the copy engine timed no copy";
       return std::nullopt;
     }
-    std::nth_element(gbps.begin(), gbps.begin() + static_cast<std::ptrdiff_t>(gbps.size() / 2), gbps.end());
-    return gbps[gbps.size() / 2];
+    return percentile(std::move(gbps), 0.50);
   } catch (const std::exception& e) {
     why_not = e.what();
     return std::nullopt;

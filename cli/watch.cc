@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -194,9 +193,7 @@ void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Repo
     return;
   }
   const ActiveWindows active = kernel_active_windows(gpu.activity);
-  std::int64_t left_out_ns = active.before_ns + active.after_ns;
-  for (const StepWindow& gap : active.idle) left_out_ns += gap.end_ns - gap.begin_ns;
-  if (!active.windows.empty() && left_out_ns >= 100'000'000)  // a tenth of a second is worth saying
+  if (!active.windows.empty() && active.left_out_ns() >= 100'000'000)  // a tenth of a second is worth saying
     program.notes.push_back(describe_left_out(active, program_begin_ns));
   report.gpu_trace = summarize_gpu_trace(gpu.activity, active.windows);
   report.gpu_trace->records_not_kept = gpu.activity.not_kept;

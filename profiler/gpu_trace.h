@@ -38,6 +38,13 @@ struct ActiveWindows {
   std::int64_t before_ns = 0;       // CUDA activity before the first kernel (start-up)
   std::int64_t after_ns = 0;        // and after the last
   std::vector<StepWindow> idle;     // the silent stretches left out between
+
+  // All the CUDA activity's time the windows leave out: before, after and between.
+  std::int64_t left_out_ns() const {
+    std::int64_t ns = before_ns + after_ns;
+    for (const StepWindow& gap : idle) ns += gap.end_ns - gap.begin_ns;
+    return ns;
+  }
 };
 ActiveWindows kernel_active_windows(const GpuActivity& activity);
 
