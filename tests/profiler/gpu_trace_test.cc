@@ -196,25 +196,13 @@ TEST(ActivityTraceTest, SyncsAreNamedByTheCallThatMadeThemOrByTheirKind) {
   GpuActivity a;
   // torch's .item(): an async copy to pageable memory, which CUPTI records as a stream sync.
   a.runtime.push_back(api("cudaMemcpyAsync", 1 * ms, 2 * ms, 7));
-  SyncRecord r;
-  r.type = SyncType::stream;
-  r.start_ns = 1 * ms;
-  r.end_ns = 2 * ms;
-  r.correlation_id = 7;
-  a.syncs.push_back(r);
+  a.syncs.push_back({SyncType::stream, 1 * ms, 2 * ms, 0, 7});
   // One made through the driver API: no runtime call of the trace has its correlation id.
-  r.type = SyncType::event;
-  r.start_ns = 3 * ms;
-  r.end_ns = 4 * ms;
-  r.correlation_id = 99;
-  a.syncs.push_back(r);
-  a.syncs.push_back(r);
+  a.syncs.push_back({SyncType::event, 3 * ms, 4 * ms, 0, 99});
+  a.syncs.push_back({SyncType::event, 3 * ms, 4 * ms, 0, 99});
   // A query that found its event done: CUPTI records it as a sync, but the host never waited.
   a.runtime.push_back(api("cudaEventQuery", 5 * ms, 5 * ms + 2 * us, 8));
-  r.start_ns = 5 * ms;
-  r.end_ns = 5 * ms + 1 * us;
-  r.correlation_id = 8;
-  a.syncs.push_back(r);
+  a.syncs.push_back({SyncType::event, 5 * ms, 5 * ms + 1 * us, 0, 8});
   // .item() in C++: cudaMemcpyAsync into a pageable scalar blocks until the step's kernels are
   // done (2 ms here), and CUPTI makes no sync record of it.
   a.runtime.push_back(api("cudaMemcpyAsync", 6 * ms, 8 * ms, 9));
