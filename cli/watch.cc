@@ -29,6 +29,7 @@
 #include "profiler/gpu_activity_wire.h"
 #include "profiler/gpu_trace.h"
 #include "profiler/process_tree.h"
+#include "profiler/program_torch.h"
 #include "profiler/watch_diagnosis.h"
 
 namespace feedscope {
@@ -269,8 +270,13 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   SamplingOptions so;
   so.hz = o.sample_hz;
   so.pid = child.pid();
-  // Each reading goes to the tree, which may ask to read a launcher's program instead.
-  so.retarget = [&tree](const UtilizationSample& s) { return tree.add(s); };
+  // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
+  // read is looked at for the torch it imported.
+  ProgramTorchProbe torch;
+  so.retarget = [&tree, &torch, started = child.pid()](const UtilizationSample& s) {
+    torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
+    return tree.add(s);
+  };
   Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());
 
   bool duration_ran_out = false;
@@ -311,6 +317,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     report.utilization.unavailable["sampler"] = "sampling off";
   }
   program.tree = tree.summary();
+  program.torch = torch.found();
   const ProcessTreeSummary& t = program.tree;
   Utilization& u = report.utilization;
   u.cpu_process_ratio = t.trainer_cores / cpus;
@@ -374,6 +381,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.utilization = report.utilization;
   wd.gpu_trace = report.gpu_trace;
   wd.spans = span_input;
+  wd.torch = program.torch;
   report.diagnosis = diagnose_watched(wd);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";

@@ -144,15 +144,20 @@ std::string program_section(const ProgramSummary& p) {
     << fmt("%.2f", p.wall_s) << " s (" << esc(p.ended) << "); watching took "
     << fmt("%.2f", p.watcher_cpu_s) << " CPU-s.";
   if (!p.spans.empty()) h << " Stage spans from its " << esc(p.spans) << ".";
+  h << " Its torch: "
+    << (p.torch ? esc(p.torch->version) + " (" + esc(p.torch->source) + ")" : std::string("not seen"))
+    << ".";
   h << "</p>\n";
   for (const std::string& n : p.notes) h << "<p class=\"warn\">" << esc(n) << "</p>\n";
   h << "<table><tr><th>pid</th><th>role</th><th>name</th><th>mean cores</th><th>CPU s</th>"
-       "<th>I/O wait</th><th>peak RSS MiB</th><th>read MB</th><th>GPU MiB</th></tr>\n";
+       "<th>I/O wait</th><th>waiting for a core</th><th>peak RSS MiB</th><th>read MB</th><th>GPU MiB</th></tr>\n";
   for (const WatchedProcess& w : p.tree.processes)
     h << "<tr><td class=\"n\">" << w.pid << "</td><td>" << to_string(w.role) << "</td><td>"
       << esc(w.name) << "</td><td class=\"n\">" << fmt("%.2f", w.cpu_cores_mean)
       << "</td><td class=\"n\">" << fmt("%.1f", w.cpu_core_seconds) << "</td><td class=\"n\">"
       << fmt("%.0f%%", 100 * w.io_wait_share) << "</td><td class=\"n\">"
+      << (w.run_wait_share ? fmt("%.0f%%", 100 * *w.run_wait_share) : std::string("not measured"))
+      << "</td><td class=\"n\">"
       << fmt("%.0f", static_cast<double>(w.rss_peak_bytes) / (1 << 20)) << "</td><td class=\"n\">"
       << fmt("%.1f", static_cast<double>(w.read_bytes) / 1e6) << "</td><td class=\"n\">"
       << fmt("%.0f", static_cast<double>(w.gpu_memory_peak_bytes) / (1 << 20)) << "</td></tr>\n";

@@ -55,13 +55,19 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   if (!baseline_only) ++me.readings;
   double other_threads = 0;
   char main_state = '?';
+  std::optional<double> main_run_wait;
   for (const ThreadCpu& t : s.threads) {
     if (t.tid == pid) {
       if (me.name.empty()) me.name = t.name;
       main_state = t.state;
+      main_run_wait = t.run_wait;
       me.main_busy_sum += t.ratio;
       me.main_io_wait += t.state == 'D';
       ++me.main_samples;
+      if (t.run_wait) {
+        me.main_run_wait_sum += *t.run_wait;
+        ++me.main_run_wait_readings;
+      }
       continue;
     }
     other_threads += t.ratio;
@@ -72,8 +78,12 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   me.other_threads_sum += other_threads;
 
   const auto account = [&](Accumulated& a, double cores, char state, std::uint64_t rss,
-                           std::optional<std::uint64_t> read) {
+                           std::optional<std::uint64_t> read, std::optional<double> run_wait) {
     ++a.process.samples;
+    if (run_wait) {
+      a.run_wait_sum += *run_wait;
+      ++a.run_wait_readings;
+    }
     a.cores_sum += cores;
     a.process.cpu_core_seconds += cores * dt;
     a.io_wait_samples += state == 'D';
@@ -89,7 +99,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   if (!me.name.empty()) self.process.name = me.name;
   if (!baseline_only)
     account(self, s.cpu_process_ratio.value_or(0) * cpus, main_state, s.rss_bytes.value_or(0),
-            s.process_read_bytes_total);
+            s.process_read_bytes_total, main_run_wait);
 
   double workers = 0, others = 0;
   int alive = 0;
@@ -106,12 +116,16 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
     // torch 2.x's workers name themselves a moment after they start.
     if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
     a.process.name = p.name;
-    account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total);
+    account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait);
     if (a.process.role == ProcessRole::loader_worker) {
       workers += p.cores;
       ++alive;
       worker_busy_sum_ += std::min(p.cores, 1.0);
       ++worker_readings_;
+      if (p.run_wait) {
+        worker_run_wait_sum_ += *p.run_wait;
+        ++worker_run_wait_readings_;
+      }
     } else {
       others += p.cores;
       if (p.ppid == pid && p.cores > busiest_cores) {
@@ -181,6 +195,10 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   const auto mean = [](double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); };
   out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
   out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
+  if (t.main_run_wait_readings > 0)
+    out.main_thread_run_wait = mean(t.main_run_wait_sum, t.main_run_wait_readings);
+  if (worker_run_wait_readings_ > 0)
+    out.worker_run_wait = mean(worker_run_wait_sum_, worker_run_wait_readings_);
   out.other_threads_cores = mean(t.other_threads_sum, t.readings);
   for (const auto& [tid, thread] : t.threads) {
     const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
@@ -209,6 +227,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
       read_bytes += p.read_bytes;
       read_known = true;
     }
+    if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
     if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
     if (p.role == ProcessRole::trainer) {
       out.trainer_cores = p.cpu_cores_mean;

@@ -45,6 +45,9 @@ struct WatchedProcess {
   double io_wait_share = 0;      // share of its readings in uninterruptible (D) wait
   std::uint64_t rss_peak_bytes = 0;
   std::uint64_t read_bytes = 0;  // from storage while watched (/proc/<pid>/io read_bytes growth)
+  // Share of its readings' time its main thread was ready to run but waited for a core
+  // (schedstat's run-queue delay); none where the kernel does not keep it.
+  std::optional<double> run_wait_share;
   // NVML's view, where it has a CUDA context: GPU memory at most, and its SM share over the time
   // NVML's samples covered.
   std::uint64_t gpu_memory_peak_bytes = 0;
@@ -59,6 +62,8 @@ struct ProcessTreeSummary {
   // The trainer's main thread: mean busy share of one core, and share of readings in D wait.
   double main_thread_busy = 0;
   double main_thread_io_wait = 0;
+  // Share of the time the main thread was runnable but had no core (schedstat); none unmeasured.
+  std::optional<double> main_thread_run_wait;
   // Mean cores the trainer's other threads took together, and the busiest one by name.
   double other_threads_cores = 0;
   std::string busiest_thread;
@@ -72,6 +77,9 @@ struct ProcessTreeSummary {
   double worker_busy = 0;
   double worker_busy_max = 0;
   double workers_io_wait = 0;  // share of worker readings in D wait
+  // A worker's mean share of time waiting for a core: with it, busy + waiting is what a worker
+  // would take of a core it had to itself. None where not measured.
+  std::optional<double> worker_run_wait;
   double other_processes_cores = 0;
   // NVML: whether any of its processes had a CUDA context, their GPU memory together at most, and
   // the trainer's mean SM share (where the driver samples it).
@@ -106,6 +114,8 @@ class ProcessTreeDigest {
     std::size_t readings = 0;
     double main_busy_sum = 0;
     std::size_t main_io_wait = 0, main_samples = 0;
+    double main_run_wait_sum = 0;
+    std::size_t main_run_wait_readings = 0;
     double other_threads_sum = 0;
     std::map<int, Thread> threads;  // its other threads, by tid
   };
@@ -113,6 +123,8 @@ class ProcessTreeDigest {
     WatchedProcess process;
     double cores_sum = 0;
     std::size_t io_wait_samples = 0;
+    double run_wait_sum = 0;
+    std::size_t run_wait_readings = 0;
     std::optional<std::uint64_t> first_read, last_read;
     double sm_sum = 0;      // SM share x seconds of NVML's windows
     double sm_seconds = 0;  // the windows' length
@@ -127,6 +139,8 @@ class ProcessTreeDigest {
   std::size_t worker_samples_ = 0;  // readings with a loader worker alive
   double worker_busy_sum_ = 0;       // min(cores, 1) over every worker reading
   std::size_t worker_readings_ = 0;
+  double worker_run_wait_sum_ = 0;
+  std::size_t worker_run_wait_readings_ = 0;
   std::uint64_t tree_gpu_memory_peak_ = 0;
   std::map<int, std::uint64_t> sm_counted_until_us_;  // by GPU index: the newest window's end
   bool on_gpu_ = false;

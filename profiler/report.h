@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "profiler/process_tree.h"
+#include "profiler/program_torch.h"
 
 namespace feedscope {
 
@@ -202,6 +203,9 @@ struct ProgramSummary {
   std::vector<std::string> notes;  // what the watcher could not read, and why
   double watcher_cpu_s = 0;  // CPU feedscope itself took while watching (all its threads)
   ProcessTreeSummary tree;
+  // The torch the program runs (not feedscope's: environment.torch_version is the one feedscope
+  // was built with); none where its memory map showed no torch.
+  std::optional<ProgramTorch> torch;
 };
 
 // The training thread's time handing each batch to the copy engine (a `run` on a GPU), which the

@@ -7,6 +7,7 @@
 
 #include "profiler/detail/format.h"
 #include "profiler/gpu_trace.h"
+#include "profiler/program_torch.h"
 
 namespace feedscope {
 
@@ -100,41 +101,148 @@ Recommendation advice(std::string setting, std::string action, std::string basis
   return r;
 }
 
+// What the machine's cores hold: the program's processes together, and the cores nobody used.
+struct CpuBudget {
+  double idle_cores = 0;
+  double program_cores = 0;  // trainer (all threads), loader workers, other descendants
+  double system_busy = 0;
+  bool full() const { return idle_cores < kIdleCoresFull; }
+  // How far the program could grow before the machine is full: every idle core given to it.
+  double growth() const {
+    return program_cores > 0 ? (program_cores + idle_cores) / program_cores : 1.0;
+  }
+};
+
+CpuBudget cpu_budget(const WatchDiagnosisInput& in) {
+  const ProcessTreeSummary& t = in.tree;
+  CpuBudget b;
+  b.system_busy = series_mean(in.utilization, "cpu_system_ratio").value_or(0);
+  b.idle_cores = std::max(0.0, in.cpus * (1 - b.system_busy));
+  b.program_cores = t.trainer_cores + t.workers_cores + t.other_processes_cores;
+  return b;
+}
+
+// What a worker would take of a core it had to itself: its busy share and the time it was ready to
+// run but waited for a core (a worker on a full machine reads 60 % busy and 40 % waiting).
+double worker_demand(const ProcessTreeSummary& t) {
+  return std::min(1.0, t.worker_busy + t.worker_run_wait.value_or(0));
+}
+
+// "the trainer 0.97 cores, 2 loader workers 1.00 cores, other processes 0.02 cores": who holds
+// the cores, and who waited for one.
+std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpus) {
+  std::string out = fmt("the training process %.2f cores", t.trainer_cores);
+  if (t.workers > 0) out += fmt(", %d loader workers %.2f cores", t.workers, t.workers_cores);
+  if (t.other_processes_cores >= 0.01) out += fmt(", its other processes %.2f cores", t.other_processes_cores);
+  const double outside = cpus * b.system_busy - b.program_cores;
+  if (outside >= 0.05) out += fmt(", processes outside the program %.2f cores", outside);
+  if (t.main_thread_run_wait || t.worker_run_wait) {
+    out += "; waiting for a core (run queue):";
+    if (t.main_thread_run_wait) out += fmt(" the training thread %.0f%% of the time", 100 * *t.main_thread_run_wait);
+    if (t.worker_run_wait)
+      out += fmt("%s a loader worker %.0f%%", t.main_thread_run_wait ? "," : "", 100 * *t.worker_run_wait);
+  }
+  return out;
+}
+
 // Loader workers at their limit: more of them where cores are idle, with a speed-up from their
-// measured rate; cheaper preprocessing where none are.
-void workers_saturated(const WatchDiagnosisInput& in, double idle_cores, Diagnosis& d) {
+// measured rate and the cores they would get; cheaper preprocessing where none are.
+void workers_saturated(const WatchDiagnosisInput& in, const CpuBudget& cpu, double working,
+                       Diagnosis& d) {
   const ProcessTreeSummary& t = in.tree;
   d.bottleneck = "cpu_preprocess";
-  const int extra = static_cast<int>(std::floor(idle_cores / std::max(t.worker_busy, 0.05)));
-  if (extra >= 1) {
-    const int workers = t.workers + extra;
-    // Each worker delivers what it delivers now; the training thread, busy main_thread_busy of
-    // its time per batch today, caps the gain at 1 / main_thread_busy.
-    const double by_workers = static_cast<double>(workers) / t.workers;
-    const double by_trainer = 1.0 / std::max(t.main_thread_busy, 0.05);
+  // Samples/s grows with the workers until the training thread is full (it works `working` of
+  // its time per batch today) or the machine's cores are: a fraction of an idle core is worth a
+  // worker while the training thread waits.
+  const double by_trainer = 1.0 / std::max(working, 0.05);
+  const double by_cores = cpu.growth();
+  const double reachable = std::min(by_trainer, by_cores);
+  const int workers = static_cast<int>(std::ceil(t.workers * reachable - 1e-9));
+  const double by_workers = static_cast<double>(workers) / t.workers;
+  const double predicted = std::min({by_workers, by_trainer, by_cores});
+  if (workers > t.workers && predicted >= kMinUsefulSpeedup) {
     Recommendation r = advice(
         "num_workers=" + std::to_string(workers),
-        fmt("Raise num_workers from %d to %d: every worker is busy %.0f%% of a core and %.1f "
-            "cores are idle.",
-            t.workers, workers, 100 * t.worker_busy, idle_cores),
+        fmt("Raise num_workers from %d to %d: a worker is busy %.0f%% of a core and %.1f cores "
+            "are idle.",
+            t.workers, workers, 100 * worker_demand(t), cpu.idle_cores),
         fmt("what-if: samples/s grows with the workers (%d/%d = %.2fx) until the training thread, "
-            "busy %.0f%% now, is full (%.2fx); sure to the extent each worker keeps its measured "
+            "working %.0f%% of its time now, is full (%.2fx) or the cores are (the program's %.2f "
+            "cores and the %.2f idle: %.2fx); sure to the extent each worker keeps its measured "
             "rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
-            workers, t.workers, by_workers, 100 * t.main_thread_busy, by_trainer));
-    r.predicted_speedup = std::min(by_workers, by_trainer);
+            workers, t.workers, by_workers, 100 * working, by_trainer, cpu.program_cores,
+            cpu.idle_cores, by_cores));
+    r.predicted_speedup = predicted;
     d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
                     "raise num_workers to %d (predicted %.2fx).",
-                    t.workers, workers, *r.predicted_speedup);
+                    t.workers, workers, predicted);
     d.recommendations.push_back(std::move(r));
-  } else {
-    d.verdict = fmt("Input-bound with no idle core: the %d loader workers are busy on every core; "
-                    "make preprocessing cheaper.",
-                    t.workers);
-    d.recommendations.push_back(
-        advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
-                   "cache decoded samples, or move augmentation to the GPU.",
-               "no prediction: the cost of each transform is not measured without spans"));
+    return;
   }
+  d.verdict = cpu.full()
+                  ? fmt("Input-bound with no idle core: the %d loader workers are busy and the "
+                        "machine's %d cores are full (%s); make preprocessing cheaper.",
+                        t.workers, in.cpus, cpu_holders(t, cpu, in.cpus).c_str())
+                  : fmt("Input-bound: the %d loader workers are busy; more of them would gain "
+                        "less than %.0f%% (the training thread caps it at %.2fx, the %.1f idle "
+                        "cores at %.2fx); make preprocessing cheaper.",
+                        t.workers, 100 * (kMinUsefulSpeedup - 1), by_trainer, cpu.idle_cores,
+                        by_cores);
+  d.recommendations.push_back(
+      advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
+                 "cache decoded samples, or move augmentation to the GPU.",
+             "no prediction: the cost of each transform is not measured without spans"));
+}
+
+// The training step on the CPU is the limit. On one thread beside idle cores, torch's intra-op
+// pool is the first thing to try; a cheaper step is the rest, in the program's torch.
+void step_bound(const WatchDiagnosisInput& in, const CpuBudget& cpu, Diagnosis& d) {
+  const ProcessTreeSummary& t = in.tree;
+  d.bottleneck = "cpu_compute";
+  const bool one_thread = t.other_threads_cores < kOneThreadOthers;
+  d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
+                  "compute threads %.2f cores)%s.",
+                  100 * t.main_thread_busy, t.other_threads_cores,
+                  t.workers > 0 ? "; the loader workers keep up" : "");
+  if (one_thread && cpu.idle_cores >= kIdleCoreWorthAThread) {
+    const int threads = 1 + static_cast<int>(std::floor(cpu.idle_cores + 0.25));
+    d.verdict += fmt(" The step runs on one thread while %.1f cores are idle.", cpu.idle_cores);
+    d.recommendations.push_back(advice(
+        "torch.set_num_threads(" + std::to_string(threads) + ")",
+        fmt("Give torch's intra-op pool the idle cores: torch.set_num_threads(%d) (or remove a "
+            "set_num_threads(1) / OMP_NUM_THREADS=1).",
+            threads),
+        fmt("no prediction: the share of the step that runs in parallel is not measured from "
+            "outside; at most %.2fx, the cores it would get (matrix products come near it, "
+            "Python and small ops do not)",
+            std::min(static_cast<double>(threads), 1 + cpu.idle_cores))));
+  }
+  const bool compile = in.torch && torch_major(in.torch->version) >= 2;
+  d.recommendations.push_back(advice(
+      "", std::string("Make the step cheaper (a smaller model, fewer or cheaper operations") +
+              (compile ? ", torch.compile" : "") + ") or run it on a GPU" +
+              (t.workers > 0 ? "; more loader workers would not help." : "."),
+      "no prediction: the step's cost is not measured without spans"));
+  if (in.torch && !compile)
+    d.evidence.push_back("the program runs torch " + in.torch->version + " (" + in.torch->source +
+                         "): torch.compile needs 2.0 or later");
+}
+
+// Nothing pinned, nothing saturated by itself, but the machine's cores are full: the processes
+// share them, and the one that needs more cannot get it.
+void cores_full(const WatchDiagnosisInput& in, const CpuBudget& cpu, Diagnosis& d) {
+  const ProcessTreeSummary& t = in.tree;
+  d.bottleneck = t.workers_cores > t.trainer_cores ? "cpu_preprocess" : "cpu_compute";
+  d.verdict = fmt("CPU-bound: the machine's %d cores are full (%.0f%% busy): %s.", in.cpus,
+                  100 * cpu.system_busy, cpu_holders(t, cpu, in.cpus).c_str());
+  d.recommendations.push_back(advice(
+      "", t.workers > 0
+              ? "More loader workers would not help: no core is free. Make the work on the "
+                "busiest processes cheaper, or stop what else runs on the machine."
+              : "No core is free: make the step or the loading cheaper, or stop what else runs on "
+                "the machine.",
+      "no prediction: with every core shared, which process gains from a freed core is not "
+      "measured"));
 }
 
 // Which GPU-side limit the trace shows, or none where neither the GPU nor the host is busy.
@@ -209,15 +317,14 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
   Diagnosis d;
   const ProcessTreeSummary& t = in.tree;
   d.input_bound = "unknown";  // the wait is measured only with spans
-  const double system = series_mean(in.utilization, "cpu_system_ratio").value_or(0);
-  const double idle_cores = std::max(0.0, in.cpus * (1 - system));
+  const CpuBudget cpu = cpu_budget(in);
   const bool traced = in.gpu_trace && in.gpu_trace->kernels > 0;
   // A training thread spinning in a CUDA sync is waiting, not working: that time comes out of its
   // busy share before any threshold.
   const double spinning = traced ? std::min(sync_share(*in.gpu_trace), t.main_thread_busy) : 0.0;
   const double working = t.main_thread_busy - spinning;
   const bool trainer_pinned = working >= kThreadPinned;
-  const bool workers_busy = t.workers > 0 && t.worker_busy >= kWorkersSaturated;
+  const bool workers_busy = t.workers > 0 && worker_demand(t) >= kWorkersSaturated;
   const double io_wait = t.workers > 0 ? t.workers_io_wait : t.main_thread_io_wait;
   const auto disk_busy = series_mean(in.utilization, "disk_busy_ratio");
   const bool storage = io_wait >= kIoWaitHigh && t.storage_read_bytes_per_s &&
@@ -255,30 +362,34 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
                    "in a CUDA graph.",
         "no prediction: without a CUDA trace the kernels are not measured"));
   } else if (workers_busy && !trainer_pinned) {
-    workers_saturated(in, idle_cores, d);
+    workers_saturated(in, cpu, working, d);
   } else if (t.workers == 0 && trainer_pinned) {
     d.bottleneck = "cpu_compute";
     d.verdict = fmt("CPU-bound: the training thread is busy %.0f%% and loads its own data "
                     "(num_workers=0); without spans feedscope cannot split loading from the step.",
                     100 * t.main_thread_busy);
     d.recommendations.push_back(advice(
-        "num_workers=2", "Try num_workers=2 (feedscope sweep -- COMMAND ... {num_workers}), or "
-                         "add feedscope.wrap() to the loop to measure loading and the step apart.",
+        "num_workers=2", "If it loads with a DataLoader, try num_workers=2 (feedscope sweep -- "
+                         "COMMAND ... {num_workers}), or add feedscope.wrap() to the loop to "
+                         "measure loading and the step apart.",
         "no prediction: loading and the step share one thread"));
+    if (t.other_threads_cores < kOneThreadOthers && cpu.idle_cores >= kIdleCoreWorthAThread) {
+      Diagnosis step;
+      step_bound(in, cpu, step);
+      for (Recommendation& r : step.recommendations)
+        if (!r.setting.empty()) d.recommendations.push_back(std::move(r));
+    }
   } else if (trainer_pinned || t.other_threads_cores >= 0.5) {
-    d.bottleneck = "cpu_compute";
-    d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
-                    "compute threads %.2f cores); the loader workers keep up.",
-                    100 * t.main_thread_busy, t.other_threads_cores);
-    d.recommendations.push_back(advice(
-        "", "Make the step cheaper (a smaller model, torch.compile) or run it on a GPU; more "
-            "loader workers would not help.",
-        "no prediction: the step's cost is not measured without spans"));
+    step_bound(in, cpu, d);
+  } else if (cpu.full()) {
+    cores_full(in, cpu, d);
   } else {
     d.bottleneck = t.workers > 0 && t.worker_busy >= t.main_thread_busy ? "cpu_preprocess"
                                                                          : "cpu_compute";
-    d.verdict = "No clear limit: neither the training thread nor the loader workers are busy; "
-                "the program may wait on something else (network, sleep, a lock).";
+    d.verdict = fmt("No clear limit: neither the training thread nor the loader workers are busy, "
+                    "and %.1f of the machine's %d cores are idle; the program may wait on "
+                    "something else (network, sleep, a lock).",
+                    cpu.idle_cores, in.cpus);
   }
   add_tree_evidence(in, d);
   if (spinning >= 0.05)

@@ -8,6 +8,7 @@
 
 #include "profiler/diagnosis.h"
 #include "profiler/process_tree.h"
+#include "profiler/program_torch.h"
 #include "profiler/report.h"
 
 namespace feedscope {
@@ -18,6 +19,12 @@ inline constexpr double kWorkersSaturated = 0.75;
 inline constexpr double kIoWaitHigh = 0.3;      // share of readings in D (I/O) wait
 // The host blocked in CUDA syncs this much of the traced time: the syncs set the pace.
 inline constexpr double kSyncWaitDominant = 0.2;
+// The machine's cores are full where fewer than this many are idle (of its cores together).
+inline constexpr double kIdleCoresFull = 0.25;
+// The trainer's other threads under this many cores: its step runs on one thread; an idle core
+// this large is worth a second one.
+inline constexpr double kOneThreadOthers = 0.25;
+inline constexpr double kIdleCoreWorthAThread = 0.5;
 
 struct WatchDiagnosisInput {
   ProcessTreeSummary tree;
@@ -28,6 +35,8 @@ struct WatchDiagnosisInput {
   // The span diagnosis' input where the program's Session sent its spans; its utilization and
   // gpu_trace are the watcher's.
   std::optional<DiagnosisInput> spans;
+  // The program's torch (profiler/program_torch.h), where its memory map showed one.
+  std::optional<ProgramTorch> torch;
 };
 
 Diagnosis diagnose_watched(const WatchDiagnosisInput& input);

@@ -313,6 +313,13 @@ std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io) {
   return std::nullopt;
 }
 
+std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat) {
+  const auto f = fields_of(schedstat);
+  std::uint64_t on_cpu = 0, delay = 0;
+  if (f.size() < 2 || !to_u64(f[0], on_cpu) || !to_u64(f[1], delay)) return std::nullopt;
+  return delay;
+}
+
 std::optional<Pressure> parse_pressure(const std::string& text) {
   Pressure p;
   bool some = false;

@@ -96,6 +96,11 @@ std::vector<DiskCounters> parse_diskstats(const std::string& diskstats,
 // read_bytes of /proc/self/io (bytes really fetched from storage).
 std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io);
 
+// /proc/<pid>/task/<tid>/schedstat: "<on-cpu ns> <run-queue wait ns> <timeslices>". The second
+// is the time the task was runnable but waited for a core (CONFIG_SCHED_INFO; a kernel without it
+// has no file).
+std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat);
+
 // /proc/pressure/<resource>: "some avg10=.. avg60=.. avg300=.. total=..", optional "full ...".
 struct Pressure {
   double some_avg10 = 0;  // percent, as the kernel prints it

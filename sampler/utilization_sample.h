@@ -15,6 +15,9 @@ struct ThreadCpu {
   double ratio = 0;     // busy share of one core since the previous sample, 0..1
   bool lane = false;    // named by a span lane: a loader worker or the training thread
   char state = '?';     // /proc state at the sample: R running, S sleeping, D waiting on I/O
+  // Share of the time since the previous sample it was runnable but waited for a core (schedstat's
+  // run-queue delay); none where the kernel has no schedstat.
+  std::optional<double> run_wait = std::nullopt;
 };
 
 // A descendant process (a PyTorch DataLoader's worker is one), all its threads together.
@@ -27,6 +30,8 @@ struct ProcessCpu {
   char state = '?';  // of its main thread at the sample
   std::uint64_t rss_bytes = 0;
   std::optional<std::uint64_t> read_bytes_total;  // /proc/<pid>/io read_bytes: from storage
+  // Its main thread's run-queue wait, as ThreadCpu's (a loader worker works on its main thread).
+  std::optional<double> run_wait = std::nullopt;
 };
 
 struct DiskSample {

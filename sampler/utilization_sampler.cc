@@ -40,6 +40,19 @@ std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
   return static_cast<double>(ticks_now - it->second) / ticks_per_s / dt;
 }
 
+// The share of the last `dt` seconds task `id` waited for a core, from schedstat's run-queue delay.
+std::optional<double> run_wait_since(const ProcFs& fs, const std::string& schedstat_path,
+                                     std::map<int, std::uint64_t>& now,
+                                     const std::map<int, std::uint64_t>& before, int id, double dt) {
+  const auto text = fs.read(schedstat_path);
+  const auto delay = text ? parse_schedstat_run_delay_ns(*text) : std::nullopt;
+  if (!delay) return std::nullopt;
+  now[id] = *delay;
+  const auto it = before.find(id);
+  if (dt <= 0 || it == before.end() || *delay < it->second) return std::nullopt;
+  return std::clamp(static_cast<double>(*delay - it->second) / 1e9 / dt, 0.0, 1.0);
+}
+
 }  // namespace
 
 UtilizationSampler::UtilizationSampler(Options options)
@@ -114,6 +127,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     if (!task) continue;  // the thread ended between listing and reading
     const auto cores =
         cores_since(next.thread_ticks, previous_.thread_ticks, tid, task->cpu_ticks, ticks, dt);
+    const auto run_wait = run_wait_since(fs, proc + "/task/" + entry + "/schedstat",
+                                         next.thread_run_delay_ns, previous_.thread_run_delay_ns,
+                                         tid, dt);
     if (!cores) continue;
     ThreadCpu t;
     t.tid = tid;
@@ -128,6 +144,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
       t.name = cached->second;
     }
     t.ratio = std::clamp(*cores, 0.0, 1.0);
+    t.run_wait = run_wait;
     s.threads.push_back(std::move(t));
   }
 
@@ -140,6 +157,8 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     if (!task) continue;  // it exited between listing and reading
     const auto cores =
         cores_since(next.child_ticks, previous_.child_ticks, pid, task->cpu_ticks, ticks, dt);
+    const auto run_wait = run_wait_since(fs, dir + "/schedstat", next.child_run_delay_ns,
+                                         previous_.child_run_delay_ns, pid, dt);
     if (!cores) continue;
     ProcessCpu p;
     p.pid = pid;
@@ -156,6 +175,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     p.state = task->state;
     p.rss_bytes = task->rss_bytes;
     if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
+    p.run_wait = run_wait;
     s.children.push_back(std::move(p));
   }
   if (!children_readable && !followed)

@@ -83,6 +83,7 @@ class UtilizationSampler {
     std::optional<std::uint64_t> process_ticks;
     std::map<int, std::uint64_t> thread_ticks;
     std::map<int, std::uint64_t> child_ticks;  // by pid
+    std::map<int, std::uint64_t> thread_run_delay_ns, child_run_delay_ns;  // schedstat's, by id
     std::map<std::string, DiskCounters> disks;
   };
   void run();

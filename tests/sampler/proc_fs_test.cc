@@ -156,5 +156,11 @@ TEST(CpuUsageTest, SnapshotOfTheRealProc) {
   EXPECT_TRUE(s.system);
 }
 
+TEST(ProcFsTest, SchedstatRunDelayIsTheSecondField) {
+  EXPECT_EQ(parse_schedstat_run_delay_ns("61882794 6010726 134\n"), 6010726u);
+  EXPECT_FALSE(parse_schedstat_run_delay_ns("61882794\n"));
+  EXPECT_FALSE(parse_schedstat_run_delay_ns("a b c"));
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -186,6 +186,40 @@ TEST(UtilizationSamplerTest, DescendantProcessesAreSampledWithAllTheirThreads) {
   EXPECT_EQ(sampler.sample(3 * kSecond).children.size(), 3u);
 }
 
+// schedstat's run-queue delay says how long a thread or a worker was ready but had no core: the
+// share of the interval, per task; none where the kernel has no schedstat file.
+TEST(UtilizationSamplerTest, RunQueueWaitComesFromSchedstat) {
+  FakeProc proc;
+  proc.baseline();
+  fs::create_directories(proc.root() / "proc/200/task/200");
+  proc.write("proc/self/task/101/children", "200 ");
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", 0));
+  proc.write("proc/200/schedstat", "1000 2000000000 7\n");
+  proc.write("proc/self/task/101/schedstat", "5 100000000 3\n");
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  sampler.sample(1 * kSecond);
+  proc.write("proc/200/schedstat", "2000 2300000000 9\n");          // waited 0.3 s of 1 s
+  proc.write("proc/self/task/101/schedstat", "9 150000000 5\n");    // 0.05 s
+  const UtilizationSample s = sampler.sample(2 * kSecond);
+  ASSERT_EQ(s.children.size(), 1u);
+  ASSERT_TRUE(s.children[0].run_wait);
+  EXPECT_NEAR(*s.children[0].run_wait, 0.3, 1e-9);
+  bool main_seen = false, other_seen = false;
+  for (const ThreadCpu& t : s.threads) {
+    if (t.tid == 101) {
+      main_seen = true;
+      ASSERT_TRUE(t.run_wait);
+      EXPECT_NEAR(*t.run_wait, 0.05, 1e-9);
+    } else {
+      other_seen = true;
+      EXPECT_FALSE(t.run_wait) << "no schedstat file: not measured, not 0";
+    }
+  }
+  EXPECT_TRUE(main_seen && other_seen);
+}
+
 // feedscope watch on a launcher: retarget names its child, whose threads are read from the next
 // sample on; the child's end is no missing source.
 TEST(UtilizationSamplerTest, RetargetMovesTheReadingsToTheProcessItNames) {
