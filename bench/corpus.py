@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Scores feedscope's advice on training programs it did not write: for each case, `feedscope watch`
+runs the program as a user would, and the change feedscope recommends is then run for real, side
+by side with the program as it was, so the verdict and the predicted speed-up are checked against
+what the change measures. Where feedscope recommends no change, the case's alternatives are run,
+so a change that would have helped and was not advised shows as missed.
+
+    python3 bench/corpus.py --cases tests/corpus/cases.json [--only NAME] [--json OUT]
+
+A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fetched by hand):
+  name, shape        what it is
+  command            argv with {knob} placeholders and {python}, {corpus} (the cases file's
+                     folder), {data} (an image folder this script makes), {public} (--public DIR)
+  knobs              the program as the user runs it: {"workers": 1, "threads": 1}
+  throughput         how the program says its speed: "pattern" (a regex whose first group is a
+                     number), "unit" ("s/batch", "ms/batch", "samples/s"), "per_batch" (samples
+                     per batch for s/batch), "skip" (first matches left out: warm-up); or
+                     "wall": true to time the whole run (a fixed amount of work)
+  expect             "bottleneck": the names that are right (what running the alternatives shows)
+  alternatives       knob settings to measure where feedscope advises none: [{"workers": 2}]
+  env                extra environment
+
+A recommendation's setting maps to a knob: num_workers=N -> workers, torch.set_num_threads(N) ->
+threads, batch_size=N -> batch. The speed-up of a change is measured against the runs before and
+after it (this machine drifts by 20 % over a minute): three pairs, the median.
+
+Exit status 0 when every case's verdict is right, every advised change helps (>= 1.05x) and every
+prediction lands within 25 % of what its change measured (or none is made); 1 otherwise; 77 when
+the machine is too busy to measure (another process on the cores)."""
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SETTINGS = [
+    (re.compile(r"^num_workers=(\d+)$"), "workers"),
+    (re.compile(r"^torch\.set_num_threads\((\d+)\)$"), "threads"),
+    (re.compile(r"^batch_size=(\d+)$"), "batch"),
+]
+HELPS = 1.05        # a change that gains less is no change worth advising
+WITHIN = 0.25       # a prediction lands within this of the measured speed-up
+
+
+def machine_busy(seconds=1.0):
+    """Share of the machine's CPU time others used over `seconds` (this script sleeps)."""
+    def read():
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(f), f[3] + f[4]
+    t0, i0 = read()
+    time.sleep(seconds)
+    t1, i1 = read()
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def expand(arg, knobs, places):
+    for key, value in {**places, **knobs}.items():
+        arg = arg.replace("{" + key + "}", str(value))
+    return arg
+
+
+class Case:
+    def __init__(self, spec, places, feedscope, workdir):
+        self.spec = spec
+        self.places = places
+        self.feedscope = feedscope
+        self.workdir = workdir
+        self.env = {**os.environ, **spec.get("env", {})}
+
+    def argv(self, knobs):
+        return [expand(a, knobs, self.places) for a in self.spec["command"]]
+
+    def rate(self, output, wall_s):
+        """samples/s (or runs/s for a wall-timed case) from what the program printed."""
+        t = self.spec["throughput"]
+        if t.get("wall"):
+            return 1.0 / wall_s
+        values = [float(m.group(1)) for m in re.finditer(t["pattern"], output)][t.get("skip", 0):]
+        if not values:
+            raise RuntimeError(f"{self.spec['name']}: no line matched {t['pattern']!r}")
+        unit = t["unit"]
+        if unit == "samples/s":
+            return statistics.mean(values)
+        seconds = statistics.mean(values) / (1000.0 if unit == "ms/batch" else 1.0)
+        return t["per_batch"] / seconds
+
+    def run(self, knobs, watch_dir=None):
+        argv = self.argv(knobs)
+        if watch_dir:
+            argv = [self.feedscope, "watch", "--report-dir", str(watch_dir), "--"] + argv
+        begin = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True, env=self.env,
+                           cwd=self.places.get("cwd"), timeout=self.spec.get("timeout", 600))
+        wall = time.monotonic() - begin
+        if r.returncode != 0:
+            raise RuntimeError(f"{self.spec['name']}: {' '.join(argv)} exited {r.returncode}:\n"
+                               f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        return self.rate(r.stdout + r.stderr, wall)
+
+    def speedup(self, change, first_base):
+        """The change against the runs either side of it, three times; the median."""
+        base = self.spec["knobs"]
+        before = first_base if first_base is not None else self.run(base)
+        ratios = []
+        for _ in range(3):
+            changed = self.run({**base, **change})
+            after = self.run(base)
+            ratios.append(changed / math.sqrt(before * after))
+            before = after
+        return statistics.median(ratios)
+
+
+def advised_change(diagnosis):
+    """The first recommendation whose setting maps to a knob: (knob change, prediction, text)."""
+    for rec in diagnosis.get("recommendations", []):
+        for pattern, knob in SETTINGS:
+            m = pattern.match(rec.get("setting", ""))
+            if m:
+                return {knob: int(m.group(1))}, rec.get("predicted_speedup"), rec
+    return None, None, None
+
+
+def score(case):
+    spec = case.spec
+    out = {"name": spec["name"], "shape": spec.get("shape", ""), "command": " ".join(case.argv(spec["knobs"]))}
+    report_dir = case.workdir / spec["name"]
+    base_rate = case.run(spec["knobs"], watch_dir=report_dir)
+    report = json.loads((report_dir / "report.json").read_text())
+    d = report["diagnosis"]
+    out["bottleneck"] = d["bottleneck"]
+    out["verdict"] = d["verdict"]
+    out["verdict_right"] = d["bottleneck"] in spec["expect"]["bottleneck"]
+    change, predicted, rec = advised_change(d)
+    if change:
+        measured = case.speedup(change, base_rate)
+        out.update(advice=rec["setting"], predicted=predicted, measured=round(measured, 3),
+                   helps=measured >= HELPS,
+                   prediction_ok=predicted is None or abs(predicted / measured - 1) <= WITHIN)
+    else:
+        out["advice"] = None
+        out["helps"] = out["prediction_ok"] = True  # no advice is never wrong advice
+        truths = {}
+        for alt in spec.get("alternatives", []):
+            truths[json.dumps(alt)] = round(case.speedup(alt, base_rate), 3)
+        out["alternatives"] = truths
+        out["missed"] = [a for a, s in truths.items() if s >= 1.10]
+    out["ok"] = out["verdict_right"] and out["helps"] and out["prediction_ok"]
+    return out
+
+
+def table(results):
+    lines = [f"{'case':<22} {'bottleneck':<16} {'verdict':<7} {'advice':<26} {'pred':>6} {'meas':>6}  result"]
+    for r in results:
+        pred = f"{r['predicted']:.2f}" if r.get("predicted") else "none"
+        meas = f"{r['measured']:.2f}" if "measured" in r else ", ".join(
+            f"{k}: {v:.2f}" for k, v in r.get("alternatives", {}).items()) or "-"
+        result = "ok" if r["ok"] else "WRONG"
+        if r.get("missed"):
+            result += " (missed " + ", ".join(r["missed"]) + ")"
+        lines.append(f"{r['name']:<22} {r['bottleneck']:<16} {'right' if r['verdict_right'] else 'WRONG':<7} "
+                     f"{r['advice'] or '-':<26} {pred:>6} {meas:>6}  {result}")
+    verdicts = sum(r["verdict_right"] for r in results)
+    predictions = [r for r in results if r.get("predicted")]
+    within = sum(r["prediction_ok"] for r in predictions)
+    lines.append(f"verdicts right: {verdicts}/{len(results)}; advised changes that helped: "
+                 f"{sum(r.get('helps', False) for r in results if r['advice'])}/"
+                 f"{sum(1 for r in results if r['advice'])}; predictions within 25 %: "
+                 f"{within}/{len(predictions)}")
+    return "\n".join(lines)
+
+
+def make_images(feedscope, out, spec):
+    subprocess.run([feedscope, "make-dataset", "images", "--out", str(out), "--count",
+                    str(spec.get("count", 256)), "--size", spec.get("size", "1000x750"),
+                    "--classes", "4"], check=True, capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default=str(ROOT / "tests" / "corpus" / "cases.json"))
+    ap.add_argument("--only", action="append", help="a case's name (repeatable)")
+    ap.add_argument("--feedscope", default=os.environ.get("FEEDSCOPE_BINARY", str(ROOT / "build" / "cli" / "feedscope")))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--public", default="", help="folder of the public programs ({public})")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--retries", type=int, default=1,
+                    help="times a case whose change missed is measured again")
+    ap.add_argument("--max-busy", type=float, default=0.25,
+                    help="skip (exit 77) when other processes use more of the CPUs than this")
+    args = ap.parse_args()
+    cases_path = pathlib.Path(args.cases).resolve()
+    doc = json.loads(cases_path.read_text())
+    specs = [c for c in doc["cases"] if not args.only or c["name"] in args.only]
+    if not specs:
+        sys.exit(f"corpus: no case named {args.only} in {cases_path}")
+    busy = machine_busy()
+    if busy > args.max_busy:
+        print(f"corpus: other processes use {100 * busy:.0f} % of the CPUs: the changes cannot "
+              "show what they would; not measured", file=sys.stderr)
+        sys.exit(77)
+    with tempfile.TemporaryDirectory(prefix="feedscope-corpus-") as tmp:
+        tmp = pathlib.Path(tmp)
+        places = {"python": args.python, "corpus": str(cases_path.parent), "public": args.public,
+                  "data": str(tmp / "images")}
+        make_images(args.feedscope, tmp / "images", doc.get("images", {}))
+        results = []
+        for spec in specs:
+            case = Case(spec, {**places, **({"cwd": expand(spec["cwd"], {}, places)} if "cwd" in spec else {})},
+                        args.feedscope, tmp)
+            r = score(case)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+            # A slow minute misses once; a wrong model misses again.
+            for _ in range(args.retries):
+                if r["ok"] or not r["verdict_right"]:
+                    break
+                r = score(case)
+                r["retried"] = True
+                print(json.dumps(r), file=sys.stderr, flush=True)
+            results.append(r)
+    print(table(results))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
+
+
+if __name__ == "__main__":
+    main()
