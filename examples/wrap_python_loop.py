@@ -44,9 +44,7 @@ def main():
     model = make_model(args.model, features, classes)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
-    fs = feedscope.Session(args.report_dir, warmup=args.warmup,  # feedscope
-                           batch_size=args.batch_size, num_workers=args.workers,  # feedscope
-                           device="cpu")  # feedscope
+    fs = feedscope.Session(args.report_dir, warmup=args.warmup, device="cpu")  # feedscope
     steps, total = 0, args.warmup + args.steps
     while steps < total:
         for x, y in fs.wrap(loader):  # feedscope: was `for x, y in loader:`

@@ -322,6 +322,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
           if constexpr (std::is_same_v<T, bool>) text = v ? "on" : "off";
           else if constexpr (std::is_same_v<T, std::string>) text = v;
           else if constexpr (std::is_same_v<T, double>) text = fmt("%g", v);
+          else if constexpr (std::is_same_v<T, std::nullptr_t>) text = "not known";
           else text = std::to_string(v);
         },
         value);

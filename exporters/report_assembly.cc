@@ -77,22 +77,29 @@ void DiagnosisSetup::fill(DiagnosisInput& in) const {
   in.cpus = cpus;
   in.on_gpu = on_gpu;
   in.loader_only = loader_only;
+  in.pin_memory = pin_memory;
+}
+
+void diagnose_live_window(MetricsExporter& metrics, const DiagnosisSetup& setup,
+                          const UtilizationSampler* sampler, const std::vector<StageStats>& stages,
+                          std::int64_t begin_ns, std::int64_t end_ns) {
+  DiagnosisInput in;
+  in.stages = stages;
+  const StageStats* wait = find_stage(in.stages, Stage::wait);
+  in.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+  in.batches = wait ? wait->count : 0;
+  if (in.batches == 0) return;
+  setup.fill(in);
+  in.samples_per_s = static_cast<double>(in.batches * setup.batch_size) / in.wall_s;
+  if (sampler) fill_utilization(sampler->summary(), in.utilization, setup.gpu);
+  metrics.set_bottleneck(diagnose(in).bottleneck);
 }
 
 SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
                                         const UtilizationSampler* sampler) {
   return [&metrics, setup, sampler](const std::vector<StageStats>& stages, std::int64_t begin,
                                     std::int64_t end) {
-    DiagnosisInput in;
-    in.stages = stages;
-    const StageStats* wait = find_stage(in.stages, Stage::wait);
-    in.wall_s = static_cast<double>(end - begin) / 1e9;
-    in.batches = wait ? wait->count : 0;
-    if (in.batches == 0) return;
-    setup.fill(in);
-    in.samples_per_s = static_cast<double>(in.batches * setup.batch_size) / in.wall_s;
-    if (sampler) fill_utilization(sampler->summary(), in.utilization, setup.gpu);
-    metrics.set_bottleneck(diagnose(in).bottleneck);
+    diagnose_live_window(metrics, setup, sampler, stages, begin, end);
   };
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -78,6 +79,7 @@ struct DiagnosisSetup {
   bool on_gpu = false;
   bool loader_only = false;
   int gpu = 0;  // N of the step's cuda:N: whose utilization (series gpuN_*) the diagnosis reads
+  std::optional<bool> pin_memory{};  // the loader's; unset: not known
   void fill(DiagnosisInput& in) const;
 };
 // The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
@@ -86,6 +88,11 @@ struct DiagnosisSetup {
 // `metrics` and the sampler must outlive the collector.
 SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
                                         const UtilizationSampler* sampler);
+// What live_bottleneck's function does for one window, for a caller whose setup changes while the
+// run goes on (a wrapped loop told its loader's settings after it started).
+void diagnose_live_window(MetricsExporter& metrics, const DiagnosisSetup& setup,
+                          const UtilizationSampler* sampler, const std::vector<StageStats>& stages,
+                          std::int64_t begin_ns, std::int64_t end_ns);
 
 // The utilization sampler of a run, writing <report_dir>/timeseries.csv and the endpoint's
 // utilization series; both members null when sampling is off (hz <= 0). The csv outlives the

@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
@@ -39,6 +42,26 @@ std::string gpu_trace_precondition(bool wanted) {
   return "";
 }
 
+// The loader's settings a session may be given, at construction or later.
+void check_loader_settings(std::int64_t batch_size, int num_workers,
+                           std::optional<int> prefetch_factor) {
+  if (num_workers < 0)
+    throw std::invalid_argument("num_workers: must be >= 0, got " + std::to_string(num_workers));
+  if (batch_size < 0)
+    throw std::invalid_argument("batch_size: must be >= 0, got " + std::to_string(batch_size));
+  if (prefetch_factor && *prefetch_factor < 1)
+    throw std::invalid_argument("prefetch_factor: must be >= 1, got " +
+                                std::to_string(*prefetch_factor));
+}
+
+// A setting the loader did not say is null in report.json: not known, which false or 0 would hide.
+template <typename T>
+ConfigValue known(const std::optional<T>& value) {
+  if (!value) return nullptr;
+  if constexpr (std::is_same_v<T, bool>) return *value;
+  else return static_cast<std::int64_t>(*value);
+}
+
 }  // namespace
 
 struct Session::Impl final : LoopListener {
@@ -65,6 +88,11 @@ struct Session::Impl final : LoopListener {
     }
   }
 
+  DiagnosisSetup current_setup() const {
+    const std::lock_guard lock(setup_mutex);
+    return live_setup;
+  }
+
   Options options;
   const ProcFs fs;
   std::filesystem::path report_dir;
@@ -72,6 +100,10 @@ struct Session::Impl final : LoopListener {
   int cpus = 1;
   UsageSnapshot usage_begin;
   Environment env;
+  // Shared with the collector thread (the live diagnosis), which reads it once per window: the
+  // loader's settings may change after the loop started.
+  mutable std::mutex setup_mutex;
+  DiagnosisSetup live_setup;
   // Declared in dependency order: each member may use those above it, and they stop in reverse.
   SpanRegistry spans;
   std::unique_ptr<MetricsExporter> metrics;
@@ -92,10 +124,7 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   if (o.warmup < 0) throw std::invalid_argument("warmup: must be >= 0, got " + std::to_string(o.warmup));
   if (o.sample_hz < 0)
     throw std::invalid_argument("sample_hz: must be >= 0, got " + std::to_string(o.sample_hz));
-  if (o.num_workers < 0)
-    throw std::invalid_argument("num_workers: must be >= 0, got " + std::to_string(o.num_workers));
-  if (o.batch_size < 0)
-    throw std::invalid_argument("batch_size: must be >= 0, got " + std::to_string(o.batch_size));
+  check_loader_settings(o.batch_size, o.num_workers, o.prefetch_factor);
   if (o.report_dir.empty()) throw std::invalid_argument("report_dir: must not be empty");
   if (o.timeseries_max_mib < 0)
     throw std::invalid_argument("timeseries_max_mib: must be >= 0, got " +
@@ -153,15 +182,23 @@ Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(optio
   s.loop = std::make_unique<LoopProfiler>(s.spans, lo, &s);
   loop_ = s.loop.get();
   // The bottleneck of the last window for feedscope_bottleneck_info, as `feedscope run` does;
-  // without a device option, a running GPU trace stands for a step on the GPU.
+  // without a device option, a running GPU trace stands for a step on the GPU. The setup is read
+  // anew for each window: set_loader_settings() may change it.
   SpanCollector::WindowFn live_diagnosis;
-  if (s.metrics)
-    live_diagnosis = live_bottleneck(
-        *s.metrics,
-        {o.batch_size, o.num_workers, s.cpus,
-         o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0, false,
-         cuda_device_index(o.device).value_or(0)},
-        s.sampling.sampler.get());
+  if (s.metrics) {
+    s.live_setup = {o.batch_size,
+                    o.num_workers,
+                    s.cpus,
+                    o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0,
+                    false,
+                    cuda_device_index(o.device).value_or(0),
+                    o.pin_memory};
+    live_diagnosis = [&s](const std::vector<StageStats>& stages, std::int64_t begin,
+                          std::int64_t end) {
+      diagnose_live_window(*s.metrics, s.current_setup(), s.sampling.sampler.get(), stages, begin,
+                           end);
+    };
+  }
   s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
                                                 std::move(live_diagnosis), 5'000'000'000,
                                                 s.loop.get(), clock);
@@ -176,6 +213,25 @@ Session::~Session() {
 }
 
 bool Session::finished() const noexcept { return impl_->report.has_value(); }
+
+void Session::set_loader_settings(const LoaderSettings& settings) {
+  Impl& s = *impl_;
+  if (s.report)
+    throw std::logic_error("loader settings after finish(): the report is written already");
+  Options& o = s.options;
+  check_loader_settings(settings.batch_size.value_or(o.batch_size),
+                        settings.num_workers.value_or(o.num_workers),
+                        settings.prefetch_factor ? settings.prefetch_factor : o.prefetch_factor);
+  if (settings.batch_size) o.batch_size = *settings.batch_size;
+  if (settings.num_workers) o.num_workers = *settings.num_workers;
+  if (settings.pin_memory) o.pin_memory = settings.pin_memory;
+  if (settings.prefetch_factor) o.prefetch_factor = settings.prefetch_factor;
+  if (settings.persistent_workers) o.persistent_workers = settings.persistent_workers;
+  const std::lock_guard lock(s.setup_mutex);
+  s.live_setup.batch_size = o.batch_size;
+  s.live_setup.num_workers = o.num_workers;
+  s.live_setup.pin_memory = o.pin_memory;
+}
 
 std::string Session::metrics_address() const {
   return impl_->metrics ? impl_->metrics->address() : std::string();
@@ -211,6 +267,9 @@ const Report& Session::finish() {
                    {"timeseries_max_mib", o.timeseries_max_mib},
                    {"batch_size", o.batch_size},
                    {"num_workers", std::int64_t{o.num_workers}},
+                   {"pin_memory", known(o.pin_memory)},
+                   {"prefetch_factor", known(o.prefetch_factor)},
+                   {"persistent_workers", known(o.persistent_workers)},
                    {"device", o.device},
                    {"trace_gpu", o.trace_gpu},
                    {"trace_max_spans", o.trace_max_spans}};
@@ -231,7 +290,7 @@ const Report& Session::finish() {
   const DiagnosisSetup setup{o.batch_size > 0         ? o.batch_size
                              : window.steps > 0       ? window.samples / window.steps
                                                       : 0,
-                             o.num_workers, s.cpus, on_gpu, false, gpu};
+                             o.num_workers, s.cpus, on_gpu, false, gpu, o.pin_memory};
   report.diagnosis = diagnose(diagnosis_input(report, setup));
   if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
 

@@ -15,6 +15,7 @@
 // (trace_gpu) gives the GPU busy ratio either way.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,8 +41,13 @@ class Session {
     double sample_hz = 10;      // utilization sampling (timeseries.csv); 0: off
     // timeseries.csv's size limit: past it the rows thin to every other one; 0: no limit.
     std::int64_t timeseries_max_mib = 64;
-    std::int64_t batch_size = 0;  // of the user's loader, for the diagnosis; 0: from step samples
-    int num_workers = 0;          // of the user's loader, for the diagnosis' recommendations
+    // The user's loader, for the diagnosis and report.json's config (set_loader_settings() tells
+    // them after construction). Unset optionals are written as null: not known.
+    std::int64_t batch_size = 0;  // 0: from the step scopes' samples
+    int num_workers = 0;          // 0: the loop loads in its own thread
+    std::optional<bool> pin_memory{};       // known on: no advice to pin
+    std::optional<int> prefetch_factor{};   // batches each worker loads ahead
+    std::optional<bool> persistent_workers{};
     std::string device{};  // what the step runs on ("cpu", "cuda:0"); empty: a GPU trace with
                          // kernels means the GPU, otherwise the CPU
     bool print = true;      // the console report (verdict first) on stderr at finish()
@@ -49,6 +55,16 @@ class Session {
     // Stage spans trace.json keeps: the first half and the latest half; the rest are counted.
     std::int64_t trace_max_spans = 1'000'000;
     LoopProfiler::Clock clock = &now_ns;  // the spans' clock; tests pass their own
+  };
+
+  // The loader's settings as a wrapper reads them from the loader itself (the Python client's
+  // wrap() from a torch DataLoader); each one set replaces the option of that name.
+  struct LoaderSettings {
+    std::optional<std::int64_t> batch_size{};
+    std::optional<int> num_workers{};
+    std::optional<bool> pin_memory{};
+    std::optional<int> prefetch_factor{};
+    std::optional<bool> persistent_workers{};
   };
 
   using StepScope = LoopProfiler::StepScope;
@@ -76,6 +92,12 @@ class Session {
   // Times a user-named stage ("augment", "loss"): custom_stages in report.json. Throws
   // std::invalid_argument for an empty name or one of the 7 fixed stage names.
   StageScope scope(std::string_view name) { return loop_->scope(name); }
+
+  // Tells the session its loader's settings after construction, for the diagnosis (live and final)
+  // and report.json's config; those unset stay as they were. Throws std::invalid_argument naming a
+  // bad value (a negative num_workers, a prefetch_factor under 1), std::logic_error once finished.
+  // Called by the training thread, as wrap() is.
+  void set_loader_settings(const LoaderSettings& settings);
 
   // Stops tracing, assembles the report and its diagnosis, writes the four files and prints the
   // verdict. Idempotent: later calls return the same report. Throws std::runtime_error naming a

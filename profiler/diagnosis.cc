@@ -265,15 +265,26 @@ std::optional<double> measured_pinned_gbps(const DiagnosisInput& in, const GpuTr
   return g.h2d_pinned_gbps;
 }
 
+// A loader that pins already (pin_memory known on) leaves the pageable copies to the loop's own
+// tensors: those are what to pin, and the loader's setting is not.
 Recommendation pin_memory(const DiagnosisInput& in, const GpuTraceSummary& g, const Costs& c,
                           double loader_rate, double measured) {
   const double steps = static_cast<double>(std::max<std::int64_t>(g.steps, 1));
   const double pageable_bytes = static_cast<double>(g.h2d_pageable_bytes) / steps;
   Recommendation r;
-  r.setting = "pin_memory=on";
-  r.action = fmt("Copy from pinned memory (pin_memory=on): %.1f MB per step come from pageable "
-                 "memory at %.1f GB/s, which the driver stages through a bounce buffer.",
-                 pageable_bytes / 1e6, g.h2d_pageable_gbps.value_or(0.0));
+  if (in.pin_memory.value_or(false)) {
+    r.setting = "pin the loop's own copies";
+    r.action = fmt("Pin what the loop copies itself: the loader pins its batches already "
+                   "(pin_memory on), yet %.1f MB per step come from pageable memory at %.1f GB/s "
+                   "(tensors made or moved outside the loader); pin them once (.pin_memory()) or "
+                   "make them on the device.",
+                   pageable_bytes / 1e6, g.h2d_pageable_gbps.value_or(0.0));
+  } else {
+    r.setting = "pin_memory=on";
+    r.action = fmt("Copy from pinned memory (pin_memory=on): %.1f MB per step come from pageable "
+                   "memory at %.1f GB/s, which the driver stages through a bounce buffer.",
+                   pageable_bytes / 1e6, g.h2d_pageable_gbps.value_or(0.0));
+  }
   const std::optional<double> pinned_gbps = measured_pinned_gbps(in, g);
   if (!pinned_gbps) {
     r.basis = "no prediction: no copy from pinned memory was measured on this machine";
@@ -672,7 +683,8 @@ Diagnosis diagnose(const DiagnosisInput& in) {
                         ? ": from pageable memory the copy returns only once CUDA has staged every "
                           "byte through a bounce buffer"
                         : "");
-    if (!gpu || gpu->h2d_pageable_bytes >= gpu->h2d_pinned_bytes)
+    // A loader known to pin already has nothing to gain from pinning.
+    if ((!gpu || gpu->h2d_pageable_bytes >= gpu->h2d_pinned_bytes) && !in.pin_memory.value_or(false))
       d.recommendations.push_back(pin_for_the_copy_engine(in, gpu, c, measured));
   } else if (d.bottleneck == "host_to_device" && input_side) {
     d.verdict = fmt("Input-bound (%s): the host-to-device copy limits the pipeline.",

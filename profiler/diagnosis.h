@@ -37,6 +37,9 @@ struct DiagnosisInput {
   std::int64_t batch_size = 0;
   double samples_per_s = 0;
   int num_workers = 0;
+  // Whether the loader collates into pinned memory; unset: not known (a wrapped loop over a
+  // loader that did not say). Known on, no advice to pin.
+  std::optional<bool> pin_memory;
   int cpus = 1;
   bool on_gpu = false;
   bool loader_only = false;

@@ -1,6 +1,7 @@
 #pragma once
 // The report of one run: DESIGN.md's report.json schema as plain structs, filled by the profiler
 // and written by the exporters. No JSON or torch types here.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -16,7 +17,9 @@ namespace feedscope {
 
 inline constexpr const char* kReportSchema = "feedscope.report/1";
 
-using ConfigValue = std::variant<bool, std::int64_t, double, std::string>;
+// A config key's value; nullptr: not known (a wrapped loop's pin_memory where the loader said
+// nothing), written as null.
+using ConfigValue = std::variant<bool, std::int64_t, double, std::string, std::nullptr_t>;
 
 struct Environment {
   int cpus = 0;

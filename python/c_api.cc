@@ -5,10 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,19 +57,39 @@ int guarded(Fn&& fn) {
 // reads: a key of the JSON that no take() asked for is an unknown option.
 class OptionReader {
  public:
-  explicit OptionReader(const nlohmann::json& j) : j_(j) {}
+  OptionReader(const nlohmann::json& j, const char* what) : j_(j), what_(what) {}
 
+  // Absent or null: `out` stays as it was. An integer takes only a JSON integer in its range (2.5
+  // or 1e12 for num_workers is an error, not 2 or a wrapped value).
   template <typename T>
   void take(const char* key, T& out, const char* type) {
     known_.emplace_back(key);
     const auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) return;
+    const auto wrong = [&] {
+      return std::invalid_argument(std::string(what_) + " '" + key + "': expected " + type +
+                                   ", got " + it->dump());
+    };
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (!it->is_number_integer()) throw wrong();
+      if (it->is_number_unsigned() ? it->template get<std::uint64_t>() >
+                                         static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                   : !std::in_range<T>(it->template get<std::int64_t>()))
+        throw wrong();
+    }
     try {
       out = it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw std::invalid_argument(std::string("option '") + key + "': expected " + type +
-                                  ", got " + it->dump());
+      throw wrong();
     }
+  }
+  template <typename T>
+  void take(const char* key, std::optional<T>& out, const char* type) {
+    T value{};
+    const auto it = j_.find(key);
+    const bool given = it != j_.end() && !it->is_null();
+    take(key, value, type);
+    if (given) out = value;
   }
 
   void refuse_unknown() const {
@@ -72,22 +97,29 @@ class OptionReader {
       if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
       std::string allowed;
       for (const std::string& k : known_) allowed += (allowed.empty() ? "" : ", ") + k;
-      throw std::invalid_argument("unknown option '" + key + "'; allowed: " + allowed);
+      throw std::invalid_argument("unknown " + std::string(what_) + " '" + key +
+                                  "'; allowed: " + allowed);
     }
   }
 
  private:
   const nlohmann::json& j_;
+  const char* what_;  // "option", "loader setting": how a message names a key
   std::vector<std::string> known_;
 };
+
+nlohmann::json parse_object(const char* text, const char* what) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw std::invalid_argument(std::string(what) + ": not a JSON object: " + text);
+  return j;
+}
 
 feedscope::Session::Options parse_options(const char* text) {
   feedscope::Session::Options o;
   if (text == nullptr || *text == '\0') return o;
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw std::invalid_argument("options: not a JSON object: " + std::string(text));
-  OptionReader r(j);
+  const nlohmann::json j = parse_object(text, "options");
+  OptionReader r(j, "option");
   r.take("report_dir", o.report_dir, "a string");
   r.take("warmup", o.warmup, "an integer");
   r.take("metrics_addr", o.metrics_addr, "a string");
@@ -97,12 +129,29 @@ feedscope::Session::Options parse_options(const char* text) {
   r.take("timeseries_max_mib", o.timeseries_max_mib, "an integer");
   r.take("batch_size", o.batch_size, "an integer");
   r.take("num_workers", o.num_workers, "an integer");
+  r.take("pin_memory", o.pin_memory, "true or false");
+  r.take("prefetch_factor", o.prefetch_factor, "an integer");
+  r.take("persistent_workers", o.persistent_workers, "true or false");
   r.take("device", o.device, "a string");
   r.take("print", o.print, "true or false");
   r.take("trace_gpu", o.trace_gpu, "true or false");
   r.take("trace_max_spans", o.trace_max_spans, "an integer");
   r.refuse_unknown();
   return o;
+}
+
+feedscope::Session::LoaderSettings parse_loader_settings(const char* text) {
+  feedscope::Session::LoaderSettings l;
+  if (text == nullptr) throw std::invalid_argument("loader settings: NULL");
+  const nlohmann::json j = parse_object(text, "loader settings");
+  OptionReader r(j, "loader setting");
+  r.take("num_workers", l.num_workers, "an integer");
+  r.take("batch_size", l.batch_size, "an integer");
+  r.take("pin_memory", l.pin_memory, "true or false");
+  r.take("prefetch_factor", l.prefetch_factor, "an integer");
+  r.take("persistent_workers", l.persistent_workers, "true or false");
+  r.refuse_unknown();
+  return l;
 }
 
 bool usable(feedscope_session* s) {
@@ -148,6 +197,11 @@ void feedscope_session_destroy(feedscope_session* session) {
     return;
   }
   guarded([&] { delete session; });  // ~Session finishes, and reports a failure on stderr
+}
+
+int feedscope_loader_settings(feedscope_session* s, const char* settings_json) {
+  if (!usable(s)) return -1;
+  return guarded([&] { s->session->set_loader_settings(parse_loader_settings(settings_json)); });
 }
 
 int feedscope_fetched(feedscope_session* s, int64_t begin_ns, int64_t end_ns, int got_batch) {

@@ -15,7 +15,10 @@
 extern "C" {
 #endif
 
-#define FEEDSCOPE_C_ABI_VERSION 1
+/* A caller checks feedscope_abi_version() against the version it was written for, before it
+ * binds any other function. 2 added feedscope_loader_settings and the options pin_memory,
+ * prefetch_factor and persistent_workers. */
+#define FEEDSCOPE_C_ABI_VERSION 2
 
 typedef struct feedscope_session feedscope_session;
 
@@ -24,13 +27,22 @@ const char* feedscope_last_error(void);
 int64_t feedscope_now_ns(void);
 
 /* options_json: an object with any of Session::Options' keys (report_dir, warmup, metrics_addr,
- * rank, host, sample_hz, timeseries_max_mib, batch_size, num_workers, device, print, trace_gpu,
- * trace_max_spans); an unknown key or a wrong type is an error naming it. */
+ * rank, host, sample_hz, timeseries_max_mib, batch_size, num_workers, pin_memory, prefetch_factor,
+ * persistent_workers, device, print, trace_gpu, trace_max_spans); an unknown key or a wrong type
+ * is an error naming it. */
 feedscope_session* feedscope_session_create(const char* options_json);
 /* Finishes the session if not done yet, then frees it. NULL is allowed. In a forked child (a
  * DataLoader worker holds a copy of the session) it only forgets the copy: the session's threads
  * live in the parent, which finishes it. */
 void feedscope_session_destroy(feedscope_session* session);
+
+/* The loader's settings, told after creation (the Python client's wrap() reads them from a torch
+ * DataLoader): an object with any of num_workers, batch_size, prefetch_factor (integers),
+ * pin_memory, persistent_workers (true/false). Each one given replaces the session's value, for the
+ * diagnosis and report.json's config; an absent or null key changes nothing. An unknown key, a
+ * wrong type or a bad value (num_workers -1) is an error naming the key and the value; then nothing
+ * changes. */
+int feedscope_loader_settings(feedscope_session* session, const char* settings_json);
 
 /* The loop asked for its next batch at begin_ns and got one (got_batch 1) or learned the loader
  * is exhausted (0) at end_ns: the `wait` stage. */

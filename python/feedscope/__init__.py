@@ -20,7 +20,7 @@ import time
 
 __all__ = ["Session", "FeedscopeError", "library_path"]
 
-_ABI_VERSION = 1
+_ABI_VERSION = 2  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
 
 
 class FeedscopeError(RuntimeError):
@@ -41,13 +41,18 @@ def _load():
         raise ImportError(
             f"feedscope: cannot load {path}: {e}. Build it first (./scripts/build.sh puts it in "
             "build/python/feedscope/), or point FEEDSCOPE_LIBRARY at it.") from e
+    # The version first: a library of another version may lack a function bound below.
+    lib.feedscope_abi_version.restype, lib.feedscope_abi_version.argtypes = ctypes.c_int, []
+    if lib.feedscope_abi_version() != _ABI_VERSION:
+        raise ImportError(f"feedscope: {path} has C ABI version {lib.feedscope_abi_version()}, "
+                          f"this package needs {_ABI_VERSION}: build both from one checkout")
     i64, p = ctypes.c_int64, ctypes.c_void_p
     sigs = {
-        "feedscope_abi_version": (ctypes.c_int, []),
         "feedscope_last_error": (ctypes.c_char_p, []),
         "feedscope_now_ns": (i64, []),
         "feedscope_session_create": (p, [ctypes.c_char_p]),
         "feedscope_session_destroy": (None, [p]),
+        "feedscope_loader_settings": (ctypes.c_int, [p, ctypes.c_char_p]),
         "feedscope_fetched": (ctypes.c_int, [p, i64, i64, ctypes.c_int]),
         "feedscope_step_done": (ctypes.c_int, [p, i64, i64, i64]),
         "feedscope_stage_id": (ctypes.c_int, [p, ctypes.c_char_p]),
@@ -58,9 +63,6 @@ def _load():
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
-    if lib.feedscope_abi_version() != _ABI_VERSION:
-        raise ImportError(f"feedscope: {path} has C ABI version {lib.feedscope_abi_version()}, "
-                          f"this package needs {_ABI_VERSION}")
     return lib
 
 
@@ -69,6 +71,35 @@ _lib = _load()
 
 def _error(what):
     return FeedscopeError(f"{what}: {_lib.feedscope_last_error().decode(errors='replace')}")
+
+
+def _loader_settings(loader):
+    """The settings of a torch DataLoader, as far as it has them; {} for anything else.
+
+    Duck-typed, so feedscope never imports torch: a DataLoader is what has num_workers, batch_size
+    and pin_memory. A value of an unexpected type (a look-alike's) is left out, not sent.
+    """
+    if not all(hasattr(loader, a) for a in ("num_workers", "batch_size", "pin_memory")):
+        return {}
+    batch_size = loader.batch_size
+    if batch_size is None:  # a batch_sampler of the user's; a batch_size-less one says nothing
+        batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    num_workers = loader.num_workers
+    read = {
+        "num_workers": num_workers,
+        "batch_size": batch_size,
+        "pin_memory": loader.pin_memory,
+        # Without workers nothing is prefetched: torch 1.13 still says 2, torch 2.x None.
+        "prefetch_factor": getattr(loader, "prefetch_factor", None) if num_workers else None,
+        "persistent_workers": getattr(loader, "persistent_workers", None),
+    }
+
+    def well_typed(key, value):
+        if key in ("pin_memory", "persistent_workers"):
+            return isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    return {k: v for k, v in read.items() if well_typed(k, v)}
 
 
 # The spans' clock: CLOCK_MONOTONIC, the clock of the C++ side's std::chrono::steady_clock.
@@ -123,14 +154,18 @@ class Session:
 
     Options are those of the C++ feedscope::Session (exporters/session.h): report_dir, warmup
     (batches left out of the measured window), metrics_addr (HOST:PORT of a Prometheus endpoint),
-    rank, host, sample_hz, timeseries_max_mib, batch_size and num_workers (of your loader, for
-    the recommendations), device ("cpu", "cuda:0"; empty: a GPU trace with kernels means the
-    GPU), print (the verdict on stderr at finish), trace_gpu, trace_max_spans.
+    rank, host, sample_hz, timeseries_max_mib, device ("cpu", "cuda:0"; empty: a GPU trace with
+    kernels means the GPU), print (the verdict on stderr at finish), trace_gpu, trace_max_spans,
+    and your loader's num_workers, batch_size, pin_memory, prefetch_factor, persistent_workers.
+    wrap() reads those five from a torch DataLoader itself; one you pass here wins over what it
+    reads (give them for a loader wrap() cannot read, such as a generator over a pool of yours).
 
     One thread records: the one that iterates the wrapped loader.
     """
 
     def __init__(self, report_dir="feedscope-report", **options):
+        # The loader settings wrap() must not replace (None: not given).
+        self._explicit = frozenset(k for k, v in options.items() if v is not None)
         options["report_dir"] = os.fspath(report_dir)
         handle = _lib.feedscope_session_create(json.dumps(options).encode())
         if not handle:
@@ -143,8 +178,18 @@ class Session:
 
     # --- the loop ---------------------------------------------------------------------------
     def wrap(self, iterable):
-        """Iterates `iterable`, timing each wait for the next item as the `wait` stage."""
+        """Iterates `iterable`, timing each wait for the next item as the `wait` stage.
+
+        A torch DataLoader tells the session its num_workers, batch_size (its batch_sampler's when
+        batch_size is None), pin_memory, prefetch_factor and persistent_workers, for the diagnosis
+        and report.json's config; the ones you passed to Session() yourself win. Any other iterable
+        (a list, a generator) tells nothing: what you did not pass is "not known" in the report.
+        """
         self._check_open("wrap")
+        settings = {k: v for k, v in _loader_settings(iterable).items() if k not in self._explicit}
+        if settings and _lib.feedscope_loader_settings(
+                self._handle, json.dumps(settings).encode()) != 0:
+            raise _error("wrap: the loader's settings")
         return self._wrapped(iter(iterable))
 
     def _wrapped(self, it):

@@ -159,6 +159,60 @@ TEST(SessionTest, BadOptionsThrowAtSetup) {
   o = quiet(dir.path());
   o.trace_max_spans = -1;
   EXPECT_THROW(Session{o}, std::invalid_argument);
+  o = quiet(dir.path());
+  o.prefetch_factor = 0;
+  EXPECT_THROW(Session{o}, std::invalid_argument);
+}
+
+TEST(SessionTest, LoaderSettingsToldAfterConstructionReachTheConfig) {
+  testing::TempDir dir;
+  Session::Options o = quiet(dir.path());
+  o.num_workers = 1;  // replaced below
+  Session fs(o);
+  fs.set_loader_settings({.batch_size = 8, .num_workers = 2, .pin_memory = false,
+                          .prefetch_factor = 4, .persistent_workers = true});
+  fs.set_loader_settings({.num_workers = 3});  // the others stay as told
+  for (int x : fs.wrap(std::vector<int>{1, 2, 3})) {
+    auto step = fs.step(8);
+    (void)x;
+  }
+  fs.finish();
+  const auto config = read_json(dir / "report.json")["config"];
+  EXPECT_EQ(config["batch_size"], 8);
+  EXPECT_EQ(config["num_workers"], 3);
+  EXPECT_EQ(config["pin_memory"], false);
+  EXPECT_EQ(config["prefetch_factor"], 4);
+  EXPECT_EQ(config["persistent_workers"], true);
+}
+
+TEST(SessionTest, LoaderSettingsNotToldAreNullInTheConfigNotFalse) {
+  testing::TempDir dir;
+  {
+    Session fs(quiet(dir.path()));
+    for (int x : fs.wrap(std::vector<int>{1, 2})) (void)x;
+  }
+  const auto config = read_json(dir / "report.json")["config"];
+  ASSERT_TRUE(config.contains("pin_memory"));
+  EXPECT_TRUE(config["pin_memory"].is_null());
+  EXPECT_TRUE(config["prefetch_factor"].is_null());
+  EXPECT_TRUE(config["persistent_workers"].is_null());
+  EXPECT_EQ(config["num_workers"], 0);
+}
+
+TEST(SessionTest, BadLoaderSettingsThrowNamingTheValueAndChangeNothing) {
+  testing::TempDir dir;
+  Session fs(quiet(dir.path()));
+  try {
+    fs.set_loader_settings({.batch_size = 16, .num_workers = -1});
+    FAIL() << "num_workers -1 was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("num_workers: must be >= 0, got -1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(fs.set_loader_settings({.prefetch_factor = 0}), std::invalid_argument);
+  fs.finish();
+  EXPECT_EQ(read_json(dir / "report.json")["config"]["batch_size"], 0) << "nothing was changed";
+  EXPECT_THROW(fs.set_loader_settings({.num_workers = 2}), std::logic_error);
 }
 
 // The series value of `name` with the given label, from the exposition text; -1 when absent.

@@ -379,6 +379,23 @@ const Recommendation* find_setting(const Diagnosis& d, const std::string& prefix
 // A pointer into a temporary Diagnosis would dangle by the next line.
 const Recommendation* find_setting(Diagnosis&& d, const std::string& prefix) = delete;
 
+TEST(DiagnosisTest, AWrappedLoopToldItsWorkersIsNotToldToRaiseThemFromZero) {
+  // Issue #25: a DataLoader with 2 workers on 2 cores, the workers 0.96 cores, wrapped by a
+  // session that was not told num_workers. Taken as 0 workers, its loading reads "not measured"
+  // and the advice is 1 worker; told 2, the workers' CPU measures the loading, and no advice
+  // starts from 0 workers.
+  DiagnosisInput in = scenario(3.0, 100, 0, 0, 0.025, 0.005, 0, 2, false);
+  in.utilization.cpu_child_processes_cores = 0.96;
+  const Diagnosis untold = diagnose(in);
+  ASSERT_NE(find_setting(untold, "num_workers=1"), nullptr);
+  in.num_workers = 2;
+  const Diagnosis told = diagnose(in);
+  EXPECT_EQ(find_setting(told, "num_workers="), nullptr);
+  for (const Recommendation& r : told.recommendations)
+    EXPECT_EQ(r.action.find("from 0"), std::string::npos) << r.action;
+  EXPECT_TRUE(any_contains(told.evidence, "2 worker(s) busy"));
+}
+
 TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   // A 3->100->3 MLP: each 1 ms step launches 40 kernels of 5 us (forward, backward, Adam), one
   // every 25 us; the device is idle 80 % of the step.
@@ -506,6 +523,33 @@ TEST(DiagnosisTest, LargePageableCopiesInTheStepAreHostToDeviceAndPinningHelps) 
   EXPECT_NEAR(pin->predicted_speedup.value_or(-1), (64 / step_after) / 320.0, 1e-9);
 }
 
+TEST(DiagnosisTest, ALoaderThatPinsAlreadyIsToldToPinTheLoopsOwnCopiesNotToSetPinMemory) {
+  // The pageable bytes of a loader known to pin (a DataLoader with pin_memory=True) are copies the
+  // loop makes itself; pin_memory=on would change nothing.
+  const GpuRun run = gpu_run(10, 200 * kMs, [](GpuActivity& a, std::int64_t begin,
+                                               std::uint32_t& corr) {
+    a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pageable, 400'000'000, begin,
+                         begin + 160 * kMs, 0, 7, corr++});
+    a.kernels.push_back({"gemm", begin + 165 * kMs, begin + 185 * kMs, 0, 7, corr++});
+  });
+  DiagnosisInput in = scenario(2.0, 10, 0.0, 0.002, 0.0, 0.200, 2, 8, true);
+  in.pin_memory = true;
+  const Diagnosis d = diagnose(with_trace(in, run));
+  EXPECT_EQ(d.bottleneck, "host_to_device") << d.verdict;
+  EXPECT_EQ(find_setting(d, "pin_memory="), nullptr);
+  const Recommendation* own = find_setting(d, "pin the loop's own copies");
+  ASSERT_NE(own, nullptr);
+  EXPECT_NE(own->action.find("pins its batches already"), std::string::npos) << own->action;
+  EXPECT_NE(own->action.find("400.0 MB per step"), std::string::npos) << own->action;
+  // Known off, or not known: the loader's setting is the advice.
+  in.pin_memory = false;
+  const Diagnosis off = diagnose(with_trace(in, run));
+  EXPECT_NE(find_setting(off, "pin_memory=on"), nullptr);
+  in.pin_memory.reset();
+  const Diagnosis unknown = diagnose(with_trace(in, run));
+  EXPECT_NE(find_setting(unknown, "pin_memory=on"), nullptr);
+}
+
 TEST(DiagnosisTest, MeasuredPinnedRateIsUsedForThePinMemoryPrediction) {
   const GpuRun run = gpu_run(10, 200 * kMs, [](GpuActivity& a, std::int64_t begin,
                                                std::uint32_t& corr) {
@@ -598,6 +642,11 @@ TEST(DiagnosisTest, ATrainingThreadCopyingFromPageableMemoryIsCopyBoundNotInputB
   ASSERT_NE(pin, nullptr);
   EXPECT_NEAR(pin->predicted_samples_per_s.value_or(-1), 128 / 0.0042, 1);
   EXPECT_NEAR(pin->predicted_speedup.value_or(-1), (128 / 0.0042) / (12800 / 1.56), 1e-6);
+  // A loader known to pin already has nothing to gain from pinning.
+  traced.pin_memory = true;
+  d = diagnose(traced);
+  EXPECT_EQ(d.bottleneck, "host_to_device") << d.verdict;
+  EXPECT_EQ(find_setting(d, "pin_memory="), nullptr);
 }
 
 TEST(DiagnosisTest, TheCopyStreamAgainstTheLoaderIsComparedPerBatchNotInSummedSeconds) {

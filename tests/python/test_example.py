@@ -48,6 +48,10 @@ class WrapPythonLoopTest(unittest.TestCase):
                                   "tiny", "--steps", "10", "--warmup", "2", "--batch-size", "16")
         self.assertEqual(report["stages"]["wait"]["count"], 10)
         self.assertEqual(report["stages"]["step"]["count"], 10)
+        # The example does not repeat the loader's settings to the session: wrap() read them.
+        self.assertEqual(report["config"]["num_workers"], 1)
+        self.assertEqual(report["config"]["batch_size"], 16)
+        self.assertIs(report["config"]["pin_memory"], False)
         d = report["diagnosis"]
         self.assertGreaterEqual(d["data_stall_ratio"], 0.2, d)
         self.assertIn(d["bottleneck"], ("cpu_preprocess", "storage_io"), d)
