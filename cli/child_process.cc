@@ -23,7 +23,8 @@ const char* signal_name(int sig) {
 }
 
 // Copies everything from `fd` to `out_fd`, handing complete lines to `on_line`; the last partial
-// line too, at the end.
+// line too, at the end. A `\r` ends a line as a `\n` does: tqdm redraws its bar with one, and
+// prints no `\n` until the bar is done.
 void pump(int fd, int out_fd, const std::function<void(std::string_view)>& on_line) {
   std::string pending;
   std::array<char, 65536> buf{};
@@ -39,8 +40,8 @@ void pump(int fd, int out_fd, const std::function<void(std::string_view)>& on_li
     }
     pending.append(buf.data(), static_cast<std::size_t>(n));
     std::size_t start = 0;
-    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      on_line(std::string_view(pending).substr(start, nl - start));
+    for (std::size_t nl; (nl = pending.find_first_of("\r\n", start)) != std::string::npos; start = nl + 1)
+      if (nl > start) on_line(std::string_view(pending).substr(start, nl - start));
     pending.erase(0, start);
   }
   if (!pending.empty()) on_line(pending);

@@ -42,7 +42,8 @@ class ChildProcess {
   struct Options {
     std::vector<std::string> argv;
     std::map<std::string, std::string> env;  // set (or replaced) in its environment
-    // Each line the program prints on stdout or stderr, after it has passed through to ours.
+    // Each line the program prints on stdout or stderr, after it has passed through to ours; a
+    // carriage return ends a line too, and empty lines are not handed over.
     std::function<void(std::string_view line)> on_line;
     // Where its stdout and stderr go instead of ours (a sweep point's output.log); empty: ours.
     std::string output_path;

@@ -1,10 +1,12 @@
 #include "cli/command_points.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
-#include "cli/tune.h"
+#include "cli/output_scanner.h"
 #include "cli/watch.h"
 
 namespace feedscope {
@@ -64,34 +66,99 @@ std::vector<std::string> knobs_missing_from(const std::vector<std::string>& comm
   return missing;
 }
 
+KnobList knobs_received(const std::vector<std::string>& command) {
+  KnobList received;
+  for (const char* knob : kGridKeys) {
+    const std::string placeholder = "{" + std::string(knob) + "}";
+    if (std::any_of(command.begin(), command.end(),
+                    [&](const std::string& a) { return a.find(placeholder) != std::string::npos; }))
+      received.emplace_back(knob);
+  }
+  return received;
+}
+
+KnobList sweep_knobs(const std::vector<std::string>& command, const SweepGrid& grid) {
+  const KnobList received = knobs_received(command);
+  const std::pair<const char*, bool> named[] = {{"num_workers", !grid.num_workers.empty()},
+                                                 {"batch_size", !grid.batch_size.empty()},
+                                                 {"prefetch", !grid.prefetch.empty()},
+                                                 {"pin_memory", !grid.pin_memory.empty()}};
+  KnobList knobs;
+  for (const auto& [knob, set] : named)
+    if (set || has_knob(received, knob)) knobs.emplace_back(knob);
+  return knobs;
+}
+
+KnobList tune_knobs(const std::vector<std::string>& command) {
+  const KnobList received = knobs_received(command);
+  return received.empty() ? all_knobs() : received;
+}
+
+bool counts_iterations(const ProgramPoints& program) {
+  if (program.throughput_pattern.empty() || has_knob(program.knobs, "batch_size")) return false;
+  const ThroughputUnit unit = program.throughput_unit.empty()
+                                  ? infer_throughput_unit(program.throughput_pattern)
+                                  : parse_throughput_unit(program.throughput_unit);
+  return unit != ThroughputUnit::samples_per_s;
+}
+
+namespace {
+
+// What watch runs for one point: the command and environment with the point's knobs, quietly, in
+// a report directory of its own, its output kept (and read) in output.log.
+WatchOptions point_watch(const RunConfig& base, const ProgramPoints& program, const RunConfig& point) {
+  WatchOptions o;
+  o.command = substitute_knobs(program.command, point);
+  o.env = knob_environment(point);
+  // Python buffers a pipe's output until exit: unbuffered, its first line tells when work began.
+  if (std::getenv("PYTHONUNBUFFERED") == nullptr) o.env["PYTHONUNBUFFERED"] = "1";
+  o.throughput_pattern = program.throughput_pattern;
+  o.throughput_unit = program.throughput_unit;
+  o.batch_size = has_knob(program.knobs, "batch_size") ? point.batch_size : 0;
+  o.sample_hz = program.sample_hz;
+  o.duration_s = base.duration;
+  std::string dir = knobs_label(point, program.knobs.empty() ? all_knobs() : program.knobs);
+  std::replace(dir.begin(), dir.end(), ' ', '_');
+  o.report_dir = (std::filesystem::path(base.report_dir) / "points" / dir).string();
+  o.print = false;
+  o.keep_output = true;
+  return o;
+}
+
+// A fixed workload over the time from the program's first sign of work to its end: start-up
+// (imports, data set indexing, the CUDA context) is no part of the pipeline a point varies.
+double workload_rate(const ProgramPoints& program, const WatchOutcome& outcome, ProgramSummary& p) {
+  const double samples = program.workload_samples > 0 ? static_cast<double>(program.workload_samples) : 1.0;
+  const double began_s = outcome.work_began_s.value_or(0);
+  const double work_s = p.wall_s - began_s;
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "throughput: %.0f %s over %.2f s, from %s (%.2f s into the run) to its end",
+                samples, program.workload_samples > 0 ? "samples (--workload-samples)" : "run",
+                work_s, outcome.work_began_s ? outcome.work_began_at.c_str() : "its start", began_s);
+  p.notes.push_back(buf);
+  return work_s > 0 ? samples / work_s : 0;
+}
+
+}  // namespace
+
 PointRunner program_point_runner(const RunConfig& base, const ProgramPoints& program) {
   if (program.command.empty())
     throw ConfigError("command", "no program after --: feedscope sweep|tune [options] -- COMMAND "
                                  "... {num_workers} ... {batch_size}");
-  WatchOptions check;
-  check.command = program.command;
-  check.throughput_pattern = program.throughput_pattern;
-  check.sample_hz = program.sample_hz;
-  check.duration_s = base.duration;
-  return [base, program, check](const RunConfig& point) {
-    WatchOptions o = check;
-    o.command = substitute_knobs(program.command, point);
-    o.env = knob_environment(point);
-    std::string dir = knobs_label(point);
-    std::replace(dir.begin(), dir.end(), ' ', '_');
-    o.report_dir = (std::filesystem::path(base.report_dir) / "points" / dir).string();
-    o.print = false;
-    o.keep_output = true;
+  if (!program.throughput_pattern.empty()) check_throughput_pattern(program.throughput_pattern);
+  if (!program.throughput_unit.empty()) parse_throughput_unit(program.throughput_unit);
+  const bool iterations = counts_iterations(program);
+  return [base, program, iterations](const RunConfig& point) {
     std::ostringstream quiet;
-    WatchOutcome outcome = watch_program(o, quiet);
+    WatchOutcome outcome = watch_program(point_watch(base, program, point), quiet);
     Report& r = outcome.report;
-    const ProgramSummary& p = *r.program;
+    ProgramSummary& p = *r.program;
+    double& rate = iterations ? r.throughput.batches_per_s : r.throughput.samples_per_s;
     if (p.ended == "failed" || p.ended == "crashed") {
-      r.throughput.samples_per_s = 0;
+      rate = 0;
       r.diagnosis.bottleneck = "failed (" + p.exit + ")";
-    } else if (p.spans.empty() && !(r.throughput.samples_per_s > 0)) {
-      const double samples = program.workload_samples > 0 ? static_cast<double>(program.workload_samples) : 1.0;
-      r.throughput.samples_per_s = p.wall_s > 0 ? samples / p.wall_s : 0;
+    } else if (p.spans.empty() && !(rate > 0)) {
+      rate = workload_rate(program, outcome, p);
     }
     return r;
   };

@@ -163,7 +163,9 @@ int main(int argc, char** argv) {
       "sweep", "a grid over --num-workers, --batch-size, --prefetch, --pin-memory (comma lists)");
   RunOptions sweep_options;
   sweep_options.add_to(*sweep);
-  sweep->add_option("--repeats", search.repeats, "runs per point; the median is kept")
+  sweep->add_option("--repeats", search.repeats,
+                    "runs per point at most; the median is kept, and a point stops repeating once "
+                    "its runs (2 or more) agree: max - min within 3 % of their median [3]")
       ->check(CLI::Range(1, 100));
 
   CLI::App* tune = app.add_subcommand(
@@ -187,9 +189,14 @@ int main(int argc, char** argv) {
   ProgramPoints program;
   for (CLI::App* search_app : {sweep, tune}) {
     search_app->add_option("--throughput-pattern", program.throughput_pattern,
-                           "with -- COMMAND: regex with one group, the samples/s the program prints");
+                           "with -- COMMAND: regex with one group, the figure the program prints "
+                           "(samples/s, it/s or s/it; it/s and s/it x {batch_size} for samples/s)");
+    search_app->add_option("--throughput-unit", program.throughput_unit,
+                           "with -- COMMAND: the pattern's unit: samples/s, it/s or s/it [what the "
+                           "pattern's text names: it/s, s/it or Time; else samples/s]");
     search_app->add_option("--workload-samples", program.workload_samples,
-                           "with -- COMMAND: samples one run processes (throughput from wall time)")
+                           "with -- COMMAND: samples one run processes (throughput from the time "
+                           "between its first CUDA kernel, else its first output line, and its end)")
         ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   }
   const MakeDatasetCommand make_dataset(app);
@@ -205,7 +212,14 @@ int main(int argc, char** argv) {
   watch->add_option("--duration", watch_options.duration_s,
                     "stop the program after this many seconds (SIGINT, then SIGTERM) [until it exits]");
   watch->add_option("--throughput-pattern", watch_options.throughput_pattern,
-                    "regex with one group: the samples/s in a line the program prints");
+                    "regex with one group: the figure in a line the program prints (samples/s, "
+                    "it/s or s/it); its `Time ... Data ...` lines then give the data-wait share");
+  watch->add_option("--throughput-unit", watch_options.throughput_unit,
+                    "the pattern's unit: samples/s, it/s or s/it [what the pattern's text names: "
+                    "it/s, s/it or Time; else samples/s]");
+  watch->add_option("--batch-size", watch_options.batch_size,
+                    "the program's batch size: turns it/s and s/it into samples/s [not known]")
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
 
   // `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
   // before parsing, so CLI11 never reads the program's own flags as feedscope's.

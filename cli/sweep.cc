@@ -38,6 +38,64 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 std::string on_off(bool value) { return value ? "on" : "off"; }
 
+std::string knob_text(const RunConfig& c, const std::string& knob) {
+  if (knob == "num_workers") return std::to_string(c.num_workers);
+  if (knob == "batch_size") return std::to_string(c.batch_size);
+  if (knob == "prefetch") return std::to_string(c.prefetch);
+  return on_off(c.pin_memory);
+}
+
+SweepPoint point_at(const RunConfig& config, const SweepOptions& options) {
+  SweepPoint point;
+  point.num_workers = config.num_workers;
+  point.batch_size = config.batch_size;
+  point.prefetch = config.prefetch;
+  point.pin_memory = config.pin_memory;
+  if (options.slab_bytes)
+    point.host_bytes = loader_host_bytes(config, options.slab_bytes(config.batch_size));
+  return point;
+}
+
+double rate_of(const Report& report, const SweepOptions& options) {
+  return options.by_iterations ? report.throughput.batches_per_s : report.throughput.samples_per_s;
+}
+
+// The median of the repeats, with the bottleneck and data stall of the repeat nearest it.
+void settle(SweepPoint& point, const std::vector<Report>& reports) {
+  point.median_samples_per_s = median(point.samples_per_s);
+  std::size_t nearest = 0;
+  for (std::size_t i = 1; i < reports.size(); ++i)
+    if (std::abs(point.samples_per_s[i] - point.median_samples_per_s) <
+        std::abs(point.samples_per_s[nearest] - point.median_samples_per_s))
+      nearest = i;
+  const Diagnosis& d = reports[nearest].diagnosis;
+  point.bottleneck = d.bottleneck;
+  point.data_stall_ratio = d.data_stall_source.empty() ? std::nullopt : std::optional(d.data_stall_ratio);
+}
+
+// The time left at the mean time per run so far.
+void update_eta(SweepProgress& p, std::chrono::steady_clock::time_point start) {
+  p.elapsed_s = seconds_since(start);
+  p.eta_s = p.elapsed_s / static_cast<double>(p.runs_done) * static_cast<double>(p.runs_total - p.runs_done);
+}
+
+// Without the spaces at its end: a padded last column leaves them.
+std::string trim_end(std::string text) {
+  text.erase(text.find_last_not_of(' ') + 1);
+  return text;
+}
+
+// The name of the points' figures in sweep.csv and sweep.json.
+std::string rate_key(const SweepResult& result) {
+  return result.unit == "it/s" ? "iterations_per_s" : "samples_per_s";
+}
+
+// The progress line's "(repeat 2 of at most 3)".
+std::string repeat_text(int r, int repeats) {
+  if (repeats < 2) return "";
+  return " (repeat " + std::to_string(r + 1) + " of at most " + std::to_string(repeats) + ")";
+}
+
 }  // namespace
 
 SweepGrid parse_grid(const std::map<std::string, std::string>& lists) {
@@ -87,17 +145,41 @@ std::vector<RunConfig> grid_points(const RunConfig& base, const SweepGrid& grid)
   return points;
 }
 
-std::string SweepPoint::label() const {
-  return "num_workers=" + std::to_string(num_workers) + " batch_size=" +
-         std::to_string(batch_size) + " prefetch=" + std::to_string(prefetch) +
-         " pin_memory=" + on_off(pin_memory);
+KnobList all_knobs() { return KnobList(std::begin(kGridKeys), std::end(kGridKeys)); }
+
+bool has_knob(const KnobList& knobs, const std::string& knob) {
+  return std::find(knobs.begin(), knobs.end(), knob) != knobs.end();
 }
+
+std::string knobs_label(const RunConfig& c, const KnobList& knobs) {
+  std::string out;
+  for (const std::string& knob : knobs)
+    out += (out.empty() ? "" : " ") + knob + "=" + knob_text(c, knob);
+  return out;
+}
+
+RunConfig SweepPoint::knobs() const {
+  RunConfig c;
+  c.num_workers = num_workers;
+  c.batch_size = batch_size;
+  c.prefetch = prefetch;
+  c.pin_memory = pin_memory;
+  return c;
+}
+
+std::string SweepPoint::label(const KnobList& knobs) const { return knobs_label(this->knobs(), knobs); }
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+bool repeats_agree(const std::vector<double>& values, double tolerance) {
+  if (values.size() < 2 || tolerance <= 0) return false;
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  return *hi - *lo <= tolerance * median(values);
 }
 
 std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_bytes) {
@@ -133,35 +215,36 @@ void choose_best(SweepResult& result, double tolerance) {
   }
 }
 
+SweepResult sweep_result_for(const SweepOptions& options) {
+  SweepResult result;
+  result.knobs = options.knobs;
+  result.unit = options.by_iterations ? "it/s" : "samples/s";
+  result.host_bytes_known = static_cast<bool>(options.slab_bytes);
+  result.command = options.command;
+  return result;
+}
+
 SweepResult run_sweep(const RunConfig& base, const SweepGrid& grid, const SweepOptions& options,
                       const PointRunner& run) {
   if (options.repeats < 1)
     throw ConfigError("repeats", "repeats: " + std::to_string(options.repeats) +
                                      " is not allowed; allowed: 1 or more");
   const std::vector<RunConfig> configs = grid_points(base, grid);
-  SweepResult result;
+  SweepResult result = sweep_result_for(options);
   result.planned = configs.size();
   const auto start = std::chrono::steady_clock::now();
   SweepProgress progress;
   progress.runs_total = configs.size() * static_cast<std::size_t>(options.repeats);
 
   for (const RunConfig& config : configs) {
-    SweepPoint point;
-    point.num_workers = config.num_workers;
-    point.batch_size = config.batch_size;
-    point.prefetch = config.prefetch;
-    point.pin_memory = config.pin_memory;
-    if (options.slab_bytes)
-      point.host_bytes = loader_host_bytes(config, options.slab_bytes(config.batch_size));
+    SweepPoint point = point_at(config, options);
     std::vector<Report> reports;
-    for (int r = 0; r < options.repeats; ++r) {
+    for (int r = 0; r < options.repeats && !repeats_agree(point.samples_per_s, options.agree_within); ++r) {
       if (options.stop_requested && options.stop_requested()) {
         result.interrupted = "SIGINT";
         break;
       }
-      progress.running = point.label() + (options.repeats > 1 ? " (repeat " + std::to_string(r + 1) +
-                                                                    "/" + std::to_string(options.repeats) + ")"
-                                                              : "");
+      progress.running = point.label(options.knobs) + repeat_text(r, options.repeats);
       progress.finished = nullptr;
       if (options.on_progress) options.on_progress(progress);
       Report report = run(config);
@@ -170,22 +253,16 @@ SweepResult run_sweep(const RunConfig& base, const SweepGrid& grid, const SweepO
         break;
       }
       point.pinned = config.pin_memory && report.environment.device.rfind("cuda", 0) == 0;
-      point.samples_per_s.push_back(report.throughput.samples_per_s);
+      point.samples_per_s.push_back(rate_of(report, options));
       reports.push_back(std::move(report));
       ++progress.runs_done;
-      progress.elapsed_s = seconds_since(start);
-      progress.eta_s = progress.elapsed_s / static_cast<double>(progress.runs_done) *
-                       static_cast<double>(progress.runs_total - progress.runs_done);
+      update_eta(progress, start);
     }
     if (!result.interrupted.empty()) break;
-    point.median_samples_per_s = median(point.samples_per_s);
-    std::size_t nearest = 0;
-    for (std::size_t i = 1; i < reports.size(); ++i)
-      if (std::abs(point.samples_per_s[i] - point.median_samples_per_s) <
-          std::abs(point.samples_per_s[nearest] - point.median_samples_per_s))
-        nearest = i;
-    point.bottleneck = reports[nearest].diagnosis.bottleneck;
-    point.data_stall_ratio = reports[nearest].diagnosis.data_stall_ratio;
+    // Repeats the agreement saved are not run: the total and the ETA shrink by them.
+    progress.runs_total -= static_cast<std::size_t>(options.repeats) - reports.size();
+    update_eta(progress, start);
+    settle(point, reports);
     result.points.push_back(std::move(point));
     progress.finished = &result.points.back();
     progress.running.clear();
@@ -197,34 +274,46 @@ SweepResult run_sweep(const RunConfig& base, const SweepGrid& grid, const SweepO
 }
 
 std::string sweep_csv(const SweepResult& result) {
-  std::string out =
-      "num_workers,batch_size,prefetch,pin_memory,median_samples_per_s,repeats,samples_per_s,"
-      "bottleneck,data_stall_ratio,host_bytes,pinned\n";
+  const std::string rate = rate_key(result);
+  std::string out;
+  for (const std::string& knob : result.knobs) out += knob + ",";
+  out += "median_" + rate + ",repeats," + rate + ",bottleneck,data_stall_ratio," +
+         (result.host_bytes_known ? "host_bytes,pinned\n" : "pinned\n");
   char buf[128];
   for (const SweepPoint& p : result.points) {
+    for (const std::string& knob : result.knobs) out += knob_text(p.knobs(), knob) + ",";
     std::string repeats;
     for (const double v : p.samples_per_s) {
       std::snprintf(buf, sizeof buf, "%s%.2f", repeats.empty() ? "" : ";", v);
       repeats += buf;
     }
     std::snprintf(buf, sizeof buf, "%.2f", p.median_samples_per_s);
-    out += std::to_string(p.num_workers) + "," + std::to_string(p.batch_size) + "," +
-           std::to_string(p.prefetch) + "," + on_off(p.pin_memory) + "," + buf + "," +
-           std::to_string(p.samples_per_s.size()) + "," + repeats + "," + p.bottleneck + ",";
-    std::snprintf(buf, sizeof buf, "%.4f", p.data_stall_ratio);
-    out += std::string(buf) + "," + std::to_string(p.host_bytes) + "," + (p.pinned ? "1" : "0") +
-           "\n";
+    out += std::string(buf) + "," + std::to_string(p.samples_per_s.size()) + "," + repeats + "," +
+           p.bottleneck + ",";
+    if (p.data_stall_ratio) {  // empty where nothing measured it
+      std::snprintf(buf, sizeof buf, "%.4f", *p.data_stall_ratio);
+      out += buf;
+    }
+    if (result.host_bytes_known) out += "," + std::to_string(p.host_bytes);
+    out += std::string(",") + (p.pinned ? "1" : "0") + "\n";
   }
   return out;
 }
 
 std::string sweep_json(const SweepResult& result, const RunConfig& base) {
+  const std::string rate = rate_key(result);
   nlohmann::ordered_json j;
   j["schema"] = "feedscope.sweep/1";
-  nlohmann::ordered_json config = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : config_entries(base))
-    std::visit([&](const auto& v) { config[key] = v; }, value);
-  j["base_config"] = config;
+  if (result.command.empty()) {
+    nlohmann::ordered_json config = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : config_entries(base))
+      std::visit([&](const auto& v) { config[key] = v; }, value);
+    j["base_config"] = config;
+  } else {
+    j["command"] = result.command;
+  }
+  j["knobs"] = result.knobs;
+  j["unit"] = result.unit;
   j["planned_points"] = result.planned;
   j["completed_points"] = result.points.size();
   j["interrupted"] = result.interrupted.empty() ? nlohmann::ordered_json(nullptr)
@@ -233,15 +322,17 @@ std::string sweep_json(const SweepResult& result, const RunConfig& base) {
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const SweepPoint& p : result.points) {
     nlohmann::ordered_json q;
-    q["num_workers"] = p.num_workers;
-    q["batch_size"] = p.batch_size;
-    q["prefetch"] = p.prefetch;
-    q["pin_memory"] = p.pin_memory;
-    q["median_samples_per_s"] = p.median_samples_per_s;
-    q["samples_per_s"] = p.samples_per_s;
+    if (has_knob(result.knobs, "num_workers")) q["num_workers"] = p.num_workers;
+    if (has_knob(result.knobs, "batch_size")) q["batch_size"] = p.batch_size;
+    if (has_knob(result.knobs, "prefetch")) q["prefetch"] = p.prefetch;
+    if (has_knob(result.knobs, "pin_memory")) q["pin_memory"] = p.pin_memory;
+    q["median_" + rate] = p.median_samples_per_s;
+    q[rate] = p.samples_per_s;
     q["bottleneck"] = p.bottleneck;
-    q["data_stall_ratio"] = p.data_stall_ratio;
-    q["host_bytes"] = p.host_bytes;
+    q["data_stall_ratio"] = p.data_stall_ratio ? nlohmann::ordered_json(*p.data_stall_ratio)
+                                               : nlohmann::ordered_json(nullptr);
+    q["host_bytes"] = result.host_bytes_known ? nlohmann::ordered_json(p.host_bytes)
+                                              : nlohmann::ordered_json(nullptr);
     q["pinned"] = p.pinned;
     points.push_back(q);
   }
@@ -253,31 +344,52 @@ std::string sweep_json(const SweepResult& result, const RunConfig& base) {
 }
 
 std::string sweep_table(const SweepResult& result) {
-  std::string out;
+  // Each knob's column: its heading and width.
+  const std::map<std::string, std::pair<const char*, int>> columns = {
+      {"num_workers", {"workers", 7}}, {"batch_size", {"batch", 6}},
+      {"prefetch", {"prefetch", 8}},   {"pin_memory", {"pin", 4}}};
+  std::string out = " ";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %7s %6s %8s %4s %12s %8s %-16s %10s\n", "workers", "batch",
-                "prefetch", "pin", "samples/s", "stall", "bottleneck", "host MiB");
+  for (const std::string& knob : result.knobs) {
+    const auto& [heading, width] = columns.at(knob);
+    std::snprintf(buf, sizeof buf, " %*s", width, heading);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, " %12s %8s %-16s", result.unit.c_str(), "stall", "bottleneck");
   out += buf;
+  out += result.host_bytes_known ? "   host MiB" : "";
+  out = trim_end(out) + "\n";
   for (std::size_t i = 0; i < result.points.size(); ++i) {
     const SweepPoint& p = result.points[i];
     const char* mark = static_cast<int>(i) == result.best         ? " <- best"
                        : static_cast<int>(i) == result.economical ? " <- economical"
                                                                   : "";
-    std::snprintf(buf, sizeof buf, "  %7lld %6lld %8lld %4s %12.1f %7.1f%% %-16s %10.1f%s\n",
-                  static_cast<long long>(p.num_workers), static_cast<long long>(p.batch_size),
-                  static_cast<long long>(p.prefetch), p.pin_memory ? "on" : "off",
-                  p.median_samples_per_s, 100 * p.data_stall_ratio, p.bottleneck.c_str(),
-                  static_cast<double>(p.host_bytes) / (1 << 20), mark);
+    out += " ";
+    for (const std::string& knob : result.knobs) {
+      std::snprintf(buf, sizeof buf, " %*s", columns.at(knob).second, knob_text(p.knobs(), knob).c_str());
+      out += buf;
+    }
+    char stall[16] = "       -";  // not measured
+    if (p.data_stall_ratio) std::snprintf(stall, sizeof stall, "%7.1f%%", 100 * *p.data_stall_ratio);
+    std::snprintf(buf, sizeof buf, " %12.1f %s %-16s", p.median_samples_per_s, stall, p.bottleneck.c_str());
     out += buf;
+    if (result.host_bytes_known) {
+      std::snprintf(buf, sizeof buf, " %10.1f", static_cast<double>(p.host_bytes) / (1 << 20));
+      out += buf;
+    }
+    out = trim_end(out + mark) + "\n";
   }
   return out;
 }
 
-std::string yaml_snippet(const SweepPoint& point) {
-  return "num_workers: " + std::to_string(point.num_workers) +
-         "\nbatch_size: " + std::to_string(point.batch_size) +
-         "\nprefetch: " + std::to_string(point.prefetch) + "\npin_memory: " +
-         (point.pin_memory ? "true" : "false") + "\n";
+std::string yaml_snippet(const SweepPoint& point, const KnobList& knobs) {
+  std::string out;
+  for (const std::string& knob : knobs) {
+    std::string value = knob_text(point.knobs(), knob);
+    if (knob == "pin_memory") value = point.pin_memory ? "true" : "false";
+    out += knob + ": " + value + "\n";
+  }
+  return out;
 }
 
 }  // namespace feedscope

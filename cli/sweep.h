@@ -1,10 +1,12 @@
 #pragma once
 // `feedscope sweep`: a grid over num_workers x batch_size x prefetch x pin_memory, each point run
-// --repeats times (median kept), with the best configuration and the smallest one within 5 % of
-// it. The runner is passed in, so tests drive the sweep with fabricated reports.
+// up to --repeats times (median kept; a point stops repeating once its repeats agree), with the
+// best configuration and the smallest one within 5 % of it. The runner is passed in, so tests
+// drive the sweep with fabricated reports.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,15 @@ struct SweepGrid {
 // The grid's keys, in the order points are enumerated (the last varies fastest).
 inline constexpr const char* kGridKeys[] = {"num_workers", "batch_size", "prefetch", "pin_memory"};
 
+// The knobs a result names, in kGridKeys order: all four for feedscope's own runs; for a user's
+// command only those it receives or the grid varies (cli/command_points.h), since the others
+// would be feedscope's defaults, which the program never sees.
+using KnobList = std::vector<std::string>;
+KnobList all_knobs();
+bool has_knob(const KnobList& knobs, const std::string& knob);
+// "num_workers=2 batch_size=64 prefetch=2 pin_memory=on", with the named knobs only.
+std::string knobs_label(const RunConfig& config, const KnobList& knobs = all_knobs());
+
 // Parses comma lists such as {"num_workers": "0,1,2,4"}. Each value is checked exactly as the
 // config checks it; a bad one is a ConfigError naming the key and the value. Duplicates are
 // dropped, order kept.
@@ -40,14 +51,22 @@ struct SweepPoint {
   std::vector<double> samples_per_s;  // one per repeat
   double median_samples_per_s = 0;
   std::string bottleneck;     // of the repeat nearest the median
-  double data_stall_ratio = 0;
+  std::optional<double> data_stall_ratio;  // of that repeat; null where nothing measured it
   std::uint64_t host_bytes = 0;  // slab memory the loader holds at this point
   bool pinned = false;           // that memory is page-locked (pin_memory on a GPU run)
 
-  std::string label() const;  // "num_workers=2 batch_size=64 prefetch=2 pin_memory=on"
+  RunConfig knobs() const;  // a config holding this point's four knobs
+  // "num_workers=2 batch_size=64 prefetch=2 pin_memory=on", with the named knobs only.
+  std::string label(const KnobList& knobs = all_knobs()) const;
 };
 
 struct SweepResult {
+  KnobList knobs = all_knobs();    // what the table, files and labels name
+  // What the points' figures count: "samples/s", or "it/s" for a program that prints it/s or
+  // s/it without a batch size to scale them (SweepPoint's samples_per_s fields hold it/s then).
+  std::string unit = "samples/s";
+  bool host_bytes_known = true;    // false: a program's own loader, whose memory is its own
+  std::vector<std::string> command;  // the user's program, as given; empty: feedscope's runs
   std::vector<SweepPoint> points;  // the completed ones, in grid order
   std::size_t planned = 0;
   std::string interrupted;  // "SIGINT" when stopped early: the points done are kept
@@ -66,8 +85,15 @@ struct SweepProgress {
 };
 
 struct SweepOptions {
-  int repeats = 3;
-  // Slab memory of one batch of `batch_size` samples (the loader's slab), for host_bytes.
+  int repeats = 3;  // the most runs of a point
+  // A point stops repeating once it has two runs or more whose spread (max - min) is within this
+  // share of their median: a further repeat would measure the same again. 0: every repeat runs.
+  double agree_within = 0.03;
+  KnobList knobs = all_knobs();
+  bool by_iterations = false;  // rank by the reports' batches_per_s (SweepResult::unit "it/s")
+  std::vector<std::string> command;  // the user's program the points run (SweepResult::command)
+  // Slab memory of one batch of `batch_size` samples (the loader's slab), for host_bytes; unset:
+  // not known (a program's own loader).
   std::function<std::uint64_t(std::int64_t batch_size)> slab_bytes;
   std::function<void(const SweepProgress&)> on_progress;
   // Polled between runs; also an interrupted report from the runner ends the sweep.
@@ -76,12 +102,16 @@ struct SweepOptions {
 
 using PointRunner = std::function<Report(const RunConfig&)>;
 
-// Runs every point `repeats` times through `run` and picks the best and economical points.
+// An empty result that says what the sweep under `options` measures (knobs, unit, command).
+SweepResult sweep_result_for(const SweepOptions& options);
+// Runs every point up to `repeats` times through `run` and picks the best and economical points.
 SweepResult run_sweep(const RunConfig& base, const SweepGrid& grid, const SweepOptions& options,
                       const PointRunner& run);
 
 // Median of the values (the mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> values);
+// Two values or more whose spread (max - min) is within `tolerance` of their median.
+bool repeats_agree(const std::vector<double>& values, double tolerance);
 // Sets result.best and result.economical from the points' medians (within `tolerance` of best).
 void choose_best(SweepResult& result, double tolerance = 0.05);
 
@@ -92,7 +122,7 @@ std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_byte
 std::string sweep_csv(const SweepResult& result);
 std::string sweep_json(const SweepResult& result, const RunConfig& base);
 std::string sweep_table(const SweepResult& result);
-// A config snippet of the chosen point's knobs, to paste into a run config.
-std::string yaml_snippet(const SweepPoint& point);
+// A config snippet of the chosen point's knobs (the named ones), to paste into a run config.
+std::string yaml_snippet(const SweepPoint& point, const KnobList& knobs = all_knobs());
 
 }  // namespace feedscope

@@ -23,10 +23,7 @@ using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>;
 Key key_of(const RunConfig& c) { return {c.num_workers, c.batch_size, c.prefetch, c.pin_memory}; }
 
 std::string text_of(const RunConfig& c, const std::string& knob) {
-  if (knob == "num_workers") return std::to_string(c.num_workers);
-  if (knob == "batch_size") return std::to_string(c.batch_size);
-  if (knob == "prefetch") return std::to_string(c.prefetch);
-  return c.pin_memory ? "on" : "off";
+  return knobs_label(c, {knob}).substr(knob.size() + 1);
 }
 
 class Climber {
@@ -34,10 +31,12 @@ class Climber {
   Climber(const TuneOptions& options) : o_(options) {}
 
   bool in_bounds(const RunConfig& c) const {
+    for (const char* knob : kGridKeys)  // a knob the program does not receive stays as it is
+      if (!has_knob(o_.knobs, knob) && text_of(c, knob) != text_of(base_, knob)) return false;
     if (c.num_workers < 0 || c.num_workers > o_.max_workers) return false;
     if (c.prefetch < 1 || c.prefetch > o_.max_prefetch) return false;
     if (c.batch_size < 1 || (o_.max_batch_size > 0 && c.batch_size > o_.max_batch_size)) return false;
-    if (o_.max_batch_size == 0 && c.batch_size != base_batch_) return false;
+    if (o_.max_batch_size == 0 && c.batch_size != base_.batch_size) return false;
     if (o_.ram_budget_bytes > 0 && o_.slab_bytes &&
         loader_host_bytes(c, o_.slab_bytes(c.batch_size)) > o_.ram_budget_bytes)
       return false;
@@ -101,12 +100,12 @@ class Climber {
     return out;
   }
 
-  void set_base_batch(std::int64_t batch) { base_batch_ = batch; }
+  void set_base(const RunConfig& base) { base_ = base; }
   std::map<Key, double> measured_;
 
  private:
   const TuneOptions& o_;
-  std::int64_t base_batch_ = 0;
+  RunConfig base_;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -115,10 +114,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-std::string knobs_label(const RunConfig& c) {
-  return "num_workers=" + std::to_string(c.num_workers) + " batch_size=" +
-         std::to_string(c.batch_size) + " prefetch=" + std::to_string(c.prefetch) +
-         " pin_memory=" + (c.pin_memory ? "on" : "off");
+// Minimal parallelism in the knobs it moves: load in the training thread, no prefetch, pageable
+// memory.
+RunConfig starting_point(const RunConfig& base, const KnobList& knobs) {
+  RunConfig c = base;
+  if (has_knob(knobs, "num_workers")) c.num_workers = 0;
+  if (has_knob(knobs, "prefetch")) c.prefetch = 1;
+  if (has_knob(knobs, "pin_memory")) c.pin_memory = false;
+  return c;
 }
 
 TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const PointRunner& run) {
@@ -129,14 +132,16 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
     throw ConfigError("budget", "budget: " + std::to_string(options.time_budget_s) +
                                     " s leaves no time to run; allowed: more than 0");
   Climber climber(options);
-  climber.set_base_batch(base.batch_size);
+  climber.set_base(base);
   const auto start = std::chrono::steady_clock::now();
   TuneResult result;
+  result.knobs = options.knobs;
+  result.unit = options.by_iterations ? "it/s" : "samples/s";
+  const auto rate_of = [&options](const Report& r) {
+    return options.by_iterations ? r.throughput.batches_per_s : r.throughput.samples_per_s;
+  };
 
-  RunConfig current = base;
-  current.num_workers = 0;  // minimal parallelism: load in the training thread
-  current.prefetch = 1;
-  current.pin_memory = false;
+  RunConfig current = starting_point(base, options.knobs);
   double current_sps = 0;
   Report current_report;
   double last_run_s = 0;
@@ -154,7 +159,7 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
       return false;
     }
     ++result.runs;
-    climber.measured_[key_of(config)] = report.throughput.samples_per_s;
+    climber.measured_[key_of(config)] = rate_of(report);
     return true;
   };
 
@@ -163,12 +168,16 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
     result.wall_s = seconds_since(start);
     return result;
   }
-  current_sps = current_report.throughput.samples_per_s;
+  current_sps = rate_of(current_report);
   TuneMove first;
   first.run = result.runs;
   first.knob = "start";
-  first.to = knobs_label(current);
-  first.reason = "minimal parallelism: load in the training thread, no prefetch, pageable memory";
+  first.to = knobs_label(current, options.knobs);
+  first.reason = "minimal parallelism: " + knobs_label(starting_point(base, options.knobs), [&] {
+    KnobList moved = options.knobs;  // the batch size is the training's, not parallelism
+    std::erase(moved, "batch_size");
+    return moved;
+  }());
   first.samples_per_s = current_sps;
   first.kept = true;
   first.bottleneck = current_report.diagnosis.bottleneck;
@@ -201,7 +210,7 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
       move.to = c.to;
       move.reason = c.reason;
       move.predicted_speedup = c.predicted_speedup;
-      move.samples_per_s = report.throughput.samples_per_s;
+      move.samples_per_s = rate_of(report);
       move.gain = current_sps > 0 ? move.samples_per_s / current_sps - 1 : 0;
       move.kept = move.samples_per_s > current_sps * (1 + options.min_gain);
       move.bottleneck = report.diagnosis.bottleneck;
@@ -243,12 +252,18 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
 std::string tune_json(const TuneResult& result) {
   nlohmann::ordered_json j;
   j["schema"] = "feedscope.tune/1";
-  j["best"] = {{"num_workers", result.best.num_workers},
-               {"batch_size", result.best.batch_size},
-               {"prefetch", result.best.prefetch},
-               {"pin_memory", result.best.pin_memory},
-               {"samples_per_s", result.best_samples_per_s},
-               {"bottleneck", result.best_bottleneck}};
+  nlohmann::ordered_json best = nlohmann::ordered_json::object();
+  const RunConfig& b = result.best;
+  if (has_knob(result.knobs, "num_workers")) best["num_workers"] = b.num_workers;
+  if (has_knob(result.knobs, "batch_size")) best["batch_size"] = b.batch_size;
+  if (has_knob(result.knobs, "prefetch")) best["prefetch"] = b.prefetch;
+  if (has_knob(result.knobs, "pin_memory")) best["pin_memory"] = b.pin_memory;
+  const std::string rate = result.unit == "it/s" ? "iterations_per_s" : "samples_per_s";
+  best[rate] = result.best_samples_per_s;
+  best["bottleneck"] = result.best_bottleneck;
+  j["knobs"] = result.knobs;
+  j["unit"] = result.unit;
+  j["best"] = best;
   j["stop_reason"] = result.stop_reason;
   j["interrupted"] = result.interrupted.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(result.interrupted);
@@ -264,7 +279,7 @@ std::string tune_json(const TuneResult& result) {
     q["reason"] = m.reason;
     q["predicted_speedup"] = m.predicted_speedup > 0 ? nlohmann::ordered_json(m.predicted_speedup)
                                                      : nlohmann::ordered_json(nullptr);
-    q["samples_per_s"] = m.samples_per_s;
+    q[rate] = m.samples_per_s;
     q["gain"] = m.gain;
     q["kept"] = m.kept;
     q["bottleneck"] = m.bottleneck;

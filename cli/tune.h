@@ -24,6 +24,10 @@ struct TuneOptions {
   std::int64_t max_batch_size = 0;  // 0: the batch size is not tuned (it changes the training)
   std::int64_t max_prefetch = 8;
   double min_gain = 0.03;  // a move must beat the current point by this much: less is noise
+  // The knobs it moves (batch_size only up to max_batch_size) and names; the others keep the
+  // base config's value. A user's command: those it receives (cli/command_points.h).
+  KnobList knobs = all_knobs();
+  bool by_iterations = false;  // climb on the reports' batches_per_s (TuneResult::unit "it/s")
   std::function<std::uint64_t(std::int64_t batch_size)> slab_bytes;
   std::function<void(const TuneMove&)> on_move;
   std::function<bool()> stop_requested;
@@ -35,15 +39,17 @@ struct TuneMove {
   std::string from, to;    // values as text
   std::string reason;      // why this move: the bottleneck and the prediction's basis
   double predicted_speedup = 0;  // 0: no prediction
-  double samples_per_s = 0;
+  double samples_per_s = 0;  // in TuneResult::unit
   double gain = 0;         // measured / current - 1
   bool kept = false;
   std::string bottleneck;  // of the measured run
 };
 
 struct TuneResult {
+  KnobList knobs = all_knobs();  // what best and the moves name
+  std::string unit = "samples/s";  // or "it/s" (TuneOptions::by_iterations)
   RunConfig best;
-  double best_samples_per_s = 0;
+  double best_samples_per_s = 0;  // in unit
   std::string best_bottleneck;
   std::vector<TuneMove> moves;
   std::string stop_reason;
@@ -56,7 +62,5 @@ struct TuneResult {
 TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const PointRunner& run);
 
 std::string tune_json(const TuneResult& result);
-// "num_workers=2 batch_size=64 prefetch=2 pin_memory=on".
-std::string knobs_label(const RunConfig& config);
 
 }  // namespace feedscope

@@ -13,12 +13,11 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <regex>
 
 #include "cli/child_process.h"
 #include "cli/config.h"
+#include "cli/output_scanner.h"
 #include "cli/run.h"
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
@@ -49,51 +48,69 @@ void validate(const WatchOptions& o) {
     throw ConfigError("duration", "--duration: " + std::to_string(o.duration_s) +
                                       " is out of range; allowed: seconds >= 0 (0: until it exits)");
   if (o.report_dir.empty()) throw ConfigError("report_dir", "--report-dir: must not be empty");
-  if (!o.throughput_pattern.empty()) {
-    try {
-      const std::regex re(o.throughput_pattern);
-      if (re.mark_count() < 1)
-        throw ConfigError("throughput_pattern",
-                          "--throughput-pattern '" + o.throughput_pattern +
-                              "': needs one group around the samples per second, as "
-                              "'([0-9.]+) samples/s'");
-    } catch (const std::regex_error& e) {
-      throw ConfigError("throughput_pattern", "--throughput-pattern '" + o.throughput_pattern +
-                                                  "': not a regular expression: " + e.what());
-    }
-  }
+  if (!o.throughput_pattern.empty()) check_throughput_pattern(o.throughput_pattern);
+  if (!o.throughput_unit.empty()) parse_throughput_unit(o.throughput_unit);
+  if (o.batch_size < 0)
+    throw ConfigError("batch_size", "--batch-size: " + std::to_string(o.batch_size) +
+                                        " is out of range; allowed: 1 or more (0: not known)");
 }
 
-// The last samples-per-second figure the program printed, matched by the user's pattern.
-class ThroughputScanner {
- public:
-  explicit ThroughputScanner(const std::string& pattern) : re_(pattern) {}
-  void line(std::string_view text) {
-    std::match_results<std::string_view::const_iterator> m;
-    if (!std::regex_search(text.begin(), text.end(), m, re_)) return;
-    try {
-      const double value = std::stod(m[1].str());
-      std::lock_guard lock(mutex_);
-      last_ = value;
-      ++matches_;
-    } catch (const std::exception&) {  // a group that is no number: not a figure
-    }
-  }
-  std::optional<double> last() const {
-    std::lock_guard lock(mutex_);
-    return last_;
-  }
-  std::size_t matches() const {
-    std::lock_guard lock(mutex_);
-    return matches_;
-  }
+// The program's lines are read where a pattern asks for a figure, or where they go to a file
+// anyway (a sweep point): then the first line's time and the Time/Data lines come for free.
+std::optional<OutputScanner> output_scanner(const WatchOptions& o) {
+  if (o.throughput_pattern.empty() && !o.keep_output) return std::nullopt;
+  const ThroughputUnit unit = o.throughput_unit.empty() ? infer_throughput_unit(o.throughput_pattern)
+                                                        : parse_throughput_unit(o.throughput_unit);
+  return std::optional<OutputScanner>(std::in_place, o.throughput_pattern, unit, o.batch_size);
+}
 
- private:
-  std::regex re_;
-  mutable std::mutex mutex_;
-  std::optional<double> last_;
-  std::size_t matches_ = 0;
-};
+// The throughput the program printed, where it sent no spans: samples/s where the batch size
+// allows, iterations per second (batches_per_s) where the figure is one.
+void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o, Report& report,
+                             ProgramSummary& program) {
+  if (o.throughput_pattern.empty()) return;
+  const PrintedThroughput t = scanner.throughput();
+  if (t.lines == 0) {
+    program.notes.push_back("throughput: no line matched --throughput-pattern '" +
+                            o.throughput_pattern + "'");
+    return;
+  }
+  if (t.samples_per_s) report.throughput.samples_per_s = *t.samples_per_s;
+  if (t.iterations_per_s) report.throughput.batches_per_s = *t.iterations_per_s;
+  program.notes.push_back(t.basis);
+}
+
+// The program's own `Time ... Data ...` lines measure its data stall where no spans did.
+void take_printed_data_wait(const OutputScanner& scanner, Diagnosis& d, ProgramSummary& program) {
+  const PrintedDataWait w = scanner.data_wait();
+  if (!w.share || !d.data_stall_source.empty()) return;
+  d.data_stall_ratio = *w.share;
+  d.data_stall_source = "the program's own `Time ... Data ...` lines";
+  d.input_bound = input_bound_class(*w.share);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "the program's own lines: waiting for data %.3f s of %.3f s per-batch time "
+                "(%zu `Time ... Data ...` lines%s): a data-wait share of %.1f%%",
+                w.data_s, w.time_s, w.counted, w.lines > w.counted ? " after the first" : "",
+                100 * *w.share);
+  d.evidence.insert(d.evidence.begin(), buf);
+  program.notes.push_back(std::string("data stall: ") + buf);
+}
+
+// Where start-up ends: the first CUDA kernel, else the first line the program printed, unless
+// that came in the last tenth of the run (its closing summary, not the start of its work).
+void note_work_began(std::optional<std::int64_t> first_kernel_ns, const std::optional<OutputScanner>& scanner,
+                     std::int64_t begin_ns, double wall_s, WatchOutcome& outcome) {
+  const auto since_begin = [begin_ns](std::int64_t ns) { return static_cast<double>(ns - begin_ns) / 1e9; };
+  if (first_kernel_ns && *first_kernel_ns >= begin_ns) {
+    outcome.work_began_s = since_begin(*first_kernel_ns);
+    outcome.work_began_at = "its first CUDA kernel";
+  } else if (const auto line = scanner ? scanner->first_line_ns() : std::nullopt;
+             line && since_begin(*line) < 0.9 * wall_s) {
+    outcome.work_began_s = since_begin(*line);
+    outcome.work_began_at = "the first line it printed";
+  }
+}
 
 // The CUPTI injection library next to this program's build (build/profiler/), or where
 // FEEDSCOPE_INJECTION_LIBRARY names it; empty with the reason when there is none.
@@ -173,9 +190,11 @@ std::string describe_left_out(const ActiveWindows& w, std::int64_t program_begin
   return out;
 }
 
-// The GPU trace of what the injection library wrote, or why there is none.
-void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Report& report,
-                    ProgramSummary& program, std::int64_t program_begin_ns) {
+// The GPU trace of what the injection library wrote, or why there is none. Returns when its
+// first kernel began (or the copy that fed it); null without one.
+std::optional<std::int64_t> fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection,
+                                           Report& report, ProgramSummary& program,
+                                           std::int64_t program_begin_ns) {
   for (const std::string& e : gpu.errors) program.notes.push_back("CUDA trace: " + e);
   std::string last_status;
   for (const auto& [pid, statuses] : gpu.statuses_by_pid)
@@ -191,13 +210,15 @@ void fill_gpu_trace(const WatchedGpu& gpu, const std::string& no_injection, Repo
         : !last_status.empty() && !last_status.starts_with("recording")
             ? "CUPTI injection: " + last_status
             : "the program made no CUDA call (no process of it initialized CUDA)";
-    return;
+    return std::nullopt;
   }
   const ActiveWindows active = kernel_active_windows(gpu.activity);
   if (!active.windows.empty() && active.left_out_ns() >= 100'000'000)  // a tenth of a second is worth saying
     program.notes.push_back(describe_left_out(active, program_begin_ns));
   report.gpu_trace = summarize_gpu_trace(gpu.activity, active.windows);
   report.gpu_trace->records_not_kept = gpu.activity.not_kept;
+  if (active.windows.empty()) return std::nullopt;
+  return active.windows.front().begin_ns;
 }
 
 // CPU this process (every thread of it) has taken so far, in seconds.
@@ -252,13 +273,12 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
   }
 
-  std::optional<ThroughputScanner> scanner;
-  if (!o.throughput_pattern.empty()) scanner.emplace(o.throughput_pattern);
+  std::optional<OutputScanner> scanner = output_scanner(o);
   ChildProcess::Options co;
   co.argv = o.command;
   co.env = std::move(env);
   if (o.keep_output) co.output_path = (fs::path(o.report_dir) / "output.log").string();
-  if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->line(line); };
+  if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->text(line, now_ns()); };
 
   const std::int64_t begin_ns = now_ns();
   const double cpu_begin_s = own_cpu_s();
@@ -360,21 +380,15 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     in.on_gpu = s->device.rfind("cuda", 0) == 0;
     in.model_parameters = s->training.parameters;
     span_input = in;
-  } else if (scanner && scanner->last()) {
-    report.throughput.samples_per_s = *scanner->last();
-    program.spans = "";
-    program.notes.push_back("throughput: the last of " + std::to_string(scanner->matches()) +
-                            " lines matching --throughput-pattern");
   } else if (scanner) {
-    program.notes.push_back("throughput: no line matched --throughput-pattern '" +
-                            o.throughput_pattern + "'");
+    take_printed_throughput(*scanner, o, report, program);
   }
   if (report.training.model.empty())
     report.training.model =
         "the program's own (" + (followed && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) + ")";
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
-  fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
+  const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
   wd.cpus = cpus;
@@ -383,6 +397,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.spans = span_input;
   wd.torch = program.torch;
   report.diagnosis = diagnose_watched(wd);
+  if (scanner) take_printed_data_wait(*scanner, report.diagnosis, program);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
@@ -392,11 +407,17 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                    {"metrics_addr", o.metrics_addr},
                    {"sample_hz", o.sample_hz},
                    {"duration", o.duration_s},
-                   {"throughput_pattern", o.throughput_pattern}};
+                   {"throughput_pattern", o.throughput_pattern},
+                   {"throughput_unit", o.throughput_unit},
+                   {"batch_size", o.batch_size}};
+  WatchOutcome outcome;
+  note_work_began(first_kernel_ns, scanner, begin_ns, program.wall_s, outcome);
   report.program = std::move(program);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
-  return {std::move(report), duration_ran_out ? 0 : exit.shell_code()};
+  outcome.report = std::move(report);
+  outcome.exit_code = duration_ran_out ? 0 : exit.shell_code();
+  return outcome;
 }
 
 int watch_command(const WatchOptions& options) {

@@ -7,7 +7,9 @@
 // stage spans of a feedscope Session inside it (exporters/watch_channel.h). The report directory
 // gets the files `run` writes, with report.json's `program` section, also when the program crashes
 // or is interrupted.
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,17 +25,29 @@ struct WatchOptions {
   double sample_hz = 10;
   double duration_s = 0;     // > 0: stop the program (SIGINT, then SIGTERM) after this long
   double grace_s = 10;       // from the SIGINT of --duration to the SIGTERM
-  // A regular expression with one group, the samples per second in a line the program prints;
-  // the last match counts. Its output then passes through a pipe.
+  // A regular expression with one group, a figure in a line the program prints
+  // (cli/output_scanner.h). Its output then passes through a pipe, which also reads its
+  // `Time ... Data ...` lines for the data-wait share.
   std::string throughput_pattern;
+  // The figure's unit: "samples/s", "it/s" or "s/it"; empty: what the pattern's text implies.
+  std::string throughput_unit;
+  // The program's batch size, which turns it/s and s/it into samples/s; 0: not known.
+  std::int64_t batch_size = 0;
   std::map<std::string, std::string> env;  // added to the program's environment
-  bool keep_output = false;  // its output to <report_dir>/output.log instead of passing through
+  // Its output to <report_dir>/output.log (through a pipe, so its lines are read as they come)
+  // instead of passing through.
+  bool keep_output = false;
   bool print = true;  // the console report on stderr at the end
 };
 
 struct WatchOutcome {
   Report report;
   int exit_code = 0;  // the program's (shell convention), or 0 where --duration stopped it
+  // The first sign of its work, seconds after it started: its first CUDA kernel where it ran
+  // one, else the first line it printed (where its output was read); null: neither. What is
+  // before it is start-up (interpreter, imports, data set indexing, CUDA context).
+  std::optional<double> work_began_s;
+  std::string work_began_at;  // "its first CUDA kernel", "the first line it printed"
 };
 
 // Throws ConfigError (cli/config.h) for a bad option, ChildStartError (cli/child_process.h) for a

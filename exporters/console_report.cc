@@ -22,15 +22,23 @@ std::string format_console_report(const Report& r, bool color) {
     out += line("feedscope: interrupted by %s: a partial report of the %lld steps measured",
                 r.interrupted.c_str(), static_cast<long long>(r.throughput.steps));
   out += line("%sfeedscope: %s%s", bold, d.verdict.c_str(), reset);
-  out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
-              100 * d.data_stall_ratio, d.input_bound.c_str());
+  if (d.data_stall_source.empty())
+    out += line("  bottleneck: %s   data stall: not measured (input-bound: %s)", d.bottleneck.c_str(),
+                d.input_bound.c_str());
+  else
+    out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
+                100 * d.data_stall_ratio, d.input_bound.c_str());
   if (r.throughput.steps > 0)
     out += line("  throughput: %.1f samples/s, %.2f batches/s over %lld steps in %.2f s",
                 r.throughput.samples_per_s, r.throughput.batches_per_s,
                 static_cast<long long>(r.throughput.steps), r.throughput.wall_s);
   else if (r.throughput.samples_per_s > 0)  // a watched program's own figure
-    out += line("  throughput: %.1f samples/s (as the program printed it) in %.2f s",
+    out += line("  throughput: %.1f samples/s (from the program's own lines) in %.2f s",
                 r.throughput.samples_per_s, r.throughput.wall_s);
+  else if (r.throughput.batches_per_s > 0)  // its it/s, without a batch size to scale them
+    out += line("  throughput: %.2f it/s (from the program's own lines; samples/s not measured: "
+                "no batch size) in %.2f s",
+                r.throughput.batches_per_s, r.throughput.wall_s);
   else
     out += line("  throughput: not measured in %.2f s (no stage spans%s)", r.throughput.wall_s,
                 r.program ? ": wrap the loop with feedscope, or give --throughput-pattern" : "");

@@ -199,8 +199,8 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   h << "<p>" << fmt("%.1f", r.throughput.samples_per_s) << " samples/s, "
     << fmt("%.2f", r.throughput.batches_per_s) << " batches/s over " << r.throughput.steps
     << " steps in " << fmt("%.2f", r.throughput.wall_s) << " s. Data stall "
-    << fmt("%.1f%%", 100 * d.data_stall_ratio) << " (input-bound: " << esc(d.input_bound)
-    << ").</p>\n";
+    << (d.data_stall_source.empty() ? std::string("not measured") : fmt("%.1f%%", 100 * d.data_stall_ratio))
+    << " (input-bound: " << esc(d.input_bound) << ").</p>\n";
 
   h << "<h2>Evidence</h2>\n<ul>\n";
   for (const std::string& e : d.evidence) h << "<li>" << esc(e) << "</li>\n";

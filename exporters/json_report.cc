@@ -136,8 +136,11 @@ std::string report_to_json(const Report& r) {
                       {"feedscope_version", e.feedscope_version},
                       {"hostname", e.hostname}};
   const Throughput& t = r.throughput;
-  j["throughput"] = {{"samples_per_s", t.samples_per_s},
-                     {"batches_per_s", t.batches_per_s},
+  // A watched program without spans has figures only where its own lines gave them: the rest
+  // were not measured, which is null, not 0.
+  const auto rate = [&t](double v) { return t.steps > 0 || v > 0 ? std::optional(v) : std::nullopt; };
+  j["throughput"] = {{"samples_per_s", optional_number(rate(t.samples_per_s))},
+                     {"batches_per_s", optional_number(rate(t.batches_per_s))},
                      {"steps", t.steps},
                      {"samples", t.samples},
                      {"wall_s", t.wall_s}};
@@ -203,7 +206,12 @@ std::string report_to_json(const Report& r) {
                     {"basis", rec.basis}});
   }
   j["diagnosis"] = {{"bottleneck", d.bottleneck},
-                    {"data_stall_ratio", d.data_stall_ratio},
+                    {"data_stall_ratio", d.data_stall_source.empty()
+                                             ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(d.data_stall_ratio)},
+                    {"data_stall_source", d.data_stall_source.empty()
+                                              ? nlohmann::ordered_json(nullptr)
+                                              : nlohmann::ordered_json(d.data_stall_source)},
                     {"input_bound", d.input_bound},
                     {"verdict", d.verdict},
                     {"evidence", d.evidence},

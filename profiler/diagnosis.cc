@@ -538,6 +538,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   const double wall = std::max(in.wall_s, 1e-9);
   const double wait = busy(in, Stage::wait);
   d.data_stall_ratio = std::clamp(wait / wall, 0.0, 1.0);
+  d.data_stall_source = "wait spans";
   d.input_bound = input_bound_class(d.data_stall_ratio);
   const LoaderWork loader = loader_work(in);
   const Costs c = measure_costs(in, loader);

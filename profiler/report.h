@@ -88,6 +88,9 @@ struct Recommendation {
 struct Diagnosis {
   std::string bottleneck;  // one of DESIGN.md's names
   double data_stall_ratio = 0;
+  // What measured data_stall_ratio: "wait spans", or a watched program's own `Time ... Data ...`
+  // lines. Empty: nothing did (a watch without either), and report.json says null.
+  std::string data_stall_source;
   std::string input_bound;  // "no", "moderately", "highly" (TensorFlow profiler thresholds)
   std::string verdict;
   std::vector<std::string> evidence;

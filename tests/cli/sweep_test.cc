@@ -18,6 +18,7 @@ Report fake_report(double samples_per_s, const std::string& bottleneck) {
   r.throughput.samples_per_s = samples_per_s;
   r.diagnosis.bottleneck = bottleneck;
   r.diagnosis.data_stall_ratio = 0.1;
+  r.diagnosis.data_stall_source = "wait spans";
   r.environment.device = "cpu";
   return r;
 }
@@ -179,6 +180,103 @@ TEST(SweepTest, OutputsCarryEveryPoint) {
   apply_yaml(applied, yaml, "snippet");  // the snippet is a valid config
   EXPECT_EQ(applied.num_workers, 1);
   EXPECT_EQ(applied.batch_size, 64);
+}
+
+TEST(SweepTest, RepeatsAgreeWhenTheirSpreadIsWithinTheToleranceOfTheirMedian) {
+  EXPECT_FALSE(repeats_agree({100}, 0.03)) << "one run agrees with nothing";
+  EXPECT_TRUE(repeats_agree({100, 102}, 0.03));
+  EXPECT_FALSE(repeats_agree({100, 104}, 0.03));
+  EXPECT_TRUE(repeats_agree({0, 0}, 0.03)) << "a program failing twice";
+  EXPECT_FALSE(repeats_agree({100, 100}, 0)) << "0: every repeat runs";
+}
+
+TEST(SweepTest, APointStopsRepeatingOnceItsRepeatsAgree) {
+  RunConfig base;
+  const SweepGrid g = parse_grid({{"num_workers", "1,2"}});
+  // Point 1 agrees after two runs; point 2 never does and runs all five.
+  std::map<std::int64_t, std::vector<double>> plan = {{1, {100, 101, 500, 500, 500}},
+                                                      {2, {100, 200, 150, 300, 120}}};
+  std::map<std::int64_t, std::size_t> calls;
+  std::vector<std::size_t> totals;
+  SweepOptions o;
+  o.repeats = 5;
+  o.on_progress = [&](const SweepProgress& p) { totals.push_back(p.runs_total); };
+  const SweepResult r = run_sweep(base, g, o, [&](const RunConfig& c) {
+    return fake_report(plan[c.num_workers][calls[c.num_workers]++], "cpu_compute");
+  });
+  EXPECT_EQ(calls[1], 2u);
+  EXPECT_EQ(calls[2], 5u);
+  EXPECT_DOUBLE_EQ(r.points[0].median_samples_per_s, 100.5);
+  EXPECT_EQ(r.points[1].samples_per_s.size(), 5u);
+  EXPECT_EQ(totals.front(), 10u);
+  EXPECT_EQ(totals.back(), 7u) << "the skipped repeats leave the total";
+}
+
+// A user's program that receives only {num_workers}: no prefetch, pin_memory or batch size of
+// feedscope's own in what the sweep shows, and no slab memory it cannot know.
+TEST(SweepTest, AProgramsSweepShowsOnlyTheKnobsItReceives) {
+  RunConfig base;
+  const SweepGrid g = parse_grid({{"num_workers", "0,2"}});
+  SweepOptions o;
+  o.repeats = 1;
+  o.knobs = {"num_workers"};
+  o.command = {"python3", "train.py", "-j", "{num_workers}", "-b", "16"};
+  const SweepResult r = run_sweep(base, g, o, [&](const RunConfig& c) {
+    return fake_report(100.0 + static_cast<double>(c.num_workers), "cpu_preprocess");
+  });
+  const std::string table = sweep_table(r);
+  EXPECT_NE(table.find("workers"), std::string::npos) << table;
+  for (const char* absent : {"prefetch", "pin", "batch", "host MiB"})
+    EXPECT_EQ(table.find(absent), std::string::npos) << absent << "\n" << table;
+  EXPECT_EQ(r.points[1].label(r.knobs), "num_workers=2");
+  EXPECT_EQ(yaml_snippet(r.points[1], r.knobs), "num_workers: 2\n");
+  const std::string csv = sweep_csv(r);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "num_workers,median_samples_per_s,repeats,samples_per_s,bottleneck,data_stall_ratio,pinned");
+  const auto j = nlohmann::json::parse(sweep_json(r, base));
+  EXPECT_EQ(j["knobs"], nlohmann::json::array({"num_workers"}));
+  EXPECT_EQ(j["command"][3], "{num_workers}");
+  EXPECT_FALSE(j.contains("base_config")) << "feedscope's own config is not the program's";
+  EXPECT_FALSE(j["points"][0].contains("prefetch"));
+  EXPECT_FALSE(j["points"][0].contains("batch_size"));
+  EXPECT_TRUE(j["points"][0]["host_bytes"].is_null());
+  const std::string html = sweep_report_html(r);
+  EXPECT_EQ(html.find("pin_memory"), std::string::npos);
+  EXPECT_EQ(html.find("batch 64"), std::string::npos);
+}
+
+TEST(SweepTest, ItersPerSecondAreNamedSoAndUnmeasuredStallsAreNull) {
+  RunConfig base;
+  const SweepGrid g = parse_grid({{"num_workers", "0,1"}});
+  SweepOptions o;
+  o.repeats = 1;
+  o.knobs = {"num_workers"};
+  o.by_iterations = true;
+  const SweepResult r = run_sweep(base, g, o, [&](const RunConfig& c) {
+    Report rep;
+    rep.throughput.batches_per_s = 5.0 + static_cast<double>(c.num_workers);
+    rep.diagnosis.bottleneck = "cpu_compute";  // a watch without spans: no stall measured
+    return rep;
+  });
+  EXPECT_EQ(r.unit, "it/s");
+  EXPECT_DOUBLE_EQ(r.points[1].median_samples_per_s, 6.0);
+  EXPECT_FALSE(r.points[1].data_stall_ratio);
+  EXPECT_NE(sweep_table(r).find("it/s"), std::string::npos);
+  const auto j = nlohmann::json::parse(sweep_json(r, base));
+  EXPECT_EQ(j["unit"], "it/s");
+  EXPECT_DOUBLE_EQ(j["points"][1]["median_iterations_per_s"].get<double>(), 6.0);
+  EXPECT_TRUE(j["points"][1]["data_stall_ratio"].is_null());
+  EXPECT_NE(sweep_csv(r).find("median_iterations_per_s"), std::string::npos);
+}
+
+TEST(SweepTest, TheExpectedTimeSaysItsBasisAndWhatAgreementSaves) {
+  const std::string text = expected_time(6, 3, 0.03, 20, "from --duration");
+  EXPECT_NE(text.find("expected 6m00s at most: 6 points x 3 repeats x 20s a run (from --duration)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("4m00s where each point's first 2 repeats agree within 3 %"), std::string::npos) << text;
+  EXPECT_EQ(expected_time(4, 1, 0.03, 10, "the first run's time").find("agree"), std::string::npos)
+      << "one repeat: nothing to save";
 }
 
 }  // namespace

@@ -162,5 +162,50 @@ TEST(TuneTest, NoiseBelowTheMarginIsReverted) {
   EXPECT_EQ(j["moves"].size(), r.moves.size());
 }
 
+// A command that fixes `-b 16` and receives only {num_workers} and {prefetch}: tune moves those
+// two, leaves the rest as they are, and names only them.
+TEST(TuneTest, MovesAndNamesOnlyTheKnobsTheCommandReceives) {
+  Planted planted;
+  planted.per_worker = 1e9;
+  planted.launch_bound = true;  // a bigger batch would gain, were the batch tune's to change
+  planted.pageable_penalty = true;  // and so would pinned memory
+  RunConfig base;
+  base.batch_size = 64;
+  base.pin_memory = false;
+  TuneOptions o = options(2);
+  o.max_batch_size = 512;
+  o.knobs = {"num_workers", "prefetch"};
+  const TuneResult r = run_tune(base, o, std::ref(planted));
+  EXPECT_EQ(r.moves.front().to, "num_workers=0 prefetch=1");
+  EXPECT_EQ(r.moves.front().reason, "minimal parallelism: num_workers=0 prefetch=1");
+  EXPECT_EQ(r.best.batch_size, 64);
+  EXPECT_FALSE(r.best.pin_memory);
+  for (const TuneMove& m : r.moves)
+    EXPECT_TRUE(m.knob == "start" || m.knob == "num_workers" || m.knob == "prefetch") << m.knob;
+  const auto j = nlohmann::json::parse(tune_json(r));
+  EXPECT_EQ(j["knobs"], nlohmann::json::array({"num_workers", "prefetch"}));
+  EXPECT_FALSE(j["best"].contains("batch_size")) << "no best batch_size for a command that fixes its own";
+  EXPECT_FALSE(j["best"].contains("pin_memory"));
+  EXPECT_TRUE(j["best"].contains("samples_per_s"));
+}
+
+TEST(TuneTest, ClimbsOnIterationsWhereThatIsWhatThePointsCount) {
+  RunConfig base;
+  TuneOptions o = options(2);
+  o.knobs = {"num_workers"};
+  o.by_iterations = true;
+  const TuneResult r = run_tune(base, o, [](const RunConfig& c) {
+    Report rep;
+    rep.throughput.batches_per_s = 10.0 * static_cast<double>(c.num_workers + 1);
+    rep.diagnosis.bottleneck = "cpu_preprocess";
+    return rep;
+  });
+  EXPECT_EQ(r.best.num_workers, 2);
+  EXPECT_DOUBLE_EQ(r.best_samples_per_s, 30);
+  EXPECT_EQ(r.unit, "it/s");
+  const auto j = nlohmann::json::parse(tune_json(r));
+  EXPECT_DOUBLE_EQ(j["best"]["iterations_per_s"].get<double>(), 30);
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -233,5 +233,31 @@ TEST(ConsoleReportTest, ARecommendationWithoutAPredictionPrintsNone) {
   EXPECT_TRUE(j["diagnosis"]["recommendations"][0]["predicted_samples_per_s"].is_null());
 }
 
+// A watched program that printed it/s without a batch size and no Time/Data lines: what was not
+// measured is null, never 0.
+TEST(JsonReportTest, AWatchedProgramsUnmeasuredFiguresAreNull) {
+  Report r;
+  r.throughput.batches_per_s = 12.5;
+  r.throughput.wall_s = 3;
+  r.diagnosis.bottleneck = "cpu_compute";
+  r.diagnosis.input_bound = "unknown";
+  auto j = nlohmann::json::parse(report_to_json(r));
+  EXPECT_TRUE(j["throughput"]["samples_per_s"].is_null());
+  EXPECT_DOUBLE_EQ(j["throughput"]["batches_per_s"].get<double>(), 12.5);
+  EXPECT_TRUE(j["diagnosis"]["data_stall_ratio"].is_null());
+  EXPECT_TRUE(j["diagnosis"]["data_stall_source"].is_null());
+  const std::string text = format_console_report(r, false);
+  EXPECT_NE(text.find("data stall: not measured"), std::string::npos) << text;
+  EXPECT_NE(text.find("12.50 it/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("samples/s not measured"), std::string::npos) << text;
+
+  r.diagnosis.data_stall_ratio = 0.25;
+  r.diagnosis.data_stall_source = "the program's own `Time ... Data ...` lines";
+  j = nlohmann::json::parse(report_to_json(r));
+  EXPECT_DOUBLE_EQ(j["diagnosis"]["data_stall_ratio"].get<double>(), 0.25);
+  EXPECT_EQ(j["diagnosis"]["data_stall_source"], "the program's own `Time ... Data ...` lines");
+  EXPECT_NE(format_console_report(r, false).find("data stall: 25.0%"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace feedscope
