@@ -728,9 +728,12 @@ Diagnosis diagnose(const DiagnosisInput& in) {
       r.action = fmt("Speed up the step itself (%s); the loader has headroom up to %.0f "
                      "samples/s (%.1fx the current rate) before it becomes the limit.",
                      how, loader_rate, loader_rate / measured);
-      r.basis = "upper bound: the loader's capacity at the current num_workers, from per-batch "
-                "load time";
-      r = with_prediction(std::move(r), loader_rate, measured);
+      // A bound is no prediction: predicted_* stay null, so no one reads the loader's headroom as
+      // what a faster step would give.
+      r.basis = fmt("no prediction: how much faster the step can be made is not measured; upper "
+                    "bound %.1fx, the loader's capacity at the current num_workers, from per-batch "
+                    "load time",
+                    loader_rate / measured);
     } else {
       // A wrapped loop whose loader records no load stages (or no batch size): its capacity is
       // unknown, so no bound is given rather than a 0.
