@@ -10,7 +10,8 @@ so a change that would have helped and was not advised shows as missed.
 A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fetched by hand):
   name, shape        what it is
   command            argv with {knob} placeholders and {python}, {corpus} (the cases file's
-                     folder), {data} (an image folder this script makes), {public} (--public DIR)
+                     folder), {data} (an image folder this script makes; {imagenet} has it as
+                     train/ and val/), {public} (--public DIR), {tmp} (a scratch folder)
   knobs              the program as the user runs it: {"workers": 1, "threads": 1}
   throughput         how the program says its speed: "pattern" (a regex whose first group is a
                      number), "unit" ("s/batch", "ms/batch", "samples/s"), "per_batch" (samples
@@ -18,7 +19,9 @@ A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fe
                      "wall": true to time the whole run (a fixed amount of work)
   expect             "bottleneck": the names that are right (what running the alternatives shows)
   alternatives       knob settings to measure where feedscope advises none: [{"workers": 2}]
-  env                extra environment
+  env                extra environment, with placeholders: {"OMP_NUM_THREADS": "{threads}"}
+  cwd                where it runs (a program that reads ../data)
+  duration_s         stop it with SIGINT after this long (an epoch too long to finish)
 
 A recommendation's setting maps to a knob: num_workers=N -> workers, torch.set_num_threads(N) ->
 threads, batch_size=N -> batch. The speed-up of a change is measured against the runs before and
@@ -73,10 +76,12 @@ class Case:
         self.places = places
         self.feedscope = feedscope
         self.workdir = workdir
-        self.env = {**os.environ, **spec.get("env", {})}
 
     def argv(self, knobs):
         return [expand(a, knobs, self.places) for a in self.spec["command"]]
+
+    def env(self, knobs):
+        return {**os.environ, **{k: expand(v, knobs, self.places) for k, v in self.spec.get("env", {}).items()}}
 
     def rate(self, output, wall_s):
         """samples/s (or runs/s for a wall-timed case) from what the program printed."""
@@ -93,17 +98,30 @@ class Case:
         return t["per_batch"] / seconds
 
     def run(self, knobs, watch_dir=None):
+        """One run of the program; under `feedscope watch` where `watch_dir` is given. A case with
+        `duration_s` (an epoch too long to finish) is stopped with SIGINT after that long, as
+        watch's --duration does."""
         argv = self.argv(knobs)
+        duration = self.spec.get("duration_s")
         if watch_dir:
-            argv = [self.feedscope, "watch", "--report-dir", str(watch_dir), "--"] + argv
+            argv = [self.feedscope, "watch", "--report-dir", str(watch_dir),
+                    *(["--duration", str(duration)] if duration else []), "--"] + argv
         begin = time.monotonic()
-        r = subprocess.run(argv, capture_output=True, text=True, env=self.env,
-                           cwd=self.places.get("cwd"), timeout=self.spec.get("timeout", 600))
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=self.env(knobs), cwd=self.places.get("cwd"))
+        try:
+            output, _ = p.communicate(timeout=duration + 30 if duration and watch_dir
+                                      else duration or self.spec.get("timeout", 600))
+        except subprocess.TimeoutExpired:
+            p.send_signal(2)
+            output, _ = p.communicate()
+            if not duration:
+                raise RuntimeError(f"{self.spec['name']}: {' '.join(argv)} ran out of time")
         wall = time.monotonic() - begin
-        if r.returncode != 0:
-            raise RuntimeError(f"{self.spec['name']}: {' '.join(argv)} exited {r.returncode}:\n"
-                               f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
-        return self.rate(r.stdout + r.stderr, wall)
+        if p.returncode != 0 and not duration:
+            raise RuntimeError(f"{self.spec['name']}: {' '.join(argv)} exited {p.returncode}:\n"
+                               f"{output[-3000:]}")
+        return self.rate(output, wall)
 
     def speedup(self, change, first_base):
         """The change against the runs either side of it, three times; the median."""
@@ -209,8 +227,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="feedscope-corpus-") as tmp:
         tmp = pathlib.Path(tmp)
         places = {"python": args.python, "corpus": str(cases_path.parent), "public": args.public,
-                  "data": str(tmp / "images")}
+                  "data": str(tmp / "images"), "imagenet": str(tmp / "imagenet"), "tmp": str(tmp)}
         make_images(args.feedscope, tmp / "images", doc.get("images", {}))
+        # pytorch/examples' imagenet/main.py reads DIR/train and DIR/val.
+        (tmp / "imagenet").mkdir()
+        for split in ("train", "val"):
+            (tmp / "imagenet" / split).symlink_to(tmp / "images")
         results = []
         for spec in specs:
             case = Case(spec, {**places, **({"cwd": expand(spec["cwd"], {}, places)} if "cwd" in spec else {})},

@@ -350,6 +350,12 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     program.notes.push_back("trainer: " + t.trainer_name + " (pid " + std::to_string(t.trainer_pid) +
                             "), run by the launcher feedscope started (pid " + std::to_string(program.pid) +
                             "); its process is what the diagnosis reads");
+  if (t.ranks > 1)
+    program.notes.push_back(
+        "torch.distributed: " + std::to_string(t.ranks) + " ranks; the trainer is " +
+        (t.trainer_rank ? "rank " + std::to_string(*t.trainer_rank) : std::string("a rank")) +
+        " (pid " + std::to_string(t.trainer_pid) +
+        "), the busiest when it was followed; the other ranks are read only until then");
   if (const auto it = u.series.find("cpu_system_ratio"); it != u.series.end())
     u.cpu_system_ratio = it->second.mean;
 

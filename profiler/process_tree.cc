@@ -10,6 +10,7 @@ const char* to_string(ProcessRole role) {
     case ProcessRole::trainer: return "trainer";
     case ProcessRole::loader_worker: return "loader_worker";
     case ProcessRole::launcher: return "launcher";
+    case ProcessRole::rank: return "rank";
     case ProcessRole::other: return "other";
   }
   return "other";
@@ -24,9 +25,18 @@ bool is_launcher(const std::string& name) {
   return launchers.contains(name);
 }
 
-ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name) {
+ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
+                                bool parent_is_rank, std::optional<int> parent_rank) {
   const auto starts = [&](const char* prefix) { return p.name.rfind(prefix, 0) == 0; };
   const auto runs = [&](const char* text) { return p.cmdline.find(text) != std::string::npos; };
+  // A rank's own workers inherit its RANK; a rank's parent (a launcher) has none or another.
+  if (p.rank && !(parent_is_rank && p.rank == parent_rank)) return ProcessRole::rank;
+  // torch.multiprocessing.spawn: fresh interpreters, children of the job's script, which set
+  // MASTER_ADDR/MASTER_PORT before starting them (a DataLoader's spawned workers are children of
+  // a rank, or of a program without those variables).
+  if (!p.rank && !parent_is_rank && p.master_env && p.ppid == trainer_pid &&
+      runs("multiprocessing.spawn"))
+    return ProcessRole::rank;
   if (starts("pt_data_worker") || starts("pt_multiprocess")) return ProcessRole::loader_worker;
   // multiprocessing's spawn and forkserver start methods run a fresh interpreter per worker.
   if (runs("multiprocessing.spawn") || runs("--multiprocessing-fork")) return ProcessRole::loader_worker;
@@ -105,13 +115,28 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   int alive = 0;
   int busiest_child = 0;
   double busiest_cores = -1;
+  int busiest_rank = 0;
+  double busiest_rank_cores = -1;
   for (const ProcessCpu& p : s.children) {
     Accumulated& a = processes_[p.pid];
-    const ProcessRole role = classify_descendant(p, pid, me.name);
+    const bool parent_is_rank = rank_pids_.contains(p.ppid);
+    const auto parent = processes_.find(p.ppid);
+    const std::optional<int> parent_rank =
+        parent_is_rank && parent != processes_.end() ? parent->second.process.rank : std::nullopt;
+    const ProcessRole role = classify_descendant(p, pid, me.name, parent_is_rank, parent_rank);
     if (a.process.samples == 0) {
       a.process.pid = p.pid;
       a.process.ppid = p.ppid;
       a.process.role = role;
+      a.process.rank = p.rank;
+    }
+    if (role == ProcessRole::rank) {
+      a.process.role = ProcessRole::rank;
+      rank_pids_.insert(p.pid);
+      if (p.ppid == pid && p.cores > busiest_rank_cores) {
+        busiest_rank = p.pid;
+        busiest_rank_cores = p.cores;
+      }
     }
     // torch 2.x's workers name themselves a moment after they start.
     if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
@@ -165,7 +190,12 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   tree_gpu_memory_peak_ = std::max(tree_gpu_memory_peak_, gpu_memory);
   other_processes_sum_ += others;
   workers_max_ = std::max(workers_max_, alive);
-  // A launcher's work is its child's: read that child, with its threads, from the next sample on.
+  // A launcher's work is its child's: read that child, with its threads, from the next sample on;
+  // a process that started ranks is one, and its busiest rank the child.
+  if (busiest_rank > 0 && !rank_pids_.contains(pid)) {
+    launcher_pids_.insert(pid);
+    return busiest_rank;
+  }
   return is_launcher(me.name) && busiest_child > 0 ? busiest_child : 0;
 }
 
@@ -177,7 +207,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   int trainer = started_pid_;
   double most = -1;
   for (const auto& [pid, sampled] : sampled_) {
-    if (is_launcher(sampled.name)) continue;
+    if (is_launcher(sampled.name) || launcher_pids_.contains(pid)) continue;
     const auto it = processes_.find(pid);
     const double cpu = it == processes_.end() ? 0 : it->second.process.cpu_core_seconds;
     if (cpu > most) {
@@ -218,8 +248,11 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     WatchedProcess p = a.process;
     if (pid == trainer)
       p.role = ProcessRole::trainer;
+    else if (rank_pids_.contains(pid))
+      p.role = ProcessRole::rank;
     else if (sampled_.contains(pid))
-      p.role = is_launcher(p.name) ? ProcessRole::launcher : ProcessRole::other;
+      p.role = is_launcher(p.name) || launcher_pids_.contains(pid) ? ProcessRole::launcher
+                                                                   : ProcessRole::other;
     p.cpu_cores_mean = mean(a.cores_sum, p.samples);
     p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
     if (a.first_read && a.last_read && *a.last_read >= *a.first_read) {
@@ -230,6 +263,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
     if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
     if (p.role == ProcessRole::trainer) {
+      if (rank_pids_.contains(pid)) out.trainer_rank = p.rank;
       out.trainer_cores = p.cpu_cores_mean;
       out.trainer_gpu_sm_util = p.gpu_sm_util;
     }
@@ -240,6 +274,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     }
     out.processes.push_back(std::move(p));
   }
+  out.ranks = static_cast<int>(rank_pids_.size());
   out.on_gpu = on_gpu_;
   out.gpu_memory_peak_bytes = tree_gpu_memory_peak_;
   out.worker_busy = mean(worker_busy_sum_, worker_readings_);

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,15 +24,19 @@
 
 namespace feedscope {
 
-enum class ProcessRole : std::uint8_t { trainer, loader_worker, launcher, other };
+// A rank is one process of a torch.distributed job (RANK in its environment, or a
+// torch.multiprocessing.spawn child of a job that set MASTER_ADDR/MASTER_PORT).
+enum class ProcessRole : std::uint8_t { trainer, loader_worker, launcher, rank, other };
 const char* to_string(ProcessRole role);
 
 // Whether a process of this comm starts the real program as its child and waits for it: shells,
 // and wrappers that fork rather than exec (timeout, nohup's shell, torchrun, conda run, srun ...).
 bool is_launcher(const std::string& name);
 
-// Role of descendant `p` of the trainer, whose comm is `trainer_name`.
-ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name);
+// Role of descendant `p` of the trainer, whose comm is `trainer_name`. `parent_is_rank`, with its
+// RANK in `parent_rank`: p's parent is a rank (whose DataLoader workers inherit its environment).
+ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
+                                bool parent_is_rank = false, std::optional<int> parent_rank = std::nullopt);
 
 // One process over the samples it was seen in.
 struct WatchedProcess {
@@ -48,6 +53,7 @@ struct WatchedProcess {
   // Share of its readings' time its main thread was ready to run but waited for a core
   // (schedstat's run-queue delay); none where the kernel does not keep it.
   std::optional<double> run_wait_share;
+  std::optional<int> rank;  // its torch.distributed RANK, where its environment has one
   // NVML's view, where it has a CUDA context: GPU memory at most, and its SM share over the time
   // NVML's samples covered.
   std::uint64_t gpu_memory_peak_bytes = 0;
@@ -88,6 +94,10 @@ struct ProcessTreeSummary {
   std::optional<double> trainer_gpu_sm_util;
   // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
   std::optional<double> storage_read_bytes_per_s;
+  // A torch.distributed job: the ranks seen, and the trainer's rank. The trainer is the busiest
+  // rank when it was followed; the others are read only until then (issue #26 reads them all).
+  int ranks = 0;
+  std::optional<int> trainer_rank;
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
 
@@ -146,6 +156,8 @@ class ProcessTreeDigest {
   bool on_gpu_ = false;
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
+  std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
+  std::set<int> launcher_pids_;    // processes that started ranks
 };
 
 }  // namespace feedscope

@@ -101,15 +101,20 @@ Recommendation advice(std::string setting, std::string action, std::string basis
   return r;
 }
 
-// What the machine's cores hold: the program's processes together, and the cores nobody used.
+// What the machine's cores hold: the program's processes together, the cores nobody used, and the
+// program's threads that were ready to run but found no core (schedstat's run-queue wait).
 struct CpuBudget {
   double idle_cores = 0;
   double program_cores = 0;  // trainer (all threads), loader workers, other descendants
   double system_busy = 0;
-  bool full() const { return idle_cores < kIdleCoresFull; }
-  // How far the program could grow before the machine is full: every idle core given to it.
+  double queued_cores = 0;   // the training thread's and the workers' run-queue wait, in cores
+  // Idle cores the program could use: where its threads waited for a core, the idle time came at
+  // other moments (an epoch's end, start-up), and a new worker would wait like them.
+  double usable_idle() const { return std::max(0.0, idle_cores - queued_cores); }
+  bool full() const { return usable_idle() < kIdleCoresFull; }
+  // How far the program could grow before the machine is full: every usable idle core given to it.
   double growth() const {
-    return program_cores > 0 ? (program_cores + idle_cores) / program_cores : 1.0;
+    return program_cores > 0 ? (program_cores + usable_idle()) / program_cores : 1.0;
   }
 };
 
@@ -119,6 +124,7 @@ CpuBudget cpu_budget(const WatchDiagnosisInput& in) {
   b.system_busy = series_mean(in.utilization, "cpu_system_ratio").value_or(0);
   b.idle_cores = std::max(0.0, in.cpus * (1 - b.system_busy));
   b.program_cores = t.trainer_cores + t.workers_cores + t.other_processes_cores;
+  b.queued_cores = t.main_thread_run_wait.value_or(0) + t.workers * t.worker_run_wait.value_or(0);
   return b;
 }
 
@@ -135,7 +141,11 @@ std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpu
   if (t.workers > 0) out += fmt(", %d loader workers %.2f cores", t.workers, t.workers_cores);
   if (t.other_processes_cores >= 0.01) out += fmt(", its other processes %.2f cores", t.other_processes_cores);
   const double outside = cpus * b.system_busy - b.program_cores;
-  if (outside >= 0.05) out += fmt(", processes outside the program %.2f cores", outside);
+  if (outside >= 0.05 && t.ranks > 1)
+    out += fmt(", the job's other ranks (%d, not read) and processes outside it %.2f cores",
+               t.ranks - 1, outside);
+  else if (outside >= 0.05)
+    out += fmt(", processes outside the program %.2f cores", outside);
   if (t.main_thread_run_wait || t.worker_run_wait) {
     out += "; waiting for a core (run queue):";
     if (t.main_thread_run_wait) out += fmt(" the training thread %.0f%% of the time", 100 * *t.main_thread_run_wait);
@@ -165,13 +175,13 @@ void workers_saturated(const WatchDiagnosisInput& in, const CpuBudget& cpu, doub
         "num_workers=" + std::to_string(workers),
         fmt("Raise num_workers from %d to %d: a worker is busy %.0f%% of a core and %.1f cores "
             "are idle.",
-            t.workers, workers, 100 * worker_demand(t), cpu.idle_cores),
+            t.workers, workers, 100 * worker_demand(t), cpu.usable_idle()),
         fmt("what-if: samples/s grows with the workers (%d/%d = %.2fx) until the training thread, "
             "working %.0f%% of its time now, is full (%.2fx) or the cores are (the program's %.2f "
             "cores and the %.2f idle: %.2fx); sure to the extent each worker keeps its measured "
             "rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
             workers, t.workers, by_workers, 100 * working, by_trainer, cpu.program_cores,
-            cpu.idle_cores, by_cores));
+            cpu.usable_idle(), by_cores));
     r.predicted_speedup = predicted;
     d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
                     "raise num_workers to %d (predicted %.2fx).",
@@ -186,7 +196,7 @@ void workers_saturated(const WatchDiagnosisInput& in, const CpuBudget& cpu, doub
                   : fmt("Input-bound: the %d loader workers are busy; more of them would gain "
                         "less than %.0f%% (the training thread caps it at %.2fx, the %.1f idle "
                         "cores at %.2fx); make preprocessing cheaper.",
-                        t.workers, 100 * (kMinUsefulSpeedup - 1), by_trainer, cpu.idle_cores,
+                        t.workers, 100 * (kMinUsefulSpeedup - 1), by_trainer, cpu.usable_idle(),
                         by_cores);
   d.recommendations.push_back(
       advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
@@ -204,9 +214,9 @@ void step_bound(const WatchDiagnosisInput& in, const CpuBudget& cpu, Diagnosis& 
                   "compute threads %.2f cores)%s.",
                   100 * t.main_thread_busy, t.other_threads_cores,
                   t.workers > 0 ? "; the loader workers keep up" : "");
-  if (one_thread && cpu.idle_cores >= kIdleCoreWorthAThread) {
-    const int threads = 1 + static_cast<int>(std::floor(cpu.idle_cores + 0.25));
-    d.verdict += fmt(" The step runs on one thread while %.1f cores are idle.", cpu.idle_cores);
+  if (one_thread && cpu.usable_idle() >= kIdleCoreWorthAThread) {
+    const int threads = 1 + static_cast<int>(std::floor(cpu.usable_idle() + 0.25));
+    d.verdict += fmt(" The step runs on one thread while %.1f cores are idle.", cpu.usable_idle());
     d.recommendations.push_back(advice(
         "torch.set_num_threads(" + std::to_string(threads) + ")",
         fmt("Give torch's intra-op pool the idle cores: torch.set_num_threads(%d) (or remove a "
@@ -215,7 +225,7 @@ void step_bound(const WatchDiagnosisInput& in, const CpuBudget& cpu, Diagnosis& 
         fmt("no prediction: the share of the step that runs in parallel is not measured from "
             "outside; at most %.2fx, the cores it would get (matrix products come near it, "
             "Python and small ops do not)",
-            std::min(static_cast<double>(threads), 1 + cpu.idle_cores))));
+            std::min(static_cast<double>(threads), 1 + cpu.usable_idle()))));
   }
   const bool compile = in.torch && torch_major(in.torch->version) >= 2;
   d.recommendations.push_back(advice(
@@ -373,7 +383,7 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
                          "COMMAND ... {num_workers}), or add feedscope.wrap() to the loop to "
                          "measure loading and the step apart.",
         "no prediction: loading and the step share one thread"));
-    if (t.other_threads_cores < kOneThreadOthers && cpu.idle_cores >= kIdleCoreWorthAThread) {
+    if (t.other_threads_cores < kOneThreadOthers && cpu.usable_idle() >= kIdleCoreWorthAThread) {
       Diagnosis step;
       step_bound(in, cpu, step);
       for (Recommendation& r : step.recommendations)
@@ -392,6 +402,15 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
                     cpu.idle_cores, in.cpus);
   }
   add_tree_evidence(in, d);
+  if (cpu.queued_cores >= 0.05)
+    d.evidence.push_back(fmt("the program's threads waited for a core %.2f cores' worth of the time "
+                             "(run queue: the training thread %.0f%%%s)%s",
+                             cpu.queued_cores, 100 * t.main_thread_run_wait.value_or(0),
+                             t.workers > 0 ? fmt(", a worker %.0f%%", 100 * t.worker_run_wait.value_or(0)).c_str()
+                                           : "",
+                             cpu.idle_cores >= 0.05 ? fmt(": the %.2f idle cores came at other moments",
+                                                          cpu.idle_cores).c_str()
+                                                    : ""));
   if (spinning >= 0.05)
     d.evidence.push_back(fmt("of the main thread's %.0f%%, %.0f%% is waiting in CUDA syncs (a "
                              "synchronize spins on its core): %.0f%% is its own work",

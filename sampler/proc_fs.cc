@@ -313,6 +313,33 @@ std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io) {
   return std::nullopt;
 }
 
+DistributedEnv parse_distributed_env(const std::string& environ) {
+  DistributedEnv e;
+  std::optional<int> rank;
+  bool world = false;
+  std::size_t start = 0;
+  while (start < environ.size()) {
+    std::size_t end = environ.find('\0', start);
+    if (end == std::string::npos) end = environ.size();
+    const std::string_view entry(environ.data() + start, end - start);
+    start = end + 1;
+    const auto value = [&](std::string_view key) -> std::optional<std::string_view> {
+      if (entry.size() > key.size() && entry.starts_with(key) && entry[key.size()] == '=')
+        return entry.substr(key.size() + 1);
+      return std::nullopt;
+    };
+    if (const auto v = value("RANK")) {
+      int r = 0;
+      const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), r);
+      if (ec == std::errc() && ptr == v->data() + v->size() && r >= 0) rank = r;
+    }
+    world |= value("WORLD_SIZE").has_value();
+    e.master |= value("MASTER_ADDR").has_value() || value("MASTER_PORT").has_value();
+  }
+  if (world) e.rank = rank;
+  return e;
+}
+
 std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat) {
   const auto f = fields_of(schedstat);
   std::uint64_t on_cpu = 0, delay = 0;

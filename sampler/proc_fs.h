@@ -101,6 +101,16 @@ std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io);
 // has no file).
 std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat);
 
+// What /proc/<pid>/environ (NUL-separated KEY=VALUE, the environment the process started with)
+// says of torch.distributed: its RANK where WORLD_SIZE is set too (torchrun, deepspeed, accelerate,
+// srun wrappers), and whether MASTER_ADDR or MASTER_PORT is (a torch.multiprocessing.spawn job
+// sets them before it starts its ranks).
+struct DistributedEnv {
+  std::optional<int> rank;
+  bool master = false;
+};
+DistributedEnv parse_distributed_env(const std::string& environ);
+
 // /proc/pressure/<resource>: "some avg10=.. avg60=.. avg300=.. total=..", optional "full ...".
 struct Pressure {
   double some_avg10 = 0;  // percent, as the kernel prints it

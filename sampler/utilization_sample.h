@@ -32,6 +32,9 @@ struct ProcessCpu {
   std::optional<std::uint64_t> read_bytes_total;  // /proc/<pid>/io read_bytes: from storage
   // Its main thread's run-queue wait, as ThreadCpu's (a loader worker works on its main thread).
   std::optional<double> run_wait = std::nullopt;
+  // torch.distributed's variables in the environment it started with (sampler/proc_fs.h).
+  std::optional<int> rank = std::nullopt;
+  bool master_env = false;
 };
 
 struct DiskSample {

@@ -168,6 +168,10 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
       while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
       std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
     }
+    auto [env, env_fresh] = process_envs_.try_emplace(pid);
+    if (env_fresh) env->second = parse_distributed_env(fs.read(dir + "/environ").value_or(""));
+    p.rank = env->second.rank;
+    p.master_env = env->second.master;
     p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
     p.cmdline = cmdline->second;
     p.cores = std::clamp(*cores, 0.0, static_cast<double>(cpus_));

@@ -103,6 +103,7 @@ class UtilizationSampler {
   // Sampling thread only: cmdline by descendant pid, read once (its comm is read every time: a
   // torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
+  std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
 
   // Below state is shared with reader threads, guarded by mutex_.
   mutable std::mutex mutex_;

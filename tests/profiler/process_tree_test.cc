@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "profiler/process_tree.h"
+#include "sampler/proc_fs.h"
 #include "profiler/watch_diagnosis.h"
 
 namespace feedscope {
@@ -180,6 +181,59 @@ TEST(ProcessTreeTest, ALauncherIsFollowedToItsProgramAndTheBusiestProgramIsTheTr
   EXPECT_EQ(roles[201], ProcessRole::loader_worker);
 }
 
+// Issue #25's DDP script: torch.multiprocessing.spawn starts the ranks as fresh interpreters
+// (multiprocessing.spawn on their command line, like a spawned DataLoader worker) after setting
+// MASTER_ADDR/MASTER_PORT; torchrun's ranks carry RANK and WORLD_SIZE. Neither is a loader worker:
+// the process that started them is followed to its busiest rank, whose own workers (forked, with
+// its environment) are its workers.
+TEST(ProcessTreeTest, RanksOfADistributedJobAreNotLoaderWorkersAndTheBusiestIsTheTrainer) {
+  const std::string spawned =
+      "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) --multiprocessing-fork";
+  auto rank_process = [&](int pid, double cores) {
+    ProcessCpu p = child(pid, "python3", spawned, cores);
+    p.master_env = true;
+    return p;
+  };
+  ProcessTreeDigest tree(kTrainer, 1);
+  EXPECT_EQ(tree.add(sample(0, 0.02, {rank_process(301, 0.9), rank_process(302, 0.95)})), 302)
+      << "the busiest rank is followed";
+  for (int i = 1; i <= 10; ++i) {
+    UtilizationSample s = sample(i * 100, 0.9, {child(401, "python3", spawned, 0.3, 'R', 302)});
+    s.pid = 302;
+    s.threads[0].tid = 302;
+    s.children[0].master_env = true;  // a forked worker inherits the rank's environment
+    EXPECT_EQ(tree.add(s), 0);
+  }
+  const ProcessTreeSummary t = tree.summary();
+  EXPECT_EQ(t.trainer_pid, 302);
+  EXPECT_EQ(t.ranks, 2);
+  EXPECT_EQ(t.workers, 1) << "the rank's worker, not the other rank";
+  std::map<int, ProcessRole> roles;
+  for (const WatchedProcess& p : t.processes) roles[p.pid] = p.role;
+  EXPECT_EQ(roles[kTrainer], ProcessRole::launcher);
+  EXPECT_EQ(roles[301], ProcessRole::rank);
+  EXPECT_EQ(roles[302], ProcessRole::trainer);
+  EXPECT_EQ(roles[401], ProcessRole::loader_worker);
+
+  // torchrun's ranks by RANK; a rank's forked worker has the same RANK and is its worker.
+  ProcessCpu ranked = child(501, "python3", "python3 train.py", 1, 'R', 500);
+  ranked.rank = 1;
+  EXPECT_EQ(classify_descendant(ranked, 500, "torchrun"), ProcessRole::rank);
+  ProcessCpu its_worker = child(502, "python3", "python3 train.py", 1, 'R', 501);
+  its_worker.rank = 1;
+  EXPECT_EQ(classify_descendant(its_worker, 501, "python3", true, 1), ProcessRole::loader_worker);
+}
+
+TEST(ProcFsDistributedEnvTest, RankNeedsWorldSizeAndMasterIsEitherVariable) {
+  using namespace std::string_literals;
+  const DistributedEnv torchrun = parse_distributed_env("PATH=/bin\0RANK=3\0WORLD_SIZE=8\0LOCAL_RANK=3\0"s);
+  EXPECT_EQ(torchrun.rank, 3);
+  EXPECT_FALSE(parse_distributed_env("RANK=3\0"s).rank) << "RANK alone is someone else's variable";
+  EXPECT_TRUE(parse_distributed_env("MASTER_PORT=29500\0"s).master);
+  EXPECT_FALSE(parse_distributed_env("XMASTER_PORT=1\0RANKING=2\0WORLD_SIZE=2\0"s).master);
+  EXPECT_FALSE(parse_distributed_env(""s).rank);
+}
+
 TEST(ProcessTreeTest, NvmlsPerProcessReadingsCountOnlyTheTreesProcesses) {
   ProcessTreeDigest tree(kTrainer, 1);
   for (int i = 0; i < 4; ++i) {
@@ -275,6 +329,27 @@ TEST(WatchDiagnosisTest, HalfAnIdleCoreIsWorthAWorkerWhileTheTrainingThreadWaits
   EXPECT_EQ(r.setting, "num_workers=2");
   EXPECT_NEAR(r.predicted_speedup.value_or(-1), (1.54 + 0.52) / 1.54, 1e-9);
   EXPECT_EQ(d.verdict.find("no idle core"), std::string::npos) << d.verdict;
+}
+
+// Seen in the corpus (tests/corpus, imagefolder-j2): two workers on two cores, the machine 88 %
+// busy, 0.24 cores idle; yet the training thread waited for a core 13 % of the time and each
+// worker 10 %. The idle time came at other moments (each epoch's new workers), so a third worker
+// measured 0.92-0.94x, not the 1.11x the idle cores promised: no worker is advised.
+TEST(WatchDiagnosisTest, IdleCoresBesideThreadsWaitingForACoreAreNoRoomForAWorker) {
+  WatchDiagnosisInput in = tree_input(0.33, 2, 0.87, 0.88);
+  in.cpus = 2;
+  in.tree.trainer_cores = 0.34;
+  in.tree.workers_cores = 1.76;
+  in.tree.main_thread_run_wait = 0.13;
+  in.tree.worker_run_wait = 0.10;
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  for (const Recommendation& r : d.recommendations)
+    EXPECT_EQ(r.setting.find("num_workers"), std::string::npos) << r.action;
+  EXPECT_NE(d.verdict.find("no idle core"), std::string::npos) << d.verdict;
+  bool said = false;
+  for (const std::string& e : d.evidence) said |= e.find("came at other moments") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 // A worker on a full machine reads partly busy and partly waiting for a core: its demand is both,

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Readies public training programs for bench/corpus.py --cases bench/corpus_public.json: the
+# programs are PyTorch's own examples, as a user clones them, at the last commit that runs on
+# Debian's torch 1.13 (later ones call torch.accelerator, new in torch 2.6):
+#   git clone https://github.com/pytorch/examples && git -C examples checkout 76f0120
+#   bash bench/corpus_public_prepare.sh examples
+#   python3 bench/corpus.py --cases bench/corpus_public.json --public examples
+# Their data is made here, offline, in the layouts they read: wikitext-2's train.txt (the clone has
+# valid.txt and test.txt; train.txt is stored out of git), MNIST's raw idx files (random digits:
+# the speed is the same), the sine waves time_sequence_prediction generates itself.
+set -euo pipefail
+examples="$(cd "${1:?usage: corpus_public_prepare.sh PYTORCH_EXAMPLES_DIR}" && pwd)"
+python="${PYTHON:-/usr/bin/python3}"
+
+wiki="$examples/word_language_model/data/wikitext-2"
+if [ ! -s "$wiki/train.txt" ]; then
+  cp "$wiki/valid.txt" "$wiki/train.txt"  # an epoch of some 300 batches
+fi
+
+"$python" - "$examples/data/MNIST/raw" <<'PY'
+import os, struct, sys
+import numpy as np
+raw = sys.argv[1]
+os.makedirs(raw, exist_ok=True)
+rng = np.random.default_rng(0)
+for prefix, n in (("train", 6000), ("t10k", 1000)):
+    images = os.path.join(raw, f"{prefix}-images-idx3-ubyte")
+    if not os.path.exists(images):
+        with open(images, "wb") as f:
+            f.write(struct.pack(">IIII", 2051, n, 28, 28))
+            f.write(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8).tobytes())
+        with open(os.path.join(raw, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
+            f.write(struct.pack(">II", 2049, n))
+            f.write(rng.integers(0, 10, n, dtype=np.uint8).tobytes())
+PY
+
+(cd "$examples/time_sequence_prediction" && [ -s traindata.pt ] || "$python" generate_sine_wave.py)
+echo "ready: $examples"
