@@ -50,6 +50,9 @@ SETTINGS = [
     (re.compile(r"^batch_size=(\d+)$"), "batch"),
 ]
 HELPS = 1.05        # a change that gains less is no change worth advising
+# How a suggestion without a setting names a knob: advice to try and measure, not a claim.
+NAMED_IN_ACTION = {"workers": ("num_workers",), "threads": ("OMP_NUM_THREADS", "set_num_threads"),
+                   "batch": ("batch size", "batch_size")}
 WITHIN = 0.25       # a prediction lands within this of the measured speed-up
 
 
@@ -155,8 +158,18 @@ def score(case):
     d = report["diagnosis"]
     out["bottleneck"] = d["bottleneck"]
     out["verdict"] = d["verdict"]
+    out["recommendations"] = [{k: r.get(k) for k in ("setting", "action", "predicted_speedup")}
+                              for r in d.get("recommendations", [])]
     out["verdict_right"] = d["bottleneck"] in spec["expect"]["bottleneck"]
     change, predicted, rec = advised_change(d)
+    if change and not set(change) <= set(spec["knobs"]):
+        # Advice this case cannot try (num_workers for a program without a DataLoader flag): it
+        # is not run as if the unchanged command were the change.
+        out.update(advice=rec["setting"], predicted=predicted, untestable=True, helps=False,
+                   prediction_ok=predicted is None)
+        change = None
+        out["ok"] = False
+        return out
     if change:
         measured = case.speedup(change, base_rate)
         out.update(advice=rec["setting"], predicted=predicted, measured=round(measured, 3),
@@ -169,7 +182,11 @@ def score(case):
         for alt in spec.get("alternatives", []):
             truths[json.dumps(alt)] = round(case.speedup(alt, base_rate), 3)
         out["alternatives"] = truths
-        out["missed"] = [a for a, s in truths.items() if s >= 1.10]
+        actions = " ".join(r.get("action", "") for r in d.get("recommendations", []))
+        helped = [a for a, s in truths.items() if s >= 1.10]
+        out["suggested"] = [a for a in helped
+                            if any(w in actions for k in json.loads(a) for w in NAMED_IN_ACTION.get(k, ()))]
+        out["missed"] = [a for a in helped if a not in out["suggested"]]
     out["ok"] = out["verdict_right"] and out["helps"] and out["prediction_ok"]
     return out
 
@@ -177,10 +194,15 @@ def score(case):
 def table(results):
     lines = [f"{'case':<22} {'bottleneck':<16} {'verdict':<7} {'advice':<26} {'pred':>6} {'meas':>6}  result"]
     for r in results:
+        if "error" in r:
+            lines.append(f"{r['name']:<22} ERROR: {r['error'].splitlines()[0][:80]}")
+            continue
         pred = f"{r['predicted']:.2f}" if r.get("predicted") else "none"
         meas = f"{r['measured']:.2f}" if "measured" in r else ", ".join(
             f"{k}: {v:.2f}" for k, v in r.get("alternatives", {}).items()) or "-"
         result = "ok" if r["ok"] else "WRONG"
+        if r.get("suggested"):
+            result += " (suggested to try: " + ", ".join(r["suggested"]) + ")"
         if r.get("missed"):
             result += " (missed " + ", ".join(r["missed"]) + ")"
         lines.append(f"{r['name']:<22} {r['bottleneck']:<16} {'right' if r['verdict_right'] else 'WRONG':<7} "
@@ -237,7 +259,14 @@ def main():
         for spec in specs:
             case = Case(spec, {**places, **({"cwd": expand(spec["cwd"], {}, places)} if "cwd" in spec else {})},
                         args.feedscope, tmp)
-            r = score(case)
+            try:
+                r = score(case)
+            except (RuntimeError, OSError, KeyError, ValueError, subprocess.SubprocessError) as e:
+                r = {"name": spec["name"], "error": str(e), "ok": False, "verdict_right": False,
+                     "bottleneck": "-", "advice": None}
+                print(f"corpus: {e}", file=sys.stderr, flush=True)
+                results.append(r)
+                continue
             print(json.dumps(r), file=sys.stderr, flush=True)
             # A slow minute misses once; a wrong model misses again.
             for _ in range(args.retries):

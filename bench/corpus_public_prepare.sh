@@ -7,7 +7,7 @@
 #   python3 bench/corpus.py --cases bench/corpus_public.json --public examples
 # Their data is made here, offline, in the layouts they read: wikitext-2's train.txt (the clone has
 # valid.txt and test.txt; train.txt is stored out of git), MNIST's raw idx files (random digits:
-# the speed is the same), the sine waves time_sequence_prediction generates itself.
+# the speed is the same) for mnist/ and vae/.
 set -euo pipefail
 examples="$(cd "${1:?usage: corpus_public_prepare.sh PYTORCH_EXAMPLES_DIR}" && pwd)"
 python="${PYTHON:-/usr/bin/python3}"
@@ -34,5 +34,5 @@ for prefix, n in (("train", 6000), ("t10k", 1000)):
             f.write(rng.integers(0, 10, n, dtype=np.uint8).tobytes())
 PY
 
-(cd "$examples/time_sequence_prediction" && [ -s traindata.pt ] || "$python" generate_sine_wave.py)
+mkdir -p "$examples/vae/results"  # vae/main.py saves its samples there
 echo "ready: $examples"

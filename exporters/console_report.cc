@@ -22,11 +22,12 @@ std::string format_console_report(const Report& r, bool color) {
     out += line("feedscope: interrupted by %s: a partial report of the %lld steps measured",
                 r.interrupted.c_str(), static_cast<long long>(r.throughput.steps));
   out += line("%sfeedscope: %s%s", bold, d.verdict.c_str(), reset);
+  const char* bottleneck = d.bottleneck.empty() ? "none (not measured)" : d.bottleneck.c_str();
   if (d.data_stall_source.empty())
-    out += line("  bottleneck: %s   data stall: not measured (input-bound: %s)", d.bottleneck.c_str(),
+    out += line("  bottleneck: %s   data stall: not measured (input-bound: %s)", bottleneck,
                 d.input_bound.c_str());
   else
-    out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", d.bottleneck.c_str(),
+    out += line("  bottleneck: %s   data stall: %.1f%% (input-bound: %s)", bottleneck,
                 100 * d.data_stall_ratio, d.input_bound.c_str());
   if (r.throughput.steps > 0)
     out += line("  throughput: %.1f samples/s, %.2f batches/s over %lld steps in %.2f s",
@@ -46,8 +47,13 @@ std::string format_console_report(const Report& r, bool color) {
   if (r.training.first_loss && r.training.last_loss)
     out += line("  loss: %.4f -> %.4f", *r.training.first_loss, *r.training.last_loss);
   out += "\n";
-  out += line("  %-10s %8s %10s %10s %10s %8s", "stage", "count", "mean ms", "p95 ms", "busy s",
-              "share");
+  const bool any_stage = std::any_of(r.stages.begin(), r.stages.end(),
+                                     [](const StageStats& s) { return s.count > 0; });
+  if (!any_stage && r.program)
+    out += "  stages: not measured (the program sent no stage spans)\n";
+  else
+    out += line("  %-10s %8s %10s %10s %10s %8s", "stage", "count", "mean ms", "p95 ms", "busy s",
+                "share");
   for (const StageStats& s : r.stages) {
     if (s.count == 0) continue;
     out += line("  %-10s %8lld %10.3f %10.3f %10.3f %7.1f%%", s.name.c_str(),

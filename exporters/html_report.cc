@@ -219,6 +219,15 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
     h << "</table>\n";
   }
 
+  const bool any_stage = std::any_of(r.stages.begin(), r.stages.end(),
+                                     [](const StageStats& st) { return st.count > 0; });
+  if (!any_stage && r.program) {
+    // A watched program without a feedscope Session: no stage was timed; the process tree (its
+    // CPU by role, below) is what was measured.
+    h << "<h2>Stages</h2>\n<p>Not measured: the program sent no stage spans (wrap its loop with "
+         "feedscope to time loading and the step apart). What was measured is its process tree, "
+         "under Program, and its CPU over time below.</p>\n";
+  } else {
   h << "<h2>Stages</h2>\n" << stage_chart(r);
   h << "<table><tr><th>stage</th><th>spans</th><th>mean ms</th><th>p50 ms</th><th>p95 ms</th>"
        "<th>busy s</th><th>share</th></tr>\n";
@@ -239,12 +248,15 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       << fmt("%.1f%%", 100 * st.share) << "</td></tr>\n";
   }
   h << "</table>\n";
+  }
 
   h << "<h2>Utilization over time</h2>\n";
   if (series.empty()) {
     h << "<p>No utilization samples (sampling off, or the run was shorter than one period).</p>\n";
   } else {
     Line system{"CPU, all cores", {}}, process{"CPU, this process", {}}, io{"I/O pressure", {}};
+    // Its child processes (a DataLoader's workers) as a share of all cores, as the others.
+    Line children{"CPU, its child processes (loader workers)", {}};
     std::map<int, Line> gpus;
     std::map<std::string, Line> threads;
     std::map<std::string, Line> disks;
@@ -253,6 +265,11 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       if (u.cpu_system_ratio) system.points.push_back({t, *u.cpu_system_ratio});
       if (u.cpu_process_ratio) process.points.push_back({t, *u.cpu_process_ratio});
       if (u.io_pressure) io.points.push_back({t, u.io_pressure->some_avg10});
+      if (!u.children.empty() && !u.cpu_core_ratio.empty()) {
+        double cores = 0;
+        for (const ProcessCpu& c : u.children) cores += c.cores;
+        children.points.push_back({t, cores / static_cast<double>(u.cpu_core_ratio.size())});
+      }
       for (const GpuSample& g : u.gpus) {
         Line& l = gpus[g.index];
         l.name = "GPU " + std::to_string(g.index);
@@ -273,6 +290,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       }
     }
     std::vector<Line> usage = {system, process};
+    if (!children.points.empty()) usage.push_back(children);
     for (auto& [i, l] : gpus) {
       if (l.points.empty()) l.name += " (not measured)";
       usage.push_back(l);
@@ -310,8 +328,12 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   h << "<h2>Environment</h2>\n<table>\n<tr><td>device</td><td>" << esc(e.device)
     << "</td></tr>\n<tr><td>CPUs</td><td>" << e.cpus << "</td></tr>\n<tr><td>memory</td><td>"
     << fmt("%.1f GiB", static_cast<double>(e.memory_total_bytes) / (1 << 30)) << "</td></tr>\n"
-    << "<tr><td>torch / CUDA</td><td>" << esc(e.torch_version) << " / " << esc(e.cuda_version)
-    << "</td></tr>\n<tr><td>host</td><td>" << esc(e.hostname) << "</td></tr>\n<tr><td>model</td><td>"
+    << "<tr><td>feedscope built with torch / CUDA</td><td>" << esc(e.torch_version) << " / "
+    << esc(e.cuda_version) << "</td></tr>\n";
+  if (r.program)
+    h << "<tr><td>the program's torch</td><td>"
+      << (r.program->torch ? esc(r.program->torch->version) : std::string("not seen")) << "</td></tr>\n";
+  h << "<tr><td>host</td><td>" << esc(e.hostname) << "</td></tr>\n<tr><td>model</td><td>"
     << esc(r.training.model) << "</td></tr>\n</table>\n";
   h << "<h2>Configuration</h2>\n<table>\n";
   for (const auto& [key, value] : r.config) {

@@ -208,7 +208,9 @@ std::string report_to_json(const Report& r) {
                     {"predicted_speedup", optional_number(rec.predicted_speedup)},
                     {"basis", rec.basis}});
   }
-  j["diagnosis"] = {{"bottleneck", d.bottleneck},
+  // No bottleneck (a program that failed before anything was measured): null.
+  j["diagnosis"] = {{"bottleneck", d.bottleneck.empty() ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(d.bottleneck)},
                     {"data_stall_ratio", d.data_stall_source.empty()
                                              ? nlohmann::ordered_json(nullptr)
                                              : nlohmann::ordered_json(d.data_stall_ratio)},

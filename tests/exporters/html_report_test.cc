@@ -62,6 +62,31 @@ TEST(HtmlReportTest, SelfContainedWithChartsFromTheSamples) {
   EXPECT_NE(html.find("<path d=\"M"), std::string::npos) << "lines are drawn";
 }
 
+// Issue #25: a watched program's workers took a full core and the CPU chart had no line for them;
+// its Stages section was an empty table where no spans came.
+TEST(HtmlReportTest, AWatchedProgramsWorkersHaveACpuLineAndUnmeasuredStagesSaySo) {
+  std::vector<UtilizationSample> series(3);
+  for (int i = 0; i < 3; ++i) {
+    UtilizationSample& u = series[static_cast<std::size_t>(i)];
+    u.time_ns = 1'000'000'000LL * (i + 1);
+    u.cpu_system_ratio = 0.7;
+    u.cpu_core_ratio = {0.7, 0.7};
+    ProcessCpu worker;
+    worker.pid = 200;
+    worker.cores = 1.0;
+    u.children = {worker};
+  }
+  Report r = report_with_a_recommendation();
+  for (StageStats& st : r.stages) st.count = 0;
+  r.program = ProgramSummary{};
+  r.program->torch = ProgramTorch{"1.13.0a0", "/usr/lib/python3/dist-packages/torch/version.py"};
+  const std::string html = report_to_html(r, series, 0);
+  EXPECT_NE(html.find("CPU, its child processes (loader workers)"), std::string::npos);
+  EXPECT_NE(html.find("Not measured: the program sent no stage spans"), std::string::npos);
+  EXPECT_NE(html.find("feedscope built with torch / CUDA"), std::string::npos);
+  EXPECT_NE(html.find("the program's torch</td><td>1.13.0a0"), std::string::npos);
+}
+
 TEST(HtmlReportTest, AGpuWhoseUtilizationNvmlCouldNotReadHasNoPointsAndSaysSo) {
   std::vector<UtilizationSample> series(3);
   for (int i = 0; i < 3; ++i) {

@@ -118,6 +118,20 @@ class WatchTest(unittest.TestCase):
         self.assertIn("<h2>Program</h2>", html)
         self.assertIn("killed by SIGABRT", html)
 
+    def test_a_program_that_fails_at_once_gets_how_it_ended_and_no_bottleneck(self):
+        # Issue #25: a missing script ran for milliseconds; a bottleneck of it would be invented.
+        r, report = self.watch("missing", [sys.executable, str(self.dir / "no-such-train.py")],
+                               expect=2)
+        d = report["diagnosis"]
+        self.assertIsNone(d["bottleneck"], d)
+        self.assertEqual(d["recommendations"], [])
+        self.assertIn("before anything could be measured", d["verdict"])
+        self.assertIsNone(report["throughput"]["samples_per_s"])
+        self.assertIsNone(d["data_stall_ratio"])
+        self.assertIn("bottleneck: none (not measured)", r.stderr)
+        html = (self.dir / "missing" / "report.html").read_text()
+        self.assertIn("Not measured: the program sent no stage spans", html)
+
     def test_a_signal_to_feedscope_reaches_the_program_and_the_report_says_so(self):
         report_dir = self.dir / "interrupted"
         program = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n"
