@@ -219,9 +219,9 @@ void step_bound(const WatchDiagnosisInput& in, const CpuBudget& cpu, Diagnosis& 
     const int threads = 1 + std::max(1, static_cast<int>(std::floor(cpu.usable_idle() + 0.25)));
     d.verdict += fmt(" The step runs on one thread while %.1f cores are idle.", cpu.usable_idle());
     // A suggestion to measure, not a setting claimed: on the corpus (tests/corpus,
-    // bench/corpus_public.json) a second thread gave 1.18x and 1.54x beside one light worker and
-    // 0.67x beside two (dcgan): what the pool's threads cost the processes beside them is not
-    // seen from outside any more than the step's parallel share.
+    // bench/corpus_public.json) a second thread measured 1.17x to 1.61x on four programs and 0.57x
+    // to 0.78x on three, from the same outside view: what the pool's threads cost the processes
+    // beside them is not seen from outside any more than the step's parallel share.
     d.recommendations.push_back(advice(
         "", fmt("Try giving torch's intra-op pool the idle cores, and measure it: run once with "
                 "OMP_NUM_THREADS=%d (or torch.set_num_threads(%d); remove a set_num_threads(1)). "
