@@ -35,15 +35,6 @@ namespace feedscope {
 
 namespace {
 
-// A failed program that ran less than this gets no bottleneck.
-constexpr double kTooShortToDiagnoseS = 10;
-
-std::string fmt_seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
-
 namespace fs = std::filesystem;
 
 void validate(const WatchOptions& o) {
@@ -87,25 +78,6 @@ void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o
   if (t.samples_per_s) report.throughput.samples_per_s = *t.samples_per_s;
   if (t.iterations_per_s) report.throughput.batches_per_s = *t.iterations_per_s;
   program.notes.push_back(t.basis);
-}
-
-// A program that failed or crashed within seconds (a missing script, a bad argument) ran too
-// briefly for its tree to say anything: how it ended is the report, with no bottleneck.
-bool ended_before_measuring(const ProgramSummary& program, const Report& report) {
-  const bool failed = program.ended == "failed" || program.ended == "crashed";
-  const bool traced = report.gpu_trace && report.gpu_trace->kernels > 0;
-  return failed && program.spans.empty() && !traced && program.wall_s < kTooShortToDiagnoseS;
-}
-
-Diagnosis no_diagnosis(const ProgramSummary& program) {
-  Diagnosis d;
-  d.input_bound = "unknown";
-  d.verdict = "The program " + program.exit + " after " + fmt_seconds(program.wall_s) +
-              ", before anything could be measured: no diagnosis. Its output above says why.";
-  d.evidence.push_back("the program " + program.ended + " (" + program.exit + ") after " +
-                       fmt_seconds(program.wall_s) + "; a diagnosis needs " +
-                       fmt_seconds(kTooShortToDiagnoseS) + " or more of a running program");
-  return d;
 }
 
 // The program's own `Time ... Data ...` lines measure its data stall where no spans did.
@@ -430,8 +402,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.gpu_trace = report.gpu_trace;
   wd.spans = span_input;
   wd.torch = program.torch;
-  report.diagnosis = ended_before_measuring(program, report) ? no_diagnosis(program)
-                                                              : diagnose_watched(wd);
+  wd.ended = program.ended;
+  wd.exit = program.exit;
+  wd.wall_s = program.wall_s;
+  report.diagnosis = diagnose_watched(wd);
   if (scanner) take_printed_data_wait(*scanner, report.diagnosis, program);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";

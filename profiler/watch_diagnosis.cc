@@ -441,9 +441,29 @@ Diagnosis diagnose_tree(const WatchDiagnosisInput& in) {
   return d;
 }
 
+bool ended_before_measuring(const WatchDiagnosisInput& in) {
+  const bool failed = in.ended == "failed" || in.ended == "crashed";
+  const bool traced = in.gpu_trace && in.gpu_trace->kernels > 0;
+  return failed && !in.spans && !traced && in.wall_s < kTooShortToDiagnoseS;
+}
+
+// How it ended is the report; a bottleneck of milliseconds would be invented.
+Diagnosis no_diagnosis(const WatchDiagnosisInput& in) {
+  Diagnosis d;
+  d.input_bound = "unknown";
+  d.verdict = fmt("The program %s after %.1f s, before anything could be measured: no diagnosis. "
+                  "Its output above says why.",
+                  in.exit.c_str(), in.wall_s);
+  d.evidence.push_back(fmt("the program %s (%s) after %.1f s; a diagnosis needs %.1f s or more of "
+                           "a running program",
+                           in.ended.c_str(), in.exit.c_str(), in.wall_s, kTooShortToDiagnoseS));
+  return d;
+}
+
 }  // namespace
 
 Diagnosis diagnose_watched(const WatchDiagnosisInput& in) {
+  if (ended_before_measuring(in)) return no_diagnosis(in);
   if (!in.spans) return diagnose_tree(in);
   DiagnosisInput spans = *in.spans;
   spans.utilization = in.utilization;

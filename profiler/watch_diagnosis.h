@@ -25,6 +25,9 @@ inline constexpr double kIdleCoresFull = 0.25;
 // this large is worth a second one.
 inline constexpr double kOneThreadOthers = 0.25;
 inline constexpr double kIdleCoreWorthAThread = 0.5;
+// A program that failed or crashed sooner than this, with no spans and no CUDA kernels, ran too
+// briefly for its tree to say anything (a missing script, a bad argument): no bottleneck.
+inline constexpr double kTooShortToDiagnoseS = 10;
 
 struct WatchDiagnosisInput {
   ProcessTreeSummary tree;
@@ -37,6 +40,10 @@ struct WatchDiagnosisInput {
   std::optional<DiagnosisInput> spans;
   // The program's torch (profiler/program_torch.h), where its memory map showed one.
   std::optional<ProgramTorch> torch;
+  // How it ended (ProgramSummary's `ended` and `exit`) and after how long.
+  std::string ended;
+  std::string exit;
+  double wall_s = 0;
 };
 
 Diagnosis diagnose_watched(const WatchDiagnosisInput& input);

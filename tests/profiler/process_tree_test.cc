@@ -415,6 +415,21 @@ TEST(WatchDiagnosisTest, AOneThreadStepBesideAnIdleCoreGetsTheThreadCountAndAdvi
     EXPECT_EQ(r.action.find("OMP_NUM_THREADS"), std::string::npos);
 }
 
+// Issue #25: a program that failed within seconds (a missing script) gets how it ended, no
+// bottleneck; one that failed after running long enough is diagnosed as it ran.
+TEST(WatchDiagnosisTest, AProgramThatFailedAtOnceGetsNoBottleneck) {
+  WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.5);
+  in.ended = "failed";
+  in.exit = "exited with 2";
+  in.wall_s = 0.05;
+  Diagnosis d = diagnose_watched(in);
+  EXPECT_EQ(d.bottleneck, "");
+  EXPECT_TRUE(d.recommendations.empty());
+  EXPECT_NE(d.verdict.find("exited with 2 after 0.1 s"), std::string::npos) << d.verdict;
+  in.wall_s = 60;
+  EXPECT_EQ(diagnose_watched(in).bottleneck, "cpu_compute");
+}
+
 TEST(WatchDiagnosisTest, SaturatedWorkersOnFullCoresGetCheaperPreprocessingWithoutAPrediction) {
   const Diagnosis d = diagnose_watched(tree_input(0.3, 8, 0.95, 0.98));
   EXPECT_EQ(d.bottleneck, "cpu_preprocess");
