@@ -74,10 +74,6 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       me.main_busy_sum += t.ratio;
       me.main_io_wait += t.state == 'D';
       ++me.main_samples;
-      if (t.run_wait) {
-        me.main_run_wait_sum += *t.run_wait;
-        ++me.main_run_wait_readings;
-      }
       continue;
     }
     other_threads += t.ratio;
@@ -225,8 +221,6 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   const auto mean = [](double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); };
   out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
   out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
-  if (t.main_run_wait_readings > 0)
-    out.main_thread_run_wait = mean(t.main_run_wait_sum, t.main_run_wait_readings);
   if (worker_run_wait_readings_ > 0)
     out.worker_run_wait = mean(worker_run_wait_sum_, worker_run_wait_readings_);
   out.other_threads_cores = mean(t.other_threads_sum, t.readings);
@@ -264,6 +258,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
     if (p.role == ProcessRole::trainer) {
       if (rank_pids_.contains(pid)) out.trainer_rank = p.rank;
+      out.main_thread_run_wait = p.run_wait_share;  // a process's run-queue wait is its main thread's
       out.trainer_cores = p.cpu_cores_mean;
       out.trainer_gpu_sm_util = p.gpu_sm_util;
     }

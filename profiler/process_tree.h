@@ -124,8 +124,6 @@ class ProcessTreeDigest {
     std::size_t readings = 0;
     double main_busy_sum = 0;
     std::size_t main_io_wait = 0, main_samples = 0;
-    double main_run_wait_sum = 0;
-    std::size_t main_run_wait_readings = 0;
     double other_threads_sum = 0;
     std::map<int, Thread> threads;  // its other threads, by tid
   };

@@ -181,6 +181,25 @@ TEST(ProcessTreeTest, ALauncherIsFollowedToItsProgramAndTheBusiestProgramIsTheTr
   EXPECT_EQ(roles[201], ProcessRole::loader_worker);
 }
 
+// The run-queue wait of the trainer's main thread and of its workers, averaged over the readings
+// that have one (none: not measured, null).
+TEST(ProcessTreeTest, RunQueueWaitIsAveragedForTheTrainingThreadAndTheWorkers) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  EXPECT_FALSE(tree.summary().main_thread_run_wait);
+  for (int i = 0; i < 4; ++i) {
+    ProcessCpu worker = child(201, "python3", "python3 train.py", 0.7);
+    worker.run_wait = 0.1 * i;
+    UtilizationSample s = sample(i * 100, 0.5, {worker});
+    s.threads[0].run_wait = 0.2;
+    tree.add(s);
+  }
+  const ProcessTreeSummary t = tree.summary();
+  ASSERT_TRUE(t.main_thread_run_wait);
+  EXPECT_NEAR(*t.main_thread_run_wait, 0.2, 1e-9);
+  ASSERT_TRUE(t.worker_run_wait);
+  EXPECT_NEAR(*t.worker_run_wait, 0.15, 1e-9);
+}
+
 // Issue #25's DDP script: torch.multiprocessing.spawn starts the ranks as fresh interpreters
 // (multiprocessing.spawn on their command line, like a spawned DataLoader worker) after setting
 // MASTER_ADDR/MASTER_PORT; torchrun's ranks carry RANK and WORLD_SIZE. Neither is a loader worker:
