@@ -237,6 +237,8 @@ def main():
                     help="skip (exit 77) when other processes use more of the CPUs than this")
     args = ap.parse_args()
     cases_path = pathlib.Path(args.cases).resolve()
+    if os.sep in args.feedscope:  # the programs run in another folder
+        args.feedscope = os.path.abspath(args.feedscope)
     doc = json.loads(cases_path.read_text())
     specs = [c for c in doc["cases"] if not args.only or c["name"] in args.only]
     if not specs:
@@ -257,8 +259,10 @@ def main():
             (tmp / "imagenet" / split).symlink_to(tmp / "images")
         results = []
         for spec in specs:
-            case = Case(spec, {**places, **({"cwd": expand(spec["cwd"], {}, places)} if "cwd" in spec else {})},
-                        args.feedscope, tmp)
+            # A program that writes beside itself (imagenet's checkpoint.pth.tar) writes into the
+            # temporary folder, not into the checkout the corpus is run from.
+            cwd = expand(spec["cwd"], {}, places) if "cwd" in spec else str(tmp)
+            case = Case(spec, {**places, "cwd": cwd}, args.feedscope, tmp)
             try:
                 r = score(case)
             except (RuntimeError, OSError, KeyError, ValueError, subprocess.SubprocessError) as e:
