@@ -29,6 +29,7 @@
 #include "profiler/gpu_trace.h"
 #include "profiler/process_tree.h"
 #include "profiler/program_torch.h"
+#include "profiler/rank_digest.h"
 #include "profiler/watch_diagnosis.h"
 
 namespace feedscope {
@@ -161,6 +162,77 @@ std::vector<StageStats> empty_stages() {
   return out;
 }
 
+// The span diagnosis' input from what a Session inside the program measured.
+DiagnosisInput span_input_of(const SessionHandoff& s, int tree_workers, int cpus) {
+  DiagnosisInput in;
+  in.stages = s.stages;
+  in.wall_s = s.throughput.wall_s;
+  in.batches = s.throughput.steps;
+  in.batch_size = s.batch_size > 0 ? s.batch_size
+                  : s.throughput.steps > 0 ? s.throughput.samples / s.throughput.steps
+                                            : 0;
+  in.samples_per_s = s.throughput.samples_per_s;
+  in.num_workers = s.num_workers > 0 ? s.num_workers : tree_workers;
+  in.cpus = cpus;
+  in.on_gpu = s.device.rfind("cuda", 0) == 0;
+  in.model_parameters = s.training.parameters;
+  return in;
+}
+
+// A torch.distributed job: every rank's summary, the straggler, and the job's diagnosis, which is
+// the straggler's where one holds the others back (its stages too, where its Session sent them).
+// Returns the pid whose spans the report shows, 0 where that did not change.
+int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff>& sessions,
+                  const WatchedGpu& gpu, WatchDiagnosisInput wd, Report& report) {
+  const ProcessTreeSummary& t = wd.tree;
+  if (t.ranks < 2) return 0;
+  std::vector<RankObservation> observed;
+  for (ProcessTreeSummary& view : tree.rank_views()) {
+    RankObservation o;
+    o.host = report.environment.hostname;
+    for (const SessionHandoff& s : sessions)
+      if (s.pid == view.trainer_pid) o.spans = span_input_of(s, view.workers, wd.cpus);
+    if (const auto g = gpu.by_pid.find(view.trainer_pid); g != gpu.by_pid.end()) o.gpu = g->second;
+    o.view = std::move(view);
+    observed.push_back(std::move(o));
+  }
+  report.ranks = summarize_ranks(observed, wd);
+  JobVerdict job = judge_ranks(report.ranks);
+  JobSummary summary;
+  summary.id = t.job;
+  summary.world_size = t.world_size;
+  summary.hosts = {report.environment.hostname};
+  if (t.world_size && *t.world_size > t.ranks)
+    summary.notes.push_back("WORLD_SIZE is " + std::to_string(*t.world_size) + " and " +
+                            std::to_string(t.ranks) + " ranks ran here: the others ran on other "
+                            "machines (feedscope merge joins their reports)");
+  report.job = std::move(summary);
+  // The job's diagnosis is the straggler's where there is one, else the trainer's (the busiest
+  // rank), each read as its own process with its own workers.
+  Diagnosis& d = report.diagnosis;
+  const int judged = job.straggler ? job.straggler->pid : t.trainer_pid;
+  for (const RankObservation& o : observed)
+    if (o.view.trainer_pid == judged) d = diagnose_rank(o, wd);
+  if (job.straggler) {
+    d.verdict = job.verdict + ". " + rank_name(*job.straggler) + ": " + d.verdict;
+    // Its first advice, said of it, with what the others would gain.
+    if (!d.recommendations.empty()) d.recommendations.erase(d.recommendations.begin());
+  } else if (!job.verdict.empty()) {
+    d.verdict = job.verdict + ". " + d.verdict;
+  }
+  d.evidence.insert(d.evidence.begin(), job.evidence.begin(), job.evidence.end());
+  if (job.recommendation) d.recommendations.insert(d.recommendations.begin(), *job.recommendation);
+  d.straggler = std::move(job.straggler);
+  for (const SessionHandoff& s : sessions)
+    if (s.pid == judged) {
+      report.throughput = s.throughput;
+      report.stages = s.stages;
+      report.custom_stages = s.custom_stages;
+      return s.pid;
+    }
+  return 0;
+}
+
 const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   const SessionHandoff* best = nullptr;
   for (const SessionHandoff& s : sessions)
@@ -281,6 +353,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->text(line, now_ns()); };
 
   const std::int64_t begin_ns = now_ns();
+  const auto unix_s = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double begin_unix_s = unix_s();
   const double cpu_begin_s = own_cpu_s();
   ChildProcess child(std::move(co));
   program.pid = child.pid();
@@ -352,10 +428,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                             "); its process is what the diagnosis reads");
   if (t.ranks > 1)
     program.notes.push_back(
-        "torch.distributed: " + std::to_string(t.ranks) + " ranks; the trainer is " +
+        "torch.distributed: " + std::to_string(t.ranks) + " ranks, each read for the whole run with "
+        "its main thread and its own workers (report.json's ranks); the one read thread by thread is " +
         (t.trainer_rank ? "rank " + std::to_string(*t.trainer_rank) : std::string("a rank")) +
-        " (pid " + std::to_string(t.trainer_pid) +
-        "), the busiest when it was followed; the other ranks are read only until then");
+        " (pid " + std::to_string(t.trainer_pid) + "), the busiest when it was followed");
   if (const auto it = u.series.find("cpu_system_ratio"); it != u.series.end())
     u.cpu_system_ratio = it->second.mean;
 
@@ -373,19 +449,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     report.custom_stages = s->custom_stages;
     report.training = s->training;
     report.data_errors = s->data_errors;
-    DiagnosisInput in;
-    in.stages = s->stages;
-    in.wall_s = s->throughput.wall_s;
-    in.batches = s->throughput.steps;
-    in.batch_size = s->batch_size > 0 ? s->batch_size
-                    : s->throughput.steps > 0 ? s->throughput.samples / s->throughput.steps
-                                              : 0;
-    in.samples_per_s = s->throughput.samples_per_s;
-    in.num_workers = s->num_workers > 0 ? s->num_workers : t.workers;
-    in.cpus = cpus;
-    in.on_gpu = s->device.rfind("cuda", 0) == 0;
-    in.model_parameters = s->training.parameters;
-    span_input = in;
+    span_input = span_input_of(*s, t.workers, cpus);
   } else if (scanner) {
     take_printed_throughput(*scanner, o, report, program);
   }
@@ -406,7 +470,13 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
   report.diagnosis = diagnose_watched(wd);
+  if (const int shown = digest_ranks(tree, sessions, gpu, wd, report))
+    program.spans = "session (pid " + std::to_string(shown) + ")";
   if (scanner) take_printed_data_wait(*scanner, report.diagnosis, program);
+  if (report.job) {
+    report.job->begin_unix_s = begin_unix_s;
+    report.job->end_unix_s = begin_unix_s + program.wall_s;
+  }
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 

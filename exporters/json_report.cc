@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exporters/detail/rank_json.h"
+
 namespace feedscope {
 
 namespace {
@@ -80,6 +82,8 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                          {"io_wait_share", w.io_wait_share},
                          {"run_wait_share", optional_number(w.run_wait_share)},
                          {"rank", w.rank ? nlohmann::ordered_json(*w.rank) : nlohmann::ordered_json(nullptr)},
+                         {"local_rank", w.local_rank ? nlohmann::ordered_json(*w.local_rank) : nlohmann::ordered_json(nullptr)},
+                         {"main_thread_busy", optional_number(w.main_thread_busy)},
                          {"rss_peak_bytes", w.rss_peak_bytes},
                          {"read_bytes", w.read_bytes},
                          {"gpu_memory_peak_bytes", w.gpu_memory_peak_bytes},
@@ -117,6 +121,8 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"other_processes_cores", t.other_processes_cores},
             {"ranks", t.ranks},
             {"trainer_rank", t.trainer_rank ? nlohmann::ordered_json(*t.trainer_rank) : nlohmann::ordered_json(nullptr)},
+            {"world_size", t.world_size ? nlohmann::ordered_json(*t.world_size) : nlohmann::ordered_json(nullptr)},
+            {"job", t.job},
             {"storage_read_bytes_per_s", optional_number(t.storage_read_bytes_per_s)},
             {"on_gpu", t.on_gpu},
             {"gpu_memory_peak_bytes", t.gpu_memory_peak_bytes},
@@ -220,7 +226,8 @@ std::string report_to_json(const Report& r) {
                     {"input_bound", d.input_bound},
                     {"verdict", d.verdict},
                     {"evidence", d.evidence},
-                    {"recommendations", recs}};
+                    {"recommendations", recs},
+                    {"straggler", detail::straggler_to_json(d.straggler)}};
   const DataErrorsSummary& de = r.data_errors;
   nlohmann::ordered_json examples = nlohmann::ordered_json::array();
   for (const DataErrorExample& ex : de.examples)
@@ -246,6 +253,10 @@ std::string report_to_json(const Report& r) {
                            : nlohmann::ordered_json{{"reason", r.stopped_early.reason},
                                                     {"message", r.stopped_early.message}};
   if (r.program) j["program"] = program_json(*r.program);
+  if (!r.ranks.empty() || r.job) {
+    j["ranks"] = detail::ranks_to_json(r.ranks);
+    j["job"] = detail::job_to_json(r.job);
+  }
   return j.dump(2) + "\n";
 }
 

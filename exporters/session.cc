@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -118,7 +119,27 @@ struct Session::Impl final : LoopListener {
 
 Session::Session() : Session(Options{}) {}
 
-Session::Session(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {
+namespace {
+
+// A rank of a torch.distributed job (RANK and WORLD_SIZE > 1 in its environment, as torchrun,
+// deepspeed and accelerate set them) labels its series and its report with its rank and writes
+// into REPORT_DIR/rank-N, so that the job's ranks do not overwrite one another's reports.
+Session::Options with_rank_from_environment(Session::Options o) {
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (o.rank >= 0 || rank == nullptr || world == nullptr) return o;
+  char* end = nullptr;
+  const long r = std::strtol(rank, &end, 10);
+  if (*rank == '\0' || *end != '\0' || r < 0 || std::atoi(world) < 2) return o;
+  o.rank = static_cast<int>(r);
+  o.report_dir = (std::filesystem::path(o.report_dir) / ("rank-" + std::to_string(r))).string();
+  return o;
+}
+
+}  // namespace
+
+Session::Session(Options options)
+    : impl_(std::make_unique<Impl>(with_rank_from_environment(std::move(options)))) {
   Impl& s = *impl_;
   const Options& o = s.options;
   if (o.warmup < 0) throw std::invalid_argument("warmup: must be >= 0, got " + std::to_string(o.warmup));

@@ -36,7 +36,9 @@ class Session {
     std::string report_dir = "feedscope-report";
     std::int64_t warmup = 0;    // loop iterations left out of the measured window
     std::string metrics_addr{};  // HOST:PORT of a Prometheus endpoint (port 0: any); empty: none
-    int rank = -1;              // `rank` label on every series when >= 0
+    // `rank` label on every series when >= 0. Left at -1 in a rank of a torch.distributed job
+    // (RANK, WORLD_SIZE > 1 in the environment), it is RANK, and report_dir gains /rank-RANK.
+    int rank = -1;
     std::string host{};          // `host` label; empty: this machine's hostname
     double sample_hz = 10;      // utilization sampling (timeseries.csv); 0: off
     // timeseries.csv's size limit: past it the rows thin to every other one; 0: no limit.

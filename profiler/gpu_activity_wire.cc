@@ -1,5 +1,6 @@
 #include "profiler/gpu_activity_wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -361,6 +362,54 @@ std::filesystem::path gpu_activity_file(const std::filesystem::path& dir, int pi
   return dir / ("gpu-" + std::to_string(pid) + ".fsgpu");
 }
 
+namespace {
+
+// Length of the union of [begin, end) intervals.
+std::int64_t union_ns(std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::int64_t total = 0, covered_to = std::numeric_limits<std::int64_t>::min();
+  for (const auto& [begin, end] : spans) {
+    const std::int64_t from = std::max(begin, covered_to);
+    if (end > from) total += end - from;
+    covered_to = std::max(covered_to, end);
+  }
+  return total;
+}
+
+bool is_nccl(std::string_view name) {
+  for (std::size_t i = 0; i + 4 <= name.size(); ++i)
+    if ((name[i] | 0x20) == 'n' && (name[i + 1] | 0x20) == 'c' && (name[i + 2] | 0x20) == 'c' &&
+        (name[i + 3] | 0x20) == 'l')
+      return true;
+  return false;
+}
+
+}  // namespace
+
+ProcessGpu summarize_process_gpu(const GpuActivity& a) {
+  ProcessGpu out;
+  if (a.kernels.empty()) return out;
+  out.device = a.kernels.front().device;
+  out.kernels = static_cast<std::int64_t>(a.kernels.size());
+  std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = std::numeric_limits<std::int64_t>::min();
+  std::vector<std::pair<std::int64_t, std::int64_t>> busy, nccl;
+  for (const KernelRecord& k : a.kernels) {
+    first = std::min(first, k.start_ns);
+    last = std::max(last, k.end_ns);
+    busy.emplace_back(k.start_ns, k.end_ns);
+    if (is_nccl(k.name.str())) nccl.emplace_back(k.start_ns, k.end_ns);
+  }
+  for (const MemcpyRecord& m : a.memcpys)
+    if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));
+  for (const MemsetRecord& m : a.memsets)
+    if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));
+  if (last <= first) return out;
+  const double span = static_cast<double>(last - first);
+  out.busy_ratio = static_cast<double>(union_ns(std::move(busy))) / span;
+  out.collective_ratio = static_cast<double>(union_ns(std::move(nccl))) / span;
+  return out;
+}
+
 WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir) {
   WatchedGpu w;
   std::error_code ec;
@@ -385,6 +434,7 @@ WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir) {
   }
   for (const auto& [pid, path] : files) {
     GpuActivityStream s = read_gpu_activity(path);
+    if (!s.activity.kernels.empty()) w.by_pid[pid] = summarize_process_gpu(s.activity);
     w.activity.append(std::move(s.activity));
     w.statuses_by_pid[pid] = std::move(s.statuses);
     if (!s.error.empty()) w.errors.push_back(std::move(s.error));

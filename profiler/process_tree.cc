@@ -26,7 +26,8 @@ bool is_launcher(const std::string& name) {
 }
 
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
-                                bool parent_is_rank, std::optional<int> parent_rank) {
+                                bool parent_is_rank, std::optional<int> parent_rank,
+                                const std::string& parent_name) {
   const auto starts = [&](const char* prefix) { return p.name.rfind(prefix, 0) == 0; };
   const auto runs = [&](const char* text) { return p.cmdline.find(text) != std::string::npos; };
   // A rank's own workers inherit its RANK; a rank's parent (a launcher) has none or another.
@@ -43,6 +44,9 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
   // The fork start method (Linux's default): a copy of the trainer, same name and command line;
   // multiprocessing's own helpers run `-c "from multiprocessing.<module> import main"`.
   if (p.ppid == trainer_pid && p.name == trainer_name && !runs("multiprocessing."))
+    return ProcessRole::loader_worker;
+  // The same, of another rank of the job (every rank is read, not only the trainer).
+  if (parent_is_rank && !parent_name.empty() && p.name == parent_name && !runs("multiprocessing."))
     return ProcessRole::loader_worker;
   return ProcessRole::other;
 }
@@ -65,12 +69,13 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   if (!baseline_only) ++me.readings;
   double other_threads = 0;
   char main_state = '?';
-  std::optional<double> main_run_wait;
+  std::optional<double> main_run_wait, main_busy;
   for (const ThreadCpu& t : s.threads) {
     if (t.tid == pid) {
       if (me.name.empty()) me.name = t.name;
       main_state = t.state;
       main_run_wait = t.run_wait;
+      main_busy = t.ratio;
       me.main_busy_sum += t.ratio;
       me.main_io_wait += t.state == 'D';
       ++me.main_samples;
@@ -83,9 +88,17 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   }
   me.other_threads_sum += other_threads;
 
+  const double since_first_s = static_cast<double>(s.time_ns - first_ns_) / 1e9;
   const auto account = [&](Accumulated& a, double cores, char state, std::uint64_t rss,
-                           std::optional<std::uint64_t> read, std::optional<double> run_wait) {
+                           std::optional<std::uint64_t> read, std::optional<double> run_wait,
+                           std::optional<double> main_thread) {
+    if (a.process.samples == 0) a.process.first_seen_s = since_first_s;
+    a.process.last_seen_s = since_first_s;
     ++a.process.samples;
+    if (main_thread) {
+      a.main_busy_sum += *main_thread;
+      ++a.main_busy_readings;
+    }
     if (run_wait) {
       a.run_wait_sum += *run_wait;
       ++a.run_wait_readings;
@@ -103,28 +116,37 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   self.process.pid = pid;
   if (pid == started_pid_) self.process.ppid = parent_pid_;  // a followed one's came as a child
   if (!me.name.empty()) self.process.name = me.name;
+  const double self_cores = s.cpu_process_ratio.value_or(0) * cpus;
   if (!baseline_only)
-    account(self, s.cpu_process_ratio.value_or(0) * cpus, main_state, s.rss_bytes.value_or(0),
-            s.process_read_bytes_total, main_run_wait);
+    account(self, self_cores, main_state, s.rss_bytes.value_or(0), s.process_read_bytes_total,
+            main_run_wait, main_busy);
 
-  double workers = 0, others = 0;
+  double workers = 0, others = 0, tree = baseline_only ? 0 : self_cores;
+  std::map<int, std::pair<int, double>> alive_by_parent;  // workers alive, their cores
   int alive = 0;
   int busiest_child = 0;
   double busiest_cores = -1;
   int busiest_rank = 0;
   double busiest_rank_cores = -1;
   for (const ProcessCpu& p : s.children) {
+    if (p.pid == pid) continue;  // read above, thread by thread
     Accumulated& a = processes_[p.pid];
     const bool parent_is_rank = rank_pids_.contains(p.ppid);
     const auto parent = processes_.find(p.ppid);
-    const std::optional<int> parent_rank =
-        parent_is_rank && parent != processes_.end() ? parent->second.process.rank : std::nullopt;
-    const ProcessRole role = classify_descendant(p, pid, me.name, parent_is_rank, parent_rank);
+    const bool parent_known = parent_is_rank && parent != processes_.end();
+    const ProcessRole role =
+        classify_descendant(p, pid, me.name, parent_is_rank,
+                            parent_known ? parent->second.process.rank : std::nullopt,
+                            parent_known ? parent->second.process.name : std::string());
     if (a.process.samples == 0) {
       a.process.pid = p.pid;
       a.process.ppid = p.ppid;
       a.process.role = role;
       a.process.rank = p.rank;
+      a.process.local_rank = p.local_rank;
+      a.process.node_rank = p.node_rank;
+      a.world_size = p.world_size;
+      a.job = p.job;
     }
     if (role == ProcessRole::rank) {
       a.process.role = ProcessRole::rank;
@@ -137,15 +159,24 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
     // torch 2.x's workers name themselves a moment after they start.
     if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
     a.process.name = p.name;
-    account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait);
+    account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy);
+    tree += p.cores;
     if (a.process.role == ProcessRole::loader_worker) {
       workers += p.cores;
       ++alive;
       worker_busy_sum_ += std::min(p.cores, 1.0);
       ++worker_readings_;
+      Workers& group = workers_by_parent_[p.ppid];
+      group.busy_sum += std::min(p.cores, 1.0);
+      ++group.readings;
+      auto& [count, cores] = alive_by_parent[p.ppid];
+      ++count;
+      cores += p.cores;
       if (p.run_wait) {
         worker_run_wait_sum_ += *p.run_wait;
         ++worker_run_wait_readings_;
+        group.run_wait_sum += *p.run_wait;
+        ++group.run_wait_readings;
       }
     } else {
       others += p.cores;
@@ -157,6 +188,13 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   }
   workers_cores_sum_ += workers;
   worker_samples_ += alive > 0;
+  tree_cores_sum_ += tree;
+  for (const auto& [parent, alive_cores] : alive_by_parent) {
+    Workers& group = workers_by_parent_[parent];
+    group.max_alive = std::max(group.max_alive, alive_cores.first);
+    group.cores_sum += alive_cores.second;
+    ++group.alive_readings;
+  }
 
   // NVML's per-process readings, for the processes of this tree. The sampler repeats a GPU
   // reading until it reads the GPU again: a window of SM shares is counted once, by its end.
@@ -197,7 +235,6 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
 
 ProcessTreeSummary ProcessTreeDigest::summary() const {
   std::lock_guard lock(mutex_);
-  ProcessTreeSummary out;
   // The trainer: of the processes read with their threads, the one that took the most CPU, a
   // launcher only where nothing else was followed.
   int trainer = started_pid_;
@@ -211,29 +248,72 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
       most = cpu;
     }
   }
-  static const Sampled none;
-  const auto found = sampled_.find(trainer);
-  const Sampled& t = found == sampled_.end() ? none : found->second;
+  return view(trainer);
+}
+
+std::vector<ProcessTreeSummary> ProcessTreeDigest::rank_views() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ProcessTreeSummary> out;
+  for (const int pid : rank_pids_) out.push_back(view(pid));
+  return out;
+}
+
+namespace {
+
+double mean(double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); }
+
+}  // namespace
+
+ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
+  ProcessTreeSummary out;
   out.trainer_pid = trainer;
-  out.trainer_name = t.name;
   out.samples = samples_;
   out.sampled_s = static_cast<double>(last_ns_ - first_ns_) / 1e9;
-  const auto mean = [](double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); };
-  out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
-  out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
-  if (worker_run_wait_readings_ > 0)
-    out.worker_run_wait = mean(worker_run_wait_sum_, worker_run_wait_readings_);
-  out.other_threads_cores = mean(t.other_threads_sum, t.readings);
-  for (const auto& [tid, thread] : t.threads) {
-    const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
-    if (busy > out.busiest_thread_busy) {
-      out.busiest_thread = thread.name + " (" + std::to_string(tid) + ")";
-      out.busiest_thread_busy = busy;
+  const auto found = sampled_.find(trainer);
+  const auto acc = processes_.find(trainer);
+  if (found != sampled_.end()) {
+    const Sampled& t = found->second;
+    out.trainer_name = t.name;
+    out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
+    out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
+    out.other_threads_cores = mean(t.other_threads_sum, t.readings);
+    for (const auto& [tid, thread] : t.threads) {
+      const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
+      if (busy > out.busiest_thread_busy) {
+        out.busiest_thread = thread.name + " (" + std::to_string(tid) + ")";
+        out.busiest_thread_busy = busy;
+      }
     }
+  } else if (acc != processes_.end()) {  // a rank read as a process, with its main thread
+    const Accumulated& a = acc->second;
+    out.trainer_name = a.process.name;
+    out.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
+    out.main_thread_io_wait = mean(static_cast<double>(a.io_wait_samples), a.process.samples);
+    out.other_threads_cores = std::max(0.0, mean(a.cores_sum, a.process.samples) - out.main_thread_busy);
   }
-  out.workers = workers_max_;
-  out.workers_cores = mean(workers_cores_sum_, worker_samples_);
-  out.other_processes_cores = mean(other_processes_sum_, samples_);
+  // A rank's view counts its own workers; a program that is no rank, every worker of its tree.
+  const bool rank_view = rank_pids_.contains(trainer);
+  double own_workers_all_readings = 0;  // its workers' cores over every reading, for the rest
+  if (rank_view) {
+    static const Workers none;
+    const auto group = workers_by_parent_.find(trainer);
+    const Workers& w = group == workers_by_parent_.end() ? none : group->second;
+    out.workers = w.max_alive;
+    out.workers_cores = mean(w.cores_sum, w.alive_readings);
+    out.worker_busy = mean(w.busy_sum, w.readings);
+    if (w.run_wait_readings > 0) out.worker_run_wait = mean(w.run_wait_sum, w.run_wait_readings);
+    own_workers_all_readings = mean(w.cores_sum, samples_);
+  } else {
+    out.workers = workers_max_;
+    out.workers_cores = mean(workers_cores_sum_, worker_samples_);
+    out.worker_busy = mean(worker_busy_sum_, worker_readings_);
+    if (worker_run_wait_readings_ > 0)
+      out.worker_run_wait = mean(worker_run_wait_sum_, worker_run_wait_readings_);
+    out.other_processes_cores = mean(other_processes_sum_, samples_);
+  }
+  const auto mine = [&](const WatchedProcess& p) {
+    return p.role == ProcessRole::loader_worker && (!rank_view || p.ppid == trainer);
+  };
 
   std::size_t worker_readings = 0, worker_io_wait = 0;
   std::uint64_t read_bytes = 0;
@@ -249,6 +329,7 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
                                                                    : ProcessRole::other;
     p.cpu_cores_mean = mean(a.cores_sum, p.samples);
     p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
+    if (a.main_busy_readings > 0) p.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
     if (a.first_read && a.last_read && *a.last_read >= *a.first_read) {
       p.read_bytes = *a.last_read - *a.first_read;
       read_bytes += p.read_bytes;
@@ -256,23 +337,28 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     }
     if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
     if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
+    if (!a.job.empty() && out.job.empty()) out.job = a.job;
+    if (a.world_size && !out.world_size) out.world_size = a.world_size;
     if (p.role == ProcessRole::trainer) {
       if (rank_pids_.contains(pid)) out.trainer_rank = p.rank;
       out.main_thread_run_wait = p.run_wait_share;  // a process's run-queue wait is its main thread's
       out.trainer_cores = p.cpu_cores_mean;
       out.trainer_gpu_sm_util = p.gpu_sm_util;
     }
-    if (p.role == ProcessRole::loader_worker) {
+    if (mine(p)) {
       worker_readings += p.samples;
       worker_io_wait += a.io_wait_samples;
       out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
     }
     out.processes.push_back(std::move(p));
   }
+  // The job's other ranks and their workers are this rank's "other processes".
+  if (rank_view)
+    out.other_processes_cores =
+        std::max(0.0, mean(tree_cores_sum_, samples_) - out.trainer_cores - own_workers_all_readings);
   out.ranks = static_cast<int>(rank_pids_.size());
   out.on_gpu = on_gpu_;
   out.gpu_memory_peak_bytes = tree_gpu_memory_peak_;
-  out.worker_busy = mean(worker_busy_sum_, worker_readings_);
   out.workers_io_wait = mean(static_cast<double>(worker_io_wait), worker_readings);
   if (read_known && out.sampled_s > 0)
     out.storage_read_bytes_per_s = static_cast<double>(read_bytes) / out.sampled_s;

@@ -34,9 +34,11 @@ const char* to_string(ProcessRole role);
 bool is_launcher(const std::string& name);
 
 // Role of descendant `p` of the trainer, whose comm is `trainer_name`. `parent_is_rank`, with its
-// RANK in `parent_rank`: p's parent is a rank (whose DataLoader workers inherit its environment).
+// RANK in `parent_rank` and its comm in `parent_name`: p's parent is a rank (whose DataLoader
+// workers inherit its environment), the trainer or another rank of the job.
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
-                                bool parent_is_rank = false, std::optional<int> parent_rank = std::nullopt);
+                                bool parent_is_rank = false, std::optional<int> parent_rank = std::nullopt,
+                                const std::string& parent_name = "");
 
 // One process over the samples it was seen in.
 struct WatchedProcess {
@@ -54,6 +56,14 @@ struct WatchedProcess {
   // (schedstat's run-queue delay); none where the kernel does not keep it.
   std::optional<double> run_wait_share;
   std::optional<int> rank;  // its torch.distributed RANK, where its environment has one
+  std::optional<int> local_rank;
+  std::optional<int> node_rank;  // GROUP_RANK / NODE_RANK: which machine of the job
+  // A rank's main thread (where its training loop runs), mean busy share of one core; none for
+  // processes not read thread by thread.
+  std::optional<double> main_thread_busy;
+  // When it was first and last read, seconds after the first reading of the tree.
+  double first_seen_s = 0;
+  double last_seen_s = 0;
   // NVML's view, where it has a CUDA context: GPU memory at most, and its SM share over the time
   // NVML's samples covered.
   std::uint64_t gpu_memory_peak_bytes = 0;
@@ -95,9 +105,12 @@ struct ProcessTreeSummary {
   // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
   std::optional<double> storage_read_bytes_per_s;
   // A torch.distributed job: the ranks seen, and the trainer's rank. The trainer is the busiest
-  // rank when it was followed; the others are read only until then (issue #26 reads them all).
+  // rank when it was followed, read thread by thread; every rank is read as a process with its
+  // main thread and its own workers for the whole run (ProcessTreeDigest::rank_views).
   int ranks = 0;
   std::optional<int> trainer_rank;
+  std::optional<int> world_size;  // WORLD_SIZE of the ranks' environment
+  std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
 
@@ -111,6 +124,9 @@ class ProcessTreeDigest {
   // (UtilizationSampler::Options::retarget), or 0 to go on with the same one.
   int add(const UtilizationSample& sample);
   ProcessTreeSummary summary() const;
+  // A torch.distributed job: the tree as each rank sees it, the rank as the trainer with its own
+  // workers (its threads read where it was followed, its main thread alone where not), by pid.
+  std::vector<ProcessTreeSummary> rank_views() const;
 
  private:
   struct Thread {
@@ -129,6 +145,10 @@ class ProcessTreeDigest {
   };
   struct Accumulated {
     WatchedProcess process;
+    std::string job;
+    std::optional<int> world_size;
+    double main_busy_sum = 0;
+    std::size_t main_busy_readings = 0;
     double cores_sum = 0;
     std::size_t io_wait_samples = 0;
     double run_wait_sum = 0;
@@ -137,6 +157,18 @@ class ProcessTreeDigest {
     double sm_sum = 0;      // SM share x seconds of NVML's windows
     double sm_seconds = 0;  // the windows' length
   };
+  // Loader workers of one parent (a rank, or the trainer): a rank's view counts its own.
+  struct Workers {
+    int max_alive = 0;
+    double cores_sum = 0;        // over readings with one alive
+    std::size_t alive_readings = 0;
+    double busy_sum = 0;         // min(cores, 1) over every worker reading
+    std::size_t readings = 0;
+    double run_wait_sum = 0;
+    std::size_t run_wait_readings = 0;
+  };
+  ProcessTreeSummary view(int trainer) const;  // with mutex_ held
+
   mutable std::mutex mutex_;
   int started_pid_;
   int parent_pid_;
@@ -154,6 +186,8 @@ class ProcessTreeDigest {
   bool on_gpu_ = false;
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
+  std::map<int, Workers> workers_by_parent_;
+  double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples
   std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
   std::set<int> launcher_pids_;    // processes that started ranks
 };

@@ -85,6 +85,16 @@ struct Recommendation {
   std::string basis;  // how the prediction was made, or why there is none
 };
 
+// The rank of a torch.distributed job that holds the others back: in a synchronous job every rank
+// runs at the slowest one's pace, the others waiting in the gradients' all-reduce.
+struct Straggler {
+  std::optional<int> rank;  // none where its environment had no RANK (a spawned rank)
+  std::string host;
+  int pid = 0;
+  std::string bottleneck;  // its own diagnosis' name
+  std::vector<std::string> evidence;
+};
+
 struct Diagnosis {
   std::string bottleneck;  // one of DESIGN.md's names
   double data_stall_ratio = 0;
@@ -95,6 +105,49 @@ struct Diagnosis {
   std::string verdict;
   std::vector<std::string> evidence;
   std::vector<Recommendation> recommendations;
+  // A torch.distributed job: the straggler, none where the ranks keep pace (or there is one rank).
+  std::optional<Straggler> straggler;
+};
+
+// One rank of a torch.distributed job, as `feedscope watch` saw it (profiler/rank_digest.h).
+// Every figure is none where it was not measured: spans' only with the rank's Session, GPU ones
+// only with its CUDA trace.
+struct RankSummary {
+  std::optional<int> rank;
+  std::optional<int> local_rank;
+  std::optional<int> node_rank;
+  std::string host;
+  int pid = 0;
+  std::string device;      // "cpu", "cuda:N"
+  std::string bottleneck;  // its own diagnosis, as if it ran alone
+  std::string verdict;
+  std::optional<double> samples_per_s;
+  std::optional<double> data_stall_ratio;
+  std::optional<double> step_ms;    // its step span, mean
+  std::optional<double> period_ms;  // wall time per batch: the job's pace
+  int num_workers = 0;
+  std::optional<double> worker_busy;  // a worker's mean busy share of one core; none without
+  std::optional<double> main_thread_busy;
+  std::optional<double> cpu_cores;    // the rank's process, all its threads
+  std::optional<double> gpu_busy;
+  // Share of its time waiting in collectives for the other ranks, and how it was measured.
+  std::optional<double> collective_wait_ratio;
+  std::string collective_wait_source;
+  std::optional<Recommendation> advice;  // its own diagnosis' first recommendation
+  double first_seen_s = 0;  // seconds after the watch's first reading
+  double last_seen_s = 0;
+  std::string ended;  // "" while the job ran, else when it left (RankSummary::ended by kLeftEarlyS)
+};
+
+// The job as a whole: which reports it was built from (one per machine) and when.
+struct JobSummary {
+  std::string id;  // MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
+  std::optional<int> world_size;
+  std::vector<std::string> hosts;
+  std::vector<std::string> notes;  // ranks not seen, reports that overlap only in part
+  // The wall-clock span the reports cover (Unix seconds), where they say.
+  std::optional<double> begin_unix_s;
+  std::optional<double> end_unix_s;
 };
 
 // GPU activity over the measured steps (profiler/gpu_trace.h computes it from CUPTI records).
@@ -263,6 +316,9 @@ struct Report {
     std::string message;
   } stopped_early;
   std::optional<ProgramSummary> program;  // `feedscope watch` only
+  // A torch.distributed job's ranks (`watch` of a launcher, `merge`); empty otherwise.
+  std::vector<RankSummary> ranks;
+  std::optional<JobSummary> job;
 };
 
 }  // namespace feedscope

@@ -139,13 +139,11 @@ double worker_demand(const ProcessTreeSummary& t) {
 std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpus) {
   std::string out = fmt("the training process %.2f cores", t.trainer_cores);
   if (t.workers > 0) out += fmt(", %d loader workers %.2f cores", t.workers, t.workers_cores);
-  if (t.other_processes_cores >= 0.01) out += fmt(", its other processes %.2f cores", t.other_processes_cores);
+  if (t.other_processes_cores >= 0.01)
+    out += fmt(t.ranks > 1 ? ", the job's other ranks and processes %.2f cores" : ", its other processes %.2f cores",
+               t.other_processes_cores);
   const double outside = cpus * b.system_busy - b.program_cores;
-  if (outside >= 0.05 && t.ranks > 1)
-    out += fmt(", the job's other ranks (%d, not read) and processes outside it %.2f cores",
-               t.ranks - 1, outside);
-  else if (outside >= 0.05)
-    out += fmt(", processes outside the program %.2f cores", outside);
+  if (outside >= 0.05) out += fmt(", processes outside the %s %.2f cores", t.ranks > 1 ? "job" : "program", outside);
   if (t.main_thread_run_wait || t.worker_run_wait) {
     out += "; waiting for a core (run queue):";
     if (t.main_thread_run_wait) out += fmt(" the training thread %.0f%% of the time", 100 * *t.main_thread_run_wait);

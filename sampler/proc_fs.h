@@ -105,9 +105,15 @@ std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& sch
 // says of torch.distributed: its RANK where WORLD_SIZE is set too (torchrun, deepspeed, accelerate,
 // srun wrappers), and whether MASTER_ADDR or MASTER_PORT is (a torch.multiprocessing.spawn job
 // sets them before it starts its ranks).
+// The job's identity, where the variables are there: MASTER_ADDR:MASTER_PORT and torchrun's
+// TORCHELASTIC_RUN_ID ("rdzv=ID"), so that reports of one job's machines can be told from another's.
 struct DistributedEnv {
   std::optional<int> rank;
+  std::optional<int> local_rank;  // LOCAL_RANK
+  std::optional<int> world_size;  // WORLD_SIZE
+  std::optional<int> node_rank;   // GROUP_RANK (torchrun) or NODE_RANK
   bool master = false;
+  std::string job;  // "127.0.0.1:29500 rdzv=none"; empty where neither is set
 };
 DistributedEnv parse_distributed_env(const std::string& environ);
 

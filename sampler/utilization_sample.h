@@ -34,7 +34,15 @@ struct ProcessCpu {
   std::optional<double> run_wait = std::nullopt;
   // torch.distributed's variables in the environment it started with (sampler/proc_fs.h).
   std::optional<int> rank = std::nullopt;
+  std::optional<int> local_rank = std::nullopt;
+  std::optional<int> world_size = std::nullopt;
+  std::optional<int> node_rank = std::nullopt;
   bool master_env = false;
+  std::string job;  // DistributedEnv::job
+  // A process of a torch.distributed job (RANK, or MASTER_* set): its main thread's busy share of
+  // one core, where a rank's training loop runs (its other threads are intra-op pools, gloo's,
+  // NCCL's). None for other processes, which are not read thread by thread.
+  std::optional<double> main_thread_busy = std::nullopt;
 };
 
 struct DiskSample {

@@ -150,7 +150,11 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
 
   // CPU: descendant processes (a DataLoader's workers), each with all its threads.
   bool children_readable = false;
-  for (const int pid : descendant_pids(fs, &children_readable, proc_)) {
+  // From the process watch started, not from the one followed: a torch.distributed job's other
+  // ranks are its launcher's children, read for the whole run.
+  const std::string tree_root = options_.pid > 0 ? std::to_string(options_.pid) : proc_;
+  for (const int pid : descendant_pids(fs, &children_readable, tree_root)) {
+    if (pid == target_pid_) continue;  // read above, thread by thread
     const std::string dir = "/proc/" + std::to_string(pid);
     const auto stat = fs.read(dir + "/stat");
     const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
@@ -171,7 +175,19 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     auto [env, env_fresh] = process_envs_.try_emplace(pid);
     if (env_fresh) env->second = parse_distributed_env(fs.read(dir + "/environ").value_or(""));
     p.rank = env->second.rank;
+    p.local_rank = env->second.local_rank;
+    p.world_size = env->second.world_size;
+    p.node_rank = env->second.node_rank;
     p.master_env = env->second.master;
+    p.job = env->second.job;
+    if (p.rank || p.master_env) {
+      const std::string main = dir + "/task/" + std::to_string(pid) + "/stat";
+      const auto main_stat = fs.read(main);
+      if (const auto m = main_stat ? parse_task_stat(*main_stat) : std::nullopt)
+        if (const auto busy = cores_since(next.child_main_ticks, previous_.child_main_ticks, pid,
+                                          m->cpu_ticks, ticks, dt))
+          p.main_thread_busy = std::clamp(*busy, 0.0, 1.0);
+    }
     p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
     p.cmdline = cmdline->second;
     p.cores = std::clamp(*cores, 0.0, static_cast<double>(cpus_));

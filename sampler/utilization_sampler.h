@@ -54,8 +54,9 @@ class UtilizationSampler {
     // Called on the sampling thread with every sample (timeseries.csv, the metrics endpoint).
     std::function<void(const UtilizationSample&)> on_sample;
     // Called by sample() with each sample after the first: a pid to read instead from the next
-    // sample on (its threads and descendants), or 0 to go on with the current one. `feedscope
-    // watch` follows a launcher (a shell script that does not exec) to the program it runs.
+    // sample on (its threads), or 0 to go on with the current one. `feedscope watch` follows a
+    // launcher (a shell script that does not exec) to the program it runs. The descendants read
+    // stay those of `pid` (every rank of a job), less the one followed.
     std::function<int(const UtilizationSample&)> retarget;
   };
 
@@ -83,6 +84,7 @@ class UtilizationSampler {
     std::optional<std::uint64_t> process_ticks;
     std::map<int, std::uint64_t> thread_ticks;
     std::map<int, std::uint64_t> child_ticks;  // by pid
+    std::map<int, std::uint64_t> child_main_ticks;  // a rank's main thread, by pid
     std::map<int, std::uint64_t> thread_run_delay_ns, child_run_delay_ns;  // schedstat's, by id
     std::map<std::string, DiskCounters> disks;
   };

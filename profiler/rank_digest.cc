@@ -1,0 +1,301 @@
+#include "profiler/rank_digest.h"
+
+#include <algorithm>
+
+#include "profiler/detail/format.h"
+#include "sampler/statistics.h"
+
+namespace feedscope {
+
+using detail::fmt;
+
+namespace {
+
+const StageStats* stage(const std::vector<StageStats>& stages, std::string_view name) {
+  for (const StageStats& s : stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// What the rank's Session measured: its rate, its step and the pace of its batches.
+void take_spans(const DiagnosisInput& in, RankSummary& r) {
+  if (in.batches <= 0 || in.wall_s <= 0) return;
+  r.samples_per_s = in.samples_per_s;
+  r.period_ms = 1000 * in.wall_s / static_cast<double>(in.batches);
+  if (const StageStats* step = stage(in.stages, "step"); step && step->count > 0) r.step_ms = step->mean_ms;
+}
+
+RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& common) {
+  const ProcessTreeSummary& t = o.view;
+  RankSummary r;
+  r.pid = t.trainer_pid;
+  r.host = o.host;
+  r.rank = t.trainer_rank;
+  for (const WatchedProcess& p : t.processes) {
+    if (p.pid != t.trainer_pid) continue;
+    r.local_rank = p.local_rank;
+    r.node_rank = p.node_rank;
+    r.main_thread_busy = p.main_thread_busy;
+    r.cpu_cores = p.cpu_cores_mean;
+    r.first_seen_s = p.first_seen_s;
+    r.last_seen_s = p.last_seen_s;
+  }
+  r.num_workers = t.workers;
+  if (t.workers > 0) r.worker_busy = t.worker_busy;
+  if (o.gpu) {
+    r.gpu_busy = o.gpu->busy_ratio;
+    r.device = "cuda:" + std::to_string(o.gpu->device);
+  }
+  if (o.spans) {
+    take_spans(*o.spans, r);
+    if (r.device.empty() && o.spans->on_gpu) r.device = "cuda";
+  }
+  if (r.device.empty()) r.device = t.on_gpu ? "cuda" : "cpu";
+  if (t.sampled_s - r.last_seen_s >= kLeftEarlyS)
+    r.ended = fmt("left %.1f s before the job's last reading (%.1f s into the watch)",
+                  t.sampled_s - r.last_seen_s, r.last_seen_s);
+
+  const Diagnosis d = diagnose_rank(o, common);
+  r.bottleneck = d.bottleneck;
+  r.verdict = d.verdict;
+  if (!d.data_stall_source.empty()) r.data_stall_ratio = d.data_stall_ratio;
+  if (!d.recommendations.empty()) r.advice = d.recommendations.front();
+  return r;
+}
+
+// The median of `values` without the one at `skip`.
+double median_without(const std::vector<double>& values, std::size_t skip) {
+  std::vector<double> rest;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (i != skip) rest.push_back(values[i]);
+  std::sort(rest.begin(), rest.end());
+  return percentile(rest, 0.5);
+}
+
+std::size_t argmax(const std::vector<double>& values) {
+  return static_cast<std::size_t>(std::max_element(values.begin(), values.end()) - values.begin());
+}
+
+// "rank 1 waits", "rank 0, rank 2 wait": the ranks but `skip`, with the verb agreeing.
+std::string others_named(const std::vector<RankSummary>& ranks, std::size_t skip) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (i != skip) names.push_back(rank_name(ranks[i]));
+  if (names.size() == 1) return names.front() + " waits";
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out + " wait";
+}
+
+// The others' wait in collectives: least and most, as "35 %" or "31-38 %".
+std::string others_wait(const std::vector<RankSummary>& ranks, std::size_t skip, double& least) {
+  double lo = 1, hi = 0;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i == skip || !ranks[i].collective_wait_ratio) continue;
+    lo = std::min(lo, *ranks[i].collective_wait_ratio);
+    hi = std::max(hi, *ranks[i].collective_wait_ratio);
+  }
+  least = hi >= lo ? lo : 0;
+  if (hi < lo) return "";
+  return hi - lo < 0.01 ? fmt("%.0f %%", 100 * lo) : fmt("%.0f-%.0f %%", 100 * lo, 100 * hi);
+}
+
+// With spans on every rank: a rank's own compute is the quickest rank's step (the straggler
+// reaches the all-reduce last and does not wait in it); the rest of its step is waiting there.
+bool collective_wait_from_spans(std::vector<RankSummary>& ranks) {
+  double quickest = -1;
+  for (const RankSummary& r : ranks) {
+    if (!r.step_ms || !r.period_ms || !r.data_stall_ratio) return false;
+    quickest = quickest < 0 ? *r.step_ms : std::min(quickest, *r.step_ms);
+  }
+  for (RankSummary& r : ranks) {
+    r.collective_wait_ratio = std::clamp((*r.step_ms - quickest) / *r.period_ms, 0.0, 1.0);
+    r.collective_wait_source = fmt("spans: its step beyond the quickest rank's (%.1f ms, its own "
+                                   "compute), per batch", quickest);
+  }
+  return true;
+}
+
+// Without spans: a rank whose main thread sleeps while the straggler works sleeps in the
+// collective. An upper bound: the sleep holds any other wait of its main thread too.
+void collective_wait_from_sleep(std::vector<RankSummary>& ranks, std::size_t straggler) {
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    RankSummary& r = ranks[i];
+    if (i == straggler || !r.main_thread_busy) continue;
+    r.collective_wait_ratio = 1 - *r.main_thread_busy;
+    r.collective_wait_source = "no spans: the share of time its main thread slept while " +
+                               rank_name(ranks[straggler]) + " set the pace (at most this much)";
+  }
+}
+
+Straggler straggler_of(const RankSummary& r, std::vector<std::string> evidence) {
+  Straggler s;
+  s.rank = r.rank;
+  s.host = r.host;
+  s.pid = r.pid;
+  s.bottleneck = r.bottleneck;
+  s.evidence = std::move(evidence);
+  return s;
+}
+
+// What the straggler's own diagnosis advises, for the job, with what the others would gain: at
+// most their wait in the collective, the pace then set by the next slowest rank.
+Recommendation job_advice(const RankSummary& s, double others_least_wait) {
+  Recommendation rec;
+  const std::string who = rank_name(s);
+  rec.action = who + (s.host.empty() ? "" : " on " + s.host) + ": " +
+               (s.advice ? s.advice->action : "find what slows it (its bottleneck: " + s.bottleneck + ")");
+  if (s.advice) rec.setting = s.advice->setting;
+  rec.basis = others_least_wait > 0.01
+                  ? fmt("the other ranks wait for %s at least %.0f %% of the time: the job gains "
+                        "up to %.2fx if it kept their pace (a bound, not a prediction: the next "
+                        "slowest rank then sets it)",
+                        who.c_str(), 100 * others_least_wait, 1 / (1 - std::min(others_least_wait, 0.95)))
+                  : "the other ranks' wait in collectives was not measured: no prediction";
+  return rec;
+}
+
+std::string loader_of(const RankSummary& r) {
+  if (r.num_workers == 0) return "its main thread loads (no workers)";
+  return fmt("%d worker%s at %.0f %% busy", r.num_workers, r.num_workers == 1 ? "" : "s",
+             100 * r.worker_busy.value_or(0));
+}
+
+// `others_stall`: the other ranks' median data stall, where spans measured it.
+JobVerdict input_straggler(std::vector<RankSummary>& ranks, std::size_t m, std::optional<double> others_stall) {
+  const bool spans = others_stall.has_value();
+  JobVerdict v;
+  v.pattern = "straggler";
+  const RankSummary& s = ranks[m];
+  if (!spans) collective_wait_from_sleep(ranks, m);
+  double least = 0;
+  const std::string wait = others_wait(ranks, m, least);
+  std::vector<std::string> evidence;
+  if (spans)
+    evidence.push_back(fmt("%s waits for its data %.0f %% of the time against a median %.0f %% "
+                           "of the others; %s",
+                           rank_name(s).c_str(), 100 * *s.data_stall_ratio, 100 * *others_stall,
+                           loader_of(s).c_str()));
+  else
+    evidence.push_back(fmt("%s's loader is saturated: %s, the others' workers are less busy",
+                           rank_name(s).c_str(), loader_of(s).c_str()));
+  if (!wait.empty())
+    evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
+                       ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
+  v.verdict = rank_name(s) + " holds the job back: it loads slower than the others (its bottleneck: " +
+              s.bottleneck + "), and the others wait for it in the all-reduce";
+  v.evidence = evidence;
+  v.straggler = straggler_of(s, std::move(evidence));
+  v.recommendation = job_advice(s, least);
+  return v;
+}
+
+JobVerdict compute_straggler(std::vector<RankSummary>& ranks, std::size_t m, double others_median) {
+  JobVerdict v;
+  v.pattern = "straggler";
+  const RankSummary& s = ranks[m];
+  collective_wait_from_sleep(ranks, m);
+  double least = 0;
+  const std::string wait = others_wait(ranks, m, least);
+  std::vector<std::string> evidence = {
+      fmt("%s's main thread is busy %.0f %% of the time, the others' median %.0f %%",
+          rank_name(s).c_str(), 100 * *s.main_thread_busy, 100 * others_median)};
+  if (!wait.empty())
+    evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
+                       ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
+  v.verdict = rank_name(s) + " holds the job back: its step takes longer than the others' (its "
+              "bottleneck: " + s.bottleneck + "), and the others wait for it in the all-reduce";
+  v.evidence = evidence;
+  v.straggler = straggler_of(s, std::move(evidence));
+  v.recommendation = job_advice(s, least);
+  return v;
+}
+
+JobVerdict with_pattern(const char* pattern) {
+  JobVerdict v;
+  v.pattern = pattern;
+  return v;
+}
+
+}  // namespace
+
+Diagnosis diagnose_rank(const RankObservation& o, const WatchDiagnosisInput& common) {
+  WatchDiagnosisInput in = common;
+  in.tree = o.view;
+  in.spans = o.spans;
+  // Its own process and its own workers, not the job's descendants together.
+  in.utilization.cpu_process_ratio = o.view.trainer_cores / std::max(common.cpus, 1);
+  in.utilization.cpu_child_processes_cores = o.view.workers_cores;
+  in.gpu_trace.reset();
+  return diagnose_watched(in);
+}
+
+std::string rank_name(const RankSummary& r) {
+  return r.rank ? "rank " + std::to_string(*r.rank) : "pid " + std::to_string(r.pid);
+}
+
+std::string rank_name(const Straggler& s) {
+  return s.rank ? "rank " + std::to_string(*s.rank) : "pid " + std::to_string(s.pid);
+}
+
+std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ranks,
+                                         const WatchDiagnosisInput& common) {
+  std::vector<RankSummary> out;
+  for (const RankObservation& o : ranks) out.push_back(summarize_rank(o, common));
+  std::stable_sort(out.begin(), out.end(), [](const RankSummary& a, const RankSummary& b) {
+    return a.rank.value_or(1 << 30) < b.rank.value_or(1 << 30);
+  });
+  return out;
+}
+
+JobVerdict judge_ranks(std::vector<RankSummary>& ranks) {
+  if (ranks.size() < 2) return with_pattern("one_rank");
+  const bool spans = collective_wait_from_spans(ranks);
+  if (spans) {
+    std::vector<double> stalls;
+    for (const RankSummary& r : ranks) stalls.push_back(*r.data_stall_ratio);
+    const std::size_t m = argmax(stalls);
+    if (stalls[m] >= kStallEverywhere && stalls[m] - median_without(stalls, m) >= kStallApart)
+      return input_straggler(ranks, m, median_without(stalls, m));
+    if (*std::min_element(stalls.begin(), stalls.end()) >= kStallEverywhere) {
+      JobVerdict v = with_pattern("all_input_bound");
+      v.verdict = fmt("every rank waits for its data alike (%.0f-%.0f %% of the time): loading is "
+                      "too slow on all of them, not on one; each rank's advice holds for all",
+                      100 * *std::min_element(stalls.begin(), stalls.end()), 100 * stalls[m]);
+      v.evidence.push_back(v.verdict);
+      return v;
+    }
+  } else {
+    std::vector<double> busy;
+    for (const RankSummary& r : ranks) busy.push_back(r.worker_busy.value_or(0));
+    const std::size_t m = argmax(busy);
+    const double rest = median_without(busy, m);
+    if (busy[m] >= kWorkersSaturated && busy[m] - rest >= kBusyApart) return input_straggler(ranks, m, std::nullopt);
+    if (rest >= kWorkersSaturated) {
+      JobVerdict v = with_pattern("all_input_bound");
+      v.verdict = fmt("every rank's loader is saturated alike (workers %.0f-%.0f %% busy): loading "
+                      "is too slow on all of them, not on one; each rank's advice holds for all",
+                      100 * *std::min_element(busy.begin(), busy.end()), 100 * busy[m]);
+      v.evidence.push_back(v.verdict);
+      return v;
+    }
+  }
+  std::vector<double> main;
+  bool main_known = true;
+  for (const RankSummary& r : ranks) {
+    main_known &= r.main_thread_busy.has_value();
+    main.push_back(r.main_thread_busy.value_or(0));
+  }
+  if (main_known) {
+    const std::size_t m = argmax(main);
+    const double rest = median_without(main, m);
+    if (main[m] >= kThreadPinned && main[m] - rest >= kBusyApart) return compute_straggler(ranks, m, rest);
+  }
+  JobVerdict v = with_pattern("keep_pace");
+  v.evidence.push_back(fmt("the %zu ranks keep pace: no rank's data stall, loader or main thread "
+                           "stands apart from the others'",
+                           ranks.size()));
+  return v;
+}
+
+}  // namespace feedscope

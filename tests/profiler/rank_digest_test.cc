@@ -1,0 +1,178 @@
+// The ranks of a torch.distributed job side by side (profiler/rank_digest.h): each rank read as a
+// process with its own workers for the whole run (ProcessTreeDigest::rank_views), and the job's
+// straggler named from spans, from saturated workers, or from a busy main thread.
+#include <gtest/gtest.h>
+
+#include "profiler/process_tree.h"
+#include "profiler/rank_digest.h"
+#include "sampler/proc_fs.h"
+
+namespace feedscope {
+namespace {
+
+constexpr int kLauncher = 50;  // torchrun
+
+ProcessCpu rank_process(int pid, int ppid, std::optional<int> rank, double cores, std::optional<double> main_busy) {
+  ProcessCpu p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.name = "python3";
+  p.cmdline = "python3 train.py";
+  p.cores = cores;
+  p.state = 'R';
+  p.rank = rank;
+  p.local_rank = rank;
+  p.world_size = 2;
+  p.master_env = true;
+  p.job = "127.0.0.1:29500 rdzv=job";
+  p.main_thread_busy = main_busy;
+  return p;
+}
+
+// torchrun (the started process) with two ranks, each with one forked worker: rank 1's worker
+// saturated, rank 0's idle; the sampler reads the whole tree and follows rank 0's threads.
+void two_ranks_one_slow_loader(ProcessTreeDigest& tree) {
+  for (int i = 0; i <= 20; ++i) {
+    UtilizationSample s;
+    s.time_ns = i * 100'000'000LL;
+    s.cpu_core_ratio = {0.5, 0.5, 0.5, 0.5};
+    s.cpu_system_ratio = 0.5;
+    s.pid = i == 0 ? 0 : 101;
+    if (i > 0) {
+      s.cpu_process_ratio = 0.1 / 4;
+      ThreadCpu main;
+      main.tid = 101;
+      main.name = "python3";
+      main.ratio = 0.1;
+      s.threads = {main};
+    } else {
+      ThreadCpu main;
+      main.tid = kLauncher;
+      main.name = "torchrun";
+      s.threads = {main};
+    }
+    s.children = {rank_process(101, kLauncher, 0, 0.1, 0.1), rank_process(102, kLauncher, 1, 0.12, 0.1),
+                  rank_process(201, 101, 0, 0.1, 0.1), rank_process(202, 102, 1, 0.95, 0.95)};
+    const int follow = tree.add(s);
+    if (i == 0) {
+      EXPECT_EQ(follow, 102) << "the busiest rank is followed";
+    }
+  }
+}
+
+TEST(RankViewsTest, EveryRankIsReadWithItsOwnWorkersForTheWholeRun) {
+  ProcessTreeDigest tree(kLauncher, 1);
+  two_ranks_one_slow_loader(tree);
+  const std::vector<ProcessTreeSummary> views = tree.rank_views();
+  ASSERT_EQ(views.size(), 2u);
+  for (const ProcessTreeSummary& v : views) {
+    EXPECT_EQ(v.workers, 1) << "pid " << v.trainer_pid << ": its own worker, not the other rank's";
+    EXPECT_EQ(v.job, "127.0.0.1:29500 rdzv=job");
+    EXPECT_EQ(v.world_size, 2);
+  }
+  EXPECT_EQ(views[0].trainer_rank, 0);
+  EXPECT_NEAR(views[0].worker_busy, 0.1, 1e-9);
+  EXPECT_EQ(views[1].trainer_rank, 1);
+  EXPECT_NEAR(views[1].worker_busy, 0.95, 1e-9);
+  EXPECT_NEAR(views[1].main_thread_busy, 0.1, 1e-9) << "a rank not followed: its main thread alone";
+  EXPECT_GT(views[0].other_processes_cores, 1.0) << "the other rank and its worker";
+}
+
+TEST(RankDigestTest, ASaturatedLoaderOnOneRankIsTheStragglerAndTheOthersWaitInTheCollective) {
+  ProcessTreeDigest tree(kLauncher, 1);
+  two_ranks_one_slow_loader(tree);
+  std::vector<RankObservation> observed;
+  for (const ProcessTreeSummary& v : tree.rank_views()) observed.push_back({v, std::nullopt, std::nullopt, "node-a"});
+  WatchDiagnosisInput common;
+  common.cpus = 4;
+  common.utilization.cpu_system_ratio = 0.5;
+  std::vector<RankSummary> ranks = summarize_ranks(observed, common);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].bottleneck, "cpu_preprocess");
+  const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.pattern, "straggler");
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 1);
+  EXPECT_EQ(v.straggler->host, "node-a");
+  EXPECT_EQ(v.straggler->bottleneck, "cpu_preprocess");
+  ASSERT_TRUE(ranks[0].collective_wait_ratio);
+  EXPECT_NEAR(*ranks[0].collective_wait_ratio, 0.9, 1e-9) << "its main thread asleep while rank 1 loads";
+  EXPECT_FALSE(ranks[1].collective_wait_ratio) << "the straggler waits for its data, not for the others";
+  ASSERT_TRUE(v.recommendation);
+  EXPECT_NE(v.recommendation->action.find("rank 1 on node-a"), std::string::npos) << v.recommendation->action;
+  EXPECT_FALSE(v.recommendation->predicted_speedup) << "a bound in words, not a prediction";
+}
+
+RankSummary spans_rank(int rank, double stall, double step_ms, double period_ms) {
+  RankSummary r;
+  r.rank = rank;
+  r.pid = 1000 + rank;
+  r.data_stall_ratio = stall;
+  r.step_ms = step_ms;
+  r.period_ms = period_ms;
+  r.main_thread_busy = 0.3;
+  r.bottleneck = stall > 0.2 ? "cpu_preprocess" : "cpu_compute";
+  return r;
+}
+
+TEST(RankDigestTest, WithSpansTheStepBeyondTheQuickestRanksIsTheWaitInTheCollective) {
+  // Rank 3 waits 40 % for data; ranks 0-2 reach the all-reduce first and wait there for it.
+  std::vector<RankSummary> ranks = {spans_rank(0, 0.02, 98, 160), spans_rank(1, 0.03, 96, 160),
+                                    spans_rank(2, 0.02, 97, 160), spans_rank(3, 0.40, 40, 160)};
+  const JobVerdict v = judge_ranks(ranks);
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 3);
+  EXPECT_NEAR(*ranks[0].collective_wait_ratio, (98.0 - 40) / 160, 1e-9);
+  EXPECT_NEAR(*ranks[3].collective_wait_ratio, 0, 1e-9);
+  ASSERT_TRUE(v.recommendation);
+  EXPECT_NE(v.recommendation->basis.find("at least 35 %"), std::string::npos) << v.recommendation->basis;
+}
+
+TEST(RankDigestTest, RanksThatAllWaitForDataAlikeHaveNoStragglerButAJobVerdict) {
+  std::vector<RankSummary> ranks = {spans_rank(0, 0.41, 40, 160), spans_rank(1, 0.38, 42, 160),
+                                    spans_rank(2, 0.44, 39, 160)};
+  const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.pattern, "all_input_bound");
+  EXPECT_FALSE(v.straggler);
+  EXPECT_NE(v.verdict.find("every rank"), std::string::npos);
+}
+
+TEST(RankDigestTest, RanksThatKeepPaceHaveNoStraggler) {
+  std::vector<RankSummary> ranks = {spans_rank(0, 0.02, 150, 160), spans_rank(1, 0.03, 151, 160)};
+  const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.pattern, "keep_pace");
+  EXPECT_FALSE(v.straggler);
+  std::vector<RankSummary> one = {spans_rank(0, 0.5, 10, 160)};
+  EXPECT_EQ(judge_ranks(one).pattern, "one_rank");
+}
+
+TEST(RankDigestTest, AMainThreadBusierThanTheOthersWithoutSpansIsAComputeStraggler) {
+  RankSummary busy, idle;
+  busy.rank = 0;
+  busy.main_thread_busy = 0.95;
+  busy.bottleneck = "cpu_compute";
+  idle.rank = 1;
+  idle.main_thread_busy = 0.4;
+  idle.bottleneck = "cpu_compute";
+  std::vector<RankSummary> ranks = {busy, idle};
+  const JobVerdict v = judge_ranks(ranks);
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 0);
+  EXPECT_NEAR(*ranks[1].collective_wait_ratio, 0.6, 1e-9);
+}
+
+TEST(ProcFsDistributedEnvTest, TheJobIsNamedByItsMasterAndRendezvous) {
+  using namespace std::string_literals;
+  const DistributedEnv e = parse_distributed_env(
+      "RANK=5\0WORLD_SIZE=8\0LOCAL_RANK=1\0GROUP_RANK=2\0MASTER_ADDR=10.0.0.1\0MASTER_PORT=29400\0"
+      "TORCHELASTIC_RUN_ID=abc\0"s);
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.node_rank, 2);
+  EXPECT_EQ(e.job, "10.0.0.1:29400 rdzv=abc");
+  EXPECT_EQ(parse_distributed_env("PATH=/bin\0"s).job, "");
+}
+
+}  // namespace
+}  // namespace feedscope

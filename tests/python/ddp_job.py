@@ -1,0 +1,90 @@
+"""A DistributedDataParallel job on the CPU (gloo) for `feedscope watch` on every rank: started by
+`python -m torch.distributed.run` (it reads RANK, LOCAL_RANK, WORLD_SIZE) on one machine or
+several. Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
+so one rank can be made to load slower than the others (--slow-rank); a rank can raise mid-run
+(--raise-rank); --feedscope puts the Python client's Session in every rank."""
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=60)
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--width", type=int, default=256)
+parser.add_argument("--num-workers", type=int, default=1)
+parser.add_argument("--load-ms", type=float, default=1.0, help="CPU burned per sample")
+parser.add_argument("--slow-rank", type=int, default=-1)
+parser.add_argument("--slow-load-ms", type=float, default=8.0)
+parser.add_argument("--raise-rank", type=int, default=-1)
+parser.add_argument("--raise-step", type=int, default=10)
+parser.add_argument("--feedscope", action="store_true", help="a feedscope Session in every rank")
+
+
+class Burned(Dataset):
+    def __init__(self, n, width, ms):
+        self.n, self.width, self.ms = n, width, ms
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        end = time.perf_counter() + self.ms / 1000
+        x = 0
+        while time.perf_counter() < end:
+            x += 1
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(self.width, generator=g), i % 10
+
+
+def main():
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    ms = args.slow_load_ms if rank == args.slow_rank else args.load_ms
+    data = Burned(args.steps * args.batch_size * world, args.width, ms)
+    loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data),
+                        num_workers=args.num_workers, persistent_workers=args.num_workers > 0)
+    model = DDP(nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, 10)))
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    fs = None
+    if args.feedscope:
+        import feedscope
+        fs = feedscope.Session(warmup=3)
+        batches = fs.wrap(loader)
+    else:
+        batches = loader
+    for step, (x, y) in enumerate(batches, 1):
+        if rank == args.raise_rank and step == args.raise_step:
+            raise RuntimeError(f"rank {rank} fails at step {step} (as asked)")
+        with (fs.step(len(x)) if fs else _nothing()):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if step % 20 == 0:
+            print(f"[{rank}] step {step} loss {loss.item():.3f}", flush=True)
+    if fs:
+        fs.finish()
+    dist.destroy_process_group()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+if __name__ == "__main__":
+    main()
