@@ -26,18 +26,21 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
       {"sweep",
        "# every num_workers x batch_size point of feedscope's loader, 2 runs each at least\n"
        "feedscope sweep --dataset images:/data/train --num-workers 0,2,4 --batch-size 32,64\n"
-       "# your own program: {num_workers} is replaced at each point\n"
-       "feedscope sweep --num-workers 0,2,4 -- python3 train.py --workers {num_workers}\n"},
+       "# your own program: {num_workers} replaced at each point, the figure it prints compared\n"
+       "feedscope sweep --num-workers 0,2,4 --throughput-pattern '([0-9.]+) samples/s' "
+       "-- python3 train.py --workers {num_workers}\n"},
       {"tune",
        "# climb from no workers to the fastest setting, within 2 minutes\n"
        "feedscope tune --dataset images:/data/train --budget 120\n"
        "# your own program, the figure it prints as the throughput\n"
-       "feedscope tune --throughput-pattern '([0-9.]+) samples/s' -- python3 train.py -j {num_workers}\n"},
+       "feedscope tune --throughput-pattern '([0-9.]+) samples/s' "
+       "-- python3 train.py -j {num_workers}\n"},
       {"watch",
        "# profile a script as it is; the report goes to feedscope-watch/\n"
        "feedscope watch -- python3 train.py --lr 0.1\n"
        "# pytorch/examples' imagenet: its Time/Data lines give throughput and data-wait share\n"
-       "feedscope watch --throughput-pattern 'Time\\s+([0-9.]+)' --batch-size 256 -- python3 main.py /data/imagenet\n"},
+       "feedscope watch --throughput-pattern 'Time\\s+([0-9.]+)' --batch-size 256 "
+       "-- python3 main.py /data/imagenet\n"},
       {"probe",
        "# what this machine has: CPUs, memory, disks, CUDA devices, CUPTI, NVML\n"
        "feedscope probe\n"

@@ -157,7 +157,8 @@ std::vector<Command> commands_in_markdown(const fs::path& file) {
       continue;
     }
     pending += line;
-    const std::string where = fs::relative(file, kSource).string() + ":" + std::to_string(pending_line);
+    const std::string where =
+        fs::relative(file, kSource).string() + ":" + std::to_string(pending_line);
     if (auto c = command_in(pending, where)) out.push_back(*c);
     pending.clear();
   }
@@ -169,7 +170,7 @@ std::vector<Command> commands_in_markdown(const fs::path& file) {
 struct Node;
 using Sequence = std::vector<Node>;
 struct Node {
-  std::string word;                       // a word, or
+  std::string word;                    // a word, or
   std::vector<Sequence> alternatives;  // a group of alternatives (brackets or a|b in a word)
   bool group = false;
 };
@@ -194,7 +195,8 @@ std::vector<std::string> marks_apart(const Command& c, std::size_t end) {
 
 // Reads words up to the group's `]` (nested) or the command's end (the top level, where `|` is
 // a pipe and `>`, `&&`, `;` end the command too). A group's `|` separates its alternatives.
-std::vector<Sequence> parse_group(const std::vector<std::string>& marks, std::size_t& i, bool nested) {
+std::vector<Sequence> parse_group(const std::vector<std::string>& marks, std::size_t& i,
+                                  bool nested) {
   std::vector<Sequence> alternatives(1);
   while (i < marks.size()) {
     const std::string& m = marks[i++];
@@ -209,12 +211,14 @@ std::vector<Sequence> parse_group(const std::vector<std::string>& marks, std::si
       seq.push_back(Node{"", parse_group(marks, i, true), true});
     } else if (m.front() == '\x01') {
       seq.push_back(Node{m.substr(1), {}, false});
-    } else if (!nested && (m == "|" || m == "&&" || m == ";" || m == "&" || m.find('>') != std::string::npos)) {
+    } else if (!nested && (m == "|" || m == "&&" || m == ";" || m == "&" ||
+                           m.find('>') != std::string::npos)) {
       i = marks.size();
     } else if (m.find('|') != std::string::npos) {  // a|b|c: alternative values
       Node choice{"", {}, true};
       std::stringstream parts(m);
-      for (std::string part; std::getline(parts, part, '|');) choice.alternatives.push_back({Node{part, {}, false}});
+      for (std::string part; std::getline(parts, part, '|');)
+        choice.alternatives.push_back({Node{part, {}, false}});
       seq.push_back(choice);
     } else {
       seq.push_back(Node{m, {}, false});
@@ -354,19 +358,28 @@ TEST_F(DocsCommandsTest, TheCheckerRejectsWhatTheProgramRejects) {
   EXPECT_EQ(check({"feedscope", "tune", "--num-workers", "0,1"}).code, 2);
   EXPECT_EQ(check({"feedscope", "frobnicate"}).code, 2);
   EXPECT_EQ(check({"feedscope", "watch", "--throughput-unit", "fps", "--", "true"}).code, 2);
-  EXPECT_EQ(check({"feedscope", "watch", "--throughput-pattern", "no group", "--", "true"}).code, 2);
+  EXPECT_EQ(check({"feedscope", "watch", "--throughput-pattern", "no group", "--", "true"}).code,
+            2);
   EXPECT_EQ(check({"feedscope", "watch", "--duration", "5"}).code, 2);  // no program
-  EXPECT_EQ(check({"feedscope", "make-dataset", "images", "--out", "/x", "--count", "1", "--size", "big"}).code, 2);
+  EXPECT_EQ(
+      check({"feedscope", "make-dataset", "images", "--out", "/x", "--count", "1", "--size", "big"})
+          .code,
+      2);
   EXPECT_EQ(check({"feedscope", "run", "--steps", "5", "--duration", "5"}).code, 2);
 
-  const auto c = command_in("FOO=1 ./build/cli/feedscope sweep --num-workers N [--prefetch 1,2] "
-                            "[--steps N | --duration S] --pin-memory on|off -- python3 t.py -j {num_workers}  # x",
-                            "t:1");
+  const auto c = command_in(
+      "FOO=1 ./build/cli/feedscope sweep --num-workers N [--prefetch 1,2] "
+      "[--steps N | --duration S] --pin-memory on|off -- python3 t.py -j {num_workers}  # x",
+      "t:1");
   ASSERT_TRUE(c);
   const auto v = variants(*c);
   ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(joined(v[0]), "feedscope sweep --num-workers 2 --prefetch 1,2 --steps 2 --pin-memory on -- python3 t.py -j {num_workers}");
-  EXPECT_EQ(joined(v[1]), "feedscope sweep --num-workers 2 --prefetch 1,2 --duration 10 --pin-memory off -- python3 t.py -j {num_workers}");
+  EXPECT_EQ(joined(v[0]),
+            "feedscope sweep --num-workers 2 --prefetch 1,2 --steps 2 --pin-memory on -- python3 "
+            "t.py -j {num_workers}");
+  EXPECT_EQ(joined(v[1]),
+            "feedscope sweep --num-workers 2 --prefetch 1,2 --duration 10 --pin-memory off -- "
+            "python3 t.py -j {num_workers}");
   const auto piped = command_in("feedscope run --json | jq .diagnosis", "t:2");
   ASSERT_TRUE(piped);
   EXPECT_EQ(joined(variants(*piped).at(0)), "feedscope run --json");
@@ -445,7 +458,8 @@ TEST(DocsOutputsTest, TheBottleneckNamesShownAreTheDiagnosisNames) {
     int n = 0;
     for (std::string line; std::getline(doc, line);) {
       ++n;
-      for (auto it = std::sregex_iterator(line.begin(), line.end(), shown); it != std::sregex_iterator(); ++it)
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), shown);
+           it != std::sregex_iterator(); ++it)
         EXPECT_TRUE(known.count((*it)[1]) > 0)
             << fs::relative(file, kSource).string() << ":" << n << " shows bottleneck " << (*it)[1];
     }
@@ -466,7 +480,8 @@ std::vector<std::pair<std::string, std::string>> output_lines() {
         in_text = !in_text && line.substr(first + 3) == "text";
         continue;
       }
-      if (in_text) out.emplace_back(fs::relative(file, kSource).string() + ":" + std::to_string(n), line);
+      if (in_text)
+        out.emplace_back(fs::relative(file, kSource).string() + ":" + std::to_string(n), line);
     }
   }
   return out;
@@ -500,7 +515,9 @@ TEST(DocsOutputsTest, TheConsoleReportsShownHaveTheShapeTheProgramPrints) {
   bool in_table = false;
   for (const auto& [where, line] : output_lines()) {
     std::smatch m;
-    if (std::regex_match(line, m, std::regex("^(  (bottleneck|throughput|evidence|recommendations|device):).*"))) {
+    if (std::regex_match(
+            line, m,
+            std::regex("^(  (bottleneck|throughput|evidence|recommendations|device):).*"))) {
       EXPECT_TRUE(labels.count(m[1]) > 0) << where << ": " << line;
     }
     if (line.rfind("  stage ", 0) == 0) {

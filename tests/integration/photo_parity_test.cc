@@ -41,7 +41,7 @@ struct Figures {
   int samples = 0, reduced = 0;
 };
 
-TEST(PhotoParityTest, RealPhotographsStayWithinTheReadmesBoundOfTorchvision) {
+TEST(PhotoParityTest, RealPhotographsStayWithinTheDocumentedBoundOfTorchvision) {
   const std::string python = testing::reference_python();
   const std::string photos = photos_dir();
   if (!fs::is_directory(photos)) GTEST_SKIP() << "no photographs at " << photos << ": run scripts/fetch_photos.sh";
