@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every side-by-side comparison of the README's "How it compares", in one run, as ratios: each
+# Every side-by-side comparison of docs/benchmarks.md, in one run, as ratios: each
 # pair is measured back to back on the same data, so a noisy machine moves both sides alike.
 #   ./bench/compare.sh [IMAGE_DIR] [SHARD_DIR]
 # (makes 1024 ImageNet-like JPEGs in IMAGE_DIR, and the same JPEGs as 8 webdataset tar shards in

@@ -1,7 +1,7 @@
 // Host-to-device copies on a GPU machine, each pair measured side by side in one run:
 //  1. feedscope's copy engine (pinned_memory/copy_engine.h) against a bare cudaMemcpyAsync of the
-//     same bytes from the same host memory, pinned and pageable, 1 MiB to 1 GiB. The README's goal
-//     is the engine's pinned copy at 90 % of the bare one or better.
+//     same bytes from the same host memory, pinned and pageable, 1 MiB to 1 GiB. The goal
+//     (docs/benchmarks.md) is the engine's pinned copy at 90 % of the bare one or better.
 //  2. The loader's copy overlapped with the step: the BatchLoader and DeviceFeeder deliver batches
 //     one ahead as in `feedscope run`, and a step of known length (bench/spin_kernel.cu) reads each.
 //     The copy is hidden when the time per step with the copy running ahead is the step's alone,

@@ -1,6 +1,6 @@
 """What the Python client costs a training loop: the same loop with a 1 ms step, unwrapped and
 wrapped by feedscope.Session (wrap + step), run alternately in one process; prints each pair's
-ratio and the median. The README's goal: under 1 %. Then the cost alone, less noisy on a busy
+ratio and the median. docs/benchmarks.md's goal: under 1 %. Then the cost alone, less noisy on a busy
 machine: the same two loops with an empty step, as microseconds per step.
 
     PYTHONPATH=build/python python3 bench/python_wrap_overhead.py [--steps 2000] [--pairs 7]

@@ -1,4 +1,8 @@
-// The feedscope program: parses the command line, maps errors to DESIGN.md's exit codes.
+// The feedscope command line: parses it, runs the subcommand, maps errors to DESIGN.md's exit
+// codes. cli/program.cc is the program's main(); tests parse the documented commands through
+// feedscope_main's check-only mode (cli/feedscope_main.h).
+#include "cli/feedscope_main.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,11 +19,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
-#include "cli/crash_report.h"
+#include "cli/help_examples.h"
 #include "cli/interrupt.h"
 #include "cli/make_dataset.h"
 #include "cli/probe.h"
 #include "cli/run.h"
+#include "cli/sweep.h"
 #include "cli/sweep_command.h"
 #include "cli/watch.h"
 #include "cli/child_process.h"
@@ -98,6 +103,15 @@ int run_and_print(const RunConfig& config) {
   return report.interrupted.empty() ? kDone : interrupted_exit_code(report.interrupted);
 }
 
+// What sweep and tune check before their first run: the config, a sweep's grid, and the program
+// points' pattern and unit.
+void check_search(const RunConfig& config, const std::map<std::string, std::string>& lists,
+                  const ProgramPoints& program) {
+  validate_config(config);
+  parse_grid(lists);
+  if (!program.command.empty()) program_point_runner(config, program);
+}
+
 // MemAvailable (free plus reclaimable page cache), as the sampler reads it; 1 GiB when unknown.
 std::uint64_t available_memory_bytes() {
   if (const auto meminfo = ProcFs().read("/proc/meminfo"))
@@ -138,8 +152,11 @@ void make_demo_images_if_missing(const RunConfig& config) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  install_crash_report();
+namespace feedscope {
+
+int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
+  std::ostream& out = mode.out ? *mode.out : std::cout;
+  std::ostream& err = mode.err ? *mode.err : std::cerr;
   CLI::App app{"feedscope: feeds a libtorch training step as fast as the hardware allows, and "
                "says which stage of the input pipeline holds it back."};
   app.set_version_flag("--version", std::string("feedscope ") + FEEDSCOPE_VERSION);
@@ -230,27 +247,31 @@ int main(int argc, char** argv) {
     argc = i;
     break;
   }
+  add_help_examples(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
+    const int code = app.exit(e, out, err);
     return code == 0 ? kDone : kUsage;
   }
 
   try {
     if (make_dataset.chosen()) {
+      if (mode.check_only) return make_dataset.check(), kDone;
       make_dataset.run(std::cout);
       return kDone;
     }
     if (!command.empty() && !*watch && !*sweep && !*tune) {
-      std::cerr << "feedscope: error: `-- COMMAND` is for watch, sweep and tune\n";
+      err << "feedscope: error: `-- COMMAND` is for watch, sweep and tune\n";
       return kUsage;
     }
     if (*watch) {
       watch_options.command = command;
+      if (mode.check_only) return validate_watch_options(watch_options), kDone;
       return watch_command(watch_options);
     }
     if (*probe) {
+      if (mode.check_only) return kDone;
       std::cout << (probe_json_out ? probe_json() : probe_text());
       return kDone;
     }
@@ -261,6 +282,7 @@ int main(int argc, char** argv) {
       options.apply(config);
       program.command = command;
       program.sample_hz = config.sample_hz;
+      if (mode.check_only) return check_search(config, options.lists, program), kDone;
       const InterruptGuard interrupts;
       if (*sweep) return sweep_command(config, options.lists, search.repeats, program);
       TuneOptions t;
@@ -277,28 +299,31 @@ int main(int argc, char** argv) {
     }
     RunConfig config = *demo ? demo_defaults() : RunConfig{};
     (*demo ? demo_options : run_options).apply(config);
+    if (mode.check_only) return validate_config(config), kDone;
     if (*demo) make_demo_images_if_missing(config);
     return run_and_print(config);
   } catch (const ChildStartError& e) {
-    std::cerr << "feedscope: " << e.what() << "\n";
+    err << "feedscope: " << e.what() << "\n";
     return e.exit_code();
   } catch (const ConfigError& e) {
-    std::cerr << "feedscope: error: " << e.what() << "\n";
+    err << "feedscope: error: " << e.what() << "\n";
     return kUsage;
   } catch (const DatasetError& e) {
-    std::cerr << "feedscope: error: " << e.what() << "\n";
+    err << "feedscope: error: " << e.what() << "\n";
     return kUsage;
   } catch (const SampleError& e) {
-    std::cerr << "feedscope: bad data: " << e.what() << "\n";
+    err << "feedscope: bad data: " << e.what() << "\n";
     return kBadData;
   } catch (const BadDataError& e) {
-    std::cerr << "feedscope: " << e.what() << "\n";
+    err << "feedscope: " << e.what() << "\n";
     return kBadData;
   } catch (const DeviceError& e) {
-    std::cerr << "feedscope: device error: " << e.what() << "\n";
+    err << "feedscope: device error: " << e.what() << "\n";
     return kRuntime;
   } catch (const std::exception& e) {
-    std::cerr << "feedscope: runtime failure: " << e.what() << "\n";
+    err << "feedscope: runtime failure: " << e.what() << "\n";
     return kRuntime;
   }
 }
+
+}  // namespace feedscope

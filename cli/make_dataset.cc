@@ -38,6 +38,7 @@ std::pair<int, int> parse_size(const std::string& text) {
 struct Kind {
   CLI::App* command;
   std::function<void(std::ostream&)> run;
+  std::function<void()> check = [] {};  // what run() parses beyond the command line
 };
 
 }  // namespace
@@ -121,7 +122,8 @@ struct MakeDatasetCommand::Impl {
                            << std::fixed << std::setprecision(1) << static_cast<double>(made.bytes) / 1e6
                            << " MB, to " << opts.images.out << "\n"
                            << "load it with: feedscope run --dataset " << kind << ":" << opts.images.out << "\n";
-                     }});
+                     },
+                     [&shards] { parse_size(shards.size); }});
   }
 
   void add_webdataset() {
@@ -158,7 +160,8 @@ struct MakeDatasetCommand::Impl {
                            << s.bytes / static_cast<std::uint64_t>(s.files) / 1000 << " KB each) in "
                            << s.classes.size() << " classes to " << o.out << "\n"
                            << "load it with: feedscope run --dataset images:" << o.out << "\n";
-                     }});
+                     },
+                     [this] { parse_size(images.size); }});
   }
 };
 
@@ -175,6 +178,11 @@ MakeDatasetCommand::MakeDatasetCommand(CLI::App& app) : impl_(std::make_unique<I
 MakeDatasetCommand::~MakeDatasetCommand() = default;
 
 bool MakeDatasetCommand::chosen() const { return impl_->command->parsed(); }
+
+void MakeDatasetCommand::check() const {
+  for (const Kind& kind : impl_->kinds)
+    if (kind.command->parsed()) kind.check();
+}
 
 void MakeDatasetCommand::run(std::ostream& out) const {
   for (const Kind& kind : impl_->kinds)

@@ -20,6 +20,8 @@ class MakeDatasetCommand {
   MakeDatasetCommand& operator=(const MakeDatasetCommand&) = delete;
 
   bool chosen() const;
+  // Checks what run() would parse first (--size), writing nothing; throws ConfigError.
+  void check() const;
   // Writes the chosen kind's dataset and prints a summary. Throws ConfigError naming the option
   // for bad values (exit code 2) and std::runtime_error for I/O failures.
   void run(std::ostream& out) const;

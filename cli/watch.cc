@@ -513,4 +513,6 @@ int watch_command(const WatchOptions& options) {
   return outcome.exit_code;
 }
 
+void validate_watch_options(const WatchOptions& options) { validate(options); }
+
 }  // namespace feedscope

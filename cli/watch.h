@@ -55,6 +55,9 @@ struct WatchOutcome {
 // that cannot be written.
 WatchOutcome watch_program(const WatchOptions& options, std::ostream& log);
 
+// The options' checks watch_program makes before it starts the program; throws ConfigError.
+void validate_watch_options(const WatchOptions& options);
+
 // The `watch` subcommand: watch_program, the console report, the program's exit code.
 int watch_command(const WatchOptions& options);
 

@@ -29,6 +29,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "exporters/detail/http_server.h"
+#include "profiler/bottleneck_names.h"
 
 namespace feedscope {
 namespace {
@@ -38,11 +39,6 @@ using prometheus::Family;
 using prometheus::Gauge;
 using prometheus::Histogram;
 using prometheus::Labels;
-
-// DESIGN.md's bottleneck names; feedscope_bottleneck_info has one series for each.
-constexpr std::array<std::string_view, 6> kBottleneckNames = {
-    "storage_io", "cpu_preprocess", "host_to_device", "gpu_compute", "launch_overhead",
-    "cpu_compute"};
 
 // Labels this file puts on series itself; a constant label of the same name would make
 // prometheus-cpp throw on Family::Add, i.e. on an update.

@@ -54,7 +54,7 @@ ResizeGeometry scale_geometry(const ResizeGeometry& geometry, int scale_num, int
 // shrinking instead of PIL's triangle filter: on real photographs a sample's mean difference from
 // torchvision reached 2.8 grey levels, its 99th percentile 20.8 and single pixels 56. Measured by
 // tests/integration/photo_parity_test.cc (worst sample's mean / p99 / max): 2 gave 1.09 / 5.6 /
-// 16.5, 3 gives 0.61 / 2.4 / 11.1, 4 gave 0.35 / 1.2 / 3.8; the README's bound is 1 / 4.
+// 16.5, 3 gives 0.61 / 2.4 / 11.1, 4 gave 0.35 / 1.2 / 3.8; docs/datasets.md's bound is 1 / 4.
 inline constexpr double kReducedDecodeOversample = 3.0;
 // The JPEG DCT scale (M of M/8) for a geometry: the smallest that keeps the scaled crop at least
 // `oversample` times the output on both sides; 8 (full size) where none does.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real photographs for the accuracy checks of images:DIR (tests/integration/photo_parity_test.cc
-# and the README's accuracy table), from a Debian package: mate-backgrounds' nature photographs
-# and its elephant photograph at three sizes (640x480 to 5640x3172), laid out as an ImageFolder.
+# and docs/benchmarks.md's accuracy table), from a Debian package: mate-backgrounds' nature
+# photographs and its elephant photograph at three sizes (640x480 to 5640x3172), laid out as an ImageFolder.
 # Nothing is installed: the .deb is fetched with apt-get download and unpacked into a scratch folder.
 #   ./scripts/fetch_photos.sh [DIR]      (default: ${TMPDIR:-/tmp}/feedscope-photos)
 set -euo pipefail

@@ -140,8 +140,8 @@ TEST_F(CliTest, JsonFlagPrintsTheReportOnStdout) {
   EXPECT_EQ(j["stages"]["step"]["count"], 0);
 }
 
-// A boolean option alone means on, and takes on/off after a space or an '=', as the README's
-// option table writes them.
+// A boolean option alone means on, and takes on/off after a space or an '=', as docs/loader.md
+// says.
 TEST_F(CliTest, BooleanOptionsTakeAValueAfterASpaceOrAnEquals) {
   const auto r = run_process({kBinary, "run", "--dataset", "synthetic:32", "--steps", "3",
                               "--warmup", "0", "--loader-only", "--shuffle", "off", "--drop-last=on",

@@ -1,8 +1,9 @@
 // images:DIR against torchvision on real photographs (scripts/fetch_photos.sh: a Debian package's
 // JPEG photographs, 1280x1024 to 5640x3172, where most crops are decoded at reduced DCT scale):
 // every photograph through the eval pipeline and through several epochs of train crops, with
-// reduced-scale decode on and off. Each sample must stay within the README's bound: mean
-// difference <= 1 grey level, 99th percentile <= 4. Prints the figures the README quotes.
+// reduced-scale decode on and off. Each sample must stay within docs/datasets.md's bound:
+// mean difference <= 1 grey level, 99th percentile <= 4. Prints the figures docs/benchmarks.md
+// quotes.
 // Needs the photographs ($FEEDSCOPE_PHOTOS, default ${TMPDIR:-/tmp}/feedscope-photos) and
 // python3 with torchvision; skipped, saying which is missing, without.
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ struct Figures {
   int samples = 0, reduced = 0;
 };
 
-TEST(PhotoParityTest, RealPhotographsStayWithinTheReadmesBoundOfTorchvision) {
+TEST(PhotoParityTest, RealPhotographsStayWithinTheDocumentedBoundOfTorchvision) {
   const std::string python = testing::reference_python();
   const std::string photos = photos_dir();
   if (!fs::is_directory(photos)) GTEST_SKIP() << "no photographs at " << photos << ": run scripts/fetch_photos.sh";

@@ -135,7 +135,7 @@ TEST(PlantedScenarioTest, LightDataAndAHeavyMlpAreCpuCompute) {
 // A tiny CPU step given a thread per core beside a worker per core: its intra-op and OpenBLAS
 // pools fight the workers for the cores, and the step's thread runs a fraction of the step. The
 // diagnosis must say to cap the step's threads, predicting a gain. Checked for the advice and the
-// direction of its prediction, not for a measured speed-up (the README gives the measured one).
+// direction of its prediction, not for a measured speed-up (docs/wrap.md gives the measured one).
 TEST(PlantedScenarioTest, ACpuStepOnEveryCoreBesideAWorkerPerCoreIsToldToCapItsThreads) {
   const auto cpus = static_cast<int>(std::thread::hardware_concurrency());
   if (cpus < 2) GTEST_SKIP() << "needs 2 CPUs for workers beside the step";
