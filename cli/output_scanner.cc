@@ -119,8 +119,56 @@ std::optional<double> OutputScanner::figure_in(std::string_view text) const {
   return iterations_from(*v, text.substr(static_cast<std::size_t>(m[1].second - text.begin())));
 }
 
+bool starts_distributed_launcher(const std::vector<std::string>& command) {
+  for (const std::string& word : command) {
+    const std::string name = word.substr(word.rfind('/') + 1);
+    if (name == "torchrun" || name == "deepspeed" || name == "accelerate" ||
+        word == "torch.distributed.run" || word == "torch.distributed.launch")
+      return true;
+  }
+  return false;
+}
+
+namespace {
+
+// "  rank      : 1 (local_rank: 1)" -> (1, 1); "  exitcode  : -9 (pid: 812)" -> (-9, 812).
+std::optional<std::pair<int, std::optional<int>>> launcher_field(std::string_view text, std::string_view key,
+                                                                 std::string_view inner) {
+  const std::size_t k = text.find_first_not_of(" \t");
+  if (k == std::string_view::npos || text.substr(k, key.size()) != key) return std::nullopt;
+  const std::size_t colon = text.find(':', k + key.size());
+  if (colon == std::string_view::npos || text.find_first_not_of(" \t", k + key.size()) != colon)
+    return std::nullopt;
+  const std::string rest(text.substr(colon + 1));
+  int value = 0, second = 0;
+  const std::string format = " %d (" + std::string(inner) + ": %d)";
+  const int n = std::sscanf(rest.c_str(), format.c_str(), &value, &second);
+  if (n < 1) return std::nullopt;
+  return std::make_pair(value, n == 2 ? std::optional<int>(second) : std::nullopt);
+}
+
+}  // namespace
+
 void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
   if (blank(text)) return;
+  if (text.find("Root Cause") != std::string_view::npos) {
+    std::lock_guard lock(mutex_);
+    in_root_cause_ = true;
+  }
+  if (const auto rank = launcher_field(text, "rank", "local_rank")) {
+    std::lock_guard lock(mutex_);
+    LauncherFailure f;
+    f.rank = rank->first;
+    f.local_rank = rank->second;
+    f.root_cause = in_root_cause_;
+    failures_.push_back(f);
+  } else if (const auto exit = launcher_field(text, "exitcode", "pid")) {
+    std::lock_guard lock(mutex_);
+    if (!failures_.empty()) {
+      failures_.back().exitcode = exit->first;
+      failures_.back().pid = exit->second.value_or(0);
+    }
+  }
   const std::optional<double> figure = figure_in(text);
   const std::optional<std::pair<double, double>> time_data = time_and_data_in(text);
   std::lock_guard lock(mutex_);
@@ -142,6 +190,11 @@ void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
     }
     ++wait_.lines;
   }
+}
+
+std::vector<LauncherFailure> OutputScanner::launcher_failures() const {
+  std::lock_guard lock(mutex_);
+  return failures_;
 }
 
 PrintedThroughput OutputScanner::throughput() const {

@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace feedscope {
 
@@ -47,6 +48,20 @@ struct PrintedDataWait {
   std::optional<double> share;  // data_s / time_s; null without a line
 };
 
+// A rank torch.distributed's launcher (torchrun) reported failed, from its closing table
+// ("rank : 1 (local_rank: 1)" then "exitcode : 1 (pid: 812)").
+struct LauncherFailure {
+  int rank = 0;
+  std::optional<int> local_rank;
+  int exitcode = 0;  // negative: killed by that signal
+  int pid = 0;
+  bool root_cause = false;  // listed under torchrun's "Root Cause (first observed failure)"
+};
+
+// Whether `command` starts a torch.distributed launcher (torchrun, python -m torch.distributed.run
+// or .launch, deepspeed, accelerate launch): its output then is read for its failure table.
+bool starts_distributed_launcher(const std::vector<std::string>& command);
+
 // Reads the lines of one program. Thread-safe: its stdout and stderr pumps call text() at once.
 class OutputScanner {
  public:
@@ -65,6 +80,8 @@ class OutputScanner {
   PrintedDataWait data_wait() const;
   // When the first non-blank line arrived; null before any.
   std::optional<std::int64_t> first_line_ns() const;
+  // The ranks torchrun's failure table named, in its order.
+  std::vector<LauncherFailure> launcher_failures() const;
 
  private:
   void line(std::string_view text, std::int64_t now_ns);
@@ -84,6 +101,8 @@ class OutputScanner {
   double first_ = 0;             // the first match (seconds_per_iteration)
   double sum_after_first_ = 0;   // of the matches after the first (seconds_per_iteration)
   PrintedDataWait wait_;
+  std::vector<LauncherFailure> failures_;
+  bool in_root_cause_ = false;
   double first_time_s_ = 0, first_data_s_ = 0;
 };
 

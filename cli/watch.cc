@@ -56,10 +56,12 @@ void validate(const WatchOptions& o) {
                                         " is out of range; allowed: 1 or more (0: not known)");
 }
 
-// The program's lines are read where a pattern asks for a figure, or where they go to a file
-// anyway (a sweep point): then the first line's time and the Time/Data lines come for free.
+// The program's lines are read where a pattern asks for a figure, where they go to a file anyway
+// (a sweep point), or where a torch.distributed launcher prints which ranks failed: then the first
+// line's time and the Time/Data lines come for free.
 std::optional<OutputScanner> output_scanner(const WatchOptions& o) {
-  if (o.throughput_pattern.empty() && !o.keep_output) return std::nullopt;
+  if (o.throughput_pattern.empty() && !o.keep_output && !starts_distributed_launcher(o.command))
+    return std::nullopt;
   const ThroughputUnit unit = o.throughput_unit.empty() ? infer_throughput_unit(o.throughput_pattern)
                                                         : parse_throughput_unit(o.throughput_unit);
   return std::optional<OutputScanner>(std::in_place, o.throughput_pattern, unit, o.batch_size);
@@ -182,8 +184,27 @@ DiagnosisInput span_input_of(const SessionHandoff& s, int tree_workers, int cpus
 // A torch.distributed job: every rank's summary, the straggler, and the job's diagnosis, which is
 // the straggler's where one holds the others back (its stages too, where its Session sent them).
 // Returns the pid whose spans the report shows, 0 where that did not change.
+// How each rank torchrun reported failed ended, and what the others did.
+void note_failures(const std::vector<LauncherFailure>& failures, std::vector<RankSummary>& ranks,
+                   JobSummary& job) {
+  for (const LauncherFailure& f : failures) {
+    const std::string how = f.exitcode < 0 ? "killed by signal " + std::to_string(-f.exitcode)
+                                           : "exited with " + std::to_string(f.exitcode);
+    for (RankSummary& r : ranks)
+      if (r.pid == f.pid || (r.rank && *r.rank == f.rank))
+        r.ended = how + (f.root_cause ? " (torchrun: the first observed failure)" : "") +
+                  (r.ended.empty() ? "" : "; " + r.ended);
+    job.notes.push_back("rank " + std::to_string(f.rank) + " (pid " + std::to_string(f.pid) + ") " + how +
+                        (f.root_cause ? ", the first failure torchrun observed" : ""));
+  }
+  if (!failures.empty())
+    job.notes.push_back(std::to_string(failures.size()) + " of " + std::to_string(ranks.size()) +
+                        " ranks failed; torchrun stopped the job (its failure table, in the output above)");
+}
+
 int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff>& sessions,
-                  const WatchedGpu& gpu, WatchDiagnosisInput wd, Report& report) {
+                 const WatchedGpu& gpu, const std::vector<LauncherFailure>& failures,
+                 WatchDiagnosisInput wd, Report& report) {
   const ProcessTreeSummary& t = wd.tree;
   if (t.ranks < 2) return 0;
   std::vector<RankObservation> observed;
@@ -197,7 +218,6 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
     observed.push_back(std::move(o));
   }
   report.ranks = summarize_ranks(observed, wd);
-  JobVerdict job = judge_ranks(report.ranks);
   JobSummary summary;
   summary.id = t.job;
   summary.world_size = t.world_size;
@@ -206,7 +226,11 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
     summary.notes.push_back("WORLD_SIZE is " + std::to_string(*t.world_size) + " and " +
                             std::to_string(t.ranks) + " ranks ran here: the others ran on other "
                             "machines (feedscope merge joins their reports)");
+  note_failures(failures, report.ranks, summary);
   report.job = std::move(summary);
+  // A job that ended before anything could be measured is not judged.
+  if (report.diagnosis.bottleneck.empty()) return 0;
+  JobVerdict job = judge_ranks(report.ranks);
   // The job's diagnosis is the straggler's where there is one, else the trainer's (the busiest
   // rank), each read as its own process with its own workers.
   Diagnosis& d = report.diagnosis;
@@ -470,7 +494,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
   report.diagnosis = diagnose_watched(wd);
-  if (const int shown = digest_ranks(tree, sessions, gpu, wd, report))
+  const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
+  if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
   if (scanner) take_printed_data_wait(*scanner, report.diagnosis, program);
   if (report.job) {

@@ -13,6 +13,39 @@ std::string line(const char* format, auto... args) {
 }
 }  // namespace
 
+namespace {
+
+std::string percent_or_dash(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * *v);
+  return buf;
+}
+
+// A torch.distributed job: a line per rank, and what the job's reports say of it.
+std::string describe_ranks(const Report& r) {
+  if (r.ranks.empty()) return "";
+  std::string out = line("\n  ranks: %zu%s%s", r.ranks.size(),
+                         r.job && !r.job->id.empty() ? ", job " : "",
+                         r.job && !r.job->id.empty() ? r.job->id.c_str() : "");
+  out += line("  %-6s %-12s %8s %-15s %6s %8s %7s %7s %7s  %s", "rank", "host", "pid", "bottleneck",
+              "stall", "workers", "w busy", "main", "coll.", "ended");
+  for (const RankSummary& k : r.ranks)
+    out += line("  %-6s %-12s %8d %-15s %6s %8d %7s %7s %7s  %s",
+                k.rank ? std::to_string(*k.rank).c_str() : "?", k.host.substr(0, 12).c_str(), k.pid,
+                k.bottleneck.empty() ? "-" : k.bottleneck.c_str(),
+                percent_or_dash(k.data_stall_ratio).c_str(), k.num_workers,
+                percent_or_dash(k.worker_busy).c_str(), percent_or_dash(k.main_thread_busy).c_str(),
+                percent_or_dash(k.collective_wait_ratio).c_str(), k.ended.empty() ? "-" : k.ended.c_str());
+  out += "  (stall: waiting for data, from its spans; w busy: a loader worker's busy share; main: its main "
+         "thread's; coll.: waiting in collectives for the other ranks)\n";
+  if (r.job)
+    for (const std::string& note : r.job->notes) out += "  job: " + note + "\n";
+  return out;
+}
+
+}  // namespace
+
 std::string format_console_report(const Report& r, bool color) {
   const char* bold = color ? "\033[1m" : "";
   const char* reset = color ? "\033[0m" : "";
@@ -67,6 +100,7 @@ std::string format_console_report(const Report& r, bool color) {
   if (const std::string cap = describe_trace_cap(r.trace); !cap.empty())
     out += "  trace.json: " + cap + "\n";
   out += describe_data_errors(r.data_errors);
+  out += describe_ranks(r);
   out += "\n  evidence:\n";
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {

@@ -147,11 +147,11 @@ Recommendation job_advice(const RankSummary& s, double others_least_wait) {
                (s.advice ? s.advice->action : "find what slows it (its bottleneck: " + s.bottleneck + ")");
   if (s.advice) rec.setting = s.advice->setting;
   rec.basis = others_least_wait > 0.01
-                  ? fmt("the other ranks wait for %s at least %.0f %% of the time: the job gains "
-                        "up to %.2fx if it kept their pace (a bound, not a prediction: the next "
+                  ? fmt("no prediction, a bound: the other ranks wait for %s at least %.0f %% of "
+                        "the time, so the job gains up to %.2fx if it kept their pace (the next "
                         "slowest rank then sets it)",
                         who.c_str(), 100 * others_least_wait, 1 / (1 - std::min(others_least_wait, 0.95)))
-                  : "the other ranks' wait in collectives was not measured: no prediction";
+                  : "no prediction: the other ranks' wait in collectives was not measured";
   return rec;
 }
 
