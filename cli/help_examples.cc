@@ -41,6 +41,10 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "# pytorch/examples' imagenet: its Time/Data lines give throughput and data-wait share\n"
        "feedscope watch --throughput-pattern 'Time\\s+([0-9.]+)' --batch-size 256 "
        "-- python3 main.py /data/imagenet\n"},
+      {"merge",
+       "# on each machine: feedscope watch --report-dir node0 -- torchrun --nnodes 2 --node_rank 0 ...\n"
+       "# then, with the machines' report directories in one place, the job's report\n"
+       "feedscope merge --report-dir job node0 node1\n"},
       {"probe",
        "# what this machine has: CPUs, memory, disks, CUDA devices, CUPTI, NVML\n"
        "feedscope probe\n"

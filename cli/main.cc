@@ -26,7 +26,9 @@
 #include "cli/run.h"
 #include "cli/sweep.h"
 #include "cli/sweep_command.h"
+#include "cli/merge.h"
 #include "cli/watch.h"
+#include "exporters/job_merge.h"
 #include "cli/child_process.h"
 #include "exporters/console_report.h"
 #include "exporters/json_report.h"
@@ -238,6 +240,14 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
                     "the program's batch size: turns it/s and s/it into samples/s [not known]")
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
 
+  CLI::App* merge = app.add_subcommand(
+      "merge", "join the reports of a torch.distributed job's machines (each `feedscope watch "
+               "--report-dir D -- torchrun --nnodes N ...`) into one job report");
+  std::string merge_out;
+  std::vector<std::string> merge_dirs;
+  merge->add_option("--report-dir", merge_out, "the job report's directory")->required();
+  merge->add_option("reports", merge_dirs, "the machines' report directories")->required()->expected(2, 1 << 16);
+
   // `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
   // before parsing, so CLI11 never reads the program's own flags as feedscope's.
   std::vector<std::string> command;
@@ -269,6 +279,10 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
       watch_options.command = command;
       if (mode.check_only) return validate_watch_options(watch_options), kDone;
       return watch_command(watch_options);
+    }
+    if (*merge) {
+      if (mode.check_only) return kDone;
+      return merge_command(merge_out, merge_dirs, std::cerr);
     }
     if (*probe) {
       if (mode.check_only) return kDone;
@@ -302,6 +316,9 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
     if (mode.check_only) return validate_config(config), kDone;
     if (*demo) make_demo_images_if_missing(config);
     return run_and_print(config);
+  } catch (const MergeError& e) {
+    err << "feedscope merge: " << e.what() << "\n";
+    return kUsage;
   } catch (const ChildStartError& e) {
     err << "feedscope: " << e.what() << "\n";
     return e.exit_code();

@@ -206,7 +206,8 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
                  const WatchedGpu& gpu, const std::vector<LauncherFailure>& failures,
                  WatchDiagnosisInput wd, Report& report) {
   const ProcessTreeSummary& t = wd.tree;
-  if (t.ranks < 2) return 0;
+  // One rank here is a job too where WORLD_SIZE says others ran elsewhere (feedscope merge).
+  if (t.ranks < 2 && !(t.ranks == 1 && t.world_size.value_or(1) > 1)) return 0;
   std::vector<RankObservation> observed;
   for (ProcessTreeSummary& view : tree.rank_views()) {
     RankObservation o;

@@ -165,6 +165,50 @@ std::string program_section(const ProgramSummary& p) {
   return h.str();
 }
 
+std::string percent_or_not(const std::optional<double>& v) {
+  return v ? fmt("%.0f%%", 100 * *v) : std::string("not measured");
+}
+
+// A torch.distributed job: a row per rank, the straggler's marked, and each rank's share of its
+// time waiting for data or for the other ranks drawn as a bar.
+std::string ranks_section(const Report& r) {
+  if (r.ranks.empty()) return "";
+  std::ostringstream h;
+  h << "<h2>Ranks</h2>\n";
+  if (r.job) {
+    h << "<p>Job <code>" << esc(r.job->id.empty() ? std::string("(no id)") : r.job->id) << "</code>"
+      << (r.job->world_size ? ", WORLD_SIZE " + std::to_string(*r.job->world_size) : std::string())
+      << ", on " << r.job->hosts.size() << " machine" << (r.job->hosts.size() == 1 ? "" : "s") << ".</p>\n";
+    for (const std::string& n : r.job->notes) h << "<p class=\"warn\">" << esc(n) << "</p>\n";
+  }
+  const std::optional<Straggler>& s = r.diagnosis.straggler;
+  h << "<table><tr><th>rank</th><th>host</th><th>pid</th><th>device</th><th>bottleneck</th>"
+       "<th>samples/s</th><th>data stall</th><th>workers</th><th>worker busy</th><th>main thread</th>"
+       "<th>GPU busy</th><th>waiting for the others</th><th>of its time: data | collectives</th>"
+       "<th>ended</th></tr>\n";
+  for (const RankSummary& k : r.ranks) {
+    const bool slow = s && s->pid == k.pid && s->host == k.host;
+    const double stall = k.data_stall_ratio.value_or(0), coll = k.collective_wait_ratio.value_or(0);
+    h << "<tr" << (slow ? " style=\"background:#fdecea\"" : "") << "><td class=\"n\">"
+      << (k.rank ? std::to_string(*k.rank) : std::string("?")) << (slow ? " (straggler)" : "")
+      << "</td><td>" << esc(k.host) << "</td><td class=\"n\">" << k.pid << "</td><td>" << esc(k.device)
+      << "</td><td>" << esc(k.bottleneck) << "</td><td class=\"n\">"
+      << (k.samples_per_s ? fmt("%.1f", *k.samples_per_s) : std::string("not measured"))
+      << "</td><td class=\"n\">" << percent_or_not(k.data_stall_ratio) << "</td><td class=\"n\">"
+      << k.num_workers << "</td><td class=\"n\">" << percent_or_not(k.worker_busy)
+      << "</td><td class=\"n\">" << percent_or_not(k.main_thread_busy) << "</td><td class=\"n\">"
+      << percent_or_not(k.gpu_busy) << "</td><td class=\"n\" title=\"" << esc(k.collective_wait_source)
+      << "\">" << percent_or_not(k.collective_wait_ratio) << "</td><td><svg width=\"160\" height=\"12\">"
+      << "<rect width=\"160\" height=\"12\" fill=\"#eee\"/><rect width=\"" << fmt("%.1f", 160 * stall)
+      << "\" height=\"12\" fill=\"#D55E00\"/><rect x=\"" << fmt("%.1f", 160 * stall) << "\" width=\""
+      << fmt("%.1f", 160 * std::min(coll, 1 - stall)) << "\" height=\"12\" fill=\"#0072B2\"/></svg></td><td>"
+      << esc(k.ended.empty() ? std::string("with the job") : k.ended) << "</td></tr>\n";
+  }
+  h << "</table>\n<p>Orange: waiting for its data (its spans); blue: waiting in collectives for the "
+       "other ranks. Empty where not measured.</p>\n";
+  return h.str();
+}
+
 }  // namespace
 
 std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
@@ -205,6 +249,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   h << "<h2>Evidence</h2>\n<ul>\n";
   for (const std::string& e : d.evidence) h << "<li>" << esc(e) << "</li>\n";
   h << "</ul>\n";
+  h << ranks_section(r);
   if (r.program) h << program_section(*r.program);
   if (!d.recommendations.empty()) {
     h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "

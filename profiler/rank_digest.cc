@@ -41,7 +41,10 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
     r.last_seen_s = p.last_seen_s;
   }
   r.num_workers = t.workers;
-  if (t.workers > 0) r.worker_busy = t.worker_busy;
+  if (t.workers > 0) {
+    r.worker_busy = t.worker_busy;
+    r.worker_run_wait = t.worker_run_wait;
+  }
   if (o.gpu) {
     r.gpu_busy = o.gpu->busy_ratio;
     r.device = "cuda:" + std::to_string(o.gpu->device);
@@ -157,8 +160,11 @@ Recommendation job_advice(const RankSummary& s, double others_least_wait) {
 
 std::string loader_of(const RankSummary& r) {
   if (r.num_workers == 0) return "its main thread loads (no workers)";
-  return fmt("%d worker%s at %.0f %% busy", r.num_workers, r.num_workers == 1 ? "" : "s",
-             100 * r.worker_busy.value_or(0));
+  std::string out = fmt("%d worker%s at %.0f %% busy", r.num_workers, r.num_workers == 1 ? "" : "s",
+                        100 * r.worker_busy.value_or(0));
+  if (r.worker_run_wait && *r.worker_run_wait >= 0.05)
+    out += fmt(" and %.0f %% waiting for a core", 100 * *r.worker_run_wait);
+  return out;
 }
 
 // `others_stall`: the other ranks' median data stall, where spans measured it.
@@ -266,8 +272,11 @@ JobVerdict judge_ranks(std::vector<RankSummary>& ranks) {
       return v;
     }
   } else {
+    // What a worker would take of a core to itself: on a full machine a saturated loader's worker
+    // waits for a core part of the time it would work.
     std::vector<double> busy;
-    for (const RankSummary& r : ranks) busy.push_back(r.worker_busy.value_or(0));
+    for (const RankSummary& r : ranks)
+      busy.push_back(std::min(1.0, r.worker_busy.value_or(0) + r.worker_run_wait.value_or(0)));
     const std::size_t m = argmax(busy);
     const double rest = median_without(busy, m);
     if (busy[m] >= kWorkersSaturated && busy[m] - rest >= kBusyApart) return input_straggler(ranks, m, std::nullopt);

@@ -127,6 +127,9 @@ struct RankSummary {
   std::optional<double> period_ms;  // wall time per batch: the job's pace
   int num_workers = 0;
   std::optional<double> worker_busy;  // a worker's mean busy share of one core; none without
+  // A worker's share of time ready to run but waiting for a core: busy + this is what it would
+  // take of a core to itself (a saturated loader on a full machine reads 60 % busy, 35 % waiting).
+  std::optional<double> worker_run_wait;
   std::optional<double> main_thread_busy;
   std::optional<double> cpu_cores;    // the rank's process, all its threads
   std::optional<double> gpu_busy;

@@ -55,6 +55,7 @@ ojson ranks_to_json(const std::vector<RankSummary>& ranks) {
                    {"period_ms", or_null(r.period_ms)},
                    {"num_workers", r.num_workers},
                    {"worker_busy", or_null(r.worker_busy)},
+                   {"worker_run_wait", or_null(r.worker_run_wait)},
                    {"main_thread_busy", or_null(r.main_thread_busy)},
                    {"cpu_cores", or_null(r.cpu_cores)},
                    {"gpu_busy", or_null(r.gpu_busy)},
@@ -106,6 +107,7 @@ std::vector<RankSummary> ranks_from_json(const nlohmann::json& ranks) {
     r.period_ms = optional_of<double>(j, "period_ms");
     r.num_workers = j.value("num_workers", 0);
     r.worker_busy = optional_of<double>(j, "worker_busy");
+    r.worker_run_wait = optional_of<double>(j, "worker_run_wait");
     r.main_thread_busy = optional_of<double>(j, "main_thread_busy");
     r.cpu_cores = optional_of<double>(j, "cpu_cores");
     r.gpu_busy = optional_of<double>(j, "gpu_busy");

@@ -1,0 +1,252 @@
+#include "exporters/job_merge.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "exporters/detail/rank_json.h"
+#include "exporters/html_report.h"
+#include "exporters/json_report.h"
+#include "loader/stage.h"
+#include "profiler/rank_digest.h"
+
+namespace feedscope {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Machine {
+  fs::path dir;
+  Environment environment;
+  JobSummary job;
+  std::vector<RankSummary> ranks;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MergeError(path.string() + ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Machine read_machine(const fs::path& dir) {
+  const fs::path path = dir / "report.json";
+  Machine m;
+  m.dir = dir;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_text(path));
+    if (j.value("schema", std::string()) != kReportSchema)
+      throw MergeError(path.string() + ": not a " + std::string(kReportSchema) + " report");
+    const auto job = detail::job_from_json(j.value("job", nlohmann::json()));
+    if (!job || !j.contains("ranks"))
+      throw MergeError(path.string() + ": not the report of a torch.distributed job (no ranks: was "
+                                       "it `feedscope watch` of torchrun?)");
+    m.job = *job;
+    m.ranks = detail::ranks_from_json(j.at("ranks"));
+    const nlohmann::json& e = j.at("environment");
+    m.environment.cpus = e.value("cpus", 0);
+    m.environment.memory_total_bytes = e.value("memory_bytes", std::uint64_t{0});
+    m.environment.device = e.value("device", std::string());
+    m.environment.torch_version = e.value("torch_version", std::string());
+    m.environment.cuda_version = e.value("cuda_version", std::string());
+    m.environment.feedscope_version = e.value("feedscope_version", std::string());
+    m.environment.hostname = e.value("hostname", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    throw MergeError(path.string() + ": " + e.what());
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const MergeError*>(&e)) throw;
+    throw MergeError(path.string() + ": " + e.what());
+  }
+  return m;
+}
+
+// torchrun's rendezvous id where a report has one, else MASTER_ADDR:MASTER_PORT: each machine's
+// ranks see the same.
+std::string job_key(const std::string& id) {
+  const std::size_t rdzv = id.find(" rdzv=");
+  return rdzv == std::string::npos ? id : id.substr(rdzv + 1);
+}
+
+void check_one_job(const std::vector<Machine>& machines, std::vector<std::string>& notes) {
+  for (const Machine& m : machines)
+    if (job_key(m.job.id) != job_key(machines.front().job.id)) {
+      std::string out = "the reports are not of one job:";
+      for (const Machine& x : machines) out += "\n  " + x.dir.string() + ": job " + x.job.id;
+      throw MergeError(out);
+    }
+  std::map<int, fs::path> seen;
+  for (const Machine& m : machines)
+    for (const RankSummary& r : m.ranks) {
+      if (!r.rank) continue;
+      const auto [it, fresh] = seen.emplace(*r.rank, m.dir);
+      if (!fresh)
+        throw MergeError("rank " + std::to_string(*r.rank) + " is in both " + it->second.string() +
+                         " and " + m.dir.string() + ": the same machine's report twice?");
+    }
+  // Each machine's watch must overlap the others' in time; one that overlaps in part is said.
+  for (const Machine& m : machines) {
+    if (!m.job.begin_unix_s || !m.job.end_unix_s) continue;
+    for (const Machine& o : machines) {
+      if (&o == &m || !o.job.begin_unix_s || !o.job.end_unix_s) continue;
+      const double overlap = std::min(*m.job.end_unix_s, *o.job.end_unix_s) -
+                             std::max(*m.job.begin_unix_s, *o.job.begin_unix_s);
+      const double shorter = std::min(*m.job.end_unix_s - *m.job.begin_unix_s,
+                                      *o.job.end_unix_s - *o.job.begin_unix_s);
+      if (overlap <= 0)
+        throw MergeError(m.dir.string() + " and " + o.dir.string() +
+                         " do not overlap in time: not one run of the job");
+      if (&m < &o && overlap < 0.5 * shorter)
+        notes.push_back(m.dir.string() + " and " + o.dir.string() + " overlap in time only in part (" +
+                        std::to_string(static_cast<int>(100 * overlap / shorter)) +
+                        " % of the shorter watch)");
+    }
+  }
+  const std::optional<int> world = machines.front().job.world_size;
+  if (world) {
+    std::string missing;
+    for (int r = 0; r < *world; ++r)
+      if (!seen.contains(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (!missing.empty())
+      notes.push_back("ranks " + missing + " of WORLD_SIZE " + std::to_string(*world) +
+                      " are in no report given: the job's verdict covers the others");
+  }
+}
+
+// The job's diagnosis: the straggler's where one holds the others back, else the ranks' most
+// common bottleneck.
+Diagnosis job_diagnosis(std::vector<RankSummary>& ranks) {
+  JobVerdict v = judge_ranks(ranks);
+  Diagnosis d;
+  std::map<std::string, int> names;
+  for (const RankSummary& r : ranks)
+    if (!r.bottleneck.empty()) ++names[r.bottleneck];
+  const RankSummary* judged = nullptr;
+  for (const RankSummary& r : ranks)
+    if (v.straggler ? r.pid == v.straggler->pid && r.host == v.straggler->host
+                    : !names.empty() && r.bottleneck ==
+                          std::max_element(names.begin(), names.end(), [](auto& a, auto& b) {
+                            return a.second < b.second;
+                          })->first)
+      judged = judged ? judged : &r;
+  if (judged) {
+    d.bottleneck = judged->bottleneck;
+    if (judged->data_stall_ratio) {
+      d.data_stall_ratio = *judged->data_stall_ratio;
+      d.data_stall_source = "wait spans of " + rank_name(*judged);
+    }
+    d.verdict = (v.verdict.empty() ? "" : v.verdict + ". ") + rank_name(*judged) + ": " + judged->verdict;
+    if (!v.straggler && judged->advice) d.recommendations.push_back(*judged->advice);
+  } else {
+    d.verdict = v.verdict;
+  }
+  d.input_bound = d.data_stall_source.empty() ? "unknown" : input_bound_class(d.data_stall_ratio);
+  d.evidence = v.evidence;
+  for (const RankSummary& r : ranks)
+    d.evidence.push_back(rank_name(r) + " on " + r.host + ": " + (r.verdict.empty() ? "no verdict" : r.verdict));
+  if (v.recommendation) d.recommendations.insert(d.recommendations.begin(), *v.recommendation);
+  d.straggler = std::move(v.straggler);
+  return d;
+}
+
+}  // namespace
+
+Report merge_job_reports(const std::vector<fs::path>& dirs) {
+  if (dirs.size() < 2) throw MergeError("merge: give the report directories of two machines or more");
+  std::vector<Machine> machines;
+  for (const fs::path& d : dirs) machines.push_back(read_machine(d));
+  Report out;
+  JobSummary job;
+  check_one_job(machines, job.notes);
+  job.id = machines.front().job.id;
+  job.world_size = machines.front().job.world_size;
+  std::vector<std::string> reports;
+  for (const Machine& m : machines) {
+    job.hosts.push_back(m.environment.hostname);
+    for (const std::string& n : m.job.notes) job.notes.push_back(m.environment.hostname + ": " + n);
+    if (m.job.begin_unix_s)
+      job.begin_unix_s = std::min(job.begin_unix_s.value_or(*m.job.begin_unix_s), *m.job.begin_unix_s);
+    if (m.job.end_unix_s) job.end_unix_s = std::max(job.end_unix_s.value_or(*m.job.end_unix_s), *m.job.end_unix_s);
+    out.ranks.insert(out.ranks.end(), m.ranks.begin(), m.ranks.end());
+    reports.push_back(m.dir.string());
+  }
+  std::stable_sort(out.ranks.begin(), out.ranks.end(), [](const RankSummary& a, const RankSummary& b) {
+    return a.rank.value_or(1 << 30) < b.rank.value_or(1 << 30);
+  });
+  out.environment = machines.front().environment;
+  out.environment.hostname.clear();
+  for (const std::string& h : job.hosts) out.environment.hostname += (out.environment.hostname.empty() ? "" : ",") + h;
+  std::string joined;
+  for (const std::string& r : reports) joined += (joined.empty() ? "" : " ") + r;
+  out.config = {{"mode", std::string("merge")}, {"reports", joined}};
+  if (job.begin_unix_s && job.end_unix_s) out.throughput.wall_s = *job.end_unix_s - *job.begin_unix_s;
+  for (const std::string_view name : kStageNames)
+    out.stages.push_back(StageStats{std::string(name)});
+  out.training.model = "the job's own";
+  out.diagnosis = job_diagnosis(out.ranks);
+  out.job = std::move(job);
+  return out;
+}
+
+namespace {
+
+// Each machine's trace.json shifted onto the job's clock (its watch's start), its processes
+// renumbered by machine and named by host; then a track per rank over the time it was seen.
+void write_trace(std::ostream& out, const Report& job, const std::vector<fs::path>& dirs) {
+  nlohmann::json events = nlohmann::json::array();
+  const double origin = job.job && job.job->begin_unix_s ? *job.job->begin_unix_s : 0;
+  std::map<std::string, double> offset_us;  // by host
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    nlohmann::json report, trace;
+    try {
+      report = nlohmann::json::parse(read_text(dirs[i] / "report.json"));
+      trace = nlohmann::json::parse(read_text(dirs[i] / "trace.json"));
+    } catch (const std::exception&) {
+      continue;  // a machine without its trace.json still has its ranks below
+    }
+    const std::string host = report["environment"].value("hostname", std::string());
+    const double begin = report["job"].value("begin_unix_s", origin);
+    offset_us[host] = (begin - origin) * 1e6;
+    const nlohmann::json& list = trace.is_object() ? trace.value("traceEvents", nlohmann::json::array()) : trace;
+    for (nlohmann::json e : list) {
+      if (e.contains("pid") && e["pid"].is_number()) e["pid"] = static_cast<int>(1000 * (i + 1)) + e["pid"].get<int>();
+      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + offset_us[host];
+      if (e.value("name", std::string()) == "process_name" && e.contains("args"))
+        e["args"]["name"] = host + ": " + e["args"].value("name", std::string());
+      events.push_back(std::move(e));
+    }
+  }
+  for (const RankSummary& r : job.ranks) {
+    const int pid = 100000 + r.rank.value_or(r.pid);
+    const double shift = offset_us.contains(r.host) ? offset_us[r.host] : 0;
+    events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"},
+                      {"args", {{"name", rank_name(r) + " (" + r.host + ", pid " + std::to_string(r.pid) + ")"}}}});
+    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", 0}, {"name", r.bottleneck.empty() ? "rank" : r.bottleneck},
+                      {"cat", "rank"}, {"ts", shift + 1e6 * r.first_seen_s},
+                      {"dur", 1e6 * std::max(0.0, r.last_seen_s - r.first_seen_s)},
+                      {"args", {{"collective_wait_ratio", r.collective_wait_ratio ? nlohmann::json(*r.collective_wait_ratio) : nlohmann::json(nullptr)},
+                                {"data_stall_ratio", r.data_stall_ratio ? nlohmann::json(*r.data_stall_ratio) : nlohmann::json(nullptr)},
+                                {"ended", r.ended}}}});
+  }
+  out << nlohmann::json{{"displayTimeUnit", "ms"}, {"traceEvents", events}}.dump() << "\n";
+}
+
+}  // namespace
+
+void write_merged_job(const fs::path& out, const Report& job, const std::vector<fs::path>& dirs) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw std::runtime_error("cannot create report directory '" + out.string() + "': " + ec.message());
+  write_file_atomically((out / "report.json").string(), report_to_json(job));
+  write_file_atomically((out / "report.html").string(), report_to_html(job, {}, 0));
+  std::ostringstream trace;
+  write_trace(trace, job, dirs);
+  write_file_atomically((out / "trace.json").string(), trace.str());
+}
+
+}  // namespace feedscope
