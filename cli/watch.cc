@@ -394,9 +394,11 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   ProgramTorchProbe torch;
-  so.retarget = [&tree, &torch, started = child.pid()](const UtilizationSample& s) {
+  so.retarget = [&tree, &torch, started = child.pid(), m = metrics.get()](const UtilizationSample& s) {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
-    return tree.add(s);
+    const int next = tree.add(s);
+    if (m) m->update_ranks(tree.latest_ranks());
+    return next;
   };
   Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());
 

@@ -155,6 +155,10 @@ struct MetricsExporter::Impl {
   Family<Gauge>* gpu_util = nullptr;
   Family<Gauge>* gpu_busy = nullptr;
   Family<Gauge>* gpu_memory_used = nullptr;
+  Family<Gauge>* rank_cpu = nullptr;
+  Family<Gauge>* rank_main = nullptr;
+  Family<Gauge>* rank_workers = nullptr;
+  Family<Gauge>* rank_workers_cpu = nullptr;
 
   // Below state is shared between the threads that call update_utilization / set_bottleneck.
   // Both run at the sampling or diagnosis rate, not per batch, so one mutex each is cheap.
@@ -280,6 +284,14 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
     m.gpu_util = &m.family(prometheus::BuildGauge(), "feedscope_gpu_utilization_ratio",
                            "Share of the sampling period in which a kernel ran on the GPU "
                            "(NVML utilization.gpu), 0..1.");
+    m.rank_cpu = &m.family(prometheus::BuildGauge(), "feedscope_rank_cpu_cores",
+                           "A torch.distributed rank's process, all its threads, in cores (watch).");
+    m.rank_main = &m.family(prometheus::BuildGauge(), "feedscope_rank_main_thread_busy_ratio",
+                            "A rank's main thread (its training loop), busy share of one core, 0..1 (watch).");
+    m.rank_workers = &m.family(prometheus::BuildGauge(), "feedscope_rank_loader_workers",
+                               "A rank's DataLoader worker processes alive (watch).");
+    m.rank_workers_cpu = &m.family(prometheus::BuildGauge(), "feedscope_rank_loader_workers_cpu_cores",
+                                   "A rank's DataLoader workers together, in cores (watch).");
     m.gpu_busy = &m.family(prometheus::BuildGauge(), "feedscope_gpu_busy_ratio",
                            "GPU busy share, 0..1; from NVML utilization.gpu, the busiest "
                            "reading the sampler has.");
@@ -440,6 +452,22 @@ void MetricsExporter::set_bottleneck(std::string_view bottleneck) {
   for (std::size_t i = 0; i < kBottleneckNames.size(); ++i)
     impl_->bottleneck[i]->Set(kBottleneckNames[i] == bottleneck ? 1 : 0);
   impl_->changed();
+}
+
+void MetricsExporter::update_ranks(const std::vector<RankReading>& ranks) {
+  Impl& m = *impl_;
+  if (m.const_labels.contains("rank")) return;  // one rank's own endpoint: its rank is constant
+  {
+    std::lock_guard lock(m.utilization_mutex);
+    for (const RankReading& r : ranks) {
+      const Labels labels = {{"rank", std::to_string(r.rank)}};
+      m.rank_cpu->Add(labels).Set(r.cpu_cores);
+      if (r.main_thread_busy) m.rank_main->Add(labels).Set(*r.main_thread_busy);
+      m.rank_workers->Add(labels).Set(r.workers);
+      m.rank_workers_cpu->Add(labels).Set(r.workers_cores);
+    }
+  }
+  m.changed();
 }
 
 std::string MetricsExporter::scrape_text() const {

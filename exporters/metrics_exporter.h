@@ -6,6 +6,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "profiler/process_tree.h"
 #include <stdexcept>
 #include <string_view>
 
@@ -55,6 +58,8 @@ class MetricsExporter {
   void add_h2d_bytes(bool pinned, double bytes);             // memory="pinned"|"pageable"
   void update_utilization(const UtilizationSample& sample);  // cpu, memory, disk, pressure, gpu
   void set_bottleneck(std::string_view bottleneck);          // one series at 1, the others 0
+  // `feedscope watch` of a torch.distributed job: feedscope_rank_* series labelled by rank.
+  void update_ranks(const std::vector<RankReading>& ranks);
 
   // The exposition text of feedscope's metrics, exactly what a scrape of /metrics returns.
   std::string scrape_text() const;

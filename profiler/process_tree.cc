@@ -1,6 +1,7 @@
 #include "profiler/process_tree.h"
 
 #include <algorithm>
+#include <tuple>
 #include <set>
 
 namespace feedscope {
@@ -195,6 +196,27 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
     group.cores_sum += alive_cores.second;
     ++group.alive_readings;
   }
+  std::map<int, RankReading> latest;
+  const double weight = std::clamp(dt / 1.0, 0.0, 1.0);  // of the new reading: about a second's mean
+  const auto reading = [&](int rank_pid, double cores, std::optional<double> main) {
+    const auto a = processes_.find(rank_pid);
+    if (a == processes_.end() || !a->second.process.rank) return;
+    RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0};
+    if (const auto w = alive_by_parent.find(rank_pid); w != alive_by_parent.end())
+      std::tie(r.workers, r.workers_cores) = w->second;
+    if (const auto before = latest_ranks_.find(rank_pid); before != latest_ranks_.end() && weight > 0) {
+      const RankReading& b = before->second;
+      const auto mix = [weight](double was, double now) { return was + weight * (now - was); };
+      r.cpu_cores = mix(b.cpu_cores, r.cpu_cores);
+      r.workers_cores = mix(b.workers_cores, r.workers_cores);
+      if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
+    }
+    latest[rank_pid] = r;
+  };
+  if (rank_pids_.contains(pid) && !baseline_only) reading(pid, self_cores, main_busy);
+  for (const ProcessCpu& p : s.children)
+    if (p.pid != pid && rank_pids_.contains(p.pid)) reading(p.pid, p.cores, p.main_thread_busy);
+  latest_ranks_ = std::move(latest);
 
   // NVML's per-process readings, for the processes of this tree. The sampler repeats a GPU
   // reading until it reads the GPU again: a window of SM shares is counted once, by its end.
@@ -249,6 +271,13 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     }
   }
   return view(trainer);
+}
+
+std::vector<RankReading> ProcessTreeDigest::latest_ranks() const {
+  std::lock_guard lock(mutex_);
+  std::vector<RankReading> out;
+  for (const auto& [pid, r] : latest_ranks_) out.push_back(r);
+  return out;
 }
 
 std::vector<ProcessTreeSummary> ProcessTreeDigest::rank_views() const {

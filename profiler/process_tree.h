@@ -114,6 +114,18 @@ struct ProcessTreeSummary {
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
 
+// One rank as the latest readings saw it, each figure smoothed over about a second (a reading is
+// a tenth of one, and a thread at 10 % of a core takes one clock tick in it or none): the live
+// per-rank series of `watch --metrics-addr`.
+struct RankReading {
+  int rank = 0;
+  int pid = 0;
+  double cpu_cores = 0;
+  std::optional<double> main_thread_busy;
+  int workers = 0;
+  double workers_cores = 0;
+};
+
 // Thread-safe: add() on the sampling thread, summary() from any thread.
 class ProcessTreeDigest {
  public:
@@ -127,6 +139,8 @@ class ProcessTreeDigest {
   // A torch.distributed job: the tree as each rank sees it, the rank as the trainer with its own
   // workers (its threads read where it was followed, its main thread alone where not), by pid.
   std::vector<ProcessTreeSummary> rank_views() const;
+  // The ranks (with a RANK) in the latest reading.
+  std::vector<RankReading> latest_ranks() const;
 
  private:
   struct Thread {
@@ -187,6 +201,7 @@ class ProcessTreeDigest {
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
   std::map<int, Workers> workers_by_parent_;
+  std::map<int, RankReading> latest_ranks_;  // by pid: the ranks in the latest reading
   double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples
   std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
   std::set<int> launcher_pids_;    // processes that started ranks
