@@ -158,6 +158,7 @@ void update_everything(MetricsExporter& m) {
   m.add_h2d_bytes(false, 512);
   m.update_utilization(full_sample());
   m.set_bottleneck("cpu_preprocess");
+  m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6}, RankReading{1, 102, 0.2, 0.1, 2, 0.4}});
 }
 
 // DESIGN.md's metric list and this exporter's additions, with their types.
@@ -183,6 +184,10 @@ const std::map<std::string, std::string>& expected_metrics() {
       {"feedscope_gpu_memory_used_bytes", "gauge"},
       {"feedscope_bottleneck_info", "gauge"},
       {"feedscope_build_info", "gauge"},
+      {"feedscope_rank_cpu_cores", "gauge"},
+      {"feedscope_rank_main_thread_busy_ratio", "gauge"},
+      {"feedscope_rank_loader_workers", "gauge"},
+      {"feedscope_rank_loader_workers_cpu_cores", "gauge"},
   };
   return metrics;
 }
