@@ -11,6 +11,12 @@ using detail::fmt;
 
 namespace {
 
+constexpr const char* kNcclSource =
+    "CUDA trace: its NCCL kernels' share of its span of GPU work (the wait for the other ranks and "
+    "the transfer together)";
+
+bool from_nccl(const RankSummary& r) { return r.collective_wait_source == kNcclSource; }
+
 const StageStats* stage(const std::vector<StageStats>& stages, std::string_view name) {
   for (const StageStats& s : stages)
     if (s.name == name) return &s;
@@ -48,6 +54,9 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
   if (o.gpu) {
     r.gpu_busy = o.gpu->busy_ratio;
     r.device = "cuda:" + std::to_string(o.gpu->device);
+    // NCCL's kernels run while a rank waits in the collective (and while it moves the data).
+    r.collective_wait_ratio = o.gpu->collective_ratio;
+    r.collective_wait_source = kNcclSource;
   }
   if (o.spans) {
     take_spans(*o.spans, r);
@@ -112,6 +121,7 @@ bool collective_wait_from_spans(std::vector<RankSummary>& ranks) {
     quickest = quickest < 0 ? *r.step_ms : std::min(quickest, *r.step_ms);
   }
   for (RankSummary& r : ranks) {
+    if (from_nccl(r)) continue;
     r.collective_wait_ratio = std::clamp((*r.step_ms - quickest) / *r.period_ms, 0.0, 1.0);
     r.collective_wait_source = fmt("spans: its step beyond the quickest rank's (%.1f ms, its own "
                                    "compute), per batch", quickest);
@@ -124,7 +134,7 @@ bool collective_wait_from_spans(std::vector<RankSummary>& ranks) {
 void collective_wait_from_sleep(std::vector<RankSummary>& ranks, std::size_t straggler) {
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     RankSummary& r = ranks[i];
-    if (i == straggler || !r.main_thread_busy) continue;
+    if (i == straggler || !r.main_thread_busy || from_nccl(r)) continue;
     r.collective_wait_ratio = 1 - *r.main_thread_busy;
     r.collective_wait_source = "no spans: the share of time its main thread slept while " +
                                rank_name(ranks[straggler]) + " set the pace (at most this much)";

@@ -277,3 +277,25 @@ TEST(GpuActivityWireTest, AWatchDirMergesEveryProcessAndKeepsStatusesByPid) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+// A rank of an NCCL job: its own kernels' busy share and the share its all-reduce kernels took,
+// over its own span of CUDA work.
+TEST(ProcessGpuTest, BusyAndNcclSharesAreOverTheProcesssOwnSpan) {
+  GpuActivity a;
+  a.kernels.push_back(KernelRecord{"volta_sgemm_128x64_nn", 1000, 4000, 1, 7, 1});
+  a.kernels.push_back(KernelRecord{"ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4000, 9000, 1, 9, 2});
+  a.kernels.push_back(KernelRecord{"elementwise_kernel", 9000, 10000, 1, 7, 3});
+  a.kernels.push_back(KernelRecord{"elementwise_kernel", 10500, 11000, 1, 7, 4});  // 500 ns idle before
+  const ProcessGpu g = summarize_process_gpu(a);
+  EXPECT_EQ(g.device, 1u);
+  EXPECT_EQ(g.kernels, 4);
+  EXPECT_NEAR(g.busy_ratio, 9500.0 / 10000, 1e-9);
+  EXPECT_NEAR(g.collective_ratio, 5000.0 / 10000, 1e-9);
+  EXPECT_EQ(summarize_process_gpu(GpuActivity{}).kernels, 0);
+}
+
+}  // namespace
+}  // namespace feedscope
