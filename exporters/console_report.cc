@@ -82,7 +82,7 @@ std::string format_console_report(const Report& r, bool color) {
   out += "\n";
   const bool any_stage = std::any_of(r.stages.begin(), r.stages.end(),
                                      [](const StageStats& s) { return s.count > 0; });
-  if (!any_stage && r.program)
+  if (!any_stage && (r.program || !r.ranks.empty()))
     out += "  stages: not measured (the program sent no stage spans)\n";
   else
     out += line("  %-10s %8s %10s %10s %10s %8s", "stage", "count", "mean ms", "p95 ms", "busy s",

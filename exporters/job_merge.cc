@@ -168,7 +168,9 @@ Report merge_job_reports(const std::vector<fs::path>& dirs) {
   std::vector<std::string> reports;
   for (const Machine& m : machines) {
     job.hosts.push_back(m.environment.hostname);
-    for (const std::string& n : m.job.notes) job.notes.push_back(m.environment.hostname + ": " + n);
+    for (const std::string& n : m.job.notes)
+      if (!n.starts_with("WORLD_SIZE is"))  // the machine's own view of the others: merged here
+        job.notes.push_back(m.environment.hostname + ": " + n);
     if (m.job.begin_unix_s)
       job.begin_unix_s = std::min(job.begin_unix_s.value_or(*m.job.begin_unix_s), *m.job.begin_unix_s);
     if (m.job.end_unix_s) job.end_unix_s = std::max(job.end_unix_s.value_or(*m.job.end_unix_s), *m.job.end_unix_s);

@@ -63,9 +63,6 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
     if (r.device.empty() && o.spans->on_gpu) r.device = "cuda";
   }
   if (r.device.empty()) r.device = t.on_gpu ? "cuda" : "cpu";
-  if (t.sampled_s - r.last_seen_s >= kLeftEarlyS)
-    r.ended = fmt("left %.1f s before the job's last reading (%.1f s into the watch)",
-                  t.sampled_s - r.last_seen_s, r.last_seen_s);
 
   const Diagnosis d = diagnose_rank(o, common);
   r.bottleneck = d.bottleneck;
@@ -258,6 +255,14 @@ std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ran
                                          const WatchDiagnosisInput& common) {
   std::vector<RankSummary> out;
   for (const RankObservation& o : ranks) out.push_back(summarize_rank(o, common));
+  // A rank last seen well before the others left the job early (the launcher's teardown after
+  // the last rank ends is not the ranks').
+  double last = 0;
+  for (const RankSummary& r : out) last = std::max(last, r.last_seen_s);
+  for (RankSummary& r : out)
+    if (last - r.last_seen_s >= kLeftEarlyS)
+      r.ended = fmt("left %.1f s before the last rank (%.1f s into the watch)", last - r.last_seen_s,
+                    r.last_seen_s);
   std::stable_sort(out.begin(), out.end(), [](const RankSummary& a, const RankSummary& b) {
     return a.rank.value_or(1 << 30) < b.rank.value_or(1 << 30);
   });

@@ -21,7 +21,7 @@ inline constexpr double kStallApart = 0.10;
 inline constexpr double kBusyApart = 0.20;
 // Every rank waiting for data at least this much: loading is too slow everywhere.
 inline constexpr double kStallEverywhere = 0.10;
-// A rank last seen this long before the watch's last reading left the job early.
+// A rank last seen this long before the job's last rank left the job early.
 inline constexpr double kLeftEarlyS = 1.0;
 
 struct RankObservation {
