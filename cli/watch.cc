@@ -394,10 +394,18 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   ProgramTorchProbe torch;
-  so.retarget = [&tree, &torch, started = child.pid(), m = metrics.get()](const UtilizationSample& s) {
+  // With an endpoint, the ranks' series, and once a second their Sessions' live windows.
+  so.retarget = [&tree, &torch, started = child.pid(), m = metrics.get(), dir = channel.path,
+                 polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
     const int next = tree.add(s);
-    if (m) m->update_ranks(tree.latest_ranks());
+    if (m) {
+      m->update_ranks(tree.latest_ranks());
+      if (s.time_ns - polled_ns >= 1'000'000'000) {
+        polled_ns = s.time_ns;
+        m->update_rank_windows(read_live_windows(dir));
+      }
+    }
     return next;
   };
   Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());

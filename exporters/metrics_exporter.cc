@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -159,6 +160,8 @@ struct MetricsExporter::Impl {
   Family<Gauge>* rank_main = nullptr;
   Family<Gauge>* rank_workers = nullptr;
   Family<Gauge>* rank_workers_cpu = nullptr;
+  Family<Gauge>* rank_stall = nullptr;
+  Family<Gauge>* rank_steps = nullptr;
 
   // Below state is shared between the threads that call update_utilization / set_bottleneck.
   // Both run at the sampling or diagnosis rate, not per batch, so one mutex each is cheap.
@@ -292,6 +295,10 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
                                "A rank's DataLoader worker processes alive (watch).");
     m.rank_workers_cpu = &m.family(prometheus::BuildGauge(), "feedscope_rank_loader_workers_cpu_cores",
                                    "A rank's DataLoader workers together, in cores (watch).");
+    m.rank_stall = &m.family(prometheus::BuildGauge(), "feedscope_rank_data_stall_ratio",
+                             "A rank's data stall (wait / wall) over its Session's last second (watch).");
+    m.rank_steps = &m.family(prometheus::BuildGauge(), "feedscope_rank_steps_per_second",
+                             "A rank's training steps per second over its Session's last second (watch).");
     m.gpu_busy = &m.family(prometheus::BuildGauge(), "feedscope_gpu_busy_ratio",
                            "GPU busy share, 0..1; from NVML utilization.gpu, the busiest "
                            "reading the sampler has.");
@@ -465,6 +472,21 @@ void MetricsExporter::update_ranks(const std::vector<RankReading>& ranks) {
       if (r.main_thread_busy) m.rank_main->Add(labels).Set(*r.main_thread_busy);
       m.rank_workers->Add(labels).Set(r.workers);
       m.rank_workers_cpu->Add(labels).Set(r.workers_cores);
+    }
+  }
+  m.changed();
+}
+
+void MetricsExporter::update_rank_windows(const std::vector<LiveWindow>& windows) {
+  Impl& m = *impl_;
+  if (m.const_labels.contains("rank")) return;
+  {
+    std::lock_guard lock(m.utilization_mutex);
+    for (const LiveWindow& w : windows) {
+      if (!w.rank || w.wall_s <= 0) continue;
+      const Labels labels = {{"rank", std::to_string(*w.rank)}};
+      m.rank_stall->Add(labels).Set(std::clamp(w.wait_s / w.wall_s, 0.0, 1.0));
+      m.rank_steps->Add(labels).Set(static_cast<double>(w.steps) / w.wall_s);
     }
   }
   m.changed();

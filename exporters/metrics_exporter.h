@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "exporters/watch_channel.h"
 #include "profiler/process_tree.h"
 #include <stdexcept>
 #include <string_view>
@@ -60,6 +61,9 @@ class MetricsExporter {
   void set_bottleneck(std::string_view bottleneck);          // one series at 1, the others 0
   // `feedscope watch` of a torch.distributed job: feedscope_rank_* series labelled by rank.
   void update_ranks(const std::vector<RankReading>& ranks);
+  // Each rank's Session's latest window of spans: feedscope_rank_data_stall_ratio and
+  // feedscope_rank_steps_per_second by rank (a window without a rank is left out).
+  void update_rank_windows(const std::vector<LiveWindow>& windows);
 
   // The exposition text of feedscope's metrics, exactly what a scrape of /metrics returns.
   std::string scrape_text() const;

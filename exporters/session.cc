@@ -124,6 +124,22 @@ namespace {
 // A rank of a torch.distributed job (RANK and WORLD_SIZE > 1 in its environment, as torchrun,
 // deepspeed and accelerate set them) labels its series and its report with its rank and writes
 // into REPORT_DIR/rank-N, so that the job's ranks do not overwrite one another's reports.
+// A window of spans to the watcher. Never throws: a full disk must not stop training.
+void hand_live_window_quietly(const std::filesystem::path& dir, const std::vector<StageStats>& stages,
+                              std::int64_t begin_ns, std::int64_t end_ns, int rank) noexcept {
+  try {
+    LiveWindow w;
+    if (rank >= 0) w.rank = rank;
+    w.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+    for (const StageStats& st : stages) {
+      if (st.name == "wait") w.wait_s = st.busy_s;
+      if (st.name == "step") w.steps = st.count;
+    }
+    hand_live_window(dir, w);
+  } catch (const std::exception&) {
+  }
+}
+
 Session::Options with_rank_from_environment(Session::Options o) {
   const char* rank = std::getenv("RANK");
   const char* world = std::getenv("WORLD_SIZE");
@@ -206,7 +222,8 @@ Session::Session(Options options)
   // without a device option, a running GPU trace stands for a step on the GPU. The setup is read
   // anew for each window: set_loader_settings() may change it.
   SpanCollector::WindowFn live_diagnosis;
-  if (s.metrics) {
+  const std::optional<std::filesystem::path> watcher = watch_channel_dir();
+  if (s.metrics || watcher) {
     s.live_setup = {o.batch_size,
                     o.num_workers,
                     s.cpus,
@@ -214,14 +231,17 @@ Session::Session(Options options)
                     false,
                     cuda_device_index(o.device).value_or(0),
                     o.pin_memory};
-    live_diagnosis = [&s](const std::vector<StageStats>& stages, std::int64_t begin,
-                          std::int64_t end) {
-      diagnose_live_window(*s.metrics, s.current_setup(), s.sampling.sampler.get(), stages, begin,
-                           end);
+    // Under watch, each second's spans go to the watcher too, while the program runs.
+    live_diagnosis = [&s, watcher, rank = o.rank](const std::vector<StageStats>& stages,
+                                                  std::int64_t begin, std::int64_t end) {
+      if (s.metrics)
+        diagnose_live_window(*s.metrics, s.current_setup(), s.sampling.sampler.get(), stages, begin, end);
+      if (watcher) hand_live_window_quietly(*watcher, stages, begin, end, rank);
     };
   }
   s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
-                                                std::move(live_diagnosis), 5'000'000'000,
+                                                std::move(live_diagnosis),
+                                                watcher ? 1'000'000'000 : 5'000'000'000,
                                                 s.loop.get(), clock);
 }
 

@@ -81,6 +81,39 @@ void hand_report_to_watcher(const std::filesystem::path& dir, const Report& repo
                         report_to_json(report));
 }
 
+void hand_live_window(const std::filesystem::path& dir, const LiveWindow& w) {
+  const nlohmann::json j = {{"rank", w.rank ? nlohmann::json(*w.rank) : nlohmann::json(nullptr)},
+                            {"wall_s", w.wall_s},
+                            {"wait_s", w.wait_s},
+                            {"steps", w.steps}};
+  write_file_atomically((dir / ("live-" + std::to_string(::getpid()) + ".json")).string(), j.dump());
+}
+
+std::vector<LiveWindow> read_live_windows(const std::filesystem::path& dir) {
+  std::vector<LiveWindow> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("live-", 0) != 0 || entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      const nlohmann::json j = nlohmann::json::parse(text.str());
+      LiveWindow w;
+      w.pid = std::atoi(name.c_str() + 5);
+      if (j.contains("rank") && j["rank"].is_number_integer()) w.rank = j["rank"].get<int>();
+      w.wall_s = j.value("wall_s", 0.0);
+      w.wait_s = j.value("wait_s", 0.0);
+      w.steps = j.value("steps", std::int64_t{0});
+      out.push_back(w);
+    } catch (const nlohmann::json::exception&) {
+      // half-written by a writer that is not ours (ours rename whole files): the next poll reads it
+    }
+  }
+  return out;
+}
+
 std::vector<SessionHandoff> read_session_handoffs(const std::filesystem::path& dir,
                                                   std::vector<std::string>& errors) {
   std::vector<SessionHandoff> out;

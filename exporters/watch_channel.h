@@ -23,6 +23,19 @@ std::optional<std::filesystem::path> watch_channel_dir();
 // Leaves `report` in the channel as session-<pid>.json (written whole, then renamed).
 void hand_report_to_watcher(const std::filesystem::path& dir, const Report& report);
 
+// One window (about a second) of a Session's spans while the program runs, left as
+// live-<pid>.json for the watcher's live per-rank series: its data stall and its pace.
+struct LiveWindow {
+  int pid = 0;
+  std::optional<int> rank;  // the Session's (RANK of a torch.distributed job)
+  double wall_s = 0;        // the window's length
+  double wait_s = 0;        // the training thread's wait for data in it
+  std::int64_t steps = 0;   // step spans that began in it
+};
+void hand_live_window(const std::filesystem::path& dir, const LiveWindow& window);
+// Every live-<pid>.json in `dir`; one that cannot be read (being replaced) is left out.
+std::vector<LiveWindow> read_live_windows(const std::filesystem::path& dir);
+
 // What a Session inside the watched program measured, read back from its session-<pid>.json.
 struct SessionHandoff {
   int pid = 0;

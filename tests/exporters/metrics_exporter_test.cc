@@ -159,6 +159,7 @@ void update_everything(MetricsExporter& m) {
   m.update_utilization(full_sample());
   m.set_bottleneck("cpu_preprocess");
   m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6}, RankReading{1, 102, 0.2, 0.1, 2, 0.4}});
+  m.update_rank_windows({LiveWindow{101, 0, 1.0, 0.4, 6}, LiveWindow{103, std::nullopt, 1.0, 0.1, 9}});
 }
 
 // DESIGN.md's metric list and this exporter's additions, with their types.
@@ -188,6 +189,8 @@ const std::map<std::string, std::string>& expected_metrics() {
       {"feedscope_rank_main_thread_busy_ratio", "gauge"},
       {"feedscope_rank_loader_workers", "gauge"},
       {"feedscope_rank_loader_workers_cpu_cores", "gauge"},
+      {"feedscope_rank_data_stall_ratio", "gauge"},
+      {"feedscope_rank_steps_per_second", "gauge"},
   };
   return metrics;
 }
