@@ -169,6 +169,42 @@ std::string percent_or_not(const std::optional<double>& v) {
   return v ? fmt("%.0f%%", 100 * *v) : std::string("not measured");
 }
 
+// Rank x time: a row per rank, a cell per timeline bucket, its loader workers' cores over their
+// count (dark: saturated, the rank that loads slower), so a straggler that moves shows too.
+std::string rank_time_view(const std::vector<RankSummary>& ranks) {
+  std::size_t buckets = 0;
+  double bucket_s = 0;
+  for (const RankSummary& k : ranks) {
+    buckets = std::max(buckets, k.timeline_workers_cores.size());
+    bucket_s = std::max(bucket_s, k.timeline_bucket_s);
+  }
+  if (buckets == 0) return "";
+  const double cell = std::max(2.0, 720.0 / static_cast<double>(buckets)), row = 16, left = 70;
+  std::ostringstream s;
+  s << "<p>Loader workers over time, a row per rank (their cores over their count; dark: "
+       "saturated), " << fmt("%.0f", bucket_s) << " s a cell:</p>\n<svg class=\"chart\" width=\""
+    << fmt("%.0f", left + cell * static_cast<double>(buckets) + 10) << "\" height=\""
+    << fmt("%.0f", row * static_cast<double>(ranks.size()) + 20) << "\">\n";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankSummary& k = ranks[i];
+    const double y = row * static_cast<double>(i);
+    s << "<text class=\"axis\" x=\"0\" y=\"" << fmt("%.0f", y + 12) << "\">"
+      << (k.rank ? "rank " + std::to_string(*k.rank) : "pid " + std::to_string(k.pid)) << "</text>\n";
+    for (std::size_t b = 0; b < k.timeline_workers_cores.size(); ++b) {
+      const double share = k.num_workers > 0
+                               ? std::clamp(k.timeline_workers_cores[b] / k.num_workers, 0.0, 1.0) : 0;
+      s << "<rect x=\"" << fmt("%.1f", left + cell * static_cast<double>(b)) << "\" y=\"" << fmt("%.0f", y)
+        << "\" width=\"" << fmt("%.1f", cell) << "\" height=\"" << fmt("%.0f", row - 2)
+        << "\" fill=\"#D55E00\" fill-opacity=\"" << fmt("%.2f", 0.08 + 0.92 * share) << "\"/>\n";
+    }
+  }
+  s << "<text class=\"axis\" x=\"" << left << "\" y=\"" << fmt("%.0f", row * static_cast<double>(ranks.size()) + 14)
+    << "\">0 s</text><text class=\"axis\" x=\"" << fmt("%.0f", left + cell * static_cast<double>(buckets) - 40)
+    << "\" y=\"" << fmt("%.0f", row * static_cast<double>(ranks.size()) + 14) << "\">"
+    << fmt("%.0f", bucket_s * static_cast<double>(buckets)) << " s</text>\n</svg>\n";
+  return s.str();
+}
+
 // A torch.distributed job: a row per rank, the straggler's marked, and each rank's share of its
 // time waiting for data or for the other ranks drawn as a bar.
 std::string ranks_section(const Report& r) {
@@ -206,6 +242,7 @@ std::string ranks_section(const Report& r) {
   }
   h << "</table>\n<p>Orange: waiting for its data (its spans); blue: waiting in collectives for the "
        "other ranks. Empty where not measured.</p>\n";
+  h << rank_time_view(r.ranks);
   return h.str();
 }
 

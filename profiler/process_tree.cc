@@ -212,6 +212,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
     }
     latest[rank_pid] = r;
+    timelines_[rank_pid].add(since_first_s, std::get<1>(alive_by_parent[rank_pid]), main.value_or(0));
   };
   if (rank_pids_.contains(pid) && !baseline_only) reading(pid, self_cores, main_busy);
   for (const ProcessCpu& p : s.children)
@@ -271,6 +272,32 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
     }
   }
   return view(trainer);
+}
+
+void ProcessTreeDigest::Timeline::add(double t_s, double workers_cores, double main_busy) {
+  auto index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
+  while (index >= kTimelineBuckets) {  // halve the resolution: pairs of buckets become one
+    for (std::size_t i = 0; i < workers_sum.size(); ++i) {
+      const std::size_t to = i / 2;
+      workers_sum[to] = (i % 2 ? workers_sum[to] : 0) + workers_sum[i];
+      main_sum[to] = (i % 2 ? main_sum[to] : 0) + main_sum[i];
+      readings[to] = (i % 2 ? readings[to] : 0) + readings[i];
+    }
+    const std::size_t kept = (workers_sum.size() + 1) / 2;
+    workers_sum.resize(kept);
+    main_sum.resize(kept);
+    readings.resize(kept);
+    bucket_s *= 2;
+    index = static_cast<std::size_t>(t_s / bucket_s);
+  }
+  if (index >= workers_sum.size()) {
+    workers_sum.resize(index + 1, 0);
+    main_sum.resize(index + 1, 0);
+    readings.resize(index + 1, 0);
+  }
+  workers_sum[index] += workers_cores;
+  main_sum[index] += main_busy;
+  ++readings[index];
 }
 
 std::vector<RankReading> ProcessTreeDigest::latest_ranks() const {
@@ -380,6 +407,14 @@ ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
       out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
     }
     out.processes.push_back(std::move(p));
+  }
+  if (const auto tl = timelines_.find(trainer); tl != timelines_.end()) {
+    const Timeline& line = tl->second;
+    out.timeline_bucket_s = line.bucket_s;
+    for (std::size_t i = 0; i < line.readings.size(); ++i) {
+      out.timeline_workers_cores.push_back(mean(line.workers_sum[i], line.readings[i]));
+      out.timeline_main_busy.push_back(mean(line.main_sum[i], line.readings[i]));
+    }
   }
   // The job's other ranks and their workers are this rank's "other processes".
   if (rank_view)

@@ -110,9 +110,16 @@ struct ProcessTreeSummary {
   int ranks = 0;
   std::optional<int> trainer_rank;
   std::optional<int> world_size;  // WORLD_SIZE of the ranks' environment
+  // A rank's view: its loader workers' cores and its main thread's busy share over the run, the
+  // mean of each `timeline_bucket_s` seconds from the first reading (at most kTimelineBuckets).
+  double timeline_bucket_s = 0;
+  std::vector<double> timeline_workers_cores;
+  std::vector<double> timeline_main_busy;
   std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
+
+inline constexpr std::size_t kTimelineBuckets = 240;
 
 // One rank as the latest readings saw it, each figure smoothed over about a second (a reading is
 // a tenth of one, and a thread at 10 % of a core takes one clock tick in it or none): the live
@@ -202,6 +209,14 @@ class ProcessTreeDigest {
   std::map<int, Accumulated> processes_;
   std::map<int, Workers> workers_by_parent_;
   std::map<int, RankReading> latest_ranks_;  // by pid: the ranks in the latest reading
+  // A rank's readings over time, summed per bucket; buckets double in length to stay few.
+  struct Timeline {
+    double bucket_s = 1;
+    std::vector<double> workers_sum, main_sum;
+    std::vector<std::size_t> readings;
+    void add(double t_s, double workers_cores, double main_busy);
+  };
+  std::map<int, Timeline> timelines_;  // by rank pid
   double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples
   std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
   std::set<int> launcher_pids_;    // processes that started ranks

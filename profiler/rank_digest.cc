@@ -47,6 +47,9 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
     r.last_seen_s = p.last_seen_s;
   }
   r.num_workers = t.workers;
+  r.timeline_bucket_s = t.timeline_bucket_s;
+  r.timeline_workers_cores = t.timeline_workers_cores;
+  r.timeline_main_thread_busy = t.timeline_main_busy;
   if (t.workers > 0) {
     r.worker_busy = t.worker_busy;
     r.worker_run_wait = t.worker_run_wait;

@@ -137,6 +137,11 @@ struct RankSummary {
   std::optional<double> collective_wait_ratio;
   std::string collective_wait_source;
   std::optional<Recommendation> advice;  // its own diagnosis' first recommendation
+  // Over the run, means of `timeline_bucket_s` seconds from the watch's first reading: its loader
+  // workers' cores and its main thread's busy share (report.html's rank x time view).
+  double timeline_bucket_s = 0;
+  std::vector<double> timeline_workers_cores;
+  std::vector<double> timeline_main_thread_busy;
   double first_seen_s = 0;  // seconds after the watch's first reading
   double last_seen_s = 0;
   std::string ended;  // "" while the job ran, else when it left (RankSummary::ended by kLeftEarlyS)

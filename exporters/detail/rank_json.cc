@@ -65,7 +65,10 @@ ojson ranks_to_json(const std::vector<RankSummary>& ranks) {
                    {"advice", recommendation_json(r.advice)},
                    {"first_seen_s", r.first_seen_s},
                    {"last_seen_s", r.last_seen_s},
-                   {"ended", r.ended.empty() ? ojson(nullptr) : ojson(r.ended)}});
+                   {"ended", r.ended.empty() ? ojson(nullptr) : ojson(r.ended)},
+                   {"timeline", {{"bucket_s", r.timeline_bucket_s},
+                                 {"workers_cores", r.timeline_workers_cores},
+                                 {"main_thread_busy", r.timeline_main_thread_busy}}}});
   return out;
 }
 
@@ -115,6 +118,11 @@ std::vector<RankSummary> ranks_from_json(const nlohmann::json& ranks) {
     r.first_seen_s = j.value("first_seen_s", 0.0);
     r.last_seen_s = j.value("last_seen_s", 0.0);
     r.ended = optional_of<std::string>(j, "ended").value_or("");
+    if (const auto t = j.find("timeline"); t != j.end() && t->is_object()) {
+      r.timeline_bucket_s = t->value("bucket_s", 0.0);
+      r.timeline_workers_cores = t->value("workers_cores", std::vector<double>{});
+      r.timeline_main_thread_busy = t->value("main_thread_busy", std::vector<double>{});
+    }
     out.push_back(std::move(r));
   }
   return out;

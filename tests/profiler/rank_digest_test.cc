@@ -176,3 +176,34 @@ TEST(ProcFsDistributedEnvTest, TheJobIsNamedByItsMasterAndRendezvous) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+// A long job keeps a bounded timeline per rank: buckets double in length, means stay means.
+TEST(RankViewsTest, ALongRunsTimelineStaysBoundedAndKeepsItsMeans) {
+  ProcessTreeDigest tree(kLauncher, 1);
+  for (int i = 0; i <= 6000; ++i) {  // 600 s at 10 Hz
+    UtilizationSample s;
+    s.time_ns = i * 100'000'000LL;
+    s.cpu_core_ratio = {0.5, 0.5};
+    ThreadCpu main;
+    main.tid = kLauncher;
+    main.name = "torchrun";
+    s.threads = {main};
+    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(201, 101, 0, 0.75, 0.75),
+                  rank_process(102, kLauncher, 1, 0.5, 0.5)};
+    tree.add(s);
+  }
+  const std::vector<ProcessTreeSummary> views = tree.rank_views();
+  ASSERT_EQ(views.size(), 2u);
+  const ProcessTreeSummary& v = views[0].trainer_pid == 101 ? views[0] : views[1];
+  EXPECT_EQ(v.timeline_bucket_s, 4.0);
+  EXPECT_LE(v.timeline_workers_cores.size(), kTimelineBuckets);
+  EXPECT_GE(v.timeline_workers_cores.size(), 150u);
+  for (const double cores : v.timeline_workers_cores) EXPECT_NEAR(cores, 0.75, 1e-9);
+  for (const double busy : v.timeline_main_busy) EXPECT_NEAR(busy, 0.5, 1e-9);
+}
+
+}  // namespace
+}  // namespace feedscope
