@@ -12,6 +12,7 @@
 #include <ostream>
 #include <thread>
 
+#include "cli/dataset_setup.h"
 #include "cli/interrupt.h"
 #include "cli/trainer.h"
 #include "cli/trials.h"
@@ -23,11 +24,7 @@
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
 #include "loader/device_feeder.h"
-#include "loader/record_dataset.h"
 #include "loader/image_folder_dataset.h"
-#include "loader/synthetic_dataset.h"
-#include "loader/tfrecord_dataset.h"
-#include "loader/webdataset_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
@@ -65,56 +62,6 @@ std::string hostname() {
 }
 
 }  // namespace
-
-namespace {
-
-ImageFolderDataset::Options image_options(const RunConfig& config) {
-  ImageFolderDataset::Options o;
-  o.train = config.image_pipeline != "eval";
-  o.size = static_cast<int>(config.image_size);
-  o.reduced_decode = config.reduced_decode;
-  o.seed = static_cast<std::uint64_t>(config.seed);
-  return o;
-}
-
-}  // namespace
-
-std::shared_ptr<const DataSource> open_dataset(const RunConfig& config) {
-  const std::string& spec = config.dataset;
-  const std::size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  if (kind == "synthetic") {
-    SyntheticDataset::Options o;
-    o.shape = parse_shape(spec.substr(colon + 1));
-    o.count = static_cast<std::size_t>(config.synthetic_samples);
-    o.classes = config.classes;
-    o.seed = static_cast<std::uint64_t>(config.seed);
-    return std::make_shared<SyntheticDataset>(o);
-  }
-  if (kind == "records") return std::make_shared<RecordDataset>(spec.substr(colon + 1));
-  if (kind == "images") {
-    ImageFolderDataset::Options o = image_options(config);
-    o.root = spec.substr(colon + 1);
-    return std::make_shared<ImageFolderDataset>(o);
-  }
-  if (kind == "webdataset") {
-    WebDataset::Options o;
-    o.pattern = spec.substr(colon + 1);
-    o.image = image_options(config);
-    o.classes = config.classes;
-    o.label_key = config.label_key;
-    return std::make_shared<WebDataset>(o);
-  }
-  if (kind == "tfrecord") {
-    TfRecordDataset::Options o;
-    o.pattern = spec.substr(colon + 1);
-    o.image = image_options(config);
-    o.classes = config.classes;
-    return std::make_shared<TfRecordDataset>(o);
-  }
-  throw DatasetError("dataset: '" + spec + "': unknown kind '" + kind +
-                     "'; allowed: images:DIR | webdataset:PATTERN | tfrecord:PATTERN | records:DIR | synthetic:SHAPE");
-}
 
 Environment gather_environment(const std::string& device) {
   const ProcFs fs;
@@ -194,45 +141,18 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   }
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  LoaderOptions lo;
-  lo.num_workers = static_cast<int>(config.num_workers);
-  lo.batch_size = static_cast<int>(config.batch_size);
-  lo.prefetch = static_cast<int>(config.prefetch);
+  LoaderOptions lo = loader_options(config);
   lo.pin_memory = config.pin_memory && on_gpu;  // pinning only helps a device copy
-  lo.drop_last = config.drop_last;
   // No code of the user's runs between a run's epochs, so the workers may go straight on into
   // the next one: 4 % more samples/s at 2 workers on a 16-batch epoch (bench/compare.sh's folder).
   lo.prefetch_next_epoch = true;
-  lo.bad_sample = config.bad_sample == "skip" ? BadSamplePolicy::skip : BadSamplePolicy::fail;
-  lo.max_bad_ratio = config.max_bad_ratio;
   const Placement placement = resolve_placement(config);
   SpanRegistry spans;
   // Before the loader exists: its constructor starts loading the first epoch.
   if (config.cold_cache) dataset->evict_page_cache();
   const auto sharded = std::dynamic_pointer_cast<const ShardedDataset>(dataset);
   const auto indexed = std::dynamic_pointer_cast<const Dataset>(dataset);
-  std::unique_ptr<BatchLoader> loader_holder;
-  if (sharded) {
-    ShardPlan plan;
-    plan.rank = static_cast<std::size_t>(placement.rank);
-    plan.world_size = static_cast<std::size_t>(placement.world_size);
-    plan.shuffle = config.shuffle;
-    plan.seed = static_cast<std::uint64_t>(config.seed);
-    plan.shuffle_buffer = static_cast<std::size_t>(config.shuffle_buffer);
-    loader_holder = std::make_unique<BatchLoader>(sharded, plan, lo, &spans);
-  } else {
-    std::shared_ptr<const IndexSampler> order;
-    if (placement.world_size > 1)
-      order = std::make_shared<DistributedSampler>(
-          indexed->size(), static_cast<std::size_t>(placement.rank),
-          static_cast<std::size_t>(placement.world_size), config.shuffle,
-          static_cast<std::uint64_t>(config.seed), config.sampler_drop_last);
-    else if (config.shuffle)
-      order = std::make_shared<RandomSampler>(indexed->size(), static_cast<std::uint64_t>(config.seed));
-    else
-      order = std::make_shared<SequentialSampler>(indexed->size());
-    loader_holder = std::make_unique<BatchLoader>(indexed, order, lo, &spans);
-  }
+  const std::unique_ptr<BatchLoader> loader_holder = make_batch_loader(config, dataset, lo, &spans);
   BatchLoader& loader = *loader_holder;
   // On a GPU every batch goes through the copy stream; the engine's buffers are the slab's size.
   std::unique_ptr<CopyEngine> engine;

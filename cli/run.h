@@ -6,13 +6,11 @@
 #include <string>
 
 #include "cli/config.h"
+#include "cli/dataset_setup.h"
 #include "loader/dataset.h"
 #include "profiler/report.h"
 
 namespace feedscope {
-
-// Opens the dataset the config names. Throws DatasetError naming the value.
-std::shared_ptr<const DataSource> open_dataset(const RunConfig& config);
 
 // Runs, writes <report_dir>/report.json, and returns the report. `log` gets one line at the start.
 // Throws ConfigError/DatasetError (bad input), DeviceError (device), MetricsError (the metrics
