@@ -278,7 +278,7 @@ struct BatchLoader::Impl {
         const std::size_t w = (turn + k) % streams.size();
         Stream& st = *streams[w];
         if (st.end_seen || st.finished || st.in_flight >= options.prefetch) continue;
-        Slab slab = pool->try_acquire();
+        Slab slab = acquire_slab();
         if (!slab) return;
         schedule_stream(std::move(slab), w);
         more = true;
@@ -306,7 +306,7 @@ struct BatchLoader::Impl {
     if (options.num_workers == 0) {
       Stream& st = *streams[0];
       while (!st.finished) {
-        Slab slab = pool->try_acquire();
+        Slab slab = acquire_slab();
         if (!slab) throw_exhausted();
         const int id = slab.id();
         Job& job = jobs[static_cast<std::size_t>(id)];
@@ -422,7 +422,7 @@ struct BatchLoader::Impl {
     while (in_flight < max_in_flight) {
       Schedule* from = next_to_schedule();
       if (!from) break;
-      Slab slab = pool->try_acquire();
+      Slab slab = acquire_slab();
       if (!slab) break;
       schedule(std::move(slab), *from);
     }
@@ -513,11 +513,29 @@ struct BatchLoader::Impl {
     over_ratio = std::make_exception_ptr(BadDataError(what, std::move(e)));
   }
 
+  // Batches delivered and still alive in the caller's hands (or its device copies).
+  int held_by_caller() const {
+    std::size_t ready = current.ready.size() + (ahead ? ahead->ready.size() : 0);
+    for (const auto& st : streams) ready += st->ready.size();
+    return pool->slabs_in_use() - in_flight - static_cast<int>(ready);
+  }
+
+  // A free slab, or an empty one. Where the caller holds more batches than the spare slabs, the
+  // pool grows (up to max_extra_slabs) rather than take slabs from the workers' prefetch.
+  Slab acquire_slab() {
+    Slab slab = pool->try_acquire();
+    if (!slab && held_by_caller() > options.spare_slabs && pool->grow()) slab = pool->try_acquire();
+    return slab;
+  }
+
   [[noreturn]] void throw_exhausted() const {
+    const int grown = pool->slab_count() - slab_count(options);
     throw LoaderError("all " + std::to_string(pool->slab_count()) +
-                      " batch slabs are held by batches still alive in the training loop; a "
-                      "slab returns to the pool when its batch (and any tensor viewing it) is "
-                      "freed: clone() batches you keep, or raise prefetch");
+                      " batch slabs are held by batches still alive in the training loop" +
+                      (grown > 0 ? " (the pool grew by " + std::to_string(grown) + ", its most)"
+                                 : std::string()) +
+                      "; a slab returns to the pool when its batch (and any tensor viewing it) "
+                      "is freed: clone() batches you keep, or raise prefetch");
   }
 };
 
@@ -546,6 +564,9 @@ void check_options(const LoaderOptions& options) {
   if (options.prefetch <= 0)
     throw std::invalid_argument("prefetch: " + std::to_string(options.prefetch) +
                                 " is not allowed; allowed: 1 or more");
+  if (options.max_extra_slabs < 0)
+    throw std::invalid_argument("max_extra_slabs: " + std::to_string(options.max_extra_slabs) +
+                                " is negative; allowed: 0 or more");
   if (!(options.max_bad_ratio >= 0.0 && options.max_bad_ratio <= 1.0))
     throw std::invalid_argument("max_bad_ratio: " + std::to_string(options.max_bad_ratio) +
                                 " is not allowed; allowed: 0 to 1");
@@ -563,8 +584,10 @@ void BatchLoader::start(LoaderOptions options, SpanRegistry* spans) {
   s.labels_offset = slab_labels_offset(s.sample_bytes, options.batch_size);
   const int slabs = slab_count(options);
   s.pool = PinnedPool::create(slab_bytes(s.sample_bytes, options.batch_size), slabs,
-                              options.pin_memory ? make_pinned_allocator() : make_page_allocator());
-  s.jobs.resize(static_cast<std::size_t>(slabs));
+                              options.pin_memory ? make_pinned_allocator() : make_page_allocator(),
+                              slabs + options.max_extra_slabs);
+  // A job per slab the pool may ever have: growth never moves a Job a worker is filling.
+  s.jobs.resize(static_cast<std::size_t>(s.pool->max_slab_count()));
   if (options.num_workers > 0) {
     // One slot stays reserved for the consumer thread that submits work; the rest are workers.
     // The default TBB market caps workers at cores-1, so ask for as many as configured.
@@ -636,7 +659,7 @@ std::optional<Batch> BatchLoader::next() {
 
   if (s.options.num_workers == 0) {
     while (s.current.next_deliver < s.current.batches) {
-      Slab slab = s.pool->try_acquire();
+      Slab slab = s.acquire_slab();
       if (!slab) s.throw_exhausted();
       const int id = slab.id();
       s.current.next_schedule = s.current.next_deliver;

@@ -37,6 +37,10 @@ struct LoaderOptions {
   // there is seen only from later batches).
   bool prefetch_next_epoch = false;
   int spare_slabs = 2;   // slabs beyond the in-flight ones: the batch in use and the one copying
+  // Slabs the pool may add, one at a time, when the caller holds more than spare_slabs batches
+  // alive (a loop that keeps the last N): the workers keep their prefetch, and no held batch is
+  // ever written over. 0: the pool stays as sized; a caller holding every slab makes next() throw.
+  int max_extra_slabs = 0;
   BadSamplePolicy bad_sample = BadSamplePolicy::fail;
   // skip: next() throws BadDataError once bad > max_bad_ratio x max(attempted, bad_ratio_floor).
   // The floor is a grace budget: before `bad_ratio_floor` samples were attempted, the ratio of so
@@ -106,7 +110,8 @@ struct Batch {
 // memory with it). A slab holds one batch: the samples, then the labels from a 64-byte boundary.
 std::size_t slab_labels_offset(std::size_t sample_bytes, int batch_size);
 std::size_t slab_bytes(std::size_t sample_bytes, int batch_size);  // before the pool's page rounding
-// Batches in flight on the workers (num_workers x prefetch, at least 1) plus the spare slabs.
+// Batches in flight on the workers (num_workers x prefetch, at least 1) plus the spare slabs: the
+// pool's size at start, before any growth (max_extra_slabs).
 int slab_count(const LoaderOptions& options);
 
 // Loader misuse or an unrecoverable loader state (e.g. every slab held by the caller).

@@ -1,5 +1,6 @@
 #include "pinned_memory/pinned_pool.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -42,7 +43,8 @@ std::size_t PinnedPool::rounded_slab_bytes(std::size_t slab_bytes) noexcept {
 }
 
 std::shared_ptr<PinnedPool> PinnedPool::create(std::size_t slab_bytes, int count,
-                                               std::unique_ptr<HostAllocator> allocator) {
+                                               std::unique_ptr<HostAllocator> allocator,
+                                               int max_count) {
   if (slab_bytes == 0) throw std::invalid_argument("pinned pool: slab size must be > 0 bytes");
   if (count <= 0)
     throw std::invalid_argument("pinned pool: slab count must be > 0, got " +
@@ -50,20 +52,32 @@ std::shared_ptr<PinnedPool> PinnedPool::create(std::size_t slab_bytes, int count
   if (!allocator) throw std::invalid_argument("pinned pool: no allocator");
   const std::size_t rounded = rounded_slab_bytes(slab_bytes);
   std::shared_ptr<PinnedPool> pool(new PinnedPool(rounded, std::move(allocator)));
-  pool->blocks_.reserve(static_cast<std::size_t>(count));
+  pool->blocks_.assign(static_cast<std::size_t>(std::max(count, max_count)), nullptr);
   // If an allocation throws, the destructor frees the blocks already taken.
-  for (int i = 0; i < count; ++i) {
-    pool->blocks_.push_back(static_cast<std::byte*>(pool->allocator_->allocate(rounded)));
-    pool->free_.push(i);
-  }
+  for (int i = 0; i < count; ++i) pool->add_block();
   return pool;
+}
+
+bool PinnedPool::grow() {
+  const std::lock_guard lock(grow_mutex_);
+  if (slab_count() >= max_slab_count()) return false;
+  add_block();
+  return true;
+}
+
+void PinnedPool::add_block() {
+  const int id = count_.load(std::memory_order_relaxed);
+  blocks_[static_cast<std::size_t>(id)] = static_cast<std::byte*>(allocator_->allocate(slab_bytes_));
+  count_.store(id + 1, std::memory_order_release);
+  free_.push(id);
 }
 
 PinnedPool::PinnedPool(std::size_t slab_bytes, std::unique_ptr<HostAllocator> allocator)
     : slab_bytes_(slab_bytes), allocator_(std::move(allocator)) {}
 
 PinnedPool::~PinnedPool() {
-  for (std::byte* block : blocks_) allocator_->deallocate(block, slab_bytes_);
+  for (std::byte* block : blocks_)
+    if (block != nullptr) allocator_->deallocate(block, slab_bytes_);
 }
 
 Slab PinnedPool::wrap(int id) {

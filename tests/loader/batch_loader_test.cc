@@ -689,5 +689,48 @@ TEST(BatchLoaderTest, HoardedSlabsStopTheLoadingAtAnyWorkerCountAndLettingGoResu
   }
 }
 
+// A loop that keeps the last batches it got (max_extra_slabs): the pool grows rather than take
+// the workers' slabs, no held batch is ever written over, and past the bound next() is the clear
+// error, not a wait.
+TEST(BatchLoaderTest, KeptBatchesGrowThePoolUpToItsBoundAndAreNeverOverwritten) {
+  for (const int workers : {0, 2}) {
+    auto dataset = std::make_shared<ActiveDataset>(1000);
+    LoaderOptions o;
+    o.num_workers = workers;
+    o.prefetch = 2;
+    o.batch_size = 2;
+    o.max_extra_slabs = 5;
+    BatchLoader loader(dataset, std::make_shared<SequentialSampler>(1000), o);
+    const int start = loader.pool().slab_count();
+    std::vector<Batch> kept;
+    try {
+      for (int i = 0; i < 100; ++i) kept.push_back(*loader.next());
+      FAIL() << workers << " workers: 100 batches kept from a pool bounded at "
+             << loader.pool().max_slab_count();
+    } catch (const LoaderError& e) {
+      EXPECT_NE(std::string(e.what()).find("the pool grew by 5, its most"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(loader.pool().slab_count(), start + 5) << workers << " workers";
+    EXPECT_EQ(static_cast<int>(kept.size()), start + 5) << workers << " workers";
+    for (std::size_t b = 0; b < kept.size(); ++b)
+      EXPECT_EQ(IndexDataset::decode(kept[b].data), b * 2) << "batch " << b << " was overwritten";
+    kept.clear();
+    EXPECT_TRUE(loader.next()) << workers << " workers did not recover";
+  }
+}
+
+TEST(BatchLoaderTest, ALoopThatKeepsNoMoreThanTheSparesNeverGrowsThePool) {
+  auto dataset = std::make_shared<ActiveDataset>(1000);
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.batch_size = 2;
+  o.max_extra_slabs = 8;
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(1000), o);
+  std::optional<Batch> previous;
+  while (auto batch = loader.next()) previous = std::move(batch);  // two alive at the hand-over
+  EXPECT_EQ(loader.pool().slab_count(), slab_count(o));
+}
+
 }  // namespace
 }  // namespace feedscope

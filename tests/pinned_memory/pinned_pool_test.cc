@@ -112,6 +112,44 @@ TEST(PinnedPoolTest, RejectsZeroSizeOrCount) {
   EXPECT_THROW(PinnedPool::create(4096, 0, make_page_allocator()), std::invalid_argument);
 }
 
+TEST(PinnedPoolTest, GrowsOneSlabAtATimeUpToItsBoundAndFreesEverySlab) {
+  auto ledger = std::make_shared<AllocatorLedger>();
+  {
+    auto pool = PinnedPool::create(
+        4096, 2, std::make_unique<CheckingAllocator>(make_page_allocator(), ledger), 4);
+    EXPECT_EQ(pool->slab_count(), 2);
+    EXPECT_EQ(pool->max_slab_count(), 4);
+    EXPECT_EQ(ledger->allocations, 2) << "only the first count up front";
+    std::vector<Slab> held;
+    held.push_back(pool->acquire());
+    held.push_back(pool->acquire());
+    EXPECT_FALSE(pool->try_acquire());
+    EXPECT_TRUE(pool->grow());
+    EXPECT_TRUE(pool->grow());
+    EXPECT_FALSE(pool->grow()) << "at its bound";
+    EXPECT_EQ(pool->slab_count(), 4);
+    EXPECT_EQ(pool->total_bytes(), 4 * pool->slab_bytes());
+    held.push_back(pool->try_acquire());
+    held.push_back(pool->try_acquire());
+    std::set<std::byte*> distinct;
+    for (const Slab& s : held) {
+      ASSERT_TRUE(s);
+      distinct.insert(s.data());
+    }
+    EXPECT_EQ(distinct.size(), 4u);
+    EXPECT_FALSE(pool->try_acquire());
+  }
+  EXPECT_TRUE(ledger->live.empty()) << "leaked " << ledger->live.size() << " blocks";
+  EXPECT_EQ(ledger->frees, 4);
+  EXPECT_EQ(ledger->errors, "");
+}
+
+TEST(PinnedPoolTest, APoolWithoutABoundDoesNotGrow) {
+  auto pool = make_pool(4096, 2, std::make_shared<AllocatorLedger>());
+  EXPECT_FALSE(pool->grow());
+  EXPECT_EQ(pool->slab_count(), 2);
+}
+
 TEST(PinnedPoolTest, ConcurrentAcquireReleaseKeepsEverySlabDistinct) {
   auto ledger = std::make_shared<AllocatorLedger>();
   auto pool = make_pool(4096, 4, ledger);
