@@ -98,6 +98,9 @@ CopyEngine::CopyEngine(Options options)
       ops_(options.ops != nullptr ? *options.ops : detail::cuda_runtime_ops()) {
   if (options_.buffer_bytes == 0)
     throw std::invalid_argument("copy engine: buffer_bytes is 0; allowed: 1 or more");
+  if (options_.max_extra_buffers < 0)
+    throw std::invalid_argument("copy engine: max_extra_buffers " +
+                                std::to_string(options_.max_extra_buffers) + " is negative");
   if (options_.buffers < 2)
     throw std::invalid_argument("copy engine: buffers " + std::to_string(options_.buffers) +
                                 " cannot overlap a copy with a step; allowed: 2 or more");
@@ -114,24 +117,38 @@ CopyEngine::CopyEngine(Options options)
   // Non-blocking: the copy stream must not serialize with the legacy default stream the step
   // runs on; the two are ordered by events only.
   c.stream = ops_.create_stream();
-  const auto n = static_cast<std::size_t>(options_.buffers);
-  for (std::size_t i = 0; i < n; ++i) {
-    c.buffers.push_back(ops_.allocate(options_.buffer_bytes));
-    c.ready.push_back(ops_.create_event(false));
-    c.consumed.push_back(ops_.create_event(false));
-  }
+  for (int i = 0; i < options_.buffers; ++i) add_buffer();
+  c.reference = ops_.create_event(true);
+  anchor();
+  finished_.reserve(2 * held_.size());
+}
+
+void CopyEngine::add_buffer() {
+  Cuda& c = *cuda_;
+  c.buffers.push_back(ops_.allocate(options_.buffer_bytes));
+  c.ready.push_back(ops_.create_event(false));
+  c.consumed.push_back(ops_.create_event(false));
   // Two timing pairs a buffer: enough for every copy that can be queued but not yet retired.
-  for (std::size_t i = 0; i < 2 * n; ++i) {
+  for (int i = 0; i < 2; ++i) {
     Cuda::TimingPair t;
     t.begin = ops_.create_event(true);
     c.timing_pool.push_back(t);  // held before the next call can throw: ~Cuda frees it
     c.timing_pool.back().end = ops_.create_event(true);
-    c.free_timing.push_back(static_cast<int>(i));
+    c.free_timing.push_back(static_cast<int>(c.timing_pool.size()) - 1);
   }
-  c.reference = ops_.create_event(true);
-  anchor();
-  held_.assign(n, false);
-  finished_.reserve(2 * n);
+  held_.push_back(false);
+}
+
+int CopyEngine::free_buffer() {
+  const int n = buffers();
+  for (int i = 0; i < n; ++i) {
+    const int candidate = (next_buffer_ + i) % n;
+    if (!held_[static_cast<std::size_t>(candidate)]) return candidate;
+  }
+  if (n >= max_buffers()) return -1;
+  const detail::DeviceScope on_device(ops_, options_.device);
+  add_buffer();
+  return n;
 }
 
 CopyEngine::~CopyEngine() {
@@ -163,16 +180,12 @@ DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
   if (bytes > slab.size())
     throw std::invalid_argument("copy engine: a copy of " + std::to_string(bytes) +
                                 " bytes exceeds its slab of " + std::to_string(slab.size()));
-  int buffer = -1;
-  for (int i = 0; i < options_.buffers && buffer < 0; ++i) {
-    const int candidate = (next_buffer_ + i) % options_.buffers;
-    if (!held_[static_cast<std::size_t>(candidate)]) buffer = candidate;
-  }
+  const int buffer = free_buffer();
   if (buffer < 0)
-    throw CopyEngineExhausted("all " + std::to_string(options_.buffers) +
+    throw CopyEngineExhausted("all " + std::to_string(buffers()) +
                               " device buffers are held by batches still alive in the training "
                               "loop; release a batch before taking the next");
-  next_buffer_ = (buffer + 1) % options_.buffers;
+  next_buffer_ = (buffer + 1) % buffers();
 
   const detail::DeviceScope on_device(ops_, options_.device);
   Cuda& c = *cuda_;

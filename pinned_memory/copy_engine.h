@@ -79,6 +79,9 @@ class CopyEngine {
     // Device buffers: the batch the step reads, the one copying, one of slack. Fewer than 2
     // cannot overlap the copy with the step.
     int buffers = 3;
+    // Buffers submit() may add, one at a time, when every one is held by a live DeviceCopy (a
+    // caller that keeps batches on the device). 0: none; a caller holding all is an error.
+    int max_extra_buffers = 0;
     // The CUDA calls the engine makes; null: the CUDA runtime. Tests pass a simulated device.
     detail::CudaOps* ops = nullptr;
   };
@@ -90,7 +93,7 @@ class CopyEngine {
   // Queues the copy of the first `bytes` of `slab` on the copy stream and returns at once. The
   // engine keeps the slab until the copy completes (reclaim() hands it back to its pool).
   // Throws std::invalid_argument when `bytes` exceeds the buffer, CopyEngineExhausted when every
-  // buffer is held by a live DeviceCopy.
+  // buffer is held by a live DeviceCopy and no more may be added.
   DeviceCopy submit(Slab slab, std::size_t bytes, std::int64_t tag);
   // Returns the slabs of completed copies to their pools and appends the timing of every copy
   // that completed since the last call that collected them, in submission order: also those
@@ -104,9 +107,11 @@ class CopyEngine {
   void wait_idle();
 
   int device() const noexcept { return options_.device; }
+  int buffers() const noexcept { return static_cast<int>(held_.size()); }
+  int max_buffers() const noexcept { return options_.buffers + options_.max_extra_buffers; }
   int buffers_in_use() const noexcept;
   std::size_t device_bytes() const noexcept {
-    return options_.buffer_bytes * static_cast<std::size_t>(options_.buffers);
+    return options_.buffer_bytes * static_cast<std::size_t>(buffers());
   }
 
  private:
@@ -123,6 +128,8 @@ class CopyEngine {
   // Returns the slabs of copies done by now; keeps their timings in finished_.
   void retire_completed();
   void anchor();
+  void add_buffer();  // a device buffer, its two events and two timing pairs; on the device
+  int free_buffer();  // a buffer no DeviceCopy holds, adding one where allowed; -1: none
 
   Options options_;
   detail::CudaOps& ops_;

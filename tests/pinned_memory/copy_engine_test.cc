@@ -55,13 +55,14 @@ TEST(CopyEngineTest, AMovedFromOrEmptyDeviceCopyIsInert) {
 using testing::FakeCuda;
 
 struct FakeEngine {
-  explicit FakeEngine(int buffers = 3, int devices = 1, int device = 0)
+  explicit FakeEngine(int buffers = 3, int devices = 1, int device = 0, int extra_buffers = 0)
       : cuda(devices, /*bytes_per_ms=*/1000.0),
         pool(PinnedPool::create(4096, 8, make_page_allocator())) {
     CopyEngine::Options o;
     o.device = device;
     o.buffer_bytes = pool->slab_bytes();
     o.buffers = buffers;
+    o.max_extra_buffers = extra_buffers;
     o.ops = &cuda;
     engine = std::make_unique<CopyEngine>(o);
   }
@@ -144,6 +145,22 @@ TEST(CopyEngineTest, ABufferIsOverwrittenOnlyAfterItsReaderIsDone) {
   EXPECT_EQ(a_buffer[63], std::byte{0x33});
   c.release_after(nullptr);
   f.cuda.destroy_stream(reader);
+}
+
+TEST(CopyEngineTest, BatchesKeptOnTheDeviceAddBuffersUpToTheBoundThenItSaysSo) {
+  FakeEngine f(/*buffers=*/2, 1, 0, /*extra_buffers=*/2);
+  std::vector<DeviceCopy> kept;
+  for (int i = 0; i < 4; ++i) kept.push_back(f.engine->submit(f.slab(std::byte(i + 1)), 64, i));
+  EXPECT_EQ(f.engine->buffers(), 4);
+  EXPECT_EQ(f.engine->device_bytes(), 4 * f.pool->slab_bytes());
+  EXPECT_THROW(f.engine->submit(f.slab(std::byte{9}), 64, 4), CopyEngineExhausted);
+  f.cuda.run_all();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(kept[static_cast<std::size_t>(i)].data()[0], std::byte(i + 1)) << "copy " << i;
+  kept.clear();
+  f.cuda.run_all();
+  EXPECT_NO_THROW(f.engine->submit(f.slab(std::byte{9}), 64, 5));
+  EXPECT_EQ(f.engine->buffers(), 4) << "freed buffers are reused, not added to";
 }
 
 TEST(CopyEngineTest, ItsWaitsPollAndNoneIsAHostSync) {
