@@ -274,6 +274,8 @@ void Session::set_loader_settings(const LoaderSettings& settings) {
   s.live_setup.pin_memory = o.pin_memory;
 }
 
+SpanRegistry& Session::spans() noexcept { return impl_->spans; }
+
 std::string Session::metrics_address() const {
   return impl_->metrics ? impl_->metrics->address() : std::string();
 }

@@ -110,6 +110,9 @@ class Session {
   // "127.0.0.1:9464", the bound address (the real port when 0 was asked for); empty without one.
   std::string metrics_address() const;
   LoopProfiler& profiler() noexcept { return *loop_; }
+  // The registry the session's collector drains: feedscope's own loader, wrapped from Python,
+  // re-records its worker spans here (python/py_loader.h), so they join the report.
+  SpanRegistry& spans() noexcept;
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // The C ABI of python/feedscope_c.h over feedscope::Session. Every entry point catches: no C++
 // exception may unwind into a C caller (ctypes, a CPython interpreter).
 #include "python/feedscope_c.h"
+#include "python/detail/c_support.h"
 
 #include <unistd.h>
 
@@ -22,36 +23,19 @@
 #include "exporters/session.h"
 #include "loader/span_recorder.h"
 
-struct feedscope_session {
-  // The process that made it: a forked child (a DataLoader worker) has a copy of the session but
-  // none of its threads, and must never finish it or join them.
-  pid_t owner = ::getpid();
-  std::unique_ptr<feedscope::Session> session;
-  std::optional<std::string> report_json;  // set by the first successful finish
-  std::string metrics_address;
-};
+namespace feedscope::c_api {
+
+std::string& last_error() {
+  thread_local std::string text;
+  return text;
+}
+
+}  // namespace feedscope::c_api
 
 namespace {
 
-thread_local std::string last_error;
-
-int fail(const std::string& why) {
-  last_error = why;
-  return -1;
-}
-
-// Runs `fn`, turning an exception into the thread's last error.
-template <typename Fn>
-int guarded(Fn&& fn) {
-  try {
-    fn();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  } catch (...) {
-    return fail("unknown error");
-  }
-}
+using feedscope::c_api::fail;
+using feedscope::c_api::guarded;
 
 // Reads each option it is asked for and remembers its name, so the names it knows are the ones it
 // reads: a key of the JSON that no take() asked for is an unknown option.
@@ -177,7 +161,7 @@ extern "C" {
 
 int feedscope_abi_version(void) { return FEEDSCOPE_C_ABI_VERSION; }
 
-const char* feedscope_last_error(void) { return last_error.c_str(); }
+const char* feedscope_last_error(void) { return feedscope::c_api::last_error().c_str(); }
 
 int64_t feedscope_now_ns(void) { return feedscope::now_ns(); }
 
@@ -196,6 +180,7 @@ void feedscope_session_destroy(feedscope_session* session) {
     (void)session->session.release();
     return;
   }
+  if (session->sink) session->sink->close();  // loaders that outlive it forward nothing more
   guarded([&] { delete session; });  // ~Session finishes, and reports a failure on stderr
 }
 

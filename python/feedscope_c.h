@@ -1,5 +1,6 @@
-/* feedscope's C ABI: the wrap API (exporters/session.h) for callers that cannot link C++, the
- * Python client first (python/feedscope/__init__.py, through ctypes). No C++ type crosses it, so
+/* feedscope's C ABI: the wrap API (exporters/session.h) and feedscope's loader for callers that
+ * cannot link C++, the Python client first (python/feedscope/__init__.py and loader.py, through
+ * ctypes). No C++ type crosses it, so
  * one libfeedscope.so serves any CPython and any torch build, whatever their C++ ABI.
  *
  * Errors: a call that fails returns NULL or -1 and leaves the reason in feedscope_last_error(),
@@ -17,8 +18,9 @@ extern "C" {
 
 /* A caller checks feedscope_abi_version() against the version it was written for, before it
  * binds any other function. 2 added feedscope_loader_settings and the options pin_memory,
- * prefetch_factor and persistent_workers. */
-#define FEEDSCOPE_C_ABI_VERSION 2
+ * prefetch_factor and persistent_workers; 3 the loader (feedscope_loader_*, feedscope_batch) and
+ * the DLPack helpers. */
+#define FEEDSCOPE_C_ABI_VERSION 3
 
 typedef struct feedscope_session feedscope_session;
 
@@ -60,6 +62,66 @@ int feedscope_stage_done(feedscope_session* session, int stage_id, int64_t begin
 const char* feedscope_finish(feedscope_session* session);
 /* "127.0.0.1:9464", the bound metrics address; "" without an endpoint. Owned by the session. */
 const char* feedscope_metrics_address(feedscope_session* session);
+
+/* --- feedscope's loader (feedscope.DataLoader) ---------------------------------------------------
+ * The loader `feedscope run` uses, over the same datasets and keys. Batches come as DLPack tensors
+ * (DLManagedTensor*, DLPack's unversioned ABI) that view the batch's slab, or on a GPU the copy
+ * engine's device buffer: wrap each in a PyCapsule named feedscope_dltensor_name() ("dltensor") and
+ * hand it to torch.utils.dlpack.from_dlpack(), which calls its deleter when the tensor dies. The
+ * slab returns to the loader when the images tensor is deleted (on a GPU, the labels tensor too:
+ * they share the device buffer; on the host the labels are a copy of their own), on whatever
+ * thread and whenever, also after feedscope_loader_destroy.
+ * Threading: the loader's calls are serialized (several threads may call; one at a time runs). */
+typedef struct feedscope_loader feedscope_loader;
+
+typedef struct feedscope_batch {
+  int64_t index;  /* position within the epoch */
+  int64_t epoch;
+  int64_t size;   /* samples: the tensors' first dimension */
+  void* images;   /* DLManagedTensor*: [size, sample shape], float32 (or uint8 for records:) */
+  void* labels;   /* DLManagedTensor*: [size], int64 */
+  int32_t slabs;  /* the host pool's slabs now: more than at start when the loop keeps batches */
+  int32_t device_buffers; /* the copy engine's device buffers now; 0 on the host */
+} feedscope_batch;
+
+/* options_json: {"dataset": "images:DIR", ...} with run's key names (docs/python-loader.md):
+ * dataset, batch_size, num_workers, pipeline (run's image_pipeline), image_size, shuffle, seed,
+ * drop_last, prefetch, device, rank, world_size, bad_sample, max_bad_ratio, reduced_decode,
+ * shuffle_buffer, label_key, classes, synthetic_samples; and pin_memory, max_held_batches. A bad
+ * key or value, a dataset that cannot be opened or a device that does not exist: NULL, and the
+ * last error names the key and what is allowed. The workers start loading epoch 0 at once. */
+feedscope_loader* feedscope_loader_create(const char* options_json);
+/* Stops and joins the workers, then frees the loader. NULL is allowed. In a forked child it only
+ * forgets its copy (the workers are the parent's). */
+void feedscope_loader_destroy(feedscope_loader* loader);
+/* JSON: dataset, samples, shards, batches_per_epoch (null for shards), classes (names, or null),
+ * num_classes, sample_shape, dtype, device, pin_memory, pin_memory_note, slabs, max_slabs,
+ * slab_bytes. Owned by the loader, valid until its next describe or data_errors call. */
+const char* feedscope_loader_describe(feedscope_loader* loader);
+/* JSON: {bad, attempted, examples: [{index, source, message}]}: the bad samples so far. */
+const char* feedscope_loader_data_errors(feedscope_loader* loader);
+/* Starts `epoch` (it seeds the order and the augmentation), dropping what is left of the last. */
+int feedscope_loader_begin_epoch(feedscope_loader* loader, int64_t epoch);
+/* The next batch of the epoch into *out: 1, or 0 at the end of the epoch, or -1 and the last error
+ * (a bad sample under bad_sample fail, naming its file; bad data over max_bad_ratio; every slab
+ * held by the loop past max_held_batches). Iteration may go on after an error. `stream`: on a GPU,
+ * the cudaStream_t whose later work waits for the batch's copy (an event, no host sync) and after
+ * whose work its device buffer is reused; NULL is the legacy default stream. */
+int feedscope_loader_next(feedscope_loader* loader, void* stream, feedscope_batch* out);
+/* From now on the loader's read, decode, transform, collate (and h2d) spans join `session`'s
+ * report, until the session is freed. NULL detaches. */
+int feedscope_loader_attach(feedscope_loader* loader, feedscope_session* session);
+
+/* Deletes a DLManagedTensor that no consumer took. NULL is allowed. */
+void feedscope_dlpack_delete(void* tensor);
+/* "dltensor": a name that lives as long as the library, for PyCapsule_New. */
+const char* feedscope_dltensor_name(void);
+/* A PyCapsule destructor: deletes the tensor of a capsule still named "dltensor" (one that
+ * from_dlpack never consumed). It calls the running interpreter's PyCapsule_IsValid and
+ * PyCapsule_GetPointer, which the caller gives once through feedscope_capsule_api: so the library
+ * links no CPython. Until then it deletes nothing. */
+void feedscope_capsule_destructor(void* capsule);
+int feedscope_capsule_api(void* is_valid, void* get_pointer);
 
 #ifdef __cplusplus
 }

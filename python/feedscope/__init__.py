@@ -1,4 +1,5 @@
-"""feedscope in a PyTorch training loop: where the input pipeline holds training back.
+"""feedscope in a PyTorch training loop: where the input pipeline holds training back, and
+feedscope's own loader (feedscope.DataLoader, in loader.py) for when it is the input.
 
     import feedscope
     fs = feedscope.Session(report_dir="my-report", warmup=5)
@@ -18,9 +19,9 @@ import json
 import os
 import time
 
-__all__ = ["Session", "FeedscopeError", "library_path"]
+__all__ = ["Session", "DataLoader", "FeedscopeError", "library_path"]
 
-_ABI_VERSION = 2  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
+_ABI_VERSION = 3  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
 
 
 class FeedscopeError(RuntimeError):
@@ -186,6 +187,9 @@ class Session:
         (a list, a generator) tells nothing: what you did not pass is "not known" in the report.
         """
         self._check_open("wrap")
+        attach = getattr(iterable, "_feedscope_attach", None)
+        if attach is not None:  # a feedscope.DataLoader: its workers' spans join the report
+            attach(self._handle)
         settings = {k: v for k, v in _loader_settings(iterable).items() if k not in self._explicit}
         if settings and _lib.feedscope_loader_settings(
                 self._handle, json.dumps(settings).encode()) != 0:
@@ -281,3 +285,6 @@ class Session:
             raise FeedscopeError(f"{what}(): the session is closed")
         if self._report is not None:
             raise FeedscopeError(f"{what}(): the session is finished")
+
+
+from .loader import DataLoader  # noqa: E402  (it uses _lib and _error above)

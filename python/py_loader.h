@@ -1,0 +1,147 @@
+#pragma once
+// The native side of feedscope.DataLoader (python/feedscope/loader.py): the dataset and the
+// BatchLoader that `feedscope run` builds from the same keys (cli/dataset_setup.h), each batch
+// handed to torch as two DLPack tensors that view its slab (or, on a GPU, the copy engine's device
+// buffer), and the loader's stage spans forwarded to a Session that wraps it. The C ABI of
+// feedscope_c.h drives it (python/loader_api.cc); tests drive it directly, on a simulated device.
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "cli/config.h"
+#include "loader/batch_loader.h"
+#include "loader/span_recorder.h"
+#include "pinned_memory/copy_engine.h"
+#include "python/detail/dlpack.h"
+
+namespace feedscope {
+class Session;
+namespace detail {
+class CudaOps;
+}
+}  // namespace feedscope
+
+namespace feedscope::python {
+
+// Where a wrapped loader's spans go: a Session's span registry, for as long as the session records.
+// Shared by the session's C handle and every loader attached to it; close() (the session finishing
+// or being freed) turns every later forward into nothing. Thread-safe.
+class SpanSink {
+ public:
+  explicit SpanSink(Session* session) : session_(session) {}
+  // Re-records `spans` (of `lanes`, the loader's registry's) in the session's registry: worker and
+  // copy lanes on lanes of their own there, training-lane spans on the calling thread's lane, which
+  // is the loop's (the thread that iterates the loader is the one the session times).
+  void forward(const std::vector<Span>& spans, const std::vector<LaneInfo>& lanes);
+  void close();
+
+ private:
+  struct Target {
+    SpanRing* ring = nullptr;
+    std::uint16_t lane = 0;
+  };
+  std::mutex mutex_;
+  Session* session_;            // null once closed
+  std::vector<Target> targets_;  // by the loader's lane id
+};
+
+// feedscope.DataLoader's options: run's keys, and those that exist only here.
+struct PyLoaderOptions {
+  RunConfig config;  // dataset, batch_size, num_workers, image_pipeline, ... device
+  // Unset: pinned slabs when the batches go to a GPU, pageable ones otherwise. Set on with no GPU:
+  // pageable slabs, and PyLoader::pin_memory_note() says why.
+  std::optional<bool> pin_memory;
+  // Batches the loop may keep alive at once (a list of the last N) before the loader slows: the
+  // pool (and, on a GPU, the device buffers) grow to make room, up to this; past it next() fails.
+  int max_held_batches = 16;
+  detail::CudaOps* cuda = nullptr;  // tests: a simulated device; null: the CUDA runtime
+};
+
+// Reads the options JSON of feedscope_loader_create: run's keys (image_pipeline as "pipeline"),
+// pin_memory and max_held_batches. A JSON null leaves the default. Throws ConfigError naming the
+// key, the value and what is allowed, in run's words.
+PyLoaderOptions parse_loader_options(const std::string& json);
+
+// One delivered batch: DLPack tensors of its samples and labels, each owned by whoever takes it
+// (torch's from_dlpack, or dlpack_delete). The images view the batch's slab, which returns to the
+// pool once they are deleted; on the host the labels are a copy of their own (a loop that keeps
+// labels keeps no slab), on a GPU they share the device buffer with the images.
+struct HandedBatch {
+  std::int64_t index = -1;
+  std::uint64_t epoch = 0;
+  std::int64_t size = 0;
+  dlpack::DLManagedTensor* images = nullptr;
+  dlpack::DLManagedTensor* labels = nullptr;
+};
+
+// Not thread-safe for the loop's calls (begin_epoch, next, attach): the C ABI serializes them. The
+// tensors it hands out may be deleted on any thread, also after the PyLoader is gone.
+class PyLoader {
+ public:
+  // Opens the dataset and starts the workers on epoch 0. Throws ConfigError (a bad key or value),
+  // DatasetError (a dataset that cannot be opened), DeviceError (no such GPU).
+  explicit PyLoader(PyLoaderOptions options);
+  ~PyLoader();
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+
+  // Starts `epoch`, dropping what is left of the current one; the epoch the workers are already
+  // loading (the first, or the next one they started ahead) is kept.
+  void begin_epoch(std::uint64_t epoch);
+  // The next batch of the epoch; false at its end. `stream`: where the batch goes to a GPU, the
+  // torch stream (a cudaStream_t, null: the legacy default) whose later work waits for the copy
+  // and after whose work the device buffer is reused. Rethrows the loader's SampleError and
+  // BadDataError; LoaderError when the loop holds every slab the bound allows.
+  bool next(void* stream, HandedBatch& out);
+  // The session the spans go to from now on (null: none). Spans recorded before are dropped.
+  void attach(std::shared_ptr<SpanSink> sink);
+
+  // What Python shows: samples, classes, batches_per_epoch, sample shape and dtype, device, ...
+  nlohmann::json describe() const;
+  nlohmann::json data_errors() const;
+  int slabs() const { return loader_->pool().slab_count(); }
+  int device_buffers() const;
+  // Why pin_memory=True was not honoured (no GPU), or empty.
+  const std::string& pin_memory_note() const { return pin_note_; }
+
+ private:
+  struct DeviceSide;
+  struct Ahead;
+  std::optional<Ahead> fetch();
+  void record_copies();  // under the DeviceSide's lock
+  void drop_ahead();
+  void export_batch(Ahead batch, void* stream, HandedBatch& out);
+  void forward_spans();
+
+  PyLoaderOptions options_;
+  std::string pin_note_;
+  int device_ = -1;  // the GPU batches go to; -1: they stay on the host
+  SpanRegistry spans_;
+  std::shared_ptr<const DataSource> dataset_;
+  std::unique_ptr<BatchLoader> loader_;
+  std::shared_ptr<DeviceSide> device_side_;  // also held by every device batch alive
+  SpanRing* copy_ring_ = nullptr;
+  std::uint16_t copy_lane_ = 0;
+  std::vector<CopyTiming> timings_;
+  std::shared_ptr<SpanSink> sink_;
+  std::vector<Span> drained_;
+  // The epoch being delivered, and whether any of it was: a fresh one need not be started again.
+  std::uint64_t epoch_ = 0;
+  bool delivered_ = false;
+  // On a GPU, one batch is copied ahead of the one the loop holds; an error met fetching it waits
+  // for the call after, so that it is not blamed on the batch delivered now.
+  std::unique_ptr<Ahead> ahead_;
+  bool epoch_done_ = false;
+  std::exception_ptr pending_error_;
+};
+
+// Deletes a tensor torch never took (a capsule that was not consumed).
+void dlpack_delete(dlpack::DLManagedTensor* tensor) noexcept;
+
+}  // namespace feedscope::python

@@ -1,0 +1,248 @@
+#include "python/py_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exporters/session.h"
+#include "pinned_memory/errors.h"
+#include "tests/pinned_memory/fake_cuda.h"
+
+namespace feedscope::python {
+namespace {
+
+using feedscope::testing::FakeCuda;
+
+// Deletes both tensors of a batch, as torch does when they die.
+struct Tensors {
+  HandedBatch batch;
+  ~Tensors() { reset(); }
+  void reset() {
+    dlpack_delete(std::exchange(batch.images, nullptr));
+    dlpack_delete(std::exchange(batch.labels, nullptr));
+  }
+};
+
+PyLoaderOptions options(const nlohmann::json& j, detail::CudaOps* cuda = nullptr) {
+  PyLoaderOptions o = parse_loader_options(j.dump());
+  o.cuda = cuda;
+  return o;
+}
+
+const nlohmann::json kSynthetic = {{"dataset", "synthetic:3x4x4"}, {"synthetic_samples", 40},
+                                   {"batch_size", 4}, {"shuffle", false}};
+
+nlohmann::json with(nlohmann::json j, const nlohmann::json& more) {
+  j.update(more);
+  return j;
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(PyLoaderOptionsTest, RunsKeysWithRunsMessagesUnderThePythonNames) {
+  EXPECT_EQ(parse_loader_options(R"({"dataset": "images:/d", "pipeline": "eval",
+                                     "shuffle": true, "max_held_batches": 3})")
+                .config.image_pipeline,
+            "eval");
+  const std::string pipeline =
+      message_of([] { parse_loader_options(R"({"dataset": "images:/d", "pipeline": "x"})"); });
+  EXPECT_EQ(pipeline.rfind("pipeline: 'x' (from feedscope.DataLoader)", 0), 0u) << pipeline;
+  EXPECT_NE(pipeline.find("allowed: train | eval"), std::string::npos) << pipeline;
+  const std::string unknown =
+      message_of([] { parse_loader_options(R"({"dataset": "images:/d", "num_worker": 2})"); });
+  EXPECT_NE(unknown.find("unknown option 'num_worker'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("num_workers"), std::string::npos) << unknown;
+  EXPECT_NE(message_of([] { parse_loader_options(R"({"batch_size": 2})"); }).find("dataset: missing"),
+            std::string::npos);
+  EXPECT_THROW(parse_loader_options(R"({"dataset": "images:/d", "max_held_batches": -1})"),
+               ConfigError);
+  EXPECT_THROW(parse_loader_options(R"({"dataset": "images:/d", "seed": [1]})"), ConfigError);
+  EXPECT_THROW(parse_loader_options(R"({"dataset": "images:/d", "rank": 1, "world_size": 1})"),
+               ConfigError);
+  EXPECT_FALSE(parse_loader_options(R"({"dataset": "images:/d", "pin_memory": null})").pin_memory);
+}
+
+TEST(PyLoaderTest, AMissingGpuIsADeviceErrorNamingTheKey) {
+  FakeCuda none(0);
+  const std::string why = message_of([&] {
+    PyLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda"}}, &none));
+  });
+  EXPECT_EQ(why.rfind("device: 'cuda' (from feedscope.DataLoader) needs a GPU", 0), 0u) << why;
+  FakeCuda one(1);
+  EXPECT_NE(message_of([&] {
+              PyLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda:3"}}, &one));
+            }).find("allowed: cpu, cuda:0 to cuda:0"),
+            std::string::npos);
+  PyLoader auto_loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "auto"}}, &none));
+  EXPECT_EQ(auto_loader.describe()["device"], "cpu");
+}
+
+TEST(PyLoaderTest, HostBatchesViewTheirSlabAndGoBackWhenTheImagesDie) {
+  PyLoader loader(options(kSynthetic));
+  Tensors t;
+  ASSERT_TRUE(loader.next(nullptr, t.batch));
+  const auto& images = t.batch.images->dl_tensor;
+  EXPECT_EQ(images.device.device_type, dlpack::kDLCPU);
+  ASSERT_EQ(images.ndim, 4);
+  EXPECT_EQ(std::vector<std::int64_t>(images.shape, images.shape + 4),
+            (std::vector<std::int64_t>{4, 3, 4, 4}));
+  EXPECT_EQ(std::vector<std::int64_t>(images.strides, images.strides + 4),
+            (std::vector<std::int64_t>{48, 16, 4, 1}));
+  EXPECT_EQ(images.dtype.code, dlpack::kDLFloat);
+  EXPECT_EQ(t.batch.labels->dl_tensor.dtype.bits, 64);
+  t.reset();
+  int batches = 1;
+  for (Tensors u; loader.next(nullptr, u.batch); u.reset()) ++batches;
+  EXPECT_EQ(batches, 10);
+  EXPECT_EQ(loader.slabs(), loader.describe()["slabs"].get<int>()) << "nothing held: no growth";
+}
+
+// --- On the simulated device ---------------------------------------------------------------------
+
+struct OnFakeGpu {
+  explicit OnFakeGpu(int max_held = 0)
+      : cuda(1),
+        host(options(kSynthetic)),
+        gpu(options(with(kSynthetic, {{"device", "cuda:0"}, {"pin_memory", false},
+                                                       {"max_held_batches", max_held}}),
+                    &cuda)) {}
+  FakeCuda cuda;
+  PyLoader host;
+  PyLoader gpu;
+};
+
+std::vector<std::byte> host_bytes(const HandedBatch& b, std::size_t bytes) {
+  const auto* p = static_cast<const std::byte*>(b.images->dl_tensor.data);
+  return {p, p + bytes};
+}
+
+TEST(PyLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStream) {
+  OnFakeGpu f;
+  void* loop_stream = f.cuda.create_stream();
+  f.cuda.clear_calls();
+  Tensors on_gpu, on_host;
+  ASSERT_TRUE(f.gpu.next(loop_stream, on_gpu.batch));
+  ASSERT_TRUE(f.host.next(nullptr, on_host.batch));
+  const auto& images = on_gpu.batch.images->dl_tensor;
+  EXPECT_EQ(images.device.device_type, dlpack::kDLCUDA);
+  EXPECT_EQ(images.device.device_id, 0);
+  bool waited = false;
+  for (const FakeCuda::Call& call : f.cuda.calls()) waited |= call.name == "cudaStreamWaitEvent";
+  EXPECT_TRUE(waited) << "the loop's stream waits for the copy on an event";
+  EXPECT_EQ(f.cuda.queued(loop_stream), 1u) << "one wait queued on the loop's stream, no sync";
+  f.cuda.run_all();
+  const std::size_t bytes = 4 * 3 * 4 * 4 * sizeof(float);
+  EXPECT_EQ(host_bytes(on_gpu.batch, bytes), host_bytes(on_host.batch, bytes));
+  const auto* labels = static_cast<const std::int64_t*>(on_gpu.batch.labels->dl_tensor.data);
+  EXPECT_EQ(std::vector<std::int64_t>(labels, labels + 4),
+            std::vector<std::int64_t>(static_cast<const std::int64_t*>(on_host.batch.labels->dl_tensor.data),
+                                      static_cast<const std::int64_t*>(on_host.batch.labels->dl_tensor.data) + 4));
+  on_gpu.reset();
+  f.cuda.destroy_stream(loop_stream);
+}
+
+TEST(PyLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt) {
+  OnFakeGpu f;  // three device buffers, none extra
+  void* loop_stream = f.cuda.create_stream();
+  f.cuda.hold(loop_stream, true);  // the step reading batch 0 takes long
+  Tensors b0;
+  ASSERT_TRUE(f.gpu.next(loop_stream, b0.batch));  // batch 0 in buffer 0, batch 1 copying ahead
+  const auto* buffer0 = static_cast<const std::byte*>(b0.batch.images->dl_tensor.data);
+  f.cuda.run_all();
+  const std::vector<std::byte> batch0(buffer0, buffer0 + 192);
+  b0.reset();  // released after the loop stream's work queued so far
+  Tensors b1, b2;
+  ASSERT_TRUE(f.gpu.next(loop_stream, b1.batch));  // batch 2 ahead, in buffer 2
+  b1.reset();
+  ASSERT_TRUE(f.gpu.next(loop_stream, b2.batch));  // batch 3 ahead, into buffer 0 once free
+  f.cuda.run_all();
+  EXPECT_EQ(f.cuda.copies().size(), 3u) << "batch 3's copy waits for the step on batch 0";
+  EXPECT_EQ(std::vector<std::byte>(buffer0, buffer0 + 192), batch0);
+  f.cuda.hold(loop_stream, false);
+  f.cuda.run_all();
+  EXPECT_EQ(f.cuda.copies().size(), 4u);
+  EXPECT_NE(std::vector<std::byte>(buffer0, buffer0 + 192), batch0);
+  b2.reset();
+  f.cuda.destroy_stream(loop_stream);
+}
+
+TEST(PyLoaderTest, BatchesKeptOnTheGpuGrowItsBuffersThenItSaysSoAndLosesNoBatch) {
+  OnFakeGpu f(/*max_held=*/2);  // 3 buffers + 2
+  std::vector<std::unique_ptr<Tensors>> kept;
+  std::string error;
+  try {
+    for (int i = 0; i < 10; ++i) {
+      kept.push_back(std::make_unique<Tensors>());
+      ASSERT_TRUE(f.gpu.next(nullptr, kept.back()->batch));
+      f.cuda.run_all();
+    }
+  } catch (const LoaderError& e) {
+    error = e.what();
+    kept.pop_back();
+  }
+  EXPECT_NE(error.find("device buffers are held"), std::string::npos) << error;
+  EXPECT_EQ(f.gpu.device_buffers(), 5);
+  for (std::size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i]->batch.index, static_cast<std::int64_t>(i));
+  const auto next_index = static_cast<std::int64_t>(kept.size());
+  kept.clear();
+  f.cuda.run_all();
+  Tensors after;
+  ASSERT_TRUE(f.gpu.next(nullptr, after.batch));
+  EXPECT_EQ(after.batch.index, next_index) << "the batch fetched when the error came is not lost";
+}
+
+TEST(PyLoaderTest, ATensorOutlivesItsLoaderAndEngine) {
+  Tensors kept;
+  FakeCuda cuda(1);
+  {
+    PyLoader gpu(options(with(kSynthetic, {{"device", "cuda:0"}, {"pin_memory", false}}), &cuda));
+    ASSERT_TRUE(gpu.next(nullptr, kept.batch));
+  }
+  cuda.run_all();
+  kept.reset();  // the engine goes with the last tensor: its buffers and stream are freed
+  EXPECT_EQ(cuda.live_streams(), 0);
+  EXPECT_EQ(cuda.live_allocations(), 0);
+}
+
+// --- Spans into a Session ------------------------------------------------------------------------
+
+TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_test";
+  Session::Options so;
+  so.report_dir = dir.string();
+  so.print = false;
+  so.sample_hz = 0;
+  so.trace_gpu = false;
+  Session session(so);
+  auto sink = std::make_shared<SpanSink>(&session);
+  PyLoader loader(options(with(kSynthetic, {{"num_workers", 2}})));
+  loader.attach(sink);
+  for (auto& batch : session.wrap(std::vector<int>(9))) {
+    (void)batch;
+    Tensors t;
+    ASSERT_TRUE(loader.next(nullptr, t.batch));
+  }
+  const Report& report = session.finish();
+  bool collated = false;
+  for (const StageStats& s : report.stages) collated |= s.name == "collate" && s.busy_s > 0;
+  EXPECT_TRUE(collated) << "the workers' collate spans reached the session";
+  sink->close();
+  Tensors after;
+  EXPECT_TRUE(loader.next(nullptr, after.batch)) << "a closed sink: the loader goes on";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace feedscope::python
