@@ -18,7 +18,7 @@ import os
 import warnings
 import weakref
 
-from . import FeedscopeError, _error, _lib
+from . import FeedscopeError, _error, _lib, _now
 
 __all__ = ["DataLoader"]
 
@@ -165,6 +165,8 @@ class DataLoader:
         self._max_held = max_held_batches
         self._from_dlpack = None
         self._stream_of = None
+        self._watched = None  # under `feedscope watch`, unwrapped: a session of the loader's own
+        self._step_begin, self._step_size = None, 0
         self.batch_size = int(batch_size)
         self.num_workers = int(num_workers)
         self.drop_last = bool(drop_last)
@@ -228,6 +230,8 @@ class DataLoader:
     # --- iterating ------------------------------------------------------------------------------
     def __iter__(self):
         self._check_open("iter")
+        if self._watched is None and os.environ.get("FEEDSCOPE_WATCH_DIR"):
+            self._watch_itself()
         self._generation += 1
         epoch, self._epoch = self._epoch, self._epoch + 1
         if _lib.feedscope_loader_begin_epoch(self._handle, epoch) != 0:
@@ -240,7 +244,10 @@ class DataLoader:
             self._bind_torch()
         stream = self._stream_of() if self._stream_of else None
         batch = _Batch()
+        begin = _now()
         rc = _lib.feedscope_loader_next(self._handle, stream, ctypes.byref(batch))
+        if self._watched:
+            self._time_loop(begin, rc, batch.size)
         if rc < 0:
             raise _error("feedscope.DataLoader")
         if rc == 0:
@@ -277,11 +284,44 @@ class DataLoader:
             "FeedscopeError (a batch the loop holds is never written over). clone() the batches "
             "you keep to let their memory go back.", stacklevel=4)
 
+    # --- profiled under `feedscope watch` ---------------------------------------------------------
+    def _watch_itself(self):
+        """A program under `feedscope watch` that iterates this loader without a Session of its
+        own still gets the stages: the loader times the loop's waits and steps (the time between
+        batches) in a session of its own, whose report reaches the watcher when the loader closes
+        (at the latest when the interpreter exits)."""
+        from . import Session
+        report_dir = os.path.join(os.environ["FEEDSCOPE_WATCH_DIR"], f"loader-{os.getpid()}")
+        try:
+            self._watched = Session(report_dir, print=False, sample_hz=0, trace_gpu=False,
+                                    device=self.device)
+        except FeedscopeError as e:
+            warnings.warn(f"feedscope.DataLoader: cannot report to feedscope watch: {e}")
+            self._watched = False
+            return
+        self._feedscope_attach(self._watched._handle)
+        settings = {"num_workers": self.num_workers, "batch_size": self.batch_size,
+                    "pin_memory": self.pin_memory, "persistent_workers": True,
+                    "prefetch_factor": self.prefetch_factor}
+        _lib.feedscope_loader_settings(self._watched._handle, json.dumps(settings).encode())
+
+    def _time_loop(self, begin, rc, size):
+        """The wait for this batch, and the step on the last one: the loop's time between them."""
+        handle = self._watched._handle
+        if self._step_begin is not None:
+            _lib.feedscope_step_done(handle, self._step_begin, begin, self._step_size)
+        end = _now()
+        _lib.feedscope_fetched(handle, begin, end, 1 if rc > 0 else 0)
+        self._step_begin, self._step_size = (end, size) if rc > 0 else (None, 0)
+
     # --- the end --------------------------------------------------------------------------------
     def close(self):
         """Stops and joins the workers. Batches still alive stay valid. Idempotent; in a forked
         child it only forgets the parent's loader."""
         handle, self._handle = getattr(self, "_handle", None), None
+        watched, self._watched = getattr(self, "_watched", None), False
+        if watched and os.getpid() == self._pid:
+            watched.close()  # finishes: the report goes to the watcher
         if handle:
             _lib.feedscope_loader_destroy(handle)
         _open_loaders.discard(self)
@@ -306,6 +346,9 @@ class DataLoader:
     def _feedscope_attach(self, session_handle):
         """Session.wrap(loader): from now on the workers' spans join the session's report."""
         self._check_open("wrap")
+        if self._watched and session_handle != self._watched._handle:
+            self._watched, watched = False, self._watched  # the program's own session reports
+            watched.close()
         if _lib.feedscope_loader_attach(self._handle, session_handle) != 0:
             raise _error("Session.wrap(feedscope.DataLoader)")
 

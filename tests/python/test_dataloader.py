@@ -337,6 +337,27 @@ class SessionTest(DataLoaderTestBase):
             pass
 
 
+class WatchTest(DataLoaderTestBase):
+    def test_under_watch_an_unwrapped_loop_still_reports_its_stages(self):
+        program = textwrap.dedent(f"""
+            import feedscope
+            loader = feedscope.DataLoader({self.spec!r}, batch_size=8, num_workers=2,
+                                          image_size=32)
+            for epoch in range(2):
+                for x, y in loader:
+                    x.sum()
+            """)
+        report_dir = self.dir / "watched"
+        env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+        subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), "--", sys.executable,
+                        "-c", program], check=True, capture_output=True, env=env, timeout=120)
+        report = json.loads((report_dir / "report.json").read_text())
+        self.assertTrue(report["program"]["spans"].startswith("session"), report["program"])
+        for stage in ("read", "decode", "transform", "wait", "step"):
+            self.assertGreater(report["stages"][stage]["busy_s"], 0, stage)
+        self.assertEqual(report["throughput"]["steps"], 12)
+
+
 @unittest.skipUnless(HAVE_TORCH and torch.cuda.is_available(), "no GPU for torch here: the device "
                      "path's bookkeeping runs on the simulated device in py_loader_test.cc")
 class GpuTest(DataLoaderTestBase):
