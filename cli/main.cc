@@ -239,6 +239,9 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
   watch->add_option("--batch-size", watch_options.batch_size,
                     "the program's batch size: turns it/s and s/it into samples/s [not known]")
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+  bool no_try_loader = false;
+  watch->add_flag("--no-try-loader", no_try_loader,
+                  "a cpu_preprocess program: do not measure feedscope's loader on its files after it ends");
 
   CLI::App* merge = app.add_subcommand(
       "merge", "join the reports of a torch.distributed job's machines (each `feedscope watch "
@@ -277,6 +280,7 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
     }
     if (*watch) {
       watch_options.command = command;
+      watch_options.try_loader = !no_try_loader;
       if (mode.check_only) return validate_watch_options(watch_options), kDone;
       return watch_command(watch_options);
     }

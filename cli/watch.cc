@@ -18,6 +18,7 @@
 #include "cli/child_process.h"
 #include "cli/config.h"
 #include "cli/output_scanner.h"
+#include "cli/try_loader.h"
 #include "cli/run.h"
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
@@ -27,6 +28,7 @@
 #include "loader/stage.h"
 #include "profiler/gpu_activity_wire.h"
 #include "profiler/gpu_trace.h"
+#include "profiler/data_files.h"
 #include "profiler/process_tree.h"
 #include "profiler/program_torch.h"
 #include "profiler/rank_digest.h"
@@ -265,6 +267,12 @@ const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   return best;
 }
 
+// The open files of the process read and of its descendants (a DataLoader's workers).
+void look_at_files(DataFilesSeen& seen, const UtilizationSample& s) {
+  if (s.pid > 0) seen.look(s.pid);
+  for (const ProcessCpu& p : s.children) seen.look(p.pid);
+}
+
 // What the GPU summary of a watched program leaves out, for program.notes.
 std::string describe_left_out(const ActiveWindows& w, std::int64_t program_begin_ns) {
   const auto s = [](std::int64_t ns) { return static_cast<double>(ns) / 1e9; };
@@ -394,10 +402,17 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   ProgramTorchProbe torch;
-  // With an endpoint, the ranks' series, and once a second their Sessions' live windows.
-  so.retarget = [&tree, &torch, started = child.pid(), m = metrics.get(), dir = channel.path,
+  // With an endpoint, the ranks' series, and once a second their Sessions' live windows. With
+  // try_loader, the files the program holds open: at every reading until a few are seen (a file
+  // is open only while it is read), then at every fifth, until the set is full.
+  DataFilesSeen data_files;
+  so.retarget = [&tree, &torch, &data_files, try_loader = o.try_loader, readings = 0,
+                 started = child.pid(), m = metrics.get(), dir = channel.path,
                  polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
+    if (try_loader && !data_files.full() && (data_files.files().size() < 8 || readings % 5 == 0))
+      look_at_files(data_files, s);
+    ++readings;
     const int next = tree.add(s);
     if (m) {
       m->update_ranks(tree.latest_ranks());
@@ -513,6 +528,9 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     report.job->begin_unix_s = begin_unix_s;
     report.job->end_unix_s = begin_unix_s + program.wall_s;
   }
+  report.program = std::move(program);
+  const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
+  offer_feedscope_loader(data_files, {o.try_loader, report.program->tree.workers, batch_size}, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
@@ -526,8 +544,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                    {"throughput_unit", o.throughput_unit},
                    {"batch_size", o.batch_size}};
   WatchOutcome outcome;
-  note_work_began(first_kernel_ns, scanner, begin_ns, program.wall_s, outcome);
-  report.program = std::move(program);
+  note_work_began(first_kernel_ns, scanner, begin_ns, report.program->wall_s, outcome);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
   outcome.report = std::move(report);

@@ -38,6 +38,10 @@ struct WatchOptions {
   // instead of passing through.
   bool keep_output = false;
   bool print = true;  // the console report on stderr at the end
+  // A cpu_preprocess program: measure feedscope's loader on the files it read, once it has ended
+  // (cli/try_loader.h). The `watch` command turns it on unless --no-try-loader; sweep and tune
+  // of a command leave it off (a few seconds a point).
+  bool try_loader = false;
 };
 
 struct WatchOutcome {

@@ -68,6 +68,19 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
           {"covered_until_s", optional_number(g.covered_until_s)}};
 }
 
+nlohmann::ordered_json loader_try_json(const LoaderTry& t) {
+  return {{"skipped", t.skipped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.skipped)},
+          {"dataset", t.dataset},
+          {"files_seen", t.files_seen},
+          {"num_workers", t.num_workers},
+          {"batch_size", t.batch_size},
+          {"image_size", t.image_size},
+          {"seconds", t.seconds},
+          {"samples_per_s", optional_number(t.samples_per_s)},
+          {"program_samples_per_s", optional_number(t.program_samples_per_s)},
+          {"ratio", optional_number(t.ratio)}};
+}
+
 nlohmann::ordered_json program_json(const ProgramSummary& p) {
   const ProcessTreeSummary& t = p.tree;
   nlohmann::ordered_json processes = nlohmann::ordered_json::array();
@@ -100,6 +113,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
           {"torch", p.torch ? nlohmann::ordered_json{{"version", p.torch->version},
                                                      {"source", p.torch->source}}
                             : nlohmann::ordered_json(nullptr)},
+          {"try_loader", p.try_loader ? loader_try_json(*p.try_loader) : nlohmann::ordered_json(nullptr)},
           {"tree",
            {{"trainer_pid", t.trainer_pid},
             {"trainer_name", t.trainer_name},

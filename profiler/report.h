@@ -256,6 +256,21 @@ inline std::string command_line(const std::vector<std::string>& argv) {
   return out;
 }
 
+// feedscope's loader measured on a watched program's own files once it ended (the fix a
+// cpu_preprocess diagnosis offers: feedscope.DataLoader), or why it was not.
+struct LoaderTry {
+  std::string skipped;  // why nothing was measured; empty when it was
+  std::string dataset;  // "images:ROOT", as found in the program's open files
+  std::vector<std::string> files_seen;  // the first few of those files
+  int num_workers = 0;
+  std::int64_t batch_size = 0;
+  std::int64_t image_size = 0;  // 224: the program's own is not seen from outside
+  double seconds = 0;           // measured, after one warm-up batch
+  std::optional<double> samples_per_s;
+  std::optional<double> program_samples_per_s;  // where the program's rate was measured
+  std::optional<double> ratio;                   // samples_per_s / program_samples_per_s
+};
+
 // A program `feedscope watch` ran: how it ended and what its process tree did.
 struct ProgramSummary {
   std::vector<std::string> command;
@@ -273,6 +288,7 @@ struct ProgramSummary {
   // The torch the program runs (not feedscope's: environment.torch_version is the one feedscope
   // was built with); none where its memory map showed no torch.
   std::optional<ProgramTorch> torch;
+  std::optional<LoaderTry> try_loader;  // unset: the diagnosis was not cpu_preprocess
 };
 
 // The training thread's time handing each batch to the copy engine (a `run` on a GPU), which the

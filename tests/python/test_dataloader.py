@@ -358,6 +358,50 @@ class WatchTest(DataLoaderTestBase):
         self.assertEqual(report["throughput"]["steps"], 12)
 
 
+class TryLoaderTest(DataLoaderTestBase):
+    """watch measures feedscope's loader on a cpu_preprocess program's own files once it ended."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.large = cls.dir / "large"  # files open long enough to be seen in /proc/PID/fd
+        make_images(cls.large, count=64, classes=2, size="480x360")
+
+    def watch_plain_loop(self, *options):
+        example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "plain_python_loop.py"
+        report_dir = self.dir / ("try" + "".join(options))
+        subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), *options,
+                        "--throughput-pattern", r"throughput: ([0-9.]+) samples/s", "--",
+                        sys.executable, str(example), "--data", str(self.large), "--workers", "1",
+                        "--steps", "40", "--batch-size", "8"],
+                       check=True, capture_output=True, timeout=300)
+        report = json.loads((report_dir / "report.json").read_text())
+        if report["diagnosis"]["bottleneck"] != "cpu_preprocess":
+            self.skipTest(f"the plain loop was {report['diagnosis']['bottleneck']} here, not "
+                          "cpu_preprocess: no loader to offer")
+        return report
+
+    def test_the_fix_is_measured_on_the_programs_files(self):
+        report = self.watch_plain_loop()
+        tried = report["program"]["try_loader"]
+        self.assertIsNone(tried["skipped"], tried)
+        self.assertEqual(tried["dataset"], f"images:{self.large}")
+        self.assertTrue(all(f.startswith(str(self.large)) for f in tried["files_seen"]))
+        self.assertGreater(tried["samples_per_s"], 0)
+        self.assertEqual(tried["num_workers"], 1)
+        self.assertGreater(tried["program_samples_per_s"], 0)
+        evidence = " ".join(report["diagnosis"]["evidence"])
+        self.assertIn("feedscope's loader on the program's files", evidence)
+        if tried["ratio"] > 1:
+            actions = [r["action"] for r in report["diagnosis"]["recommendations"]]
+            self.assertTrue(any("feedscope.DataLoader on your files" in a for a in actions), actions)
+
+    def test_no_try_loader_says_so(self):
+        tried = self.watch_plain_loop("--no-try-loader")["program"]["try_loader"]
+        self.assertEqual(tried["skipped"], "--no-try-loader")
+        self.assertIsNone(tried["samples_per_s"])
+
+
 @unittest.skipUnless(HAVE_TORCH and torch.cuda.is_available(), "no GPU for torch here: the device "
                      "path's bookkeeping runs on the simulated device in py_loader_test.cc")
 class GpuTest(DataLoaderTestBase):
