@@ -84,7 +84,7 @@ def main():
     p.add_argument("--feedscope", default="build/cli/feedscope", help="the feedscope binary")
     p.add_argument("--workers", default="0,2")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--batches", type=int, default=12)
+    p.add_argument("--batches", type=int, default=24)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median is reported")
     p.add_argument("--json", help="also write the rows to this file")
