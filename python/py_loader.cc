@@ -299,13 +299,13 @@ void PyLoader::drop_ahead() {
 }
 
 void PyLoader::begin_epoch(std::uint64_t epoch) {
-  if (epoch == epoch_ && !delivered_) return;  // the workers are loading it already
+  if (epoch == epoch_ && !started_) return;  // the workers are loading it already
   drop_ahead();
   epoch_done_ = false;
   pending_error_ = nullptr;
   loader_->begin_epoch(epoch);
   epoch_ = epoch;
-  delivered_ = false;
+  started_ = false;
 }
 
 std::optional<PyLoader::Ahead> PyLoader::fetch() {
@@ -341,6 +341,7 @@ void PyLoader::record_copies() {
 }
 
 bool PyLoader::next(void* stream, HandedBatch& out) {
+  started_ = true;
   std::optional<Ahead> current;
   if (!device_side_) {
     current = fetch();
@@ -363,7 +364,6 @@ bool PyLoader::next(void* stream, HandedBatch& out) {
   }
   forward_spans();
   if (!current) return false;
-  delivered_ = true;
   export_batch(std::move(*current), stream, out);
   return true;
 }

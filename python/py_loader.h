@@ -131,9 +131,10 @@ class PyLoader {
   std::vector<CopyTiming> timings_;
   std::shared_ptr<SpanSink> sink_;
   std::vector<Span> drained_;
-  // The epoch being delivered, and whether any of it was: a fresh one need not be started again.
+  // The epoch being delivered, and whether any of it was asked for: a fresh one (the workers
+  // loading it already) need not be started again.
   std::uint64_t epoch_ = 0;
-  bool delivered_ = false;
+  bool started_ = false;
   // On a GPU, one batch is copied ahead of the one the loop holds; an error met fetching it waits
   // for the call after, so that it is not blamed on the batch delivered now.
   std::unique_ptr<Ahead> ahead_;
