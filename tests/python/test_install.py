@@ -30,12 +30,22 @@ class PipInstallTest(unittest.TestCase):
                     f"with feedscope.Session({str(report_dir)!r}, print=False, sample_hz=0) as fs:\n"
                     "    for i in fs.wrap(range(5)):\n"
                     "        with fs.step(2):\n"
-                    "            pass\n")
+                    "            pass\n"
+                    "try:\n"
+                    "    import torch\n"
+                    "except ImportError:\n"
+                    "    torch = None\n"
+                    "if torch is not None:  # feedscope.DataLoader comes with the package\n"
+                    "    loader = feedscope.DataLoader('synthetic:3x8x8', batch_size=4,\n"
+                    "                                  synthetic_samples=10)\n"
+                    "    print('samples', sum(x.shape[0] for x, _ in loader))\n")
             env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FEEDSCOPE_LIBRARY")}
             r = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp,
                                capture_output=True, text=True, env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(str(venv), r.stdout, "the library comes from the installed package")
+            if "samples" in r.stdout:
+                self.assertIn("samples 10", r.stdout)
             report = json.loads((report_dir / "report.json").read_text())
             self.assertEqual(report["throughput"]["samples"], 10)
 
