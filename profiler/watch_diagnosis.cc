@@ -39,6 +39,10 @@ void add_tree_evidence(const WatchDiagnosisInput& in, Diagnosis& d) {
                              "I/O wait",
                              t.workers, t.workers_cores, 100 * t.worker_busy,
                              100 * t.worker_busy_max, 100 * t.workers_io_wait));
+  else if (in.spans && in.spans->num_workers > 0)  // feedscope's loader: worker threads
+    d.evidence.push_back(fmt("no loader worker processes: the data is loaded in the training "
+                             "process, by %d loader thread(s) (its spans)",
+                             in.spans->num_workers));
   else
     d.evidence.push_back("no loader worker processes: the data is loaded in the training process "
                          "(num_workers=0)");

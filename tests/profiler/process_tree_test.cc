@@ -322,6 +322,21 @@ WatchDiagnosisInput tree_input(double main_busy, int workers, double worker_busy
   return in;
 }
 
+// feedscope.DataLoader loads in threads of the training process: its session's spans say how many,
+// and the evidence must not call that num_workers=0.
+TEST(WatchDiagnosisTest, LoaderThreadsSeenInTheSpansAreNotNumWorkersZero) {
+  WatchDiagnosisInput in = tree_input(0.9, 0, 0, 0.5);
+  DiagnosisInput spans;
+  spans.num_workers = 2;
+  spans.cpus = 8;
+  spans.wall_s = 10;
+  in.spans = spans;
+  std::string evidence;
+  for (const std::string& e : diagnose_watched(in).evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("by 2 loader thread(s)"), std::string::npos) << evidence;
+  EXPECT_EQ(evidence.find("num_workers=0"), std::string::npos) << evidence;
+}
+
 TEST(WatchDiagnosisTest, SaturatedWorkersWithIdleCoresGetMoreWorkersAndABoundedPrediction) {
   // 2 workers each at 95 %, trainer 40 % busy, 8 cores 35 % busy: 5.2 cores idle.
   const Diagnosis d = diagnose_watched(tree_input(0.4, 2, 0.95, 0.35));
