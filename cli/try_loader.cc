@@ -86,6 +86,15 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
     t.skipped = "--no-try-loader";
     return;
   }
+  // Only feedscope's own loader sends read and decode spans (a Session refuses the fixed names for
+  // a stage of the user's): the program loads with it already.
+  const bool own_loader = std::any_of(report.stages.begin(), report.stages.end(), [](const StageStats& s) {
+    return (s.name == "read" || s.name == "decode") && s.busy_s > 0;
+  });
+  if (own_loader) {
+    t.skipped = "the program loads with feedscope's loader already (its spans have read and decode)";
+    return;
+  }
   const std::optional<std::string> dataset = seen.dataset();
   if (!dataset) {
     t.skipped = "no data files seen open in the program's processes (images, .tar or TFRecord)";

@@ -530,7 +530,9 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   }
   report.program = std::move(program);
   const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
-  offer_feedscope_loader(data_files, {o.try_loader, report.program->tree.workers, batch_size}, report);
+  const int workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
+                                                                : report.program->tree.workers;
+  offer_feedscope_loader(data_files, {o.try_loader, workers, batch_size}, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 

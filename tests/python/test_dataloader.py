@@ -356,6 +356,9 @@ class WatchTest(DataLoaderTestBase):
         for stage in ("read", "decode", "transform", "wait", "step"):
             self.assertGreater(report["stages"][stage]["busy_s"], 0, stage)
         self.assertEqual(report["throughput"]["steps"], 12)
+        tried = report["program"]["try_loader"]  # no offer of what the program runs already
+        if tried is not None:
+            self.assertIn("feedscope's loader already", tried["skipped"])
 
 
 class TryLoaderTest(DataLoaderTestBase):
