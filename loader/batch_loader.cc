@@ -1,9 +1,11 @@
 #include "loader/batch_loader.h"
+#include "loader/detail/autotune_probe.h"
 #include "loader/detail/tsan.h"
 
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -85,14 +87,38 @@ struct BatchLoader::Impl {
   std::size_t sample_bytes;
   std::size_t labels_offset;
   std::shared_ptr<PinnedPool> pool;
+  int initial_slabs = 0;  // the pool's size at start, for capacity().most
   std::vector<Job> jobs;
 
+  LoaderCapacity capacity;
   std::unique_ptr<tbb::global_control> parallelism;
   std::unique_ptr<tbb::task_arena> arena;
   tbb::task_group group;
+  bool timed = false;  // workers time their loads for the tuner; set before any starts
   // Below state is shared with worker threads.
   tbb::concurrent_bounded_queue<int> done;  // slab ids of finished jobs
   std::atomic<bool> stopping{false};
+  std::atomic<std::int64_t> worker_busy_ns{0};  // wall time in loads, with `timed`
+  std::atomic<std::int64_t> worker_cpu_ns{0};
+  // Index mode's workers are runners: each takes the jobs in `pending` in order until none is
+  // left or more runners run than `target_runners` (the worker count, which may change while
+  // they run). Under `runners_mutex`.
+  std::mutex runners_mutex;
+  std::deque<int> pending;
+  int runners = 0;
+  int target_runners = 0;
+
+  // kAuto: what next() measures and the tuner that reads it. Consumer-thread state.
+  struct Tuning {
+    AutoTuner tuner;
+    detail::WaitWindow window;
+    detail::IdleCoreMeter meter;
+    std::function<std::optional<double>()> idle_cores;
+    std::int64_t (*clock)() noexcept;
+    std::int64_t busy_mark = 0;  // worker_busy_ns at the window's start
+    std::int64_t cpu_mark = 0;
+  };
+  std::unique_ptr<Tuning> tuning;
 
   // One epoch's batches: its sample order, and how far scheduling and delivery have got.
   struct Schedule {
@@ -248,7 +274,7 @@ struct BatchLoader::Impl {
       Job& j = jobs[static_cast<std::size_t>(id)];
       LoadContext ctx{spans, LaneRole::worker, j.batch,
                       std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
-      fill_stream(j, *st.reader, ctx);
+      timed_load([&] { fill_stream(j, *st.reader, ctx); });
       detail::tsan_release(this);
       done.push(id);
     }
@@ -386,26 +412,111 @@ struct BatchLoader::Impl {
     job.bad.clear();
   }
 
+  // A worker's load of one job, timed for the tuner under kAuto.
+  template <typename Load>
+  void timed_load(Load&& load) {
+    if (!timed) return load();
+    const std::int64_t wall = now_ns(), cpu = detail::thread_cpu_ns();
+    load();
+    worker_cpu_ns.fetch_add(detail::thread_cpu_ns() - cpu, std::memory_order_relaxed);
+    worker_busy_ns.fetch_add(now_ns() - wall, std::memory_order_relaxed);
+  }
+
   void schedule(Slab slab, Schedule& from) {
     const int id = slab.id();
     Job& job = jobs[static_cast<std::size_t>(id)];
     prepare(job, std::move(slab), from);
     ++in_flight;
-    detail::tsan_release(this);  // the enqueue inside libtbb orders prepare() before fill()
+    bool start = false;
+    {
+      const std::lock_guard lock(runners_mutex);
+      pending.push_back(id);
+      if (runners < target_runners) start = (++runners, true);
+    }
+    if (start) start_runner();
+  }
+
+  void start_runner() {
+    detail::tsan_release(this);  // the enqueue inside libtbb orders what came before the task
     // Enqueued, not run() from inside the arena: oneTBB guarantees a worker only for enqueued
     // work. A task_group::run() from this thread lands in its own slot's pool, and a worker that
     // misses the wake-up leaves it there while next() blocks on `done` (oneTBB issues 738 and
     // 1684; the likely cause of one TSan ctest run that hung here). The group still counts it
     // for drain().
-    arena->enqueue(group.defer([this, id] {
-      detail::tsan_acquire(this);
+    arena->enqueue(group.defer([this] { run_jobs(); }));
+  }
+
+  // One worker: loads pending jobs in order until none is left or it is one too many.
+  void run_jobs() {
+    detail::tsan_acquire(this);
+    for (;;) {
+      int id = -1;
+      {
+        const std::lock_guard lock(runners_mutex);
+        if (pending.empty() || runners > target_runners) {
+          --runners;
+          return;
+        }
+        id = pending.front();
+        pending.pop_front();
+      }
       Job& j = jobs[static_cast<std::size_t>(id)];
       LoadContext ctx{spans, LaneRole::worker, j.batch,
                       std::max(0, tbb::this_task_arena::current_thread_index()), j.epoch};
-      fill(j, ctx);
+      timed_load([&] { fill(j, ctx); });
       detail::tsan_release(this);
       done.push(id);
-    }));
+    }
+  }
+
+  // Index mode: `workers` runners from now on; the ones too many stop after their current job.
+  void set_runners(int workers) {
+    int start = 0;
+    {
+      const std::lock_guard lock(runners_mutex);
+      target_runners = workers;
+      start = std::max(0, std::min(static_cast<int>(pending.size()), workers - runners));
+      runners += start;
+    }
+    for (int i = 0; i < start; ++i) start_runner();
+  }
+
+  // A new setting: index mode's runners follow at once, stream mode's stream count at the next
+  // epoch; the in-flight bound (workers x prefetch) with the next top-up.
+  void apply(LoaderSetting to) {
+    options.num_workers = to.num_workers;
+    options.prefetch = to.prefetch;
+    if (!sharded) set_runners(to.num_workers);
+  }
+
+  void start_tuning() {
+    const AutoTuneOptions& o = options.autotune;
+    std::int64_t (*clock)() noexcept = o.clock ? o.clock : &now_ns;
+    const std::int64_t now = clock();
+    tuning = std::make_unique<Tuning>(Tuning{AutoTuner(capacity.tuner, capacity.start, now), {}, {},
+                                             o.idle_cores, clock});
+    tuning->window.reset(now);
+    if (!tuning->idle_cores) tuning->meter.read();  // the first reading is the baseline
+    timed = true;
+  }
+
+  // kAuto: one delivered batch and the time the consumer waited for it; at a window's end, the
+  // tuner's turn.
+  void tuned_batch(std::int64_t wait_begin, std::int64_t now) {
+    Tuning& t = *tuning;
+    t.window.add(now - wait_begin);
+    if (now - t.window.begin_ns() < t.tuner.window_ns() || t.window.batches() < t.tuner.min_batches())
+      return;
+    const std::int64_t busy = worker_busy_ns.load(std::memory_order_relaxed);
+    const std::int64_t cpu = worker_cpu_ns.load(std::memory_order_relaxed);
+    const std::optional<double> idle = t.idle_cores ? t.idle_cores() : t.meter.read();
+    const TunerWindow w = t.window.close(now, static_cast<double>(busy - t.busy_mark) / 1e9,
+                                         static_cast<double>(cpu - t.cpu_mark) / 1e9, idle);
+    t.busy_mark = busy;
+    t.cpu_mark = cpu;
+    t.window.reset(now);
+    const LoaderSetting to = t.tuner.observe(w);
+    if (!(to == LoaderSetting{options.num_workers, options.prefetch})) apply(to);
   }
 
   // The Schedule the next job comes from: the current epoch's until all of it is scheduled,
@@ -529,7 +640,7 @@ struct BatchLoader::Impl {
   }
 
   [[noreturn]] void throw_exhausted() const {
-    const int grown = pool->slab_count() - slab_count(options);
+    const int grown = pool->slab_count() - initial_slabs;
     throw LoaderError("all " + std::to_string(pool->slab_count()) +
                       " batch slabs are held by batches still alive in the training loop" +
                       (grown > 0 ? " (the pool grew by " + std::to_string(grown) + ", its most)"
@@ -555,15 +666,16 @@ int slab_count(const LoaderOptions& options) {
 namespace {
 
 void check_options(const LoaderOptions& options) {
-  if (options.num_workers < 0)
+  if (options.num_workers < 0 && options.num_workers != kAuto)
     throw std::invalid_argument("num_workers: " + std::to_string(options.num_workers) +
-                                " is negative; allowed: 0 (load in the training thread) or more");
+                                " is negative; allowed: 0 (load in the training thread) or more, "
+                                "or kAuto");
   if (options.batch_size <= 0)
     throw std::invalid_argument("batch_size: " + std::to_string(options.batch_size) +
                                 " is not allowed; allowed: 1 or more");
-  if (options.prefetch <= 0)
+  if (options.prefetch <= 0 && options.prefetch != kAuto)
     throw std::invalid_argument("prefetch: " + std::to_string(options.prefetch) +
-                                " is not allowed; allowed: 1 or more");
+                                " is not allowed; allowed: 1 or more, or kAuto");
   if (options.max_extra_slabs < 0)
     throw std::invalid_argument("max_extra_slabs: " + std::to_string(options.max_extra_slabs) +
                                 " is negative; allowed: 0 or more");
@@ -577,25 +689,40 @@ void check_options(const LoaderOptions& options) {
 void BatchLoader::start(LoaderOptions options, SpanRegistry* spans) {
   if (options.spare_slabs < 1) options.spare_slabs = 1;
   Impl& s = *impl_;
-  s.options = options;
   s.spans = spans;
   s.errors = std::make_unique<DataErrorLog>(options.error_examples);
   s.sample_bytes = s.source->spec().bytes();
   s.labels_offset = slab_labels_offset(s.sample_bytes, options.batch_size);
-  const int slabs = slab_count(options);
-  s.pool = PinnedPool::create(slab_bytes(s.sample_bytes, options.batch_size), slabs,
+  const std::size_t slab = slab_bytes(s.sample_bytes, options.batch_size);
+  const bool wants_machine = options.num_workers == kAuto || options.prefetch == kAuto;
+  const MachineShape machine{detail::usable_cores(),
+                             wants_machine ? detail::available_memory_bytes().value_or(0) : 0};
+  s.capacity = resolve_capacity(options.num_workers, options.prefetch, options.spare_slabs,
+                                options.autotune, PinnedPool::rounded_slab_bytes(slab), machine,
+                                s.sharded != nullptr);
+  options.num_workers = s.capacity.start.num_workers;
+  options.prefetch = s.capacity.start.prefetch;
+  s.options = options;
+  LoaderOptions most = options;
+  most.num_workers = s.capacity.most.num_workers;
+  most.prefetch = s.capacity.most.prefetch;
+  const int slabs = slab_count(most);
+  s.initial_slabs = slabs;
+  s.pool = PinnedPool::create(slab, slabs,
                               options.pin_memory ? make_pinned_allocator() : make_page_allocator(),
                               slabs + options.max_extra_slabs);
   // A job per slab the pool may ever have: growth never moves a Job a worker is filling.
   s.jobs.resize(static_cast<std::size_t>(s.pool->max_slab_count()));
-  if (options.num_workers > 0) {
+  if (most.num_workers > 0) {
     // One slot stays reserved for the consumer thread that submits work; the rest are workers.
     // The default TBB market caps workers at cores-1, so ask for as many as configured.
     s.parallelism = std::make_unique<tbb::global_control>(
         tbb::global_control::max_allowed_parallelism,
-        static_cast<std::size_t>(options.num_workers) + 1);
-    s.arena = std::make_unique<tbb::task_arena>(options.num_workers + 1, 1);
+        static_cast<std::size_t>(most.num_workers) + 1);
+    s.arena = std::make_unique<tbb::task_arena>(most.num_workers + 1, 1);
   }
+  s.target_runners = options.num_workers;
+  if (s.capacity.tuned) s.start_tuning();
   begin_epoch(0);
 }
 
@@ -653,6 +780,15 @@ void BatchLoader::begin_epoch(std::uint64_t epoch) {
 }
 
 std::optional<Batch> BatchLoader::next() {
+  Impl& s = *impl_;
+  if (!s.tuning) return next_batch();
+  const std::int64_t begin = s.tuning->clock();
+  std::optional<Batch> batch = next_batch();
+  if (batch) s.tuned_batch(begin, s.tuning->clock());
+  return batch;
+}
+
+std::optional<Batch> BatchLoader::next_batch() {
   Impl& s = *impl_;
   if (s.over_ratio) std::rethrow_exception(s.over_ratio);
   if (s.sharded) return s.next_stream();
@@ -723,6 +859,37 @@ std::string BatchLoader::empty_epoch_reason() const {
                                      " of the dataset's " + std::to_string(size) + " samples";
   if (s.options.drop_last && share > 0) why += ", and drop_last drops a partial batch";
   return why;
+}
+LoaderSetting BatchLoader::setting() const {
+  return {impl_->options.num_workers, impl_->options.prefetch};
+}
+const LoaderCapacity& BatchLoader::capacity() const { return impl_->capacity; }
+
+void BatchLoader::set_setting(LoaderSetting to) {
+  Impl& s = *impl_;
+  if (s.tuning)
+    throw LoaderError("set_setting: this loader tunes its own setting (num_workers or prefetch is kAuto)");
+  const LoaderSetting most = s.capacity.most;
+  if (to.num_workers < 1 || to.num_workers > most.num_workers)
+    throw std::invalid_argument("num_workers: " + std::to_string(to.num_workers) +
+                                " is out of this loader's bounds; allowed: 1 to " +
+                                std::to_string(most.num_workers) + " (autotune.max_workers)");
+  if (to.prefetch < 1 || to.num_workers * to.prefetch > most.num_workers * most.prefetch)
+    throw std::invalid_argument("prefetch: " + std::to_string(to.prefetch) + " at " +
+                                std::to_string(to.num_workers) + " workers is out of this "
+                                "loader's slabs; allowed: 1 to " +
+                                std::to_string(most.num_workers * most.prefetch / to.num_workers));
+  s.apply(to);
+  if (!s.sharded) s.top_up();
+}
+
+const std::vector<TunerMove>& BatchLoader::autotune_moves() const {
+  static const std::vector<TunerMove> none;
+  return impl_->tuning ? impl_->tuning->tuner.moves() : none;
+}
+bool BatchLoader::autotuned() const { return impl_->tuning != nullptr; }
+std::int64_t BatchLoader::autotune_start_ns() const {
+  return impl_->tuning ? impl_->tuning->tuner.start_ns() : 0;
 }
 int BatchLoader::batches_in_flight() const { return impl_->in_flight; }
 int BatchLoader::batches_ready() const {

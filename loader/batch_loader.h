@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/autotune.h"
 #include "loader/dataset.h"
 #include "loader/index_sampler.h"
 #include "loader/sharded_dataset.h"
@@ -25,9 +26,11 @@ enum class BadSamplePolicy : std::uint8_t {
 };
 
 struct LoaderOptions {
-  int num_workers = 2;  // 0 = load in the calling (training) thread
+  int num_workers = 2;  // 0 = load in the calling (training) thread; kAuto: tuned while running
   int batch_size = 64;
-  int prefetch = 2;  // batches in flight per worker
+  int prefetch = 2;  // batches in flight per worker; kAuto: tuned while running
+  // kAuto's bounds (the cores, the RAM budget) and room for set_setting() to move a fixed setting.
+  AutoTuneOptions autotune;
   bool pin_memory = false;
   bool drop_last = false;
   bool in_order = true;  // false: deliver batches as they finish
@@ -111,7 +114,8 @@ struct Batch {
 std::size_t slab_labels_offset(std::size_t sample_bytes, int batch_size);
 std::size_t slab_bytes(std::size_t sample_bytes, int batch_size);  // before the pool's page rounding
 // Batches in flight on the workers (num_workers x prefetch, at least 1) plus the spare slabs: the
-// pool's size at start, before any growth (max_extra_slabs).
+// pool's size at start, before any growth (max_extra_slabs), for numbers; a loader with kAuto or
+// autotune.max_workers sizes its pool for capacity().most.
 int slab_count(const LoaderOptions& options);
 
 // Loader misuse or an unrecoverable loader state (e.g. every slab held by the caller).
@@ -120,7 +124,9 @@ class LoaderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Not thread-safe: one consumer thread calls begin_epoch()/next(). Workers are internal.
+// Not thread-safe: one consumer thread calls begin_epoch()/next() and the setting's methods.
+// Workers are internal. Under kAuto, next() times the training thread's waits and, window by
+// window, lets an AutoTuner (loader/autotune.h) move the worker count and prefetch depth.
 // Two modes. Index mode (a Dataset and an IndexSampler): each batch is a run of the sampler's
 // indexes, loaded by whichever worker is free. Stream mode (a ShardedDataset and a ShardPlan):
 // one stream per worker (one at 0 workers), each reading its shards front to back and filling its
@@ -159,6 +165,22 @@ class BatchLoader {
   // the dataset's size, the sampler's share of it where that differs, batch_size, and drop_last
   // where it is on and is what drops the samples. In stream mode: a rank without a shard.
   std::string empty_epoch_reason() const;
+  // The worker count and prefetch it runs at now: the tuner's under kAuto.
+  LoaderSetting setting() const;
+  // Where the setting started and how far it may move (arena and pool are sized for `most`).
+  const LoaderCapacity& capacity() const;
+  // Moves the worker count and prefetch depth of a running loader, within capacity().most. Batches
+  // keep the order and content they have at any setting (index mode: every batch is its samples,
+  // loaded where they load). Fewer workers take effect as running loads finish. In stream mode the
+  // worker count is the stream count, which shapes the order: a new one applies from the next
+  // begin_epoch(). Throws std::invalid_argument out of bounds, LoaderError under kAuto (the tuner
+  // owns the setting there).
+  void set_setting(LoaderSetting setting);
+  // kAuto: the tuner's moves so far, each with what it measured (empty without kAuto).
+  const std::vector<TunerMove>& autotune_moves() const;
+  bool autotuned() const;
+  // kAuto: when the tuner started (autotune.clock's time), from which the moves' t_s count.
+  std::int64_t autotune_start_ns() const;
   int batches_in_flight() const;  // scheduled on workers, not finished
   int batches_ready() const;      // finished, waiting for next()
   const LoaderOptions& options() const;
@@ -173,6 +195,7 @@ class BatchLoader {
 
  private:
   void start(LoaderOptions options, SpanRegistry* spans);
+  std::optional<Batch> next_batch();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

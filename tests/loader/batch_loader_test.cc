@@ -352,7 +352,7 @@ TEST(BatchLoaderTest, RejectsBadOptionsNamingTheKey) {
   auto dataset = std::make_shared<CountingDataset>(10);
   auto sampler = std::make_shared<SequentialSampler>(10);
   LoaderOptions o;
-  o.num_workers = -1;
+  o.num_workers = -2;  // -1 is kAuto
   try {
     BatchLoader loader(dataset, sampler, o);
     FAIL();
