@@ -1,4 +1,5 @@
 #include "exporters/console_report.h"
+#include "exporters/autotune_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -101,6 +102,7 @@ std::string format_console_report(const Report& r, bool color) {
     out += "  trace.json: " + cap + "\n";
   out += describe_data_errors(r.data_errors);
   out += describe_ranks(r);
+  if (r.autotune) out += describe_autotune(*r.autotune);
   out += "\n  evidence:\n";
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {

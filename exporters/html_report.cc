@@ -1,4 +1,5 @@
 #include "exporters/html_report.h"
+#include "exporters/autotune_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,9 +49,16 @@ struct Line {
   std::vector<std::pair<double, double>> points;  // (seconds, value)
 };
 
+// A moment on the timeline: a dashed vertical line, its label above, its text on hover.
+struct Mark {
+  double t = 0;  // seconds
+  std::string label;
+  std::string text;
+};
+
 // A line chart with a time axis. `max_y` 0 scales to the data; `percent` labels 0..1 as %.
 std::string line_chart(const std::string& title, const std::vector<Line>& lines, double max_y,
-                       bool percent, const std::string& unit) {
+                       bool percent, const std::string& unit, const std::vector<Mark>& marks = {}) {
   const int w = 720, h = 220, left = 56, right = 150, top = 28, bottom = 30;
   const int pw = w - left - right, ph = h - top - bottom;
   double max_t = 0, data_max = 0;
@@ -99,6 +107,14 @@ std::string line_chart(const std::string& title, const std::vector<Line>& lines,
     s << "<rect x=\"" << left + pw + 12 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"10\" fill=\""
       << colour << "\"/><text x=\"" << left + pw + 26 << "\" y=\"" << ly + 1 << "\">"
       << esc(lines[i].name) << "</text>\n";
+  }
+  for (const Mark& m : marks) {
+    if (m.t < 0 || m.t > max_t) continue;
+    const std::string x = fmt("%.1f", left + pw * m.t / max_t);
+    s << "<g class=\"mark\"><title>" << esc(m.text) << "</title><line x1=\"" << x << "\" x2=\"" << x
+      << "\" y1=\"" << top << "\" y2=\"" << top + ph
+      << "\" stroke=\"#555\" stroke-dasharray=\"3,3\"/><text x=\"" << x << "\" y=\"" << top - 2
+      << "\" text-anchor=\"middle\" class=\"axis\">" << esc(m.label) << "</text></g>\n";
   }
   s << "</svg>\n";
   return s.str();
@@ -248,6 +264,44 @@ std::string ranks_section(const Report& r) {
 
 }  // namespace
 
+// num_workers=auto's moves as timeline marks: "w2" where the workers became 2, "p4" for prefetch.
+std::vector<Mark> autotune_marks(const Report& r) {
+  std::vector<Mark> marks;
+  if (!r.autotune) return marks;
+  for (const TunerMove& m : r.autotune->moves) {
+    std::string label;
+    if (m.to.num_workers != m.from.num_workers) label = "w" + std::to_string(m.to.num_workers);
+    if (m.to.prefetch != m.from.prefetch) label += (label.empty() ? "p" : " p") + std::to_string(m.to.prefetch);
+    marks.push_back({m.t_s, label, describe_autotune_move(m)});
+  }
+  return marks;
+}
+
+std::string autotune_section(const AutotuneSummary& a) {
+  std::ostringstream h;
+  h << "<h2>Loader tuning (num_workers=auto)</h2>\n<p>" << a.moves.size()
+    << " move(s) within " << a.most.num_workers << " worker(s), prefetch " << a.most.prefetch
+    << " and slabs within " << fmt("%.0f MiB", static_cast<double>(a.ram_budget_bytes) / (1 << 20))
+    << "; the timeline's dashed lines mark them. Ended at:</p>\n<pre>"
+    << esc(autotune_yaml(a.final)) << "</pre>\n";
+  if (a.moves.empty()) return h.str();
+  h << "<table><tr><th>t</th><th>from</th><th>to</th><th>batches/s before → after</th>"
+       "<th>stall before → after</th><th>kept</th><th>why</th></tr>\n";
+  for (const TunerMove& m : a.moves) {
+    const auto setting = [](LoaderSetting s) {
+      return std::to_string(s.num_workers) + " w, prefetch " + std::to_string(s.prefetch);
+    };
+    h << "<tr><td class=\"n\">" << fmt("%.1f s", m.t_s) << "</td><td>" << setting(m.from)
+      << "</td><td>" << setting(m.to) << "</td><td class=\"n\">" << fmt("%.1f", m.before.batches_per_s)
+      << " → " << (m.after ? fmt("%.1f", m.after->batches_per_s) : std::string("—"))
+      << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * m.before.stall) << " → "
+      << (m.after ? fmt("%.1f%%", 100 * m.after->stall) : std::string("—")) << "</td><td>"
+      << (m.kept ? "yes" : "no") << "</td><td>" << esc(m.why) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  return h.str();
+}
+
 std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
                            std::int64_t run_begin_ns) {
   const Diagnosis& d = r.diagnosis;
@@ -288,6 +342,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   h << "</ul>\n";
   h << ranks_section(r);
   if (r.program) h << program_section(*r.program);
+  if (r.autotune) h << autotune_section(*r.autotune);
   if (!d.recommendations.empty()) {
     h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "
          "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
@@ -378,11 +433,12 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       usage.push_back(l);
     }
     if (!io.points.empty()) usage.push_back(io);
-    h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "");
+    const std::vector<Mark> marks = autotune_marks(r);
+    h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "", marks);
     std::vector<Line> thread_lines;
     for (auto& [name, l] : threads) thread_lines.push_back(l);
     if (!thread_lines.empty())
-      h << line_chart("Busy share of one core, per thread", thread_lines, 1.0, true, "");
+      h << line_chart("Busy share of one core, per thread", thread_lines, 1.0, true, "", marks);
     std::vector<Line> disk_lines;
     for (auto& [name, l] : disks) disk_lines.push_back(l);
     if (!disk_lines.empty()) h << line_chart("Disk reads", disk_lines, 0, false, "MB/s");

@@ -81,6 +81,35 @@ nlohmann::ordered_json loader_try_json(const LoaderTry& t) {
           {"ratio", optional_number(t.ratio)}};
 }
 
+nlohmann::ordered_json setting_json(const LoaderSetting& s) {
+  return {{"num_workers", s.num_workers}, {"prefetch", s.prefetch}};
+}
+
+nlohmann::ordered_json measured_json(const Measured& m) {
+  return {{"batches_per_s", m.batches_per_s}, {"stall", m.stall}};
+}
+
+// null where the loader did not tune itself.
+nlohmann::ordered_json autotune_json(const std::optional<AutotuneSummary>& a) {
+  if (!a) return nullptr;
+  nlohmann::ordered_json moves = nlohmann::ordered_json::array();
+  for (const TunerMove& m : a->moves)
+    moves.push_back({{"t_s", m.t_s},
+                     {"from", setting_json(m.from)},
+                     {"to", setting_json(m.to)},
+                     {"why", m.why},
+                     {"before", measured_json(m.before)},
+                     {"after", m.after ? measured_json(*m.after) : nlohmann::ordered_json(nullptr)},
+                     {"kept", m.kept}});
+  return {{"moves", moves},
+          {"final", setting_json(a->final)},
+          {"bounds", {{"max_workers", a->most.num_workers},
+                      {"max_prefetch", a->most.prefetch},
+                      {"ram_budget_mib", static_cast<double>(a->ram_budget_bytes) / (1 << 20)},
+                      {"tunes_workers", a->tunes_workers},
+                      {"tunes_prefetch", a->tunes_prefetch}}}};
+}
+
 nlohmann::ordered_json program_json(const ProgramSummary& p) {
   const ProcessTreeSummary& t = p.tree;
   nlohmann::ordered_json processes = nlohmann::ordered_json::array();
@@ -266,6 +295,7 @@ std::string report_to_json(const Report& r) {
                            ? nlohmann::ordered_json(nullptr)
                            : nlohmann::ordered_json{{"reason", r.stopped_early.reason},
                                                     {"message", r.stopped_early.message}};
+  j["autotune"] = autotune_json(r.autotune);
   if (r.program) j["program"] = program_json(*r.program);
   if (!r.ranks.empty() || r.job) {
     j["ranks"] = detail::ranks_to_json(r.ranks);

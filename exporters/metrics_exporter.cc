@@ -144,6 +144,11 @@ struct MetricsExporter::Impl {
   Gauge* queue_in_flight = nullptr;
   std::array<Counter*, 2> h2d{};  // [pageable, pinned]
   Gauge* pinned_bytes = nullptr;
+  Family<Gauge>* loader_workers = nullptr;   // series added by the first set_loader_setting
+  Family<Gauge>* loader_prefetch = nullptr;
+  std::mutex loader_mutex;
+  Gauge* workers = nullptr;
+  Gauge* prefetch = nullptr;
 
   // Families whose series appear when a sample first names their device, GPU or thread.
   Family<Gauge>* cpu = nullptr;
@@ -257,6 +262,11 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
     m.pinned_bytes = &m.family(prometheus::BuildGauge(), "feedscope_pinned_bytes",
                                "Bytes of page-locked host memory held by the batch slab pool.")
                           .Add({});
+    m.loader_workers = &m.family(prometheus::BuildGauge(), "feedscope_loader_workers",
+                                 "Worker threads the loader runs now (num_workers=auto moves it).");
+    m.loader_prefetch = &m.family(prometheus::BuildGauge(), "feedscope_loader_prefetch",
+                                  "Batches in flight per loader worker now (prefetch=auto moves "
+                                  "it).");
     auto& h2d = m.family(prometheus::BuildCounter(), "feedscope_h2d_bytes_total",
                          "Bytes copied from host to device, by the kind of host memory they came "
                          "from (pinned or pageable).");
@@ -354,6 +364,20 @@ void MetricsExporter::observe_stage(Stage stage, double seconds) {
 void MetricsExporter::set_data_stall_ratio(double ratio) {
   impl_->data_stall->Set(clamp_ratio(ratio));
   impl_->changed();
+}
+
+void MetricsExporter::set_loader_setting(int num_workers, int prefetch) {
+  Impl& m = *impl_;
+  {
+    const std::lock_guard lock(m.loader_mutex);
+    if (!m.workers) {
+      m.workers = &m.loader_workers->Add({});
+      m.prefetch = &m.loader_prefetch->Add({});
+    }
+    m.workers->Set(num_workers);
+    m.prefetch->Set(prefetch);
+  }
+  m.changed();
 }
 
 void MetricsExporter::set_queue_batches(std::string_view queue, double batches) {

@@ -64,6 +64,10 @@ class MetricsExporter {
   // Each rank's Session's latest window of spans: feedscope_rank_data_stall_ratio and
   // feedscope_rank_steps_per_second by rank (a window without a rank is left out).
   void update_rank_windows(const std::vector<LiveWindow>& windows);
+  // The loader's worker count and prefetch depth: feedscope_loader_workers and
+  // feedscope_loader_prefetch, present from the first call (a run sets them at its start and at
+  // every move of num_workers=auto).
+  void set_loader_setting(int num_workers, int prefetch);
 
   // The exposition text of feedscope's metrics, exactly what a scrape of /metrics returns.
   std::string scrape_text() const;

@@ -221,6 +221,7 @@ DiagnosisInput diagnosis_input(const Report& report, const DiagnosisSetup& setup
   in.model_parameters = report.training.parameters;
   if (report.h2d_submit) in.h2d_submit_s = report.h2d_submit->busy_s;
   in.trials = report.trials;
+  in.autotune = report.autotune;
   return in;
 }
 

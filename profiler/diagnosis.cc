@@ -1,4 +1,5 @@
 #include "profiler/diagnosis.h"
+#include "profiler/autotune_diagnosis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -745,6 +746,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   }
   if (gpu && !input_side && gpu->syncs_per_step >= 1)
     d.recommendations.push_back(remove_syncs(in, *gpu, c, loader_rate, measured));
+  if (in.autotune) advise_from_autotune(*in.autotune, d);
   drop_unhelpful_advice(d);
   return d;
 }

@@ -53,6 +53,8 @@ struct DiagnosisInput {
   // From a GPU activity trace of the measured steps; without it a GPU step is taken as
   // gpu_compute, as the CPU-side spans cannot tell launch-bound from compute-bound.
   std::optional<GpuTraceSummary> gpu_trace;
+  // num_workers=auto: what the loader's tuner did; num_workers is where it ended.
+  std::optional<AutotuneSummary> autotune;
 };
 
 Diagnosis diagnose(const DiagnosisInput& input);

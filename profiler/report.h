@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "loader/autotune.h"
 #include "profiler/process_tree.h"
 #include "profiler/program_torch.h"
 
@@ -313,6 +314,17 @@ struct WhatIfTrials {
   std::vector<std::string> not_run;            // "batch 1600: CUDA out of memory ..."
 };
 
+// num_workers=auto or prefetch=auto: what the loader's tuner did over the whole run (warm-up
+// included), with the bounds it moved within.
+struct AutotuneSummary {
+  std::vector<TunerMove> moves;
+  LoaderSetting final;
+  LoaderSetting most;  // max_workers and max_prefetch after the RAM budget
+  std::uint64_t ram_budget_bytes = 0;
+  bool tunes_workers = false;  // false: a stream dataset, whose workers are its streams
+  bool tunes_prefetch = false;
+};
+
 struct Report {
   std::vector<std::pair<std::string, ConfigValue>> config;
   Environment environment;
@@ -343,6 +355,7 @@ struct Report {
   // A torch.distributed job's ranks (`watch` of a launcher, `merge`); empty otherwise.
   std::vector<RankSummary> ranks;
   std::optional<JobSummary> job;
+  std::optional<AutotuneSummary> autotune;  // a run whose loader tuned itself
 };
 
 }  // namespace feedscope

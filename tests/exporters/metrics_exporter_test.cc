@@ -160,6 +160,7 @@ void update_everything(MetricsExporter& m) {
   m.set_bottleneck("cpu_preprocess");
   m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6}, RankReading{1, 102, 0.2, 0.1, 2, 0.4}});
   m.update_rank_windows({LiveWindow{101, 0, 1.0, 0.4, 6}, LiveWindow{103, std::nullopt, 1.0, 0.1, 9}});
+  m.set_loader_setting(2, 4);
 }
 
 // DESIGN.md's metric list and this exporter's additions, with their types.
@@ -191,6 +192,8 @@ const std::map<std::string, std::string>& expected_metrics() {
       {"feedscope_rank_loader_workers_cpu_cores", "gauge"},
       {"feedscope_rank_data_stall_ratio", "gauge"},
       {"feedscope_rank_steps_per_second", "gauge"},
+      {"feedscope_loader_workers", "gauge"},
+      {"feedscope_loader_prefetch", "gauge"},
   };
   return metrics;
 }
@@ -214,6 +217,17 @@ TEST(MetricsExporterTest, ExposesEveryMetricWithItsTypeAndHelpAfterUpdates) {
   for (const auto& [name, type] : e.types)
     EXPECT_TRUE(expected_metrics().count(name)) << "unexpected metric " << name;
   for (const Series& s : e.series) EXPECT_EQ(s.name.rfind("feedscope_", 0), 0u) << s.name;
+}
+
+TEST(MetricsExporterTest, LoaderSettingSeriesAppearWithTheFirstSettingAndFollowItsMoves) {
+  MetricsExporter m(loopback_any_port());
+  EXPECT_TRUE(find(parse_exposition(m.scrape_text()), "feedscope_loader_workers").empty())
+      << "no setting known yet: no series rather than a 0";
+  m.set_loader_setting(1, 2);
+  m.set_loader_setting(2, 4);  // num_workers=auto moved
+  const auto e = parse_exposition(m.scrape_text());
+  EXPECT_EQ(value_of(e, "feedscope_loader_workers"), 2);
+  EXPECT_EQ(value_of(e, "feedscope_loader_prefetch"), 4);
 }
 
 TEST(MetricsExporterTest, CountersSumHistogramsBucketAndGaugesHoldTheLastValue) {
