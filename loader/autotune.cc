@@ -26,7 +26,7 @@ std::string percent(double ratio) { return fmt("%.1f%%", 100 * ratio); }
 struct Signals {
   double stall = 0;
   double busy = 0;       // workers' loading time / their wall time, 0..1
-  double cpu_share = 1;  // of the loading time, on a CPU (low: waiting on reads)
+  double read_share = 0;  // of the loading time, off a CPU and not queued for one: reads
   std::optional<double> idle;
   double concentration = 0;
 };
@@ -36,7 +36,9 @@ Signals signals_of(const TunerWindow& w, LoaderSetting at) {
   const double wall = std::max(w.seconds(), 1e-9);
   s.stall = std::clamp(w.wait_s / wall, 0.0, 1.0);
   s.busy = w.worker_busy_s / (wall * std::max(1, at.num_workers));
-  if (w.worker_busy_s > 0) s.cpu_share = std::clamp(w.worker_cpu_s / w.worker_busy_s, 0.0, 1.0);
+  if (w.worker_busy_s > 0)
+    s.read_share = std::clamp((w.worker_busy_s - w.worker_cpu_s - w.worker_queued_s) / w.worker_busy_s,
+                              0.0, 1.0);
   s.idle = w.idle_cores;
   s.concentration = w.wait_concentration;
   return s;
@@ -65,10 +67,10 @@ std::optional<TunerProposal> when_waiting(const TunerConfig& c, LoaderSetting at
                          waited + ", workers busy " + percent(s.busy) + ", " + idle_text(s.idle) +
                              ": one worker more",
                          true};
-  if (s.cpu_share < 0.5 && (can_add || can_deepen))
+  if (s.read_share > 0.5 && (can_add || can_deepen))
     return TunerProposal{can_add ? wider : deeper,
-                         waited + ", workers on a CPU " + percent(s.cpu_share) +
-                             " of their loading time (waiting on reads): " +
+                         waited + ", workers waiting on reads " + percent(s.read_share) +
+                             " of their loading time: " +
                              (can_add ? "one worker more" : "deeper prefetch"),
                          true};
   return std::nullopt;

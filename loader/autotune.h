@@ -91,6 +91,7 @@ struct TunerWindow {
   double wait_s = 0;            // the training thread blocked waiting for them
   double worker_busy_s = 0;     // the workers' wall time loading
   double worker_cpu_s = 0;      // their CPU time loading
+  double worker_queued_s = 0;   // their time ready to load but waiting for a core
   std::optional<double> idle_cores;
   double wait_concentration = 0;  // share of the wait in the longest fifth of the waits
   double seconds() const { return static_cast<double>(end_ns - begin_ns) / 1e9; }

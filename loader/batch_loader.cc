@@ -100,6 +100,7 @@ struct BatchLoader::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<std::int64_t> worker_busy_ns{0};  // wall time in loads, with `timed`
   std::atomic<std::int64_t> worker_cpu_ns{0};
+  std::atomic<std::int64_t> worker_queued_ns{0};
   // Index mode's workers are runners: each takes the jobs in `pending` in order until none is
   // left or more runners run than `target_runners` (the worker count, which may change while
   // they run). Under `runners_mutex`.
@@ -115,8 +116,9 @@ struct BatchLoader::Impl {
     detail::IdleCoreMeter meter;
     std::function<std::optional<double>()> idle_cores;
     std::int64_t (*clock)() noexcept;
-    std::int64_t busy_mark = 0;  // worker_busy_ns at the window's start
+    std::int64_t busy_mark = 0;  // worker_*_ns at the window's start
     std::int64_t cpu_mark = 0;
+    std::int64_t queued_mark = 0;
   };
   std::unique_ptr<Tuning> tuning;
 
@@ -417,7 +419,9 @@ struct BatchLoader::Impl {
   void timed_load(Load&& load) {
     if (!timed) return load();
     const std::int64_t wall = now_ns(), cpu = detail::thread_cpu_ns();
+    const std::int64_t queued = detail::thread_queued_ns();
     load();
+    worker_queued_ns.fetch_add(detail::thread_queued_ns() - queued, std::memory_order_relaxed);
     worker_cpu_ns.fetch_add(detail::thread_cpu_ns() - cpu, std::memory_order_relaxed);
     worker_busy_ns.fetch_add(now_ns() - wall, std::memory_order_relaxed);
   }
@@ -509,11 +513,15 @@ struct BatchLoader::Impl {
       return;
     const std::int64_t busy = worker_busy_ns.load(std::memory_order_relaxed);
     const std::int64_t cpu = worker_cpu_ns.load(std::memory_order_relaxed);
+    const std::int64_t queued = worker_queued_ns.load(std::memory_order_relaxed);
     const std::optional<double> idle = t.idle_cores ? t.idle_cores() : t.meter.read();
-    const TunerWindow w = t.window.close(now, static_cast<double>(busy - t.busy_mark) / 1e9,
-                                         static_cast<double>(cpu - t.cpu_mark) / 1e9, idle);
+    const detail::WorkerTimes workers{static_cast<double>(busy - t.busy_mark) / 1e9,
+                                      static_cast<double>(cpu - t.cpu_mark) / 1e9,
+                                      static_cast<double>(queued - t.queued_mark) / 1e9};
+    const TunerWindow w = t.window.close(now, workers, idle);
     t.busy_mark = busy;
     t.cpu_mark = cpu;
+    t.queued_mark = queued;
     t.window.reset(now);
     const LoaderSetting to = t.tuner.observe(w);
     if (!(to == LoaderSetting{options.num_workers, options.prefetch})) apply(to);

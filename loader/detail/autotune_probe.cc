@@ -1,7 +1,9 @@
 #include "loader/detail/autotune_probe.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <fstream>
@@ -64,6 +66,39 @@ std::int64_t thread_cpu_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+namespace {
+
+// A worker's own /proc/thread-self/schedstat, opened once per thread: a pread is a syscall, an
+// open per load would be three.
+class SchedStat {
+ public:
+  SchedStat() : fd_(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+  ~SchedStat() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SchedStat(const SchedStat&) = delete;
+  SchedStat& operator=(const SchedStat&) = delete;
+  // "<on-cpu ns> <run-queue wait ns> <timeslices>"
+  std::int64_t queued_ns() const {
+    char text[96];
+    if (fd_ < 0) return 0;
+    const ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
+    if (n <= 0) return 0;
+    const std::vector<std::uint64_t> v = numbers(std::string_view(text, static_cast<std::size_t>(n)));
+    return v.empty() ? 0 : static_cast<std::int64_t>(v.front());
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::int64_t thread_queued_ns() noexcept {
+  thread_local const SchedStat stat;
+  return stat.queued_ns();
+}
+
 std::optional<double> IdleCoreMeter::read() {
   const auto text = read_text("/proc/stat");
   if (!text) return std::nullopt;
@@ -98,15 +133,16 @@ void WaitWindow::reset(std::int64_t begin_ns) {
   waits_.clear();
 }
 
-TunerWindow WaitWindow::close(std::int64_t end_ns, double worker_busy_s, double worker_cpu_s,
+TunerWindow WaitWindow::close(std::int64_t end_ns, const WorkerTimes& workers,
                               std::optional<double> idle_cores) const {
   TunerWindow w;
   w.begin_ns = begin_ns_;
   w.end_ns = end_ns;
   w.batches = batches();
   w.wait_s = static_cast<double>(wait_ns_) / 1e9;
-  w.worker_busy_s = worker_busy_s;
-  w.worker_cpu_s = worker_cpu_s;
+  w.worker_busy_s = workers.busy_s;
+  w.worker_cpu_s = workers.cpu_s;
+  w.worker_queued_s = workers.queued_s;
   w.idle_cores = idle_cores;
   w.wait_concentration = wait_concentration(waits_);
   return w;

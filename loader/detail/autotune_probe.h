@@ -18,6 +18,16 @@ int usable_cores();
 std::optional<std::uint64_t> available_memory_bytes();
 // This thread's CPU time.
 std::int64_t thread_cpu_ns() noexcept;
+// This thread's time ready to run but waiting for a core (schedstat's run_delay); 0 where the
+// kernel does not say.
+std::int64_t thread_queued_ns() noexcept;
+
+// What the workers did over a window, summed over them.
+struct WorkerTimes {
+  double busy_s = 0;    // wall time loading
+  double cpu_s = 0;     // on a CPU
+  double queued_s = 0;  // waiting for one
+};
 
 // Idle cores of the machine between two readings of /proc/stat (idle + iowait ticks over all
 // ticks, times the cpuN lines). Not thread-safe.
@@ -45,7 +55,7 @@ class WaitWindow {
   std::int64_t begin_ns() const { return begin_ns_; }
   std::int64_t batches() const { return static_cast<std::int64_t>(waits_.size()); }
   // The window [begin, end_ns) with the workers' time over it, as the tuner takes it.
-  TunerWindow close(std::int64_t end_ns, double worker_busy_s, double worker_cpu_s,
+  TunerWindow close(std::int64_t end_ns, const WorkerTimes& workers,
                     std::optional<double> idle_cores) const;
 
  private:

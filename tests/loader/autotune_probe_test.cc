@@ -30,18 +30,27 @@ TEST(IdleCoreMeter, LiveProcStatReadsWithinTheCores) {
   EXPECT_GT(available_memory_bytes().value_or(1), 0u);
 }
 
+TEST(ThreadTimes, CpuAndQueuedTimeOnlyGrow) {
+  const std::int64_t cpu = thread_cpu_ns(), queued = thread_queued_ns();
+  EXPECT_GT(cpu, 0);
+  EXPECT_GE(queued, 0);
+  EXPECT_GE(thread_cpu_ns(), cpu);
+  EXPECT_GE(thread_queued_ns(), queued);
+}
+
 TEST(WaitWindow, ClosesIntoWhatTheTunerReads) {
   WaitWindow w;
   w.reset(1'000'000'000);
   for (int i = 0; i < 4; ++i) w.add(1'000'000);
   w.add(96'000'000);
   EXPECT_EQ(w.batches(), 5);
-  const TunerWindow t = w.close(1'500'000'000, 0.8, 0.4, 1.5);
+  const TunerWindow t = w.close(1'500'000'000, {0.8, 0.4, 0.1}, 1.5);
   EXPECT_EQ(t.batches, 5);
   EXPECT_NEAR(t.wait_s, 0.1, 1e-12);
   EXPECT_NEAR(t.seconds(), 0.5, 1e-12);
   EXPECT_NEAR(t.wait_concentration, 0.96, 1e-12);
   EXPECT_EQ(t.idle_cores, 1.5);
+  EXPECT_EQ(t.worker_queued_s, 0.1);
   const Measured m = measured(t);
   EXPECT_NEAR(m.batches_per_s, 10, 1e-9);
   EXPECT_NEAR(m.stall, 0.2, 1e-12);

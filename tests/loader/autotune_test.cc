@@ -19,7 +19,7 @@ struct Plant {
   double step_s = 0.04;
   double step_threads = 1;
   double burst_stall = 0;
-  double cpu_share = 1;  // of the workers' loading time, on a CPU
+  double cpu_share = 1;  // of the workers' loading time, on a CPU (the rest: reads)
   double noise = 0;      // relative spread of the rate, window to window
   std::mt19937 rng{7};
 
