@@ -30,6 +30,7 @@ struct KeySpec {
   // For text keys: throws ConfigError when the value is not allowed.
   void (*check)(const std::string& key, const std::string& value, const std::string& source) =
       nullptr;
+  bool takes_auto = false;  // an integer key that also takes "auto" (kAutoValue): tuned while running
 };
 
 [[noreturn]] void fail(const std::string& key, const std::string& value, const std::string& source,
@@ -133,12 +134,20 @@ const std::vector<KeySpec>& specs() {
        1e-12, 10},
       {{"loader_only", KeyType::boolean, "on | off", "no training step: pure loader throughput"},
        &RunConfig::loader_only},
-      {{"num_workers", KeyType::integer, "0 (load in the training thread) to 256",
-        "loader worker threads"}, &RunConfig::num_workers, 0, 256},
+      {{"num_workers", KeyType::integer, "0 (load in the training thread) to 256, or auto",
+        "loader worker threads; auto: tuned while training runs, within max_workers"},
+       &RunConfig::num_workers, 0, 256, nullptr, true},
       {{"batch_size", KeyType::integer, "1 to 1048576", "samples per batch"},
        &RunConfig::batch_size, 1, 1048576},
-      {{"prefetch", KeyType::integer, "1 to 64", "batches in flight per worker"},
-       &RunConfig::prefetch, 1, 64},
+      {{"prefetch", KeyType::integer, "1 to 64, or auto",
+        "batches in flight per worker; auto: tuned while training runs, within ram_budget_mib"},
+       &RunConfig::prefetch, 1, 64, nullptr, true},
+      {{"max_workers", KeyType::integer, "0 (the cores) to 256",
+        "the most workers num_workers=auto (and tune) may use"},
+       &RunConfig::max_workers, 0, 256},
+      {{"ram_budget_mib", KeyType::integer, "0 (a quarter of the available memory) to 1000000000",
+        "slab memory auto (and tune) may use, in MiB"},
+       &RunConfig::ram_budget_mib, 0, 1e9},
       {{"pin_memory", KeyType::boolean, "on | off", "collate into page-locked slabs (CUDA only)"},
        &RunConfig::pin_memory},
       {{"shuffle", KeyType::boolean, "on | off", "seeded random order each epoch"},
@@ -269,6 +278,10 @@ void set_config_value(RunConfig& config, std::string_view raw_key, const std::st
           if (!parse_bool(value, v)) fail(key, value, source, "is not on/off", spec.info.allowed);
           config.*member = v;
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          if (spec.takes_auto && value == "auto") {
+            config.*member = kAutoValue;
+            return;
+          }
           std::int64_t v = 0;
           const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
           if (ec != std::errc() || ptr != value.data() + value.size())
@@ -402,8 +415,17 @@ Placement resolve_placement(const RunConfig& config) {
 std::vector<std::pair<std::string, ConfigValue>> config_entries(const RunConfig& config) {
   std::vector<std::pair<std::string, ConfigValue>> out;
   for (const KeySpec& s : specs()) {
-    std::visit([&](auto member) { out.emplace_back(std::string(s.info.name), ConfigValue(config.*member)); },
-               s.field);
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(config.*member)>;
+          if constexpr (std::is_same_v<T, std::int64_t>)
+            if (s.takes_auto && config.*member == kAutoValue) {
+              out.emplace_back(std::string(s.info.name), ConfigValue(std::string("auto")));
+              return;
+            }
+          out.emplace_back(std::string(s.info.name), ConfigValue(config.*member));
+        },
+        s.field);
   }
   return out;
 }

@@ -12,6 +12,9 @@
 
 namespace feedscope {
 
+// num_workers and prefetch given as "auto" (LoaderOptions' kAuto): tuned while training runs.
+inline constexpr std::int64_t kAutoValue = -1;
+
 struct RunConfig {
   std::string dataset = "synthetic:3x32x32";
   std::int64_t synthetic_samples = 8192;
@@ -26,9 +29,11 @@ struct RunConfig {
   std::string label_key = "cls";  // webdataset: the label member's extension
   double lr = 0.05;
   bool loader_only = false;
-  std::int64_t num_workers = 2;
+  std::int64_t num_workers = 2;  // kAutoValue: tuned while training runs
   std::int64_t batch_size = 64;
-  std::int64_t prefetch = 2;
+  std::int64_t prefetch = 2;     // kAutoValue: tuned while training runs
+  std::int64_t max_workers = 0;     // auto and tune: the most workers; 0: the cores
+  std::int64_t ram_budget_mib = 0;  // auto and tune: slab memory; 0: a quarter of what is available
   bool pin_memory = true;
   bool shuffle = true;
   bool drop_last = false;          // the loader's: drop an epoch's last partial batch (DataLoader's)

@@ -64,6 +64,8 @@ LoaderOptions loader_options(const RunConfig& config) {
   lo.num_workers = static_cast<int>(config.num_workers);
   lo.batch_size = static_cast<int>(config.batch_size);
   lo.prefetch = static_cast<int>(config.prefetch);
+  lo.autotune.max_workers = static_cast<int>(config.max_workers);
+  lo.autotune.ram_budget_bytes = static_cast<std::uint64_t>(config.ram_budget_mib) << 20;
   lo.drop_last = config.drop_last;
   lo.bad_sample = config.bad_sample == "skip" ? BadSamplePolicy::skip : BadSamplePolicy::fail;
   lo.max_bad_ratio = config.max_bad_ratio;

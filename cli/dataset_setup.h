@@ -13,8 +13,8 @@ namespace feedscope {
 // Opens the dataset the config names. Throws DatasetError naming the value.
 std::shared_ptr<const DataSource> open_dataset(const RunConfig& config);
 
-// The loader options the config names: num_workers, batch_size, prefetch, drop_last, bad_sample,
-// max_bad_ratio. pin_memory is the caller's (it pins only where a device copy follows).
+// The loader options the config names: num_workers, batch_size, prefetch (either may be auto:
+// kAuto, within max_workers and ram_budget_mib), drop_last, bad_sample, max_bad_ratio. pin_memory is the caller's (it pins only where a device copy follows).
 LoaderOptions loader_options(const RunConfig& config);
 
 // A BatchLoader over `dataset` with the config's order: a shard dataset's ShardPlan (rank,

@@ -85,9 +85,7 @@ struct RunOptions {
 struct SearchOptions {
   int repeats = 3;
   double budget_s = 300;
-  std::int64_t max_workers = -1;  // -1: the CPU cores
   std::int64_t max_batch_size = 0;
-  double ram_budget_mib = -1;  // -1: a quarter of the available memory
   double min_gain = 0.03;
 };
 
@@ -193,14 +191,9 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
   tune_options.add_to(*tune);
   tune->add_option("--budget", search.budget_s, "time budget in seconds")
       ->check(CLI::Range(1.0, 86400.0));
-  tune->add_option("--max-workers", search.max_workers, "at most this many workers [default: cores]")
-      ->check(CLI::Range(0, 256));
   tune->add_option("--max-batch-size", search.max_batch_size,
                    "let the tuner double the batch size up to this [default: fixed]")
       ->check(CLI::Range(0, 1048576));
-  tune->add_option("--ram-budget-mib", search.ram_budget_mib,
-                   "slab memory bound in MiB [default: a quarter of available memory]")
-      ->check(CLI::Range(1.0, 1e9));
   tune->add_option("--min-gain", search.min_gain,
                    "a move is kept when it gains more than this ratio [default: 0.03]")
       ->check(CLI::Range(0.0, 1.0));
@@ -298,6 +291,12 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
       RunOptions& options = *sweep ? sweep_options : tune_options;
       if (*sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
       options.apply(config);
+      for (const auto& [key, value] : {std::pair{"num_workers", config.num_workers},
+                                       std::pair{"prefetch", config.prefetch}})
+        if (value == kAutoValue)
+          throw ConfigError(key, std::string(key) + ": 'auto' is for run: " +
+                                     (*sweep ? "sweep" : "tune") +
+                                     " measures fixed settings, one run each");
       program.command = command;
       program.sample_hz = config.sample_hz;
       if (mode.check_only) return check_search(config, options.lists, program), kDone;
@@ -305,13 +304,13 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
       if (*sweep) return sweep_command(config, options.lists, search.repeats, program);
       TuneOptions t;
       t.time_budget_s = search.budget_s;
-      t.max_workers = search.max_workers >= 0 ? static_cast<int>(search.max_workers)
-                                              : static_cast<int>(std::thread::hardware_concurrency());
+      t.max_workers = config.max_workers > 0 ? static_cast<int>(config.max_workers)
+                                             : static_cast<int>(std::thread::hardware_concurrency());
       t.max_batch_size = search.max_batch_size;
       t.min_gain = search.min_gain;
       t.max_prefetch = 8;
-      t.ram_budget_bytes = search.ram_budget_mib > 0
-                               ? static_cast<std::uint64_t>(search.ram_budget_mib * (1 << 20))
+      t.ram_budget_bytes = config.ram_budget_mib > 0
+                               ? static_cast<std::uint64_t>(config.ram_budget_mib) << 20
                                : available_memory_bytes() / 4;
       return tune_command(config, t, program);
     }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/dataset_setup.h"
+#include "cli/autotune_follower.h"
 #include "cli/interrupt.h"
 #include "cli/trainer.h"
 #include "cli/trials.h"
@@ -59,6 +60,25 @@ std::string hostname() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
   return name;
+}
+
+}  // namespace
+
+namespace {
+
+// "2 worker(s), prefetch 2", or for num_workers=auto where it starts and how far it may go.
+std::string loader_setting_text(const RunConfig& config, const BatchLoader& loader) {
+  const LoaderSetting now = loader.setting();
+  if (!loader.autotuned())
+    return std::to_string(now.num_workers) + " worker(s), prefetch " + std::to_string(now.prefetch);
+  const LoaderSetting most = loader.capacity().most;
+  const auto knob = [](bool tuned, int start, int top) {
+    return tuned ? "auto (" + std::to_string(start) + ", up to " + std::to_string(top) + ")"
+                 : std::to_string(start);
+  };
+  return "workers " + knob(config.num_workers == kAutoValue && most.num_workers > now.num_workers,
+                           now.num_workers, most.num_workers) +
+         ", prefetch " + knob(config.prefetch == kAutoValue, now.prefetch, most.prefetch);
 }
 
 }  // namespace
@@ -114,10 +134,10 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     t.seed = static_cast<std::uint64_t>(config.seed);
     t.sample = dataset->spec();
     // A CPU step gets the cores the workers leave (it waits while they load at 0 workers),
-    // unless --cpu-threads says otherwise.
-    t.cpu_threads = config.cpu_threads > 0
-                        ? static_cast<int>(config.cpu_threads)
-                        : std::max(1, environment.cpus - static_cast<int>(config.num_workers));
+    // unless --cpu-threads says otherwise. Under num_workers=auto the follower below keeps it so.
+    const int workers = config.num_workers == kAutoValue ? 1 : static_cast<int>(config.num_workers);
+    t.cpu_threads = config.cpu_threads > 0 ? static_cast<int>(config.cpu_threads)
+                                           : std::max(1, environment.cpus - workers);
     trainer = make_trainer(t);
   }
   const bool on_gpu = trainer && trainer->on_gpu();
@@ -173,8 +193,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   log << "feedscope: " << (trainer ? trainer->describe() : std::string("loader only")) << " on "
       << dataset->name() << " ("
       << (sharded ? std::to_string(sharded->shard_count()) + " shards" : std::to_string(indexed->size()) + " samples")
-      << "), " << config.num_workers
-      << " worker(s), batch " << config.batch_size << ", prefetch " << config.prefetch << ", "
+      << "), " << loader_setting_text(config, loader) << ", batch " << config.batch_size << ", "
       << (config.duration > 0 ? std::to_string(static_cast<long long>(config.duration)) + " s"
                               : std::to_string(config.steps) + " steps")
       << " after " << config.warmup << " warm-up, device " << device;
@@ -199,11 +218,13 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   const ProcFs fs;
   const int cpus = environment.cpus;
   // What the diagnosis knows of this run besides what it measures, live and at the end alike.
-  const DiagnosisSetup diagnosis_setup{config.batch_size, static_cast<int>(config.num_workers),
+  const DiagnosisSetup diagnosis_setup{config.batch_size, loader.setting().num_workers,
                                        cpus, on_gpu, config.loader_only,
                                        on_gpu ? trainer->cuda_index() : 0};
   Report report;
   const std::int64_t run_begin = now_ns();
+  AutotuneFollower autotune(loader, trainer.get(), metrics.get(),
+                            config.cpu_threads > 0 ? 0 : cpus, run_begin, log);
   report.environment = std::move(environment);
   report.environment.device = device;
   const PinnedPool& pool = loader.pool();
@@ -297,6 +318,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
         continue;
       }
       ++epoch_batches;
+      autotune.poll();
       const std::int64_t step_begin = now_ns();
       // The copy submission inside next() is the thread's work, not waiting: it stays out of the
       // wait span (placed last, where its larger part, the next batch's copy, happens).
@@ -392,7 +414,11 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     trial_setup = TrialSetup{t, trainer->cuda_index(),
                              loader.labels_offset() +
                                  sizeof(std::int64_t) * static_cast<std::size_t>(config.batch_size)};
-  diagnose_with_trials(report, diagnosis_setup, trial_setup, log);
+  report.autotune = autotune.summary();
+  // A tuned loader's diagnosis starts from where the tuner ended.
+  DiagnosisSetup final_setup = diagnosis_setup;
+  if (report.autotune) final_setup.num_workers = report.autotune->final.num_workers;
+  diagnose_with_trials(report, final_setup, trial_setup, log);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_report_files(report_dir, report, sampler, digest.trace_spans(), spans.lanes(),

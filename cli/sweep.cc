@@ -116,6 +116,11 @@ SweepGrid parse_grid(const std::map<std::string, std::string>& lists) {
                                    ") has an empty item; write values separated by commas, e.g. 0,1,2");
       RunConfig probe;  // the config's own check names the key, the value and what is allowed
       set_config_value(probe, key, value, source);
+      if (value == "auto")
+        throw ConfigError(key, key + ": 'auto' (from " + source + ") is not a sweep point: a sweep "
+                                     "measures fixed settings; run `feedscope run --" +
+                                     (key == "num_workers" ? "num-workers" : key) +
+                                     " auto` beside it");
       if (key == "num_workers") push_unique(grid.num_workers, probe.num_workers);
       if (key == "batch_size") push_unique(grid.batch_size, probe.batch_size);
       if (key == "prefetch") push_unique(grid.prefetch, probe.prefetch);

@@ -163,6 +163,9 @@ class TorchTrainer final : public Trainer {
   std::string device() const override { return device_.str(); }
   bool on_gpu() const override { return device_.is_cuda(); }
   int cuda_index() const override { return device_.is_cuda() ? device_.index() : -1; }
+  void set_step_threads(int threads) override {
+    if (!device_.is_cuda() && threads > 0) set_cpu_threads(threads);
+  }
 
  private:
   TrainerOptions options_;

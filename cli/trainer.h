@@ -46,6 +46,9 @@ class Trainer {
   virtual std::string device() const = 0;    // "cpu", "cuda:0": always with its index on a GPU
   virtual int cuda_index() const = 0;        // N of cuda:N; -1 on the CPU
   virtual bool on_gpu() const = 0;
+  // A CPU step's threads from now on (as TrainerOptions::cpu_threads): a tuned loader that took
+  // or gave back a worker leaves the step the cores it left before. A no-op on a GPU.
+  virtual void set_step_threads(int threads) = 0;
 };
 
 // Throws DeviceError when the device is not usable ("cuda" without a CUDA device or a CUDA

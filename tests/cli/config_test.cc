@@ -245,3 +245,39 @@ TEST(ConfigTest, PlacementComesFromKeysElseTorchrunVariables) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace autotune_config_test {
+
+TEST(ConfigAuto, NumWorkersAndPrefetchTakeAutoAndTheReportSaysAuto) {
+  RunConfig c;
+  set_config_value(c, "num-workers", "auto", "--num-workers");
+  apply_yaml(c, "prefetch: auto\nmax_workers: 3\nram_budget_mib: 256\n", "auto.yaml");
+  EXPECT_EQ(c.num_workers, kAutoValue);
+  EXPECT_EQ(c.prefetch, kAutoValue);
+  EXPECT_EQ(c.max_workers, 3);
+  EXPECT_EQ(c.ram_budget_mib, 256);
+  std::map<std::string, ConfigValue> entries;
+  for (auto& [key, value] : config_entries(c)) entries[key] = value;
+  EXPECT_EQ(std::get<std::string>(entries.at("num_workers")), "auto");
+  EXPECT_EQ(std::get<std::string>(entries.at("prefetch")), "auto");
+  EXPECT_EQ(std::get<std::int64_t>(entries.at("max_workers")), 3);
+  set_config_value(c, "num_workers", "4", "--num-workers");
+  EXPECT_EQ(c.num_workers, 4);
+}
+
+TEST(ConfigAuto, OnlyTheTunedKnobsTakeAutoAndNegativesStayOut) {
+  RunConfig c;
+  EXPECT_THROW(set_config_value(c, "batch_size", "auto", "--batch-size"), ConfigError);
+  EXPECT_THROW(set_config_value(c, "num_workers", "-1", "--num-workers"), ConfigError);
+  EXPECT_THROW(set_config_value(c, "max_workers", "auto", "--max-workers"), ConfigError);
+  try {
+    set_config_value(c, "num_workers", "many", "--num-workers");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("or auto"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace autotune_config_test
+}  // namespace feedscope

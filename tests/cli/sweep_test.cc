@@ -37,6 +37,7 @@ TEST(SweepGridTest, BadValuesNameTheKeyAndTheValue) {
       {"num_workers", "0,1,-1", "'-1'"},   {"num_workers", "0,two", "'two'"},
       {"batch_size", "32,0", "'0'"},       {"prefetch", "1,,2", "empty item"},
       {"pin_memory", "on,maybe", "'maybe'"}, {"batch_size", "64,", "empty item"},
+      {"num_workers", "1,auto", "is not a sweep point"}, {"prefetch", "auto", "--prefetch auto"},
   };
   for (const auto& [key, text, named] : cases) {
     try {
