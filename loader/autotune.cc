@@ -98,8 +98,9 @@ std::optional<TunerProposal> when_fed(const TunerConfig& c, LoaderSetting at, co
 
 bool improved(const Measured& before, const Measured& after, double noise) {
   if (after.batches_per_s > before.batches_per_s * (1 + noise)) return true;
+  // A stall gone with the rate where it was: the step slowed by as much (a worker took its core).
   const bool stall_halved = after.stall < 0.5 * before.stall && before.stall - after.stall > 0.02;
-  return stall_halved && after.batches_per_s >= before.batches_per_s * (1 - noise);
+  return stall_halved && after.batches_per_s >= before.batches_per_s;
 }
 
 bool held(const Measured& before, const Measured& after, double noise, double stall_target) {
@@ -214,9 +215,19 @@ std::int64_t AutoTuner::min_batches() const {
 
 double AutoTuner::noise() const {
   if (steady_.size() < 2) return config_.min_noise;
-  const auto [lo, hi] = std::minmax_element(steady_.begin(), steady_.end());
-  const double mid = (*lo + *hi) / 2;
-  return std::max(config_.min_noise, mid > 0 ? (*hi - *lo) / mid : 0.0);
+  const auto rate = [](const Measured& a, const Measured& b) { return a.batches_per_s < b.batches_per_s; };
+  const auto [lo, hi] = std::minmax_element(steady_.begin(), steady_.end(), rate);
+  const double mid = (lo->batches_per_s + hi->batches_per_s) / 2;
+  return std::max(config_.min_noise, mid > 0 ? (hi->batches_per_s - lo->batches_per_s) / mid : 0.0);
+}
+
+Measured AutoTuner::baseline() const {
+  Measured mean;
+  for (const Measured& m : steady_) {
+    mean.batches_per_s += m.batches_per_s / static_cast<double>(steady_.size());
+    mean.stall += m.stall / static_cast<double>(steady_.size());
+  }
+  return mean;
 }
 
 LoaderSetting AutoTuner::observe(const TunerWindow& w) {
@@ -233,18 +244,20 @@ LoaderSetting AutoTuner::observe(const TunerWindow& w) {
     moves_[*unmeasured_].after = m;
     unmeasured_.reset();
   }
-  steady_.push_back(m.batches_per_s);
+  steady_.push_back(m);
   if (steady_.size() > kSteadyWindows) steady_.erase(steady_.begin());
-  try_move(w, m);
+  try_move(w);
   return setting_;
 }
 
-void AutoTuner::try_move(const TunerWindow& w, const Measured& m) {
+// What the latest window calls for, measured against the mean of the windows at this setting.
+void AutoTuner::try_move(const TunerWindow& w) {
   const std::optional<TunerProposal> p = propose_move(config_, setting_, w);
-  if (!p || p->to == setting_ || blocked(p->to, m.batches_per_s, w.end_ns)) return;
+  const Measured before = baseline();
+  if (!p || p->to == setting_ || blocked(p->to, before.batches_per_s, w.end_ns)) return;
   trial_adds_ = p->adds;
   trial_noise_ = noise();
-  move(p->to, p->why, m, w.end_ns, true);
+  move(p->to, p->why, before, w.end_ns, true);
 }
 
 void AutoTuner::judge(const TunerWindow& w, const Measured& m) {
@@ -258,7 +271,7 @@ void AutoTuner::judge(const TunerWindow& w, const Measured& m) {
   if (trial.kept) {
     // Left for one measured at least as good: going back waits for the workload to change.
     remember(trial.from, m.batches_per_s, w.end_ns, false);
-    steady_ = {m.batches_per_s};
+    steady_ = {m};
     phase_ = Phase::measure;
     return;
   }

@@ -144,7 +144,8 @@ class AutoTuner {
   std::int64_t start_ns() const { return start_ns_; }  // where the moves' t_s count from
   const TunerConfig& config() const { return config_; }
   const std::vector<TunerMove>& moves() const { return moves_; }
-  // The windows' relative rate spread at the current setting (at least min_noise).
+  // The windows' relative rate spread at the current setting (at least min_noise). A move is
+  // judged against their mean, the `before` of its TunerMove.
   double noise() const;
 
  private:
@@ -156,7 +157,7 @@ class AutoTuner {
     int refusals = 0;
   };
   void judge(const TunerWindow& w, const Measured& m);
-  void try_move(const TunerWindow& w, const Measured& m);
+  void try_move(const TunerWindow& w);
   bool blocked(LoaderSetting to, double rate, std::int64_t now_ns) const;
   void remember(LoaderSetting to, double rate_ref, std::int64_t until_ns, bool refused);
   void move(LoaderSetting to, std::string why, const Measured& before, std::int64_t now_ns,
@@ -171,7 +172,8 @@ class AutoTuner {
   std::optional<std::size_t> unmeasured_;  // a move back whose `after` is the next window
   bool trial_adds_ = false;
   double trial_noise_ = 0;
-  std::vector<double> steady_;  // rates of the last windows at the current setting
+  Measured baseline() const;    // the mean of steady_
+  std::vector<Measured> steady_;  // the last windows at the current setting
   std::vector<Tabu> tabu_;
 };
 
