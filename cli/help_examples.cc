@@ -22,7 +22,9 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "# train the built-in CNN on an ImageFolder tree through 4 workers\n"
        "feedscope run --dataset images:/data/train --model cnn --num-workers 4 --batch-size 64\n"
        "# the loader alone on webdataset shards, read cold, report on stdout\n"
-       "feedscope run --dataset webdataset:/data/shards --loader-only --cold-cache --json\n"},
+       "feedscope run --dataset webdataset:/data/shards --loader-only --cold-cache --json\n"
+       "# workers and prefetch tuned while training runs, each move shown\n"
+       "feedscope run --dataset images:/data/train --model cnn --num-workers auto --prefetch auto\n"},
       {"sweep",
        "# every num_workers x batch_size point of feedscope's loader, 2 runs each at least\n"
        "feedscope sweep --dataset images:/data/train --num-workers 0,2,4 --batch-size 32,64\n"
