@@ -57,10 +57,10 @@ CASES = {
         "auto": ["--num-workers", "auto", "--prefetch", "auto"],
     },
     "cold": {
-        "data": lambda: make("records", f"{DIR}/records", "--count", "4096", "--sample-bytes",
-                             "262144", "--shard-bytes", "64MiB"),
+        "data": lambda: make("records", f"{DIR}/records", "--count", "16384", "--sample-bytes",
+                             "65536", "--shard-bytes", "64MiB"),
         "args": ["--dataset", f"records:{DIR}/records", "--hidden", "1", "--layers", "1",
-                 "--batch-size", "32", "--shuffle", "off", "--cold-cache", "on", "--device", "cpu"],
+                 "--batch-size", "64", "--shuffle", "on", "--cold-cache", "on", "--device", "cpu"],
         "points": [["--num-workers", "1", "--prefetch", p] for p in ("2", "4", "8")],
         "auto": ["--num-workers", "1", "--prefetch", "auto"],
     },
