@@ -73,6 +73,14 @@ std::optional<TunerProposal> when_waiting(const TunerConfig& c, LoaderSetting at
                              " of their loading time: " +
                              (can_add ? "one worker more" : "deeper prefetch"),
                          true};
+  // No core idle, but the loop is highly input-bound on busy workers: the cores are shared with
+  // other work, and a worker more may still get the loop a larger share of them. The trial keeps
+  // it only if it measures so.
+  if (can_add && s.stall >= c.highly_stalled && s.busy >= 0.8)
+    return TunerProposal{wider,
+                         waited + ", workers busy " + percent(s.busy) + ", " + idle_text(s.idle) +
+                             ": one worker more, if it gets the loop a larger share of the cores",
+                         true};
   return std::nullopt;
 }
 

@@ -56,6 +56,7 @@ struct TunerConfig {
   std::int64_t backoff_ns = 10'000'000'000;
   double min_noise = 0.03;    // a gain must beat the windows' own spread, and at least this
   double stall_target = 0.05; // TensorFlow profiler's input-bound threshold
+  double highly_stalled = 0.2;  // its highly input-bound one: a worker is tried without an idle core
   double burst_share = 0.6;   // share of the wait in the longest fifth of waits: bursts
   double idle_core = 0.3;     // idle cores that make room for another worker
 };

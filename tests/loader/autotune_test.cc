@@ -207,12 +207,44 @@ TEST(AutoTuner, MovesAreRateLimited) {
               static_cast<double>(c.settle_ns + c.window_ns) / kSecond - 1e-9);
 }
 
-TEST(AutoTuner, NoIdleCoreNoWorkerForACpuBoundLoader) {
+TEST(AutoTuner, NoIdleCoreNoWorkerForAModeratelyStalledLoop) {
   Plant plant;
-  plant.cores = 1;  // the one core is taken
+  TunerWindow w = plant.window({1, 2}, 0, kSecond);
+  w.wait_s = 0.1;  // 10 %: moderately input-bound
+  w.worker_busy_s = w.worker_cpu_s = 1.0;
+  w.idle_cores = 0.1;
+  EXPECT_FALSE(propose_move(config(4), {1, 2}, w));
+  // Highly input-bound on busy workers: a worker is tried, and kept only on a measured gain.
+  w.wait_s = 0.4;
+  const std::optional<TunerProposal> p = propose_move(config(4), {1, 2}, w);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->to, (LoaderSetting{2, 2}));
+  EXPECT_NE(p->why.find("if it gets the loop a larger share of the cores"), std::string::npos) << p->why;
+  // Workers that idle while the loop waits are no case for another.
+  w.worker_busy_s = w.worker_cpu_s = 0.3;
+  EXPECT_FALSE(propose_move(config(4), {1, 2}, w));
+}
+
+TEST(AutoTuner, ASharedCoreGoesBackWhereAWorkerMoreGainsNothing) {
+  // The one core is taken: a worker more only shares it, and the rate stays that of one.
+  struct Shared : Plant {
+    TunerWindow window(LoaderSetting s, std::int64_t b, std::int64_t e) {
+      TunerWindow w = Plant::window({1, s.prefetch}, b, e);  // the rate of one worker, whatever runs
+      w.worker_busy_s = w.worker_cpu_s = 0.95 * s.num_workers * w.seconds();
+      w.idle_cores = 0.0;
+      return w;
+    }
+  } shared;
   AutoTuner tuner(config(4), {1, 2}, 0);
-  run(tuner, plant, 30);
-  EXPECT_TRUE(tuner.moves().empty());
+  std::int64_t t = 0;
+  while (t < 600 * kSecond) {
+    const std::int64_t len = tuner.window_ns();
+    tuner.observe(shared.window(tuner.setting(), t, t + len));
+    t += len;
+  }
+  ASSERT_EQ(tuner.moves().size(), 2u);
+  EXPECT_FALSE(tuner.moves()[0].kept);
+  EXPECT_EQ(tuner.setting(), (LoaderSetting{1, 2}));
 }
 
 TEST(AutoTuner, WorkersWaitingOnReadsGetCompanyWithoutIdleCores) {
