@@ -62,10 +62,6 @@ std::string hostname() {
   return name;
 }
 
-}  // namespace
-
-namespace {
-
 // "2 worker(s), prefetch 2", or for num_workers=auto where it starts and how far it may go.
 std::string loader_setting_text(const RunConfig& config, const BatchLoader& loader) {
   const LoaderSetting now = loader.setting();

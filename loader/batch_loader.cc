@@ -87,7 +87,7 @@ struct BatchLoader::Impl {
   std::size_t sample_bytes;
   std::size_t labels_offset;
   std::shared_ptr<PinnedPool> pool;
-  int initial_slabs = 0;  // the pool's size at start, for capacity().most
+  int initial_slabs = 0;  // the pool's size at start (sized for capacity().most), before growth
   std::vector<Job> jobs;
 
   LoaderCapacity capacity;
