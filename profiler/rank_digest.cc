@@ -246,13 +246,17 @@ Diagnosis diagnose_rank(const RankObservation& o, const WatchDiagnosisInput& com
   return diagnose_watched(in);
 }
 
-std::string rank_name(const RankSummary& r) {
-  return r.rank ? "rank " + std::to_string(*r.rank) : "pid " + std::to_string(r.pid);
+namespace {
+
+std::string rank_or_pid(std::optional<int> rank, int pid) {
+  return rank ? "rank " + std::to_string(*rank) : "pid " + std::to_string(pid);
 }
 
-std::string rank_name(const Straggler& s) {
-  return s.rank ? "rank " + std::to_string(*s.rank) : "pid " + std::to_string(s.pid);
-}
+}  // namespace
+
+std::string rank_name(const RankSummary& r) { return rank_or_pid(r.rank, r.pid); }
+
+std::string rank_name(const Straggler& s) { return rank_or_pid(s.rank, s.pid); }
 
 std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ranks,
                                          const WatchDiagnosisInput& common) {
