@@ -26,9 +26,7 @@ void AutotuneFollower::poll() {
   if (!loader_.autotuned()) return;
   if (const LoaderSetting now = loader_.setting(); !(now == last_)) follow(now);
   const std::vector<TunerMove>& moves = loader_.autotune_moves();
-  // A trial is written once judged (its `after` measured); a move back carries its judgement.
-  while (printed_ < moves.size() &&
-         (moves[printed_].after || moves[printed_].why.rfind("back:", 0) == 0))
+  while (printed_ < moves.size() && autotune_move_judged(moves[printed_]))
     log_ << "feedscope: " << describe_autotune_move(timed(moves[printed_++])) << std::endl;
 }
 
@@ -38,19 +36,7 @@ TunerMove AutotuneFollower::timed(TunerMove move) const {
 }
 
 std::optional<AutotuneSummary> AutotuneFollower::summary() const {
-  if (!loader_.autotuned()) return std::nullopt;
-  const LoaderCapacity& c = loader_.capacity();
-  AutotuneSummary s;
-  for (const TunerMove& m : loader_.autotune_moves()) s.moves.push_back(timed(m));
-  s.final = loader_.setting();
-  // A trial the run ended before measuring is not where the tuner settled.
-  if (!s.moves.empty() && !s.moves.back().after && s.moves.back().why.rfind("back:", 0) != 0)
-    s.final = s.moves.back().from;
-  s.most = c.most;
-  s.ram_budget_bytes = c.ram_budget_bytes;
-  s.tunes_workers = c.tuner.max_workers > c.tuner.min_workers;
-  s.tunes_prefetch = c.tuner.max_prefetch > c.tuner.min_prefetch;
-  return s;
+  return autotune_summary(loader_, shift_s_);
 }
 
 }  // namespace feedscope

@@ -1,6 +1,7 @@
 #include "exporters/autotune_report.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace feedscope {
 
@@ -27,6 +28,27 @@ std::string rates_text(const TunerMove& m) {
 }
 
 }  // namespace
+
+bool autotune_move_judged(const TunerMove& move) {
+  return move.after.has_value() || move.why.rfind("back:", 0) == 0;
+}
+
+std::optional<AutotuneSummary> autotune_summary(const BatchLoader& loader, double shift_s) {
+  if (!loader.autotuned()) return std::nullopt;
+  const LoaderCapacity& c = loader.capacity();
+  AutotuneSummary s;
+  for (TunerMove m : loader.autotune_moves()) {
+    m.t_s += shift_s;
+    s.moves.push_back(std::move(m));
+  }
+  s.final = loader.setting();
+  if (!s.moves.empty() && !autotune_move_judged(s.moves.back())) s.final = s.moves.back().from;
+  s.most = c.most;
+  s.ram_budget_bytes = c.ram_budget_bytes;
+  s.tunes_workers = c.tuner.max_workers > c.tuner.min_workers;
+  s.tunes_prefetch = c.tuner.max_prefetch > c.tuner.min_prefetch;
+  return s;
+}
 
 std::string describe_autotune_move(const TunerMove& m) {
   const std::string head = fmt("autotune %.1f s: ", m.t_s) + change_text(m) + ": ";

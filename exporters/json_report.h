@@ -12,4 +12,8 @@ std::string report_to_json(const Report& report);
 // report. Throws std::runtime_error naming the path.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// report.json's autotune object (null for a loader at fixed settings), as its own JSON text: what
+// feedscope.DataLoader's `autotune` shows (python/py_loader.cc).
+std::string autotune_to_json(const std::optional<AutotuneSummary>& autotune);
+
 }  // namespace feedscope

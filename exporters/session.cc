@@ -105,6 +105,7 @@ struct Session::Impl final : LoopListener {
   // loader's settings may change after the loop started.
   mutable std::mutex setup_mutex;
   DiagnosisSetup live_setup;
+  std::optional<AutotuneSummary> autotune;  // a loader that tunes itself: set_autotune()
   // Declared in dependency order: each member may use those above it, and they stop in reverse.
   SpanRegistry spans;
   std::unique_ptr<MetricsExporter> metrics;
@@ -274,6 +275,18 @@ void Session::set_loader_settings(const LoaderSettings& settings) {
   s.live_setup.pin_memory = o.pin_memory;
 }
 
+void Session::set_autotune(AutotuneSummary autotune, std::int64_t start_ns) {
+  Impl& s = *impl_;
+  if (s.report) return;
+  const double shift_s = static_cast<double>(start_ns - s.run_begin_ns) / 1e9;
+  for (TunerMove& m : autotune.moves) m.t_s += shift_s;
+  s.autotune = std::move(autotune);
+  const AutotuneSummary& a = *s.autotune;
+  if (s.metrics) s.metrics->set_loader_setting(a.final.num_workers, a.final.prefetch);
+  const std::lock_guard lock(s.setup_mutex);
+  s.live_setup.num_workers = a.final.num_workers;
+}
+
 SpanRegistry& Session::spans() noexcept { return impl_->spans; }
 
 std::string Session::metrics_address() const {
@@ -320,6 +333,7 @@ const Report& Session::finish() {
   fill_measurements(report, *s.digest, window, s.run_begin_ns,
                     usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
   report.custom_stages = s.loop->custom_stage_stats(window.begin_ns, window.end_ns);
+  report.autotune = s.autotune;
   report.training.model = "user loop (feedscope::Session)";
   report.spans_dropped = s.spans.dropped();
   const GpuActivity activity =
@@ -333,7 +347,8 @@ const Report& Session::finish() {
   const DiagnosisSetup setup{o.batch_size > 0         ? o.batch_size
                              : window.steps > 0       ? window.samples / window.steps
                                                       : 0,
-                             o.num_workers, s.cpus, on_gpu, false, gpu, o.pin_memory};
+                             s.autotune ? s.autotune->final.num_workers : o.num_workers,
+                             s.cpus, on_gpu, false, gpu, o.pin_memory};
   report.diagnosis = diagnose(diagnosis_input(report, setup));
   if (s.metrics) s.metrics->set_bottleneck(report.diagnosis.bottleneck);
 

@@ -100,6 +100,12 @@ class Session {
   // bad value (a negative num_workers, a prefetch_factor under 1), std::logic_error once finished.
   // Called by the training thread, as wrap() is.
   void set_loader_settings(const LoaderSettings& settings);
+  // Tells the session its loader tunes itself (feedscope's loader at num_workers=auto, wrapped from
+  // Python): report.json's autotune, feedscope_loader_workers/prefetch on the metrics endpoint,
+  // and a diagnosis that starts from where the tuner ended. The moves' t_s count from `start_ns`
+  // (the tuner's start); the report counts them from the session's. Each call replaces the last;
+  // ignored once finished. Called by the training thread, as wrap() is.
+  void set_autotune(AutotuneSummary autotune, std::int64_t start_ns);
 
   // Stops tracing, assembles the report and its diagnosis, writes the four files and prints the
   // verdict. Idempotent: later calls return the same report. Throws std::runtime_error naming a

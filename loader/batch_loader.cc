@@ -296,7 +296,7 @@ struct BatchLoader::Impl {
       start = !st.running;
       st.running = true;
     }
-    if (start) arena->enqueue(group.defer([this, &st] { run_stream(st); }));
+    if (start) enqueue([this, &st] { run_stream(st); });
   }
 
   void top_up_streams() {
@@ -442,12 +442,24 @@ struct BatchLoader::Impl {
 
   void start_runner() {
     detail::tsan_release(this);  // the enqueue inside libtbb orders what came before the task
-    // Enqueued, not run() from inside the arena: oneTBB guarantees a worker only for enqueued
-    // work. A task_group::run() from this thread lands in its own slot's pool, and a worker that
-    // misses the wake-up leaves it there while next() blocks on `done` (oneTBB issues 738 and
-    // 1684; the likely cause of one TSan ctest run that hung here). The group still counts it
-    // for drain().
-    arena->enqueue(group.defer([this] { run_jobs(); }));
+    enqueue([this] { run_jobs(); });
+  }
+
+  // Hands fn to a worker of the arena. Enqueued, not run() from inside the arena: oneTBB
+  // guarantees a worker only for enqueued work. A task_group::run() from this thread lands in its
+  // own slot's pool, and a worker that misses the wake-up leaves it there while next() blocks on
+  // `done` (oneTBB issues 738 and 1684; the likely cause of one TSan ctest run that hung here).
+  // The group still counts it for drain(). The task object holding fn's captures is written here
+  // and read on the worker before fn can say anything, so the edge is drawn on an address both
+  // sides know without reading the task (a TSan CI run saw the worker's read of `this`).
+  template <typename Fn>
+  void enqueue(Fn fn) {
+    auto task = group.defer([fn = std::move(fn)] {
+      detail::tsan_acquire(&detail::tsan_task_handoff);
+      fn();
+    });
+    detail::tsan_release(&detail::tsan_task_handoff);
+    arena->enqueue(std::move(task));
   }
 
   // One worker: loads pending jobs in order until none is left or it is one too many.

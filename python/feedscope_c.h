@@ -19,8 +19,9 @@ extern "C" {
 /* A caller checks feedscope_abi_version() against the version it was written for, before it
  * binds any other function. 2 added feedscope_loader_settings and the options pin_memory,
  * prefetch_factor and persistent_workers; 3 the loader (feedscope_loader_*, feedscope_batch) and
- * the DLPack helpers. */
-#define FEEDSCOPE_C_ABI_VERSION 3
+ * the DLPack helpers; 4 feedscope_loader_autotune and the loader options num_workers/prefetch
+ * "auto", max_workers, ram_budget_mib. */
+#define FEEDSCOPE_C_ABI_VERSION 4
 
 typedef struct feedscope_session feedscope_session;
 
@@ -87,7 +88,8 @@ typedef struct feedscope_batch {
 /* options_json: {"dataset": "images:DIR", ...} with run's key names (docs/python-loader.md):
  * dataset, batch_size, num_workers, pipeline (run's image_pipeline), image_size, shuffle, seed,
  * drop_last, prefetch, device, rank, world_size, bad_sample, max_bad_ratio, reduced_decode,
- * shuffle_buffer, label_key, classes, synthetic_samples; and pin_memory, max_held_batches. A bad
+ * shuffle_buffer, label_key, classes, synthetic_samples, max_workers, ram_budget_mib; and
+ * pin_memory, max_held_batches. num_workers and prefetch may be "auto" (docs/autotune.md). A bad
  * key or value, a dataset that cannot be opened or a device that does not exist: NULL, and the
  * last error names the key and what is allowed. The workers start loading epoch 0 at once. */
 feedscope_loader* feedscope_loader_create(const char* options_json);
@@ -100,6 +102,10 @@ void feedscope_loader_destroy(feedscope_loader* loader);
 const char* feedscope_loader_describe(feedscope_loader* loader);
 /* JSON: {bad, attempted, examples: [{index, source, message}]}: the bad samples so far. */
 const char* feedscope_loader_data_errors(feedscope_loader* loader);
+/* JSON: null for a loader at fixed settings; under num_workers/prefetch "auto" {num_workers,
+ * prefetch (where it runs now), autotune (report.json's autotune object: moves, final, bounds),
+ * lines (the console lines of the moves judged since the last call)}. Owned as describe's. */
+const char* feedscope_loader_autotune(feedscope_loader* loader);
 /* Starts `epoch` (it seeds the order and the augmentation), dropping what is left of the last. */
 int feedscope_loader_begin_epoch(feedscope_loader* loader, int64_t epoch);
 /* The next batch of the epoch into *out: 1, or 0 at the end of the epoch, or -1 and the last error

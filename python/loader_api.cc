@@ -83,6 +83,13 @@ const char* feedscope_loader_data_errors(feedscope_loader* l) {
   return rc == 0 ? l->text.c_str() : nullptr;
 }
 
+const char* feedscope_loader_autotune(feedscope_loader* l) {
+  if (!usable(l)) return nullptr;
+  const std::lock_guard lock(l->mutex);
+  const int rc = guarded([&] { l->text = l->loader->autotune().dump(); });
+  return rc == 0 ? l->text.c_str() : nullptr;
+}
+
 int feedscope_loader_begin_epoch(feedscope_loader* l, int64_t epoch) {
   if (!usable(l)) return -1;
   if (epoch < 0) return fail("epoch " + std::to_string(epoch) + " is negative; allowed: 0 or more");

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/dataset_setup.h"
+#include "exporters/autotune_report.h"
+#include "exporters/json_report.h"
 #include "exporters/session.h"
 #include "loader/image_folder_dataset.h"
 #include "loader/sharded_dataset.h"
@@ -38,6 +40,11 @@ void SpanSink::forward(const std::vector<Span>& spans, const std::vector<LaneInf
   }
 }
 
+void SpanSink::forward_autotune(const AutotuneSummary& autotune, std::int64_t start_ns) {
+  const std::lock_guard lock(mutex_);
+  if (session_ != nullptr && !session_->finished()) session_->set_autotune(autotune, start_ns);
+}
+
 void SpanSink::close() {
   const std::lock_guard lock(mutex_);
   session_ = nullptr;
@@ -50,7 +57,7 @@ namespace {
 constexpr std::string_view kSource = "feedscope.DataLoader";
 
 // feedscope.DataLoader's keys that are run's, and run's name for each.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kRunKeys = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 21> kRunKeys = {{
     {"dataset", "dataset"},
     {"batch_size", "batch_size"},
     {"num_workers", "num_workers"},
@@ -70,6 +77,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kRunKeys
     {"label_key", "label_key"},
     {"classes", "classes"},
     {"synthetic_samples", "synthetic_samples"},
+    {"max_workers", "max_workers"},
+    {"ram_budget_mib", "ram_budget_mib"},
 }};
 
 std::string allowed_options() {
@@ -363,6 +372,7 @@ bool PyLoader::next(void* stream, HandedBatch& out) {
     }
   }
   forward_spans();
+  forward_autotune();
   if (!current) return false;
   export_batch(std::move(*current), stream, out);
   return true;
@@ -408,6 +418,20 @@ void PyLoader::attach(std::shared_ptr<SpanSink> sink) {
   drained_.clear();
   spans_.drain(drained_);  // recorded before the session: not its
   sink_ = std::move(sink);
+  session_told_.reset();
+  forward_autotune();
+}
+
+void PyLoader::forward_autotune() {
+  if (!sink_ || !loader_->autotuned()) return;
+  const std::vector<TunerMove>& moves = loader_->autotune_moves();
+  // A trial is judged in place (its `after` filled in), so the count alone misses it.
+  const TunedState state{moves.size(), !moves.empty() && autotune_move_judged(moves.back()),
+                         loader_->setting()};
+  if (session_told_ == state) return;
+  session_told_ = state;
+  if (auto summary = autotune_summary(*loader_, 0.0))
+    sink_->forward_autotune(*summary, loader_->autotune_start_ns());
 }
 
 void PyLoader::forward_spans() {
@@ -446,6 +470,20 @@ nlohmann::json PyLoader::describe() const {
   j["slab_bytes"] = loader_->pool().slab_bytes();
   j["device_buffers"] = device_buffers();
   return j;
+}
+
+nlohmann::json PyLoader::autotune() {
+  const std::optional<AutotuneSummary> summary = autotune_summary(*loader_, 0.0);
+  if (!summary) return nullptr;
+  nlohmann::json lines = nlohmann::json::array();
+  const std::vector<TunerMove>& moves = summary->moves;
+  while (lines_told_ < moves.size() && autotune_move_judged(moves[lines_told_]))
+    lines.push_back("feedscope: " + describe_autotune_move(moves[lines_told_++]));
+  const LoaderSetting now = loader_->setting();
+  return {{"num_workers", now.num_workers},
+          {"prefetch", now.prefetch},
+          {"autotune", nlohmann::json::parse(autotune_to_json(summary))},
+          {"lines", std::move(lines)}};
 }
 
 nlohmann::json PyLoader::data_errors() const {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -39,6 +40,8 @@ class SpanSink {
   // copy lanes on lanes of their own there, training-lane spans on the calling thread's lane, which
   // is the loop's (the thread that iterates the loader is the one the session times).
   void forward(const std::vector<Span>& spans, const std::vector<LaneInfo>& lanes);
+  // A loader at num_workers=auto: its moves so far, timed from start_ns (Session::set_autotune).
+  void forward_autotune(const AutotuneSummary& autotune, std::int64_t start_ns);
   void close();
 
  private:
@@ -105,6 +108,10 @@ class PyLoader {
   // What Python shows: samples, classes, batches_per_epoch, sample shape and dtype, device, ...
   nlohmann::json describe() const;
   nlohmann::json data_errors() const;
+  // num_workers/prefetch "auto": {"num_workers", "prefetch": where it runs now, "autotune": the
+  // report's autotune object, "lines": the console lines of the moves judged since the last call};
+  // null for a loader at fixed settings.
+  nlohmann::json autotune();
   int slabs() const { return loader_->pool().slab_count(); }
   int device_buffers() const;
   // Why pin_memory=True was not honoured (no GPU), or empty.
@@ -118,6 +125,7 @@ class PyLoader {
   void drop_ahead();
   void export_batch(Ahead batch, void* stream, HandedBatch& out);
   void forward_spans();
+  void forward_autotune();
 
   PyLoaderOptions options_;
   std::string pin_note_;
@@ -131,6 +139,11 @@ class PyLoader {
   std::vector<CopyTiming> timings_;
   std::shared_ptr<SpanSink> sink_;
   std::vector<Span> drained_;
+  // num_workers=auto: what the session was last told (the moves, whether the last one is judged,
+  // the setting), and the console lines handed to Python so far.
+  using TunedState = std::tuple<std::size_t, bool, LoaderSetting>;
+  std::optional<TunedState> session_told_;
+  std::size_t lines_told_ = 0;
   // The epoch being delivered, and whether any of it was asked for: a fresh one (the workers
   // loading it already) need not be started again.
   std::uint64_t epoch_ = 0;

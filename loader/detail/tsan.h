@@ -20,6 +20,10 @@ extern "C" void __tsan_release(void* addr);
 
 namespace feedscope::detail {
 
+// The one address a task's enqueuer releases and its worker acquires before reading the task's
+// captures: the task object itself is made inside libtbb, where neither side can name it first.
+inline char tsan_task_handoff = 0;
+
 // Everything this thread wrote so far happens before what follows a tsan_acquire(sync).
 inline void tsan_release([[maybe_unused]] const void* sync) noexcept {
 #ifdef FEEDSCOPE_TSAN

@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import json
 import os
+import sys
 import warnings
 import weakref
 
@@ -36,6 +37,7 @@ def _bind():
         "feedscope_loader_destroy": (None, [p]),
         "feedscope_loader_describe": (ctypes.c_char_p, [p]),
         "feedscope_loader_data_errors": (ctypes.c_char_p, [p]),
+        "feedscope_loader_autotune": (ctypes.c_char_p, [p]),
         "feedscope_loader_begin_epoch": (ctypes.c_int, [p, i64]),
         "feedscope_loader_next": (ctypes.c_int, [p, p, ctypes.POINTER(_Batch)]),
         "feedscope_loader_attach": (ctypes.c_int, [p, p]),
@@ -126,6 +128,12 @@ class DataLoader:
     to make room, with a warning, and past it iterating raises FeedscopeError: a batch the loop
     holds is never written over.
 
+    num_workers="auto" (and prefetch="auto"): the loader tunes itself while the loop runs, within
+    max_workers (None or 0: the cores) and ram_budget_mib (None or 0: a quarter of the available
+    memory), keeping a move only on a measured gain (docs/autotune.md). Each move is a line on
+    stderr once judged (print_moves=False: none); `num_workers` is where it runs now, `autotune`
+    the moves so far (report.json's autotune object).
+
     Iterating starts an epoch: the one set_epoch() named, else the one after the last. Each epoch
     of a shuffled loader has its own order, a function of (seed, epoch). The workers keep running
     between epochs; close() (or the end of the interpreter) stops them.
@@ -135,7 +143,8 @@ class DataLoader:
                  shuffle=False, seed=0, drop_last=False, prefetch=2, pin_memory=None,
                  device="cpu", rank=None, world_size=None, bad_sample="fail", max_bad_ratio=0.01,
                  reduced_decode=True, shuffle_buffer=1000, label_key="cls", classes=None,
-                 synthetic_samples=None, max_held_batches=16):
+                 synthetic_samples=None, max_held_batches=16, max_workers=None,
+                 ram_budget_mib=None, print_moves=True):
         self._handle = None
         device = self._device_name(device)
         options = {
@@ -147,6 +156,7 @@ class DataLoader:
             "max_bad_ratio": max_bad_ratio, "reduced_decode": reduced_decode,
             "shuffle_buffer": shuffle_buffer, "label_key": label_key, "classes": classes,
             "synthetic_samples": synthetic_samples, "max_held_batches": max_held_batches,
+            "max_workers": max_workers, "ram_budget_mib": ram_budget_mib,
         }
         try:
             text = json.dumps(options)
@@ -168,14 +178,18 @@ class DataLoader:
         self._watched = None  # under `feedscope watch`, unwrapped: a session of the loader's own
         self._step_begin, self._step_size = None, 0
         self.batch_size = int(batch_size)
-        self.num_workers = int(num_workers)
+        self._tuned = _lib.feedscope_loader_autotune(handle) != b"null"
+        self._print_moves = bool(print_moves)
+        self._next_moves_check = 0
+        self._num_workers = None if self._tuned else int(num_workers)
         self.drop_last = bool(drop_last)
         self.dataset = options["dataset"]
         self.device = self._info["device"]
         self.pin_memory = bool(self._info["pin_memory"])
         # What torch's DataLoader calls them, for Session.wrap(): nothing is prefetched at 0
-        # workers, and the workers persist between epochs.
-        self.prefetch_factor = int(prefetch) if self.num_workers else None
+        # workers, and the workers persist between epochs. Tuned: where the loader starts.
+        self.prefetch_factor = (self._autotune()["prefetch"] if prefetch == "auto" else int(prefetch)
+                                ) if self.num_workers else None
         self.persistent_workers = True
         if self._info["pin_memory_note"]:
             warnings.warn(f"feedscope.DataLoader: {self._info['pin_memory_note']}", stacklevel=2)
@@ -213,6 +227,30 @@ class DataLoader:
         return {name: i for i, name in enumerate(self.classes)}
 
     @property
+    def num_workers(self):
+        """The worker count: as given, or under num_workers="auto" the one it runs at now."""
+        if self._num_workers is not None:
+            return self._num_workers
+        return self._autotune()["num_workers"] if self._handle else 0
+
+    @property
+    def autotune(self):
+        """None at fixed settings; under "auto", report.json's autotune object: {"moves": [{"t_s",
+        "from", "to", "why", "before", "after", "kept"}], "final": {"num_workers", "prefetch"},
+        "bounds"}, t_s counted from the loader's start."""
+        if not self._tuned:
+            return None
+        self._check_open("autotune")
+        return self._autotune()["autotune"]
+
+    def _autotune(self):
+        state = json.loads(_lib.feedscope_loader_autotune(self._handle).decode())
+        if self._print_moves:
+            for line in state["lines"]:
+                print(line, file=sys.stderr, flush=True)
+        return state
+
+    @property
     def data_errors(self):
         """{"bad", "attempted", "examples": [{"index", "source", "message"}]}: the bad samples so far
         (bad_sample="skip" leaves them out of their batches and counts them here)."""
@@ -248,6 +286,9 @@ class DataLoader:
         rc = _lib.feedscope_loader_next(self._handle, stream, ctypes.byref(batch))
         if self._watched:
             self._time_loop(begin, rc, batch.size)
+        if self._tuned and begin >= self._next_moves_check:  # the moves judged, once a second
+            self._next_moves_check = begin + 1_000_000_000
+            self._autotune()
         if rc < 0:
             raise _error("feedscope.DataLoader")
         if rc == 0:

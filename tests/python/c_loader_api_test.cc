@@ -14,7 +14,9 @@ using feedscope::python::dlpack::DLManagedTensor;
 std::string last_error() { return feedscope_last_error(); }
 
 TEST(CLoaderApiTest, ABadOptionIsNullAndTheLastErrorNamesTheKey) {
-  EXPECT_EQ(feedscope_abi_version(), 3);
+  EXPECT_EQ(feedscope_abi_version(), FEEDSCOPE_C_ABI_VERSION);
+  EXPECT_EQ(feedscope_abi_version(), 4);
+  EXPECT_EQ(feedscope_loader_autotune(nullptr), nullptr);
   EXPECT_EQ(feedscope_loader_create(R"({"dataset": "synthetic:3x4x4", "prefetch": 0})"), nullptr);
   EXPECT_EQ(last_error().rfind("prefetch: '0' (from feedscope.DataLoader) is out of range", 0), 0u)
       << last_error();
@@ -33,6 +35,7 @@ TEST(CLoaderApiTest, AnEpochOfBatchesThenTheEnd) {
   ASSERT_NE(loader, nullptr) << last_error();
   EXPECT_NE(std::string(feedscope_loader_describe(loader)).find(R"("batches_per_epoch":3)"),
             std::string::npos);
+  EXPECT_EQ(std::string(feedscope_loader_autotune(loader)), "null") << "fixed settings";
   EXPECT_EQ(feedscope_loader_begin_epoch(loader, -1), -1);
   EXPECT_EQ(feedscope_loader_begin_epoch(loader, 0), 0);
   std::int64_t samples = 0;

@@ -244,5 +244,42 @@ TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotune) {
+  PyLoader fixed(options(with(kSynthetic, {{"num_workers", 1}})));
+  EXPECT_TRUE(fixed.autotune().is_null()) << "fixed settings: nothing tuned";
+
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_auto_test";
+  Session::Options so;
+  so.report_dir = dir.string();
+  so.print = false;
+  so.sample_hz = 0;
+  so.trace_gpu = false;
+  Session session(so);
+  PyLoader loader(options(with(kSynthetic, {{"num_workers", "auto"}, {"prefetch", "auto"},
+                                            {"max_workers", 2}, {"ram_budget_mib", 64}})));
+  loader.attach(std::make_shared<SpanSink>(&session));
+  for (auto& batch : session.wrap(std::vector<int>(9))) {
+    (void)batch;
+    Tensors t;
+    ASSERT_TRUE(loader.next(nullptr, t.batch));
+  }
+  const nlohmann::json state = loader.autotune();
+  ASSERT_TRUE(state.is_object()) << state.dump();
+  EXPECT_GE(state["num_workers"].get<int>(), 1);
+  EXPECT_LE(state["num_workers"].get<int>(), 2);
+  EXPECT_TRUE(state["lines"].is_array());
+  const nlohmann::json& tuned = state["autotune"];
+  EXPECT_EQ(tuned["bounds"]["max_workers"], 2);
+  EXPECT_EQ(tuned["bounds"]["ram_budget_mib"], 64.0);
+  EXPECT_TRUE(tuned["bounds"]["tunes_workers"].get<bool>());
+  EXPECT_EQ(tuned["final"]["num_workers"], state["num_workers"]);
+
+  const Report& report = session.finish();
+  ASSERT_TRUE(report.autotune.has_value()) << "the loader told the session it tunes itself";
+  EXPECT_EQ(report.autotune->final.num_workers, state["num_workers"].get<int>());
+  EXPECT_EQ(report.autotune->most.num_workers, 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace feedscope::python

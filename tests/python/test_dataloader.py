@@ -337,6 +337,46 @@ class SessionTest(DataLoaderTestBase):
             pass
 
 
+class AutoTest(DataLoaderTestBase):
+    """num_workers="auto": the C++ tests move the setting mid-epoch by hand
+    (tests/loader/batch_loader_autotune_test.cc); here, what Python sees of a loader that may move
+    on its own, whatever this machine's timing makes it do."""
+
+    def test_auto_gives_the_samples_of_any_fixed_count_and_tells_where_it_runs(self):
+        auto = self.loader(batch_size=4, num_workers="auto", prefetch="auto", image_size=32,
+                           shuffle=True, seed=3, max_workers=2, print_moves=False)
+        fixed = self.loader(batch_size=4, num_workers=0, image_size=32, shuffle=True, seed=3)
+        self.assertIsNone(fixed.autotune)
+        for epoch in range(3):  # a few seconds: the tuner judges a window a second
+            auto.set_epoch(epoch)
+            fixed.set_epoch(epoch)
+            for (x, y), (fx, fy) in zip(auto, fixed):
+                self.assertTrue(torch.equal(y, fy) and torch.equal(x, fx), f"epoch {epoch}")
+        tuned = auto.autotune
+        self.assertEqual(tuned["bounds"]["max_workers"], 2)
+        self.assertIn(auto.num_workers, (1, 2))
+        self.assertEqual(tuned["final"]["num_workers"], auto.num_workers)
+        for move in tuned["moves"]:
+            self.assertEqual(set(move), {"t_s", "from", "to", "why", "before", "after", "kept"})
+
+    def test_a_session_reports_the_tuning_and_a_bad_value_names_the_key(self):
+        loader = self.loader(batch_size=8, num_workers="auto", image_size=32, max_workers=2,
+                             print_moves=False)
+        fs = feedscope.Session(self.dir / "auto-report", print=False, sample_hz=0,
+                               trace_gpu=False)
+        for x, y in fs.wrap(loader):
+            with fs.step(len(x)):
+                x.sum()
+        report = fs.finish()
+        fs.close()
+        self.assertIsNotNone(report["autotune"], "the loader told the session it tunes itself")
+        self.assertEqual(report["autotune"]["final"]["num_workers"], loader.num_workers)
+        with self.assertRaisesRegex(feedscope.FeedscopeError, "num_workers.*auto"):
+            feedscope.DataLoader(self.spec, num_workers="many")
+        with self.assertRaisesRegex(feedscope.FeedscopeError, "max_workers"):
+            feedscope.DataLoader(self.spec, num_workers="auto", max_workers=-1)
+
+
 class WatchTest(DataLoaderTestBase):
     def test_under_watch_an_unwrapped_loop_still_reports_its_stages(self):
         program = textwrap.dedent(f"""
