@@ -3,6 +3,7 @@
 // goes on. The CPU step gets the cores the workers leave (as a run at that fixed setting would),
 // the Prometheus series feedscope_loader_workers/prefetch follow, and each move is a console line
 // once it is judged. At the end, the report's autotune section.
+#include <atomic>
 #include <cstddef>
 #include <ostream>
 
@@ -25,6 +26,9 @@ class AutotuneFollower {
   void poll();
   // The report's autotune section; nullopt when the loader did not tune itself.
   std::optional<AutotuneSummary> summary() const;
+  // The worker count the loader runs at now, as of the last poll(); any thread (the live
+  // diagnosis reads it on the collector's).
+  int workers() const noexcept { return workers_.load(std::memory_order_relaxed); }
 
  private:
   void follow(LoaderSetting now);
@@ -37,6 +41,7 @@ class AutotuneFollower {
   double shift_s_;  // the tuner's start after origin_ns
   std::ostream& log_;
   LoaderSetting last_;
+  std::atomic<int> workers_;
   std::size_t printed_ = 0;  // moves written to the console
 };
 

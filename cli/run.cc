@@ -270,7 +270,13 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
     // The bottleneck of the last window, for the endpoint's feedscope_bottleneck_info while the
     // run goes on; the report's diagnosis is made over the whole measured run at the end.
     SpanCollector::WindowFn live_diagnosis;
-    if (metrics) live_diagnosis = live_bottleneck(*metrics, diagnosis_setup, sampler);
+    if (metrics)
+      live_diagnosis = [&metrics = *metrics, &autotune, setup = diagnosis_setup, sampler](
+                           const std::vector<StageStats>& stages, std::int64_t begin,
+                           std::int64_t end) mutable {
+        setup.num_workers = autotune.workers();  // a tuned loader's count moves while it runs
+        diagnose_live_window(metrics, setup, sampler, stages, begin, end);
+      };
     SpanCollector collector(spans, digest, metrics.get(), run_begin, live_diagnosis);
     const std::int64_t duration_ns = static_cast<std::int64_t>(config.duration * 1e9);
     std::int64_t wait_begin = now_ns();  // an epoch change counts as waiting

@@ -234,6 +234,7 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
   // A job that ended before anything could be measured is not judged.
   if (report.diagnosis.bottleneck.empty()) return 0;
   JobVerdict job = judge_ranks(report.ranks);
+  report.job->pattern = job.pattern;
   // The job's diagnosis is the straggler's where there is one, else the trainer's (the busiest
   // rank), each read as its own process with its own workers.
   Diagnosis& d = report.diagnosis;
@@ -402,9 +403,10 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   ProgramTorchProbe torch;
-  // With an endpoint, the ranks' series, and once a second their Sessions' live windows. With
-  // try_loader, the files the program holds open: at every reading until a few are seen (a file
-  // is open only while it is read), then at every fifth, until the set is full.
+  // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
+  // with an endpoint the ranks' series. With try_loader, the files the program holds open: at
+  // every reading until a few are seen (a file is open only while it is read), then at every
+  // fifth, until the set is full.
   DataFilesSeen data_files;
   so.retarget = [&tree, &torch, &data_files, try_loader = o.try_loader, readings = 0,
                  started = child.pid(), m = metrics.get(), dir = channel.path,
@@ -414,12 +416,12 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
       look_at_files(data_files, s);
     ++readings;
     const int next = tree.add(s);
-    if (m) {
-      m->update_ranks(tree.latest_ranks());
-      if (s.time_ns - polled_ns >= 1'000'000'000) {
-        polled_ns = s.time_ns;
-        m->update_rank_windows(read_live_windows(dir));
-      }
+    if (m) m->update_ranks(tree.latest_ranks());
+    if (s.time_ns - polled_ns >= 500'000'000) {
+      polled_ns = s.time_ns;
+      const std::vector<LiveWindow> windows = read_live_windows(dir);
+      for (const LiveWindow& w : windows) tree.add_live_window(w.pid, w.end_ns, w.wall_s, w.wait_s);
+      if (m) m->update_rank_windows(windows);
     }
     return next;
   };

@@ -185,20 +185,33 @@ std::string percent_or_not(const std::optional<double>& v) {
   return v ? fmt("%.0f%%", 100 * *v) : std::string("not measured");
 }
 
-// Rank x time: a row per rank, a cell per timeline bucket, its loader workers' cores over their
-// count (dark: saturated, the rank that loads slower), so a straggler that moves shows too.
+// Rank x time: a row per rank, a cell per timeline bucket. Where the ranks' Sessions streamed
+// their windows, the rank's data stall (dark: it waits for data, the rank that loads slower; no
+// cell: no window); else its loader workers' cores over their count (dark: saturated). A straggler
+// that moves from rank to rank shows as a dark cell that changes rows.
 std::string rank_time_view(const std::vector<RankSummary>& ranks) {
   std::size_t buckets = 0;
   double bucket_s = 0;
+  bool stall = false;
   for (const RankSummary& k : ranks) {
-    buckets = std::max(buckets, k.timeline_workers_cores.size());
+    buckets = std::max({buckets, k.timeline_workers_cores.size(), k.timeline_data_stall.size()});
     bucket_s = std::max(bucket_s, k.timeline_bucket_s);
+    stall |= !k.timeline_data_stall.empty();
   }
   if (buckets == 0) return "";
+  // A cell's darkness, nullopt for no cell.
+  const auto shade = [stall](const RankSummary& k, std::size_t b) -> std::optional<double> {
+    if (stall) return b < k.timeline_data_stall.size() ? k.timeline_data_stall[b] : std::nullopt;
+    if (b >= k.timeline_workers_cores.size()) return std::nullopt;
+    return k.num_workers > 0 ? std::clamp(k.timeline_workers_cores[b] / k.num_workers, 0.0, 1.0) : 0;
+  };
   const double cell = std::max(2.0, 720.0 / static_cast<double>(buckets)), row = 16, left = 70;
   std::ostringstream s;
-  s << "<p>Loader workers over time, a row per rank (their cores over their count; dark: "
-       "saturated), " << fmt("%.0f", bucket_s) << " s a cell:</p>\n<svg class=\"chart\" width=\""
+  s << (stall ? "<p>Data stall over time, a row per rank (the share of each cell the rank waited "
+                "for its next batch; dark: waiting, the rank that holds the others back), "
+              : "<p>Loader workers over time, a row per rank (their cores over their count; dark: "
+                "saturated), ")
+    << fmt("%.0f", bucket_s) << " s a cell:</p>\n<svg class=\"chart\" width=\""
     << fmt("%.0f", left + cell * static_cast<double>(buckets) + 10) << "\" height=\""
     << fmt("%.0f", row * static_cast<double>(ranks.size()) + 20) << "\">\n";
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -206,12 +219,12 @@ std::string rank_time_view(const std::vector<RankSummary>& ranks) {
     const double y = row * static_cast<double>(i);
     s << "<text class=\"axis\" x=\"0\" y=\"" << fmt("%.0f", y + 12) << "\">"
       << (k.rank ? "rank " + std::to_string(*k.rank) : "pid " + std::to_string(k.pid)) << "</text>\n";
-    for (std::size_t b = 0; b < k.timeline_workers_cores.size(); ++b) {
-      const double share = k.num_workers > 0
-                               ? std::clamp(k.timeline_workers_cores[b] / k.num_workers, 0.0, 1.0) : 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::optional<double> share = shade(k, b);
+      if (!share) continue;
       s << "<rect x=\"" << fmt("%.1f", left + cell * static_cast<double>(b)) << "\" y=\"" << fmt("%.0f", y)
         << "\" width=\"" << fmt("%.1f", cell) << "\" height=\"" << fmt("%.0f", row - 2)
-        << "\" fill=\"#D55E00\" fill-opacity=\"" << fmt("%.2f", 0.08 + 0.92 * share) << "\"/>\n";
+        << "\" fill=\"#D55E00\" fill-opacity=\"" << fmt("%.2f", 0.08 + 0.92 * std::clamp(*share, 0.0, 1.0)) << "\"/>\n";
     }
   }
   s << "<text class=\"axis\" x=\"" << left << "\" y=\"" << fmt("%.0f", row * static_cast<double>(ranks.size()) + 14)

@@ -119,9 +119,10 @@ void check_one_job(const std::vector<Machine>& machines, std::vector<std::string
 }
 
 // The job's diagnosis: the straggler's where one holds the others back, else the ranks' most
-// common bottleneck.
-Diagnosis job_diagnosis(std::vector<RankSummary>& ranks) {
+// common bottleneck. `pattern`: how the ranks relate (JobVerdict::pattern).
+Diagnosis job_diagnosis(std::vector<RankSummary>& ranks, std::string& pattern) {
   JobVerdict v = judge_ranks(ranks);
+  pattern = v.pattern;
   Diagnosis d;
   std::map<std::string, int> names;
   for (const RankSummary& r : ranks)
@@ -190,7 +191,7 @@ Report merge_job_reports(const std::vector<fs::path>& dirs) {
   for (const std::string_view name : kStageNames)
     out.stages.push_back(StageStats{std::string(name)});
   out.training.model = "the job's own";
-  out.diagnosis = job_diagnosis(out.ranks);
+  out.diagnosis = job_diagnosis(out.ranks, job.pattern);
   out.job = std::move(job);
   return out;
 }

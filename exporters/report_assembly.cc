@@ -95,14 +95,6 @@ void diagnose_live_window(MetricsExporter& metrics, const DiagnosisSetup& setup,
   metrics.set_bottleneck(diagnose(in).bottleneck);
 }
 
-SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
-                                        const UtilizationSampler* sampler) {
-  return [&metrics, setup, sampler](const std::vector<StageStats>& stages, std::int64_t begin,
-                                    std::int64_t end) {
-    diagnose_live_window(metrics, setup, sampler, stages, begin, end);
-  };
-}
-
 Sampling start_sampling(SamplingOptions options, const std::filesystem::path& report_dir,
                         std::int64_t run_begin_ns,
                         SpanRegistry& spans, MetricsExporter* metrics,

@@ -82,14 +82,10 @@ struct DiagnosisSetup {
   std::optional<bool> pin_memory{};  // the loader's; unset: not known
   void fill(DiagnosisInput& in) const;
 };
-// The SpanCollector window function behind feedscope_bottleneck_info while a run goes on, for
-// `feedscope run` and a wrapped loop alike: diagnoses each window's stages and sets the metric; a
-// window without a batch leaves it as it was. `sampler` (its summary so far) may be null;
-// `metrics` and the sampler must outlive the collector.
-SpanCollector::WindowFn live_bottleneck(MetricsExporter& metrics, DiagnosisSetup setup,
-                                        const UtilizationSampler* sampler);
-// What live_bottleneck's function does for one window, for a caller whose setup changes while the
-// run goes on (a wrapped loop told its loader's settings after it started).
+// feedscope_bottleneck_info while a run goes on, for `feedscope run` and a wrapped loop alike,
+// called by the SpanCollector's window function: diagnoses one window's stages under `setup` (which
+// may change while the run goes on: a tuned loader, settings told after the start) and sets the
+// metric; a window without a batch leaves it as it was. `sampler` (its summary so far) may be null.
 void diagnose_live_window(MetricsExporter& metrics, const DiagnosisSetup& setup,
                           const UtilizationSampler* sampler, const std::vector<StageStats>& stages,
                           std::int64_t begin_ns, std::int64_t end_ns);

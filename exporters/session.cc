@@ -132,6 +132,7 @@ void hand_live_window_quietly(const std::filesystem::path& dir, const std::vecto
     LiveWindow w;
     if (rank >= 0) w.rank = rank;
     w.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+    w.end_ns = end_ns;
     for (const StageStats& st : stages) {
       if (st.name == "wait") w.wait_s = st.busy_s;
       if (st.name == "step") w.steps = st.count;

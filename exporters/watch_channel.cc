@@ -85,7 +85,8 @@ void hand_live_window(const std::filesystem::path& dir, const LiveWindow& w) {
   const nlohmann::json j = {{"rank", w.rank ? nlohmann::json(*w.rank) : nlohmann::json(nullptr)},
                             {"wall_s", w.wall_s},
                             {"wait_s", w.wait_s},
-                            {"steps", w.steps}};
+                            {"steps", w.steps},
+                            {"end_ns", w.end_ns}};
   write_file_atomically((dir / ("live-" + std::to_string(::getpid()) + ".json")).string(), j.dump());
 }
 
@@ -106,6 +107,7 @@ std::vector<LiveWindow> read_live_windows(const std::filesystem::path& dir) {
       w.wall_s = j.value("wall_s", 0.0);
       w.wait_s = j.value("wait_s", 0.0);
       w.steps = j.value("steps", std::int64_t{0});
+      w.end_ns = j.value("end_ns", std::int64_t{0});
       out.push_back(w);
     } catch (const nlohmann::json::exception&) {
       // half-written by a writer that is not ours (ours rename whole files): the next poll reads it

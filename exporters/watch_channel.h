@@ -31,6 +31,7 @@ struct LiveWindow {
   double wall_s = 0;        // the window's length
   double wait_s = 0;        // the training thread's wait for data in it
   std::int64_t steps = 0;   // step spans that began in it
+  std::int64_t end_ns = 0;  // when it ended, CLOCK_MONOTONIC (one clock for every process here)
 };
 void hand_live_window(const std::filesystem::path& dir, const LiveWindow& window);
 // Every live-<pid>.json in `dir`; one that cannot be read (being replaced) is left out.

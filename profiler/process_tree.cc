@@ -212,7 +212,10 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
     }
     latest[rank_pid] = r;
-    timelines_[rank_pid].add(since_first_s, std::get<1>(alive_by_parent[rank_pid]), main.value_or(0));
+    Timeline::Bucket& bucket = timelines_[rank_pid].at(since_first_s);
+    bucket.workers_sum += std::get<1>(alive_by_parent[rank_pid]);
+    bucket.main_sum += main.value_or(0);
+    ++bucket.readings;
   };
   if (rank_pids_.contains(pid) && !baseline_only) reading(pid, self_cores, main_busy);
   for (const ProcessCpu& p : s.children)
@@ -274,30 +277,36 @@ ProcessTreeSummary ProcessTreeDigest::summary() const {
   return view(trainer);
 }
 
-void ProcessTreeDigest::Timeline::add(double t_s, double workers_cores, double main_busy) {
+void ProcessTreeDigest::Timeline::Bucket::merge(const Bucket& b) {
+  workers_sum += b.workers_sum;
+  main_sum += b.main_sum;
+  readings += b.readings;
+  wait_s += b.wait_s;
+  wall_s += b.wall_s;
+}
+
+ProcessTreeDigest::Timeline::Bucket& ProcessTreeDigest::Timeline::at(double t_s) {
   auto index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
   while (index >= kTimelineBuckets) {  // halve the resolution: pairs of buckets become one
-    for (std::size_t i = 0; i < workers_sum.size(); ++i) {
-      const std::size_t to = i / 2;
-      workers_sum[to] = (i % 2 ? workers_sum[to] : 0) + workers_sum[i];
-      main_sum[to] = (i % 2 ? main_sum[to] : 0) + main_sum[i];
-      readings[to] = (i % 2 ? readings[to] : 0) + readings[i];
-    }
-    const std::size_t kept = (workers_sum.size() + 1) / 2;
-    workers_sum.resize(kept);
-    main_sum.resize(kept);
-    readings.resize(kept);
+    std::vector<Bucket> halved((buckets.size() + 1) / 2);
+    for (std::size_t i = 0; i < buckets.size(); ++i) halved[i / 2].merge(buckets[i]);
+    buckets = std::move(halved);
     bucket_s *= 2;
-    index = static_cast<std::size_t>(t_s / bucket_s);
+    index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
   }
-  if (index >= workers_sum.size()) {
-    workers_sum.resize(index + 1, 0);
-    main_sum.resize(index + 1, 0);
-    readings.resize(index + 1, 0);
-  }
-  workers_sum[index] += workers_cores;
-  main_sum[index] += main_busy;
-  ++readings[index];
+  if (index >= buckets.size()) buckets.resize(index + 1);
+  return buckets[index];
+}
+
+void ProcessTreeDigest::add_live_window(int pid, std::int64_t end_ns, double wall_s, double wait_s) {
+  const std::lock_guard lock(mutex_);
+  if (samples_ == 0 || end_ns < first_ns_ || wall_s <= 0) return;
+  Timeline& line = timelines_[pid];
+  if (end_ns <= line.last_window_end_ns) return;
+  line.last_window_end_ns = end_ns;
+  Timeline::Bucket& bucket = line.at(static_cast<double>(end_ns - first_ns_) / 1e9);
+  bucket.wait_s += std::clamp(wait_s, 0.0, wall_s);
+  bucket.wall_s += wall_s;
 }
 
 std::vector<RankReading> ProcessTreeDigest::latest_ranks() const {
@@ -411,9 +420,14 @@ ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
   if (const auto tl = timelines_.find(trainer); tl != timelines_.end()) {
     const Timeline& line = tl->second;
     out.timeline_bucket_s = line.bucket_s;
-    for (std::size_t i = 0; i < line.readings.size(); ++i) {
-      out.timeline_workers_cores.push_back(mean(line.workers_sum[i], line.readings[i]));
-      out.timeline_main_busy.push_back(mean(line.main_sum[i], line.readings[i]));
+    bool windows = false;
+    for (const Timeline::Bucket& b : line.buckets) windows |= b.wall_s > 0;
+    for (const Timeline::Bucket& b : line.buckets) {
+      out.timeline_workers_cores.push_back(mean(b.workers_sum, b.readings));
+      out.timeline_main_busy.push_back(mean(b.main_sum, b.readings));
+      if (windows)
+        out.timeline_data_stall.push_back(b.wall_s > 0 ? std::optional(b.wait_s / b.wall_s)
+                                                       : std::nullopt);
     }
   }
   // The job's other ranks and their workers are this rank's "other processes".

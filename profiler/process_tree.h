@@ -111,10 +111,13 @@ struct ProcessTreeSummary {
   std::optional<int> trainer_rank;
   std::optional<int> world_size;  // WORLD_SIZE of the ranks' environment
   // A rank's view: its loader workers' cores and its main thread's busy share over the run, the
-  // mean of each `timeline_bucket_s` seconds from the first reading (at most kTimelineBuckets).
+  // mean of each `timeline_bucket_s` seconds from the first reading (at most kTimelineBuckets);
+  // and where its Session handed live windows, its data stall in each (nullopt: no window ended
+  // in that bucket; empty: no Session).
   double timeline_bucket_s = 0;
   std::vector<double> timeline_workers_cores;
   std::vector<double> timeline_main_busy;
+  std::vector<std::optional<double>> timeline_data_stall;
   std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
@@ -148,6 +151,11 @@ class ProcessTreeDigest {
   std::vector<ProcessTreeSummary> rank_views() const;
   // The ranks (with a RANK) in the latest reading.
   std::vector<RankReading> latest_ranks() const;
+  // A rank's Session's window of its loop (exporters/watch_channel.h's LiveWindow, handed about
+  // once a second): its wait for data over its wall time, for the rank's data stall over time.
+  // `end_ns` is on the readings' clock (CLOCK_MONOTONIC); a window read again (the same end) or
+  // ending before the first reading counts for nothing.
+  void add_live_window(int pid, std::int64_t end_ns, double wall_s, double wait_s);
 
  private:
   struct Thread {
@@ -211,10 +219,18 @@ class ProcessTreeDigest {
   std::map<int, RankReading> latest_ranks_;  // by pid: the ranks in the latest reading
   // A rank's readings over time, summed per bucket; buckets double in length to stay few.
   struct Timeline {
+    struct Bucket {
+      double workers_sum = 0, main_sum = 0;
+      std::size_t readings = 0;
+      double wait_s = 0, wall_s = 0;  // the live windows that ended in it
+      void merge(const Bucket& b);
+    };
     double bucket_s = 1;
-    std::vector<double> workers_sum, main_sum;
-    std::vector<std::size_t> readings;
-    void add(double t_s, double workers_cores, double main_busy);
+    std::vector<Bucket> buckets;
+    std::int64_t last_window_end_ns = 0;
+    // The bucket of t_s seconds after the first reading: past kTimelineBuckets, pairs of buckets
+    // become one first.
+    Bucket& at(double t_s);
   };
   std::map<int, Timeline> timelines_;  // by rank pid
   double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples

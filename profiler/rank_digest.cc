@@ -50,6 +50,7 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
   r.timeline_bucket_s = t.timeline_bucket_s;
   r.timeline_workers_cores = t.timeline_workers_cores;
   r.timeline_main_thread_busy = t.timeline_main_busy;
+  r.timeline_data_stall = t.timeline_data_stall;
   if (t.workers > 0) {
     r.worker_busy = t.worker_busy;
     r.worker_run_wait = t.worker_run_wait;
@@ -276,10 +277,73 @@ std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ran
   return out;
 }
 
+namespace {
+
+// The ranks' data stalls in bucket b, where every rank's is known.
+std::optional<std::vector<double>> stalls_at(const std::vector<RankSummary>& ranks, std::size_t b) {
+  std::vector<double> stalls;
+  for (const RankSummary& r : ranks) {
+    if (b >= r.timeline_data_stall.size() || !r.timeline_data_stall[b]) return std::nullopt;
+    stalls.push_back(*r.timeline_data_stall[b]);
+  }
+  return stalls;
+}
+
+// Bucket by bucket of the ranks' common timeline, the rank that holds the others back then (its
+// stall as far above theirs as a whole-run straggler's): a job whose straggler changes from
+// moment to moment has none over the whole run, yet loses as much. nullopt where the ranks share
+// no timeline (several machines, no Sessions, buckets of other lengths) or it does not move.
+std::optional<JobVerdict> moving_straggler(const std::vector<RankSummary>& ranks) {
+  const RankSummary& first = ranks.front();
+  std::size_t buckets = 0;
+  for (const RankSummary& r : ranks) {
+    if (r.host != first.host || r.timeline_bucket_s != first.timeline_bucket_s ||
+        r.timeline_data_stall.empty())
+      return std::nullopt;
+    buckets = std::max(buckets, r.timeline_data_stall.size());
+  }
+  std::vector<std::size_t> led(ranks.size(), 0);
+  std::size_t known = 0, moments = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const auto stalls = stalls_at(ranks, b);
+    if (!stalls) continue;
+    ++known;
+    const std::size_t m = argmax(*stalls);
+    if ((*stalls)[m] >= kStallEverywhere && (*stalls)[m] - median_without(*stalls, m) >= kStallApart) {
+      ++led[m];
+      ++moments;
+    }
+  }
+  if (moments < kMovingMoments || static_cast<double>(moments) < kMovingShare * static_cast<double>(known))
+    return std::nullopt;
+  std::vector<std::size_t> order(ranks.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return led[a] > led[b]; });
+  const auto share = [&](std::size_t i) { return static_cast<double>(led[i]) / static_cast<double>(moments); };
+  // One rank most of the time is a straggler, which the whole run's figures name.
+  if (share(order[0]) >= kMovingMostOneRank || share(order[1]) < kMovingShare) return std::nullopt;
+  std::string who;
+  for (const std::size_t i : order) {
+    if (led[i] == 0) break;
+    who += (who.empty() ? "" : ", ") + rank_name(ranks[i]) + fmt(" in %.0f %%", 100 * share(i));
+  }
+  JobVerdict v = with_pattern("moving_straggler");
+  v.verdict = "the straggler moves from rank to rank: loading is too slow on every rank at times, "
+              "not on one; each rank's advice holds for all";
+  v.evidence.push_back(fmt("in %zu of %zu windows of %.0f s one rank's data stall stood %.0f points "
+                           "above the others' (the straggler of that moment): ",
+                           moments, known, first.timeline_bucket_s, 100 * kStallApart) +
+                       who + " of them");
+  return v;
+}
+
+}  // namespace
+
 JobVerdict judge_ranks(std::vector<RankSummary>& ranks) {
   if (ranks.size() < 2) return with_pattern("one_rank");
   const bool spans = collective_wait_from_spans(ranks);
   if (spans) {
+    if (std::optional<JobVerdict> moving = moving_straggler(ranks)) return *moving;
     std::vector<double> stalls;
     for (const RankSummary& r : ranks) stalls.push_back(*r.data_stall_ratio);
     const std::size_t m = argmax(stalls);

@@ -5,6 +5,7 @@
 // together. In a synchronous job (DDP's all-reduce, FSDP's all-gather) every rank runs at the
 // slowest one's pace: the straggler is the rank that does not wait for the others, and what the
 // others lose is their time waiting in the collective for it.
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@ inline constexpr double kStallApart = 0.10;
 inline constexpr double kBusyApart = 0.20;
 // Every rank waiting for data at least this much: loading is too slow everywhere.
 inline constexpr double kStallEverywhere = 0.10;
+// A straggler that moves: at least kMovingMoments windows (and kMovingShare of those where every
+// rank's stall is known) in which one rank stood kStallApart above the others, no rank the one
+// in kMovingMostOneRank of them, and a second rank in kMovingShare of them.
+inline constexpr std::size_t kMovingMoments = 4;
+inline constexpr double kMovingShare = 0.2;
+inline constexpr double kMovingMostOneRank = 0.6;
 // A rank last seen this long before the job's last rank left the job early.
 inline constexpr double kLeftEarlyS = 1.0;
 
@@ -42,8 +49,9 @@ std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ran
                                          const WatchDiagnosisInput& common);
 
 // How the ranks relate: "one_rank", "keep_pace", "straggler" (one rank holds the others back),
-// "all_input_bound" (every rank waits for its data alike: a straggler that moves from rank to
-// rank, loading too slow everywhere).
+// "moving_straggler" (window by window of the ranks' data stall over time, one rank holds the
+// others back, but not the same one: loading too slow everywhere, at times), "all_input_bound"
+// (every rank waits for its data alike over the run).
 struct JobVerdict {
   std::string pattern;
   std::optional<Straggler> straggler;

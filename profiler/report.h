@@ -139,10 +139,13 @@ struct RankSummary {
   std::string collective_wait_source;
   std::optional<Recommendation> advice;  // its own diagnosis' first recommendation
   // Over the run, means of `timeline_bucket_s` seconds from the watch's first reading: its loader
-  // workers' cores and its main thread's busy share (report.html's rank x time view).
+  // workers' cores and its main thread's busy share, and where its Session streamed windows its
+  // data stall (nullopt: no window in that bucket; empty: no Session). report.html's rank x time
+  // view, and a straggler that moves from rank to rank.
   double timeline_bucket_s = 0;
   std::vector<double> timeline_workers_cores;
   std::vector<double> timeline_main_thread_busy;
+  std::vector<std::optional<double>> timeline_data_stall;
   double first_seen_s = 0;  // seconds after the watch's first reading
   double last_seen_s = 0;
   std::string ended;  // "" while the job ran, else when it left (RankSummary::ended by kLeftEarlyS)
@@ -154,6 +157,9 @@ struct JobSummary {
   std::optional<int> world_size;
   std::vector<std::string> hosts;
   std::vector<std::string> notes;  // ranks not seen, reports that overlap only in part
+  // How the ranks relate (rank_digest.h's JobVerdict::pattern): one_rank, keep_pace, straggler,
+  // moving_straggler, all_input_bound; empty where the job ended before anything was measured.
+  std::string pattern;
   // The wall-clock span the reports cover (Unix seconds), where they say.
   std::optional<double> begin_unix_s;
   std::optional<double> end_unix_s;

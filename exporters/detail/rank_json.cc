@@ -18,6 +18,13 @@ std::optional<T> optional_of(const nlohmann::json& j, const char* key) {
   return it->get<T>();
 }
 
+// A series with gaps: null where nothing was measured.
+ojson optionals_json(const std::vector<std::optional<double>>& values) {
+  ojson out = ojson::array();
+  for (const std::optional<double>& v : values) out.push_back(or_null(v));
+  return out;
+}
+
 ojson recommendation_json(const std::optional<Recommendation>& r) {
   if (!r) return nullptr;
   return {{"action", r->action},
@@ -68,7 +75,8 @@ ojson ranks_to_json(const std::vector<RankSummary>& ranks) {
                    {"ended", r.ended.empty() ? ojson(nullptr) : ojson(r.ended)},
                    {"timeline", {{"bucket_s", r.timeline_bucket_s},
                                  {"workers_cores", r.timeline_workers_cores},
-                                 {"main_thread_busy", r.timeline_main_thread_busy}}}});
+                                 {"main_thread_busy", r.timeline_main_thread_busy},
+                                 {"data_stall", optionals_json(r.timeline_data_stall)}}}});
   return out;
 }
 
@@ -88,7 +96,8 @@ ojson job_to_json(const std::optional<JobSummary>& job) {
           {"hosts", job->hosts},
           {"begin_unix_s", or_null(job->begin_unix_s)},
           {"end_unix_s", or_null(job->end_unix_s)},
-          {"notes", job->notes}};
+          {"notes", job->notes},
+          {"pattern", job->pattern.empty() ? ojson(nullptr) : ojson(job->pattern)}};
 }
 
 std::vector<RankSummary> ranks_from_json(const nlohmann::json& ranks) {
@@ -122,6 +131,9 @@ std::vector<RankSummary> ranks_from_json(const nlohmann::json& ranks) {
       r.timeline_bucket_s = t->value("bucket_s", 0.0);
       r.timeline_workers_cores = t->value("workers_cores", std::vector<double>{});
       r.timeline_main_thread_busy = t->value("main_thread_busy", std::vector<double>{});
+      if (const auto d = t->find("data_stall"); d != t->end() && d->is_array())
+        for (const nlohmann::json& v : *d)
+          r.timeline_data_stall.push_back(v.is_number() ? std::optional(v.get<double>()) : std::nullopt);
     }
     out.push_back(std::move(r));
   }
@@ -137,6 +149,7 @@ std::optional<JobSummary> job_from_json(const nlohmann::json& j) {
   job.begin_unix_s = optional_of<double>(j, "begin_unix_s");
   job.end_unix_s = optional_of<double>(j, "end_unix_s");
   job.notes = j.value("notes", std::vector<std::string>{});
+  job.pattern = optional_of<std::string>(j, "pattern").value_or("");
   return job;
 }
 

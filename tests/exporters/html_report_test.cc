@@ -87,6 +87,36 @@ TEST(HtmlReportTest, AWatchedProgramsWorkersHaveACpuLineAndUnmeasuredStagesSaySo
   EXPECT_NE(html.find("the program's torch</td><td>1.13.0a0"), std::string::npos);
 }
 
+// The rank x time view draws the ranks' data stall where their Sessions streamed it (no cell for
+// a window not measured), and their loader workers' CPU where none did.
+TEST(HtmlReportTest, TheRankTimeViewShowsDataStallWhereMeasuredElseTheLoadersCpu) {
+  Report r = report_with_a_recommendation();
+  RankSummary a, b;
+  a.rank = 0;
+  b.rank = 1;
+  for (RankSummary* k : {&a, &b}) {
+    k->num_workers = 2;
+    k->timeline_bucket_s = 1;
+    k->timeline_workers_cores = {1.0, 2.0, 0.5};
+  }
+  r.ranks = {a, b};
+  std::string html = report_to_html(r, {}, 0);
+  EXPECT_NE(html.find("Loader workers over time"), std::string::npos);
+  EXPECT_EQ(html.find("Data stall over time"), std::string::npos);
+  const auto cells = [](const std::string& h) {
+    std::size_t n = 0;
+    const std::string cell = "fill=\"#D55E00\" fill-opacity=";
+    for (auto at = h.find(cell); at != std::string::npos; at = h.find(cell, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(cells(html), 6u);
+  r.ranks[0].timeline_data_stall = {0.5, std::nullopt, 0.1};
+  r.ranks[1].timeline_data_stall = {0.0, 0.2, 0.3};
+  html = report_to_html(r, {}, 0);
+  EXPECT_NE(html.find("Data stall over time"), std::string::npos);
+  EXPECT_EQ(cells(html), 5u) << "no cell where no window was measured";
+}
+
 TEST(HtmlReportTest, AGpuWhoseUtilizationNvmlCouldNotReadHasNoPointsAndSaysSo) {
   std::vector<UtilizationSample> series(3);
   for (int i = 0; i < 3; ++i) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exporters/console_report.h"
+#include "exporters/detail/rank_json.h"
 
 namespace feedscope {
 namespace {
@@ -235,6 +236,27 @@ TEST(ConsoleReportTest, ARecommendationWithoutAPredictionPrintsNone) {
 
 // A watched program that printed it/s without a batch size and no Time/Data lines: what was not
 // measured is null, never 0.
+// A rank's data stall over time: null where no window was measured, and read back as such by
+// `feedscope merge`.
+TEST(JsonReportTest, ARanksStallTimelineHasNullsWhereNotMeasuredAndReadsBack) {
+  Report r = sample_report();
+  RankSummary k;
+  k.rank = 3;
+  k.pid = 77;
+  k.timeline_bucket_s = 2;
+  k.timeline_workers_cores = {1.0, 1.5};
+  k.timeline_data_stall = {0.25, std::nullopt};
+  r.ranks = {k};
+  const nlohmann::json j = nlohmann::json::parse(report_to_json(r));
+  const nlohmann::json& timeline = j["ranks"][0]["timeline"];
+  EXPECT_EQ(timeline["data_stall"], nlohmann::json::parse("[0.25, null]"));
+  const std::vector<RankSummary> back = detail::ranks_from_json(j["ranks"]);
+  ASSERT_EQ(back.size(), 1u);
+  ASSERT_EQ(back[0].timeline_data_stall.size(), 2u);
+  EXPECT_EQ(back[0].timeline_data_stall[0], 0.25);
+  EXPECT_FALSE(back[0].timeline_data_stall[1]);
+}
+
 TEST(JsonReportTest, AWatchedProgramsUnmeasuredFiguresAreNull) {
   Report r;
   r.throughput.batches_per_s = 12.5;

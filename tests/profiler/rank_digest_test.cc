@@ -146,6 +146,48 @@ TEST(RankDigestTest, RanksThatKeepPaceHaveNoStraggler) {
   EXPECT_EQ(judge_ranks(one).pattern, "one_rank");
 }
 
+// Over the run every rank waits alike; window by window one rank stands out, a different one as
+// the run goes on: each rank's loader falls behind in turn (its shards, its share of the disk).
+TEST(RankDigestTest, AStragglerThatMovesFromRankToRankIsNamedSoFromTheStallTimeline) {
+  std::vector<RankSummary> ranks = {spans_rank(0, 0.2, 60, 100), spans_rank(1, 0.2, 60, 100),
+                                    spans_rank(2, 0.2, 60, 100)};
+  for (RankSummary& r : ranks) r.timeline_bucket_s = 2;
+  const auto at = [&](std::size_t rank, std::vector<std::optional<double>> stall) {
+    ranks[rank].timeline_data_stall = std::move(stall);
+  };
+  // Twelve windows: rank 0 holds the others back in 4, rank 1 in 3, rank 2 in 3; two keep pace,
+  // and rank 2 streamed no window in the last.
+  at(0, {0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1});
+  at(1, {0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.1, 0.1});
+  at(2, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.1, std::nullopt});
+  JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.pattern, "moving_straggler");
+  EXPECT_FALSE(v.straggler) << "no one rank to name";
+  ASSERT_FALSE(v.evidence.empty());
+  EXPECT_NE(v.evidence[0].find("in 10 of 11 windows of 2 s"), std::string::npos) << v.evidence[0];
+  EXPECT_NE(v.evidence[0].find("rank 0 in 40 %, rank 1 in 30 %, rank 2 in 30 %"), std::string::npos)
+      << v.evidence[0];
+
+  // The same rank in most windows is a straggler of the whole run, as the run's figures say.
+  at(0, {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0});
+  at(1, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0});
+  at(2, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0});
+  ranks[0].data_stall_ratio = 0.35;
+  ranks[1].data_stall_ratio = ranks[2].data_stall_ratio = 0.05;
+  v = judge_ranks(ranks);
+  EXPECT_EQ(v.pattern, "straggler");
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 0);
+
+  // Ranks of two machines share no clock: their timelines are not compared window by window.
+  at(0, {0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1});
+  at(1, {0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.1, 0.1});
+  at(2, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.1, 0.1});
+  for (RankSummary& r : ranks) r.data_stall_ratio = 0.2;
+  ranks[2].host = "node-b";
+  EXPECT_EQ(judge_ranks(ranks).pattern, "all_input_bound");
+}
+
 TEST(RankDigestTest, AMainThreadBusierThanTheOthersWithoutSpansIsAComputeStraggler) {
   RankSummary busy, idle;
   busy.rank = 0;
@@ -203,6 +245,38 @@ TEST(RankViewsTest, ALongRunsTimelineStaysBoundedAndKeepsItsMeans) {
   EXPECT_GE(v.timeline_workers_cores.size(), 150u);
   for (const double cores : v.timeline_workers_cores) EXPECT_NEAR(cores, 0.75, 1e-9);
   for (const double busy : v.timeline_main_busy) EXPECT_NEAR(busy, 0.5, 1e-9);
+}
+
+// A rank's Session hands a window about once a second: its stall lands in the bucket it ended in,
+// a window read twice counts once, and a bucket without one is not a zero.
+TEST(RankViewsTest, ARanksLiveWindowsMakeItsDataStallOverTime) {
+  ProcessTreeDigest tree(kLauncher, 1);
+  for (int i = 0; i <= 40; ++i) {  // 4 s at 10 Hz
+    UtilizationSample s;
+    s.time_ns = 1'000'000'000LL + i * 100'000'000LL;
+    s.cpu_core_ratio = {0.5, 0.5};
+    ThreadCpu main;
+    main.tid = kLauncher;
+    main.name = "torchrun";
+    s.threads = {main};
+    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(102, kLauncher, 1, 0.5, 0.5)};
+    tree.add(s);
+  }
+  tree.add_live_window(101, 500'000'000LL, 1.0, 0.9);     // before the first reading: nothing
+  tree.add_live_window(101, 1'500'000'000LL, 1.0, 0.4);   // bucket 0
+  tree.add_live_window(101, 1'500'000'000LL, 1.0, 0.4);   // the same window, read again
+  tree.add_live_window(101, 3'600'000'000LL, 1.0, 0.1);   // bucket 2
+  tree.add_live_window(101, 3'900'000'000LL, 1.0, 0.3);   // bucket 2 too
+  for (const ProcessTreeSummary& v : tree.rank_views()) {
+    if (v.trainer_pid == 102) {
+      EXPECT_TRUE(v.timeline_data_stall.empty()) << "no Session, no stall timeline";
+      continue;
+    }
+    ASSERT_GE(v.timeline_data_stall.size(), 4u);
+    EXPECT_NEAR(v.timeline_data_stall[0].value_or(-1), 0.4, 1e-9);
+    EXPECT_FALSE(v.timeline_data_stall[1]) << "no window ended in it: not measured";
+    EXPECT_NEAR(v.timeline_data_stall[2].value_or(-1), 0.2, 1e-9);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """A DistributedDataParallel job on the CPU (gloo) for `feedscope watch` on every rank: started by
 `python -m torch.distributed.run` (it reads RANK, LOCAL_RANK, WORLD_SIZE) on one machine or
 several. Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
-so one rank can be made to load slower than the others (--slow-rank); a rank can raise mid-run
+so one rank can be made to load slower than the others (--slow-rank), or each rank in turn for
+--alternate-s seconds (a straggler that moves from rank to rank); a rank can raise mid-run
 (--raise-rank); --feedscope puts the Python client's Session in every rank."""
 
 import argparse
@@ -23,20 +24,27 @@ parser.add_argument("--num-workers", type=int, default=1)
 parser.add_argument("--load-ms", type=float, default=1.0, help="CPU burned per sample")
 parser.add_argument("--slow-rank", type=int, default=-1)
 parser.add_argument("--slow-load-ms", type=float, default=8.0)
+parser.add_argument("--alternate-s", type=float, default=0.0,
+                    help="each rank in turn loads at --slow-load-ms for this long")
 parser.add_argument("--raise-rank", type=int, default=-1)
 parser.add_argument("--raise-step", type=int, default=10)
 parser.add_argument("--feedscope", action="store_true", help="a feedscope Session in every rank")
 
 
 class Burned(Dataset):
-    def __init__(self, n, width, ms):
-        self.n, self.width, self.ms = n, width, ms
+    def __init__(self, n, width, ms, turn=None):
+        self.n, self.width, self.ms, self.turn = n, width, ms, turn
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        end = time.perf_counter() + self.ms / 1000
+        ms = self.ms
+        if self.turn:  # (rank, world, seconds, slow ms): slow while it is this rank's turn
+            rank, world, seconds, slow = self.turn
+            if int(time.time() / seconds) % world == rank:
+                ms = slow
+        end = time.perf_counter() + ms / 1000
         x = 0
         while time.perf_counter() < end:
             x += 1
@@ -51,7 +59,8 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     ms = args.slow_load_ms if rank == args.slow_rank else args.load_ms
-    data = Burned(args.steps * args.batch_size * world, args.width, ms)
+    turn = (rank, world, args.alternate_s, args.slow_load_ms) if args.alternate_s > 0 else None
+    data = Burned(args.steps * args.batch_size * world, args.width, ms, turn)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data),
                         num_workers=args.num_workers, persistent_workers=args.num_workers > 0)
     model = DDP(nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, 10)))

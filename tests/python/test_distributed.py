@@ -100,6 +100,22 @@ class DistributedWatchTest(unittest.TestCase):
         for rank in (0, 1):  # each rank's Session wrote its own report
             self.assertTrue((self.dir / "feedscope-report" / f"rank-{rank}" / "report.json").exists())
 
+    def test_a_straggler_that_moves_from_rank_to_rank_is_told_apart(self):
+        # Each rank in turn loads 8x slower for 2 s: over the run both wait alike; window by
+        # window one holds the other back, and not the same one.
+        build_python = pathlib.Path(os.environ.get("FEEDSCOPE_LIBRARY", "")).parent.parent
+        env = {"PYTHONPATH": f"{build_python}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        _, report = self.watch("moving", self.standalone("--steps", "110", "--alternate-s", "2",
+                                                         "--feedscope"), env=env)
+        self.assertEqual(report["job"]["pattern"], "moving_straggler", report["diagnosis"]["evidence"])
+        self.assertIsNone(report["diagnosis"]["straggler"])
+        self.assertIn("moves from rank to rank", report["diagnosis"]["verdict"])
+        for r in report["ranks"]:
+            stalls = [s for s in r["timeline"]["data_stall"] if s is not None]
+            self.assertGreater(len(stalls), 4, r["timeline"])
+            self.assertGreater(max(stalls), 0.3, "its turn to be slow shows")
+            self.assertLess(min(stalls), 0.2, "and the other's turn too")
+
     def test_a_rank_that_raises_is_named_and_the_exit_code_passes_through(self):
         r, report = self.watch("raises", self.standalone("--steps", "200", "--raise-rank", "1",
                                                          "--raise-step", "30"), expect=1)
