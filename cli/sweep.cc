@@ -196,9 +196,11 @@ std::uint64_t loader_host_bytes(const RunConfig& config, std::uint64_t slab_byte
 
 void choose_best(SweepResult& result, double tolerance) {
   result.best = result.economical = -1;
+  // A point that measured no rate (every run failed, or printed nothing to count) is no choice.
   for (std::size_t i = 0; i < result.points.size(); ++i)
-    if (result.best < 0 || result.points[i].median_samples_per_s >
-                               result.points[static_cast<std::size_t>(result.best)].median_samples_per_s)
+    if (result.points[i].median_samples_per_s > 0 &&
+        (result.best < 0 || result.points[i].median_samples_per_s >
+                                result.points[static_cast<std::size_t>(result.best)].median_samples_per_s))
       result.best = static_cast<int>(i);
   if (result.best < 0) return;
   const double floor =

@@ -338,8 +338,12 @@ int sweep_command(const RunConfig& base, const std::map<std::string, std::string
     std::cout << "\nfeedscope: sweep interrupted by " << result.interrupted << " after "
               << result.points.size() << " of " << result.planned << " points; they are kept.\n";
   if (result.best >= 0) print_sweep_result(result, program);
+  else if (!result.points.empty())
+    std::cout << "\nno point measured a rate (each failed or counted nothing, see the table): "
+                 "nothing to choose\n";
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string()
             << ", " << (dir / "report.html").string() << "\n";
+  if (result.interrupted.empty() && !result.points.empty() && result.best < 0) return 1;
   return interrupted_exit_code(result.interrupted);
 }
 
@@ -397,7 +401,7 @@ int tune_command(const RunConfig& base, TuneOptions options, const ProgramPoints
   write_file_atomically((dir / "tune.json").string(), tune_json(result));
   std::cout << "\ntune: " << result.stop_reason << " after " << result.runs << " runs in "
             << duration_text(result.wall_s) << "\n";
-  if (result.runs > 0) {
+  if (result.runs > 0 && result.best_samples_per_s > 0) {
     std::cout << "best: " << knobs_label(result.best, result.knobs) << ": "
               << std::lround(result.best_samples_per_s) << " " << result.unit << " measured ("
               << result.best_bottleneck << ")\n";
@@ -414,6 +418,7 @@ int tune_command(const RunConfig& base, TuneOptions options, const ProgramPoints
     }
   }
   std::cout << "\ntune: " << (dir / "tune.json").string() << "\n";
+  if (result.interrupted.empty() && result.runs > 0 && result.best_samples_per_s <= 0) return 1;
   return interrupted_exit_code(result.interrupted);
 }
 

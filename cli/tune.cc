@@ -169,6 +169,15 @@ TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const Poi
     return result;
   }
   current_sps = rate_of(current_report);
+  if (current_sps <= 0) {  // a failing run (or one that counted nothing) is nothing to climb from
+    result.stop_reason = "the starting point measured no rate (" +
+                         current_report.diagnosis.bottleneck +
+                         "): tune climbs from a run that works; see its output";
+    result.best = current;
+    result.best_bottleneck = current_report.diagnosis.bottleneck;
+    result.wall_s = seconds_since(start);
+    return result;
+  }
   TuneMove first;
   first.run = result.runs;
   first.knob = "start";
@@ -263,7 +272,7 @@ std::string tune_json(const TuneResult& result) {
   best["bottleneck"] = result.best_bottleneck;
   j["knobs"] = result.knobs;
   j["unit"] = result.unit;
-  j["best"] = best;
+  j["best"] = result.best_samples_per_s > 0 ? best : nlohmann::ordered_json(nullptr);
   j["stop_reason"] = result.stop_reason;
   j["interrupted"] = result.interrupted.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(result.interrupted);

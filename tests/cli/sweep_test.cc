@@ -118,6 +118,10 @@ TEST(SweepTest, BestAndTheSmallestWithinFivePercent) {
   r.points[3].median_samples_per_s = 2000;  // now nothing else is within 5 %
   choose_best(r);
   EXPECT_EQ(r.economical, 3);
+  for (SweepPoint& p : r.points) p.median_samples_per_s = 0;  // every run failed
+  choose_best(r);
+  EXPECT_EQ(r.best, -1) << "a point that measured no rate is no choice";
+  EXPECT_EQ(r.economical, -1);
 }
 
 TEST(SweepTest, StopBetweenRunsKeepsTheCompletedPoints) {

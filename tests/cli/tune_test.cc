@@ -162,6 +162,24 @@ TEST(TuneTest, NoiseBelowTheMarginIsReverted) {
   EXPECT_EQ(j["moves"].size(), r.moves.size());
 }
 
+// A program that fails at the starting point gives tune nothing to climb from: it stops there,
+// and names no best.
+TEST(TuneTest, AStartThatMeasuresNoRateStopsWithoutABest) {
+  RunConfig base;
+  int calls = 0;
+  const TuneResult r = run_tune(base, options(4), [&](const RunConfig&) {
+    ++calls;
+    Report rep;
+    rep.diagnosis.bottleneck = "failed (exited with 3)";
+    return rep;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r.runs, 1);
+  EXPECT_NE(r.stop_reason.find("measured no rate (failed (exited with 3))"), std::string::npos)
+      << r.stop_reason;
+  EXPECT_TRUE(nlohmann::json::parse(tune_json(r))["best"].is_null());
+}
+
 // A command that fixes `-b 16` and receives only {num_workers} and {prefetch}: tune moves those
 // two, leaves the rest as they are, and names only them.
 TEST(TuneTest, MovesAndNamesOnlyTheKnobsTheCommandReceives) {
