@@ -1,9 +1,13 @@
 #pragma once
 // What both example loops share: an MNIST-shaped dataset made in memory (1x28x28 images whose
-// class is a brightness pattern, so a small MLP learns it), and that MLP. No download.
+// class is a brightness pattern, so a small MLP learns it), that MLP, and their EPOCHS argument.
+// No download.
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <string>
 
 namespace example {
 
@@ -43,5 +47,25 @@ TORCH_MODULE(Mlp);
 inline constexpr std::int64_t kSamples = 2048;
 inline constexpr std::int64_t kBatchSize = 64;
 inline constexpr std::int64_t kWorkers = 2;
+
+// The examples' first argument, EPOCHS (default 2): --help prints the usage and exits 0; anything
+// but a whole number from 1 on says so and exits 2, before a loop of no batch leaves no loss.
+inline int epochs_arg(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string arg = argv[1];
+  const std::string usage = std::string("usage: ") + argv[0] +
+                            " [EPOCHS] (default 2), then what its first lines say";
+  if (arg == "--help" || arg == "-h") {
+    std::cout << usage << std::endl;
+    std::exit(0);
+  }
+  char* end = nullptr;
+  const long epochs = std::strtol(arg.c_str(), &end, 10);
+  if (arg.empty() || *end != '\0' || epochs < 1 || epochs > 100000) {
+    std::cerr << "EPOCHS: '" << arg << "' is not allowed; allowed: 1 to 100000\n" << usage << std::endl;
+    std::exit(2);
+  }
+  return static_cast<int>(epochs);
+}
 
 }  // namespace example

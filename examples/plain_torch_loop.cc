@@ -2,14 +2,13 @@
 // same file with the `// feedscope` lines added. Usage: plain_torch_loop [EPOCHS]
 #include <torch/torch.h>
 
-#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "examples/mnist_like.h"
 
 int main(int argc, char** argv) {
-  const int epochs = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int epochs = example::epochs_arg(argc, argv);
 
   auto dataset = example::MnistLike(example::kSamples).map(torch::data::transforms::Stack<>());
   auto data_loader = torch::data::make_data_loader(

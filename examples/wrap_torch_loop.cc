@@ -3,7 +3,6 @@
 // Usage: wrap_torch_loop [EPOCHS] [REPORT_DIR] [METRICS_ADDR]
 #include <torch/torch.h>
 
-#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -11,7 +10,7 @@
 #include "exporters/session.h"  // feedscope
 
 int main(int argc, char** argv) {
-  const int epochs = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int epochs = example::epochs_arg(argc, argv);
 
   auto dataset = example::MnistLike(example::kSamples).map(torch::data::transforms::Stack<>());
   auto data_loader = torch::data::make_data_loader(
