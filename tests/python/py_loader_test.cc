@@ -218,14 +218,19 @@ TEST(PyLoaderTest, ATensorOutlivesItsLoaderAndEngine) {
 
 // --- Spans into a Session ------------------------------------------------------------------------
 
-TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
-  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_test";
+// A session that writes its report into `dir` and nothing else: no console, sampler or trace.
+Session::Options quiet_session(const std::filesystem::path& dir) {
   Session::Options so;
   so.report_dir = dir.string();
   so.print = false;
   so.sample_hz = 0;
   so.trace_gpu = false;
-  Session session(so);
+  return so;
+}
+
+TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_test";
+  Session session(quiet_session(dir));
   auto sink = std::make_shared<SpanSink>(&session);
   PyLoader loader(options(with(kSynthetic, {{"num_workers", 2}})));
   loader.attach(sink);
@@ -249,12 +254,7 @@ TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotun
   EXPECT_TRUE(fixed.autotune().is_null()) << "fixed settings: nothing tuned";
 
   const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_auto_test";
-  Session::Options so;
-  so.report_dir = dir.string();
-  so.print = false;
-  so.sample_hz = 0;
-  so.trace_gpu = false;
-  Session session(so);
+  Session session(quiet_session(dir));
   PyLoader loader(options(with(kSynthetic, {{"num_workers", "auto"}, {"prefetch", "auto"},
                                             {"max_workers", 2}, {"ram_budget_mib", 64}})));
   loader.attach(std::make_shared<SpanSink>(&session));
