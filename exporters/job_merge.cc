@@ -198,8 +198,35 @@ Report merge_job_reports(const std::vector<fs::path>& dirs) {
 
 namespace {
 
+// A rank's track: its life as one span, and its timeline as counters, one a bucket, from its
+// machine's watch start (`shift_us` on the job's clock): its loader workers' cores, its main
+// thread's busy share and, where its Session measured it, its data stall.
+void add_rank_track(nlohmann::json& events, const RankSummary& r, int pid, double shift_us) {
+  events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"},
+                    {"args", {{"name", rank_name(r) + " (" + r.host + ", pid " + std::to_string(r.pid) + ")"}}}});
+  events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", 0}, {"name", r.bottleneck.empty() ? "rank" : r.bottleneck},
+                    {"cat", "rank"}, {"ts", shift_us + 1e6 * r.first_seen_s},
+                    {"dur", 1e6 * std::max(0.0, r.last_seen_s - r.first_seen_s)},
+                    {"args", {{"collective_wait_ratio", r.collective_wait_ratio ? nlohmann::json(*r.collective_wait_ratio) : nlohmann::json(nullptr)},
+                              {"data_stall_ratio", r.data_stall_ratio ? nlohmann::json(*r.data_stall_ratio) : nlohmann::json(nullptr)},
+                              {"ended", r.ended}}}});
+  const std::size_t buckets = std::max({r.timeline_workers_cores.size(), r.timeline_main_thread_busy.size(),
+                                        r.timeline_data_stall.size()});
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const double ts = shift_us + 1e6 * r.timeline_bucket_s * static_cast<double>(b);
+    nlohmann::json cpu = nlohmann::json::object();
+    if (b < r.timeline_workers_cores.size()) cpu["loader_workers_cores"] = r.timeline_workers_cores[b];
+    if (b < r.timeline_main_thread_busy.size()) cpu["main_thread_busy"] = r.timeline_main_thread_busy[b];
+    events.push_back({{"ph", "C"}, {"pid", pid}, {"tid", 0}, {"name", "cpu"}, {"ts", ts}, {"args", cpu}});
+    // A bucket no window ended in has no point: the counter holds the last one, as Perfetto draws it.
+    if (b < r.timeline_data_stall.size() && r.timeline_data_stall[b])
+      events.push_back({{"ph", "C"}, {"pid", pid}, {"tid", 0}, {"name", "data_stall"}, {"ts", ts},
+                        {"args", {{"data_stall", *r.timeline_data_stall[b]}}}});
+  }
+}
+
 // Each machine's trace.json shifted onto the job's clock (its watch's start), its processes
-// renumbered by machine and named by host; then a track per rank over the time it was seen.
+// renumbered by machine and named by host; then a track per rank (add_rank_track).
 void write_trace(std::ostream& out, const Report& job, const std::vector<fs::path>& dirs) {
   nlohmann::json events = nlohmann::json::array();
   const double origin = job.job && job.job->begin_unix_s ? *job.job->begin_unix_s : 0;
@@ -224,18 +251,8 @@ void write_trace(std::ostream& out, const Report& job, const std::vector<fs::pat
       events.push_back(std::move(e));
     }
   }
-  for (const RankSummary& r : job.ranks) {
-    const int pid = 100000 + r.rank.value_or(r.pid);
-    const double shift = offset_us.contains(r.host) ? offset_us[r.host] : 0;
-    events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"},
-                      {"args", {{"name", rank_name(r) + " (" + r.host + ", pid " + std::to_string(r.pid) + ")"}}}});
-    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", 0}, {"name", r.bottleneck.empty() ? "rank" : r.bottleneck},
-                      {"cat", "rank"}, {"ts", shift + 1e6 * r.first_seen_s},
-                      {"dur", 1e6 * std::max(0.0, r.last_seen_s - r.first_seen_s)},
-                      {"args", {{"collective_wait_ratio", r.collective_wait_ratio ? nlohmann::json(*r.collective_wait_ratio) : nlohmann::json(nullptr)},
-                                {"data_stall_ratio", r.data_stall_ratio ? nlohmann::json(*r.data_stall_ratio) : nlohmann::json(nullptr)},
-                                {"ended", r.ended}}}});
-  }
+  for (const RankSummary& r : job.ranks)
+    add_rank_track(events, r, 100000 + r.rank.value_or(r.pid), offset_us.contains(r.host) ? offset_us[r.host] : 0);
   out << nlohmann::json{{"displayTimeUnit", "ms"}, {"traceEvents", events}}.dump() << "\n";
 }
 

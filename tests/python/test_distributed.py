@@ -150,6 +150,13 @@ class DistributedWatchTest(unittest.TestCase):
         self.assertEqual(report["diagnosis"]["straggler"]["rank"], 1, report["diagnosis"])
         for f in ("report.html", "trace.json"):
             self.assertTrue((job / f).exists(), f)
+        trace = json.loads((job / "trace.json").read_text())["traceEvents"]
+        for rank in report["ranks"]:  # its track: its life, and its CPU over time as counters
+            track = [e for e in trace if e.get("pid") == 100000 + rank["rank"]]
+            self.assertEqual(len([e for e in track if e["ph"] == "X"]), 1, track[:3])
+            cpu = [e for e in track if e["ph"] == "C" and e["name"] == "cpu"]
+            self.assertEqual(len(cpu), len(rank["timeline"]["workers_cores"]))
+            self.assertGreater(len(cpu), 3)
         # The same machine's report twice, or a report of another job, is not one job.
         r = subprocess.run([FEEDSCOPE, "merge", "--report-dir", str(self.dir / "bad"),
                             str(machines[0][0]), str(self.dir / "balanced")],
