@@ -166,6 +166,8 @@ struct MetricsExporter::Impl {
   Family<Gauge>* rank_workers = nullptr;
   Family<Gauge>* rank_workers_cpu = nullptr;
   Family<Gauge>* rank_stall = nullptr;
+  Family<Gauge>* rank_gpu_sm = nullptr;
+  Family<Gauge>* rank_gpu_memory = nullptr;
   Family<Gauge>* rank_steps = nullptr;
 
   // Below state is shared between the threads that call update_utilization / set_bottleneck.
@@ -305,6 +307,10 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
                                "A rank's DataLoader worker processes alive (watch).");
     m.rank_workers_cpu = &m.family(prometheus::BuildGauge(), "feedscope_rank_loader_workers_cpu_cores",
                                    "A rank's DataLoader workers together, in cores (watch).");
+    m.rank_gpu_sm = &m.family(prometheus::BuildGauge(), "feedscope_rank_gpu_sm_util_ratio",
+                              "A rank's share of its GPU's SM time, NVML's per-process sample, 0..1 (watch).");
+    m.rank_gpu_memory = &m.family(prometheus::BuildGauge(), "feedscope_rank_gpu_memory_bytes",
+                                  "A rank's GPU memory, its own CUDA context, in bytes (watch).");
     m.rank_stall = &m.family(prometheus::BuildGauge(), "feedscope_rank_data_stall_ratio",
                              "A rank's data stall (wait / wall) over its Session's last second (watch).");
     m.rank_steps = &m.family(prometheus::BuildGauge(), "feedscope_rank_steps_per_second",
@@ -496,6 +502,8 @@ void MetricsExporter::update_ranks(const std::vector<RankReading>& ranks) {
       if (r.main_thread_busy) m.rank_main->Add(labels).Set(*r.main_thread_busy);
       m.rank_workers->Add(labels).Set(r.workers);
       m.rank_workers_cpu->Add(labels).Set(r.workers_cores);
+      if (r.gpu_sm_util) m.rank_gpu_sm->Add(labels).Set(*r.gpu_sm_util);
+      if (r.gpu_memory_bytes) m.rank_gpu_memory->Add(labels).Set(static_cast<double>(*r.gpu_memory_bytes));
     }
   }
   m.changed();

@@ -201,7 +201,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   const auto reading = [&](int rank_pid, double cores, std::optional<double> main) {
     const auto a = processes_.find(rank_pid);
     if (a == processes_.end() || !a->second.process.rank) return;
-    RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0};
+    RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0, std::nullopt, std::nullopt};
     if (const auto w = alive_by_parent.find(rank_pid); w != alive_by_parent.end())
       std::tie(r.workers, r.workers_cores) = w->second;
     if (const auto before = latest_ranks_.find(rank_pid); before != latest_ranks_.end() && weight > 0) {
@@ -210,6 +210,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       r.cpu_cores = mix(b.cpu_cores, r.cpu_cores);
       r.workers_cores = mix(b.workers_cores, r.workers_cores);
       if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
+      r.gpu_sm_util = b.gpu_sm_util;  // until NVML's next window, below
     }
     latest[rank_pid] = r;
     Timeline::Bucket& bucket = timelines_[rank_pid].at(since_first_s);
@@ -234,6 +235,11 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
     for (const GpuProcessSample& p : g.processes) {
       const auto it = processes_.find(p.pid);
       if (it == processes_.end()) continue;
+      if (const auto rank = latest_ranks_.find(p.pid); rank != latest_ranks_.end()) {
+        RankReading& r = rank->second;
+        if (p.memory_used_bytes) r.gpu_memory_bytes = r.gpu_memory_bytes.value_or(0) + *p.memory_used_bytes;
+        if (new_window && p.sm_util_ratio) r.gpu_sm_util = *p.sm_util_ratio;
+      }
       WatchedProcess& w = it->second.process;
       const std::uint64_t memory = p.memory_used_bytes.value_or(0);
       w.gpu_memory_peak_bytes = std::max(w.gpu_memory_peak_bytes, memory);

@@ -134,6 +134,11 @@ struct RankReading {
   std::optional<double> main_thread_busy;
   int workers = 0;
   double workers_cores = 0;
+  // NVML's view of the rank's own CUDA context: its share of the SMs' time over the latest window
+  // the driver sampled (held until the next one), and its GPU memory; none where NVML did not
+  // list the process or could not tell.
+  std::optional<double> gpu_sm_util;
+  std::optional<std::uint64_t> gpu_memory_bytes;
 };
 
 // Thread-safe: add() on the sampling thread, summary() from any thread.

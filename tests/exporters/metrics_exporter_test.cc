@@ -158,7 +158,8 @@ void update_everything(MetricsExporter& m) {
   m.add_h2d_bytes(false, 512);
   m.update_utilization(full_sample());
   m.set_bottleneck("cpu_preprocess");
-  m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6}, RankReading{1, 102, 0.2, 0.1, 2, 0.4}});
+  m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6, 0.7, 3ULL << 30},
+                  RankReading{1, 102, 0.2, 0.1, 2, 0.4, std::nullopt, std::nullopt}});
   m.update_rank_windows({LiveWindow{101, 0, 1.0, 0.4, 6}, LiveWindow{103, std::nullopt, 1.0, 0.1, 9}});
   m.set_loader_setting(2, 4);
 }
@@ -192,6 +193,8 @@ const std::map<std::string, std::string>& expected_metrics() {
       {"feedscope_rank_loader_workers_cpu_cores", "gauge"},
       {"feedscope_rank_data_stall_ratio", "gauge"},
       {"feedscope_rank_steps_per_second", "gauge"},
+      {"feedscope_rank_gpu_sm_util_ratio", "gauge"},
+      {"feedscope_rank_gpu_memory_bytes", "gauge"},
       {"feedscope_loader_workers", "gauge"},
       {"feedscope_loader_prefetch", "gauge"},
   };
@@ -228,6 +231,19 @@ TEST(MetricsExporterTest, LoaderSettingSeriesAppearWithTheFirstSettingAndFollowI
   const auto e = parse_exposition(m.scrape_text());
   EXPECT_EQ(value_of(e, "feedscope_loader_workers"), 2);
   EXPECT_EQ(value_of(e, "feedscope_loader_prefetch"), 4);
+}
+
+// A rank's GPU series come from NVML's per-process readings: a rank NVML did not list has none,
+// rather than a 0.
+TEST(MetricsExporterTest, ARanksGpuSeriesAreThereOnlyWhereNvmlListedIt) {
+  MetricsExporter m(loopback_any_port());
+  m.update_ranks({RankReading{0, 101, 0.3, 0.25, 2, 1.6, 0.7, 3ULL << 30},
+                  RankReading{1, 102, 0.2, 0.1, 2, 0.4, std::nullopt, std::nullopt}});
+  const auto e = parse_exposition(m.scrape_text());
+  EXPECT_DOUBLE_EQ(value_of(e, "feedscope_rank_gpu_sm_util_ratio", {{"rank", "0"}}), 0.7);
+  EXPECT_DOUBLE_EQ(value_of(e, "feedscope_rank_gpu_memory_bytes", {{"rank", "0"}}), 3.0 * (1ULL << 30));
+  EXPECT_TRUE(find(e, "feedscope_rank_gpu_sm_util_ratio", {{"rank", "1"}}).empty());
+  EXPECT_TRUE(find(e, "feedscope_rank_gpu_memory_bytes", {{"rank", "1"}}).empty());
 }
 
 TEST(MetricsExporterTest, CountersSumHistogramsBucketAndGaugesHoldTheLastValue) {

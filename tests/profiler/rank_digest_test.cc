@@ -247,6 +247,39 @@ TEST(RankViewsTest, ALongRunsTimelineStaysBoundedAndKeepsItsMeans) {
   for (const double busy : v.timeline_main_busy) EXPECT_NEAR(busy, 0.5, 1e-9);
 }
 
+// The live per-rank GPU figures: NVML's per-process share for a rank it listed, held between the
+// driver's windows; none for a rank it did not list.
+TEST(RankViewsTest, ARanksLiveGpuShareIsNvmlsPerProcessReading) {
+  ProcessTreeDigest tree(kLauncher, 1);
+  for (int i = 0; i <= 4; ++i) {
+    UtilizationSample s;
+    s.time_ns = i * 100'000'000LL;
+    s.cpu_core_ratio = {0.5, 0.5};
+    ThreadCpu main;
+    main.tid = kLauncher;
+    main.name = "torchrun";
+    s.threads = {main};
+    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(102, kLauncher, 1, 0.5, 0.5)};
+    GpuSample g;
+    g.sm_window_begin_us = 0;
+    g.sm_window_end_us = i < 3 ? 1000 : 2000;  // a new window at the first and the fourth reading
+    g.processes = {GpuProcessSample{101, 1ULL << 30, i < 3 ? 0.6 : 0.8}};
+    s.gpus = {g};
+    tree.add(s);
+    for (const RankReading& r : tree.latest_ranks()) {
+      if (r.pid == 102) {
+        EXPECT_FALSE(r.gpu_sm_util) << "NVML did not list it: not measured";
+        EXPECT_FALSE(r.gpu_memory_bytes);
+        continue;
+      }
+      if (i == 0) continue;  // a rank's first reading is its baseline
+      EXPECT_EQ(r.gpu_memory_bytes, 1ULL << 30);
+      ASSERT_TRUE(r.gpu_sm_util) << "reading " << i;
+      EXPECT_DOUBLE_EQ(*r.gpu_sm_util, i < 3 ? 0.6 : 0.8) << "reading " << i;
+    }
+  }
+}
+
 // A rank's Session hands a window about once a second: its stall lands in the bucket it ended in,
 // a window read twice counts once, and a bucket without one is not a zero.
 TEST(RankViewsTest, ARanksLiveWindowsMakeItsDataStallOverTime) {
