@@ -82,6 +82,7 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
   t.image_size = 224;
   const std::vector<std::string> files = seen.files();
   t.files_seen.assign(files.begin(), files.begin() + std::min<std::ptrdiff_t>(5, std::ssize(files)));
+  if (!files.empty()) t.files_from = seen.from_arguments() ? "command line" : "open files";
   if (!setup.enabled) {
     t.skipped = "--no-try-loader";
     return;
@@ -97,7 +98,8 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
   }
   const std::optional<std::string> dataset = seen.dataset();
   if (!dataset) {
-    t.skipped = "no data files seen open in the program's processes (images, .tar or TFRecord)";
+    t.skipped = "no data files seen open in the program's processes, nor named on its command line "
+                "(images, .tar or TFRecord)";
     return;
   }
   t.dataset = *dataset;
@@ -109,7 +111,8 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
     t.skipped = std::string("feedscope's loader could not load ") + t.dataset + ": " + e.what();
     return;
   }
-  std::string fact = "feedscope's loader on the program's files (" + t.dataset + ", " +
+  std::string fact = "feedscope's loader on the program's files (" + t.dataset +
+                     (t.files_from == "command line" ? ", named on its command line" : "") + ", " +
                      std::to_string(t.num_workers) + " worker(s), after it ended): " +
                      rate(*t.samples_per_s) + " samples/s";
   if (report.throughput.samples_per_s > 0) {

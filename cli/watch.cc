@@ -534,6 +534,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
   const int workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
                                                                 : report.program->tree.workers;
+  // No file seen open (a short run, or readings late on a loaded machine): the data its arguments name.
+  if (o.try_loader && data_files.files().empty()) data_files.look_at_arguments(report.program->command);
   offer_feedscope_loader(data_files, {o.try_loader, workers, batch_size}, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";

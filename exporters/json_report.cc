@@ -72,6 +72,7 @@ nlohmann::ordered_json loader_try_json(const LoaderTry& t) {
   return {{"skipped", t.skipped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.skipped)},
           {"dataset", t.dataset},
           {"files_seen", t.files_seen},
+          {"files_from", t.files_from.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.files_from)},
           {"num_workers", t.num_workers},
           {"batch_size", t.batch_size},
           {"image_size", t.image_size},

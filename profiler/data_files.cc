@@ -59,18 +59,63 @@ void DataFilesSeen::look(int pid) {
   for (const std::string& fd : proc_.list_dir(dir)) {
     const std::optional<std::string> target = read_link(proc_.root() + dir + "/" + fd);
     if (!target || target->empty() || target->front() != '/') continue;  // pipes, sockets
-    const std::string name = lower(*target);
-    std::set<std::string>* into = nullptr;
-    if (ends_with(name, ".tar") || ends_with(name, ".tar.gz") || ends_with(name, ".tgz"))
-      into = &tars_;
-    else if (ends_with(name, ".tfrecord") || ends_with(name, ".tfrecords"))
-      into = &tfrecords_;
-    else if (is_image(name))
-      into = &images_;
-    if (into == nullptr) continue;
     const std::lock_guard lock(mutex_);
-    if (images_.size() + tars_.size() + tfrecords_.size() < max_files_) into->insert(*target);
+    keep(*target);
   }
+}
+
+bool DataFilesSeen::keep(const std::string& path) {
+  const std::string name = lower(path);
+  std::set<std::string>* into = nullptr;
+  if (ends_with(name, ".tar") || ends_with(name, ".tar.gz") || ends_with(name, ".tgz"))
+    into = &tars_;
+  else if (ends_with(name, ".tfrecord") || ends_with(name, ".tfrecords"))
+    into = &tfrecords_;
+  else if (is_image(name))
+    into = &images_;
+  if (into == nullptr) return false;
+  if (images_.size() + tars_.size() + tfrecords_.size() < max_files_) into->insert(path);
+  return true;
+}
+
+void DataFilesSeen::look_at_arguments(const std::vector<std::string>& arguments) {
+  namespace fs = std::filesystem;
+  constexpr int kFromAFolder = 8;  // enough for dataset() to find the root
+  const std::lock_guard lock(mutex_);
+  const std::size_t before = images_.size() + tars_.size() + tfrecords_.size();
+  for (std::string arg : arguments) {
+    if (const std::size_t eq = arg.find('='); arg.rfind("-", 0) == 0 && eq != std::string::npos)
+      arg = arg.substr(eq + 1);  // --data=DIR
+    std::error_code ec;
+    const fs::path path = fs::absolute(arg, ec);
+    if (ec || arg.empty() || arg.front() == '-') continue;
+    if (fs::is_regular_file(path, ec)) {
+      keep(path.lexically_normal().string());
+      continue;
+    }
+    if (!fs::is_directory(path, ec)) continue;
+    // Its shards, or its classes' images: ROOT/FILE and ROOT/CLASS/FILE, a few of each.
+    int kept = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+      if (kept >= kFromAFolder) break;
+      if (e.is_regular_file(ec)) {
+        kept += keep(e.path().lexically_normal().string()) ? 1 : 0;
+        continue;
+      }
+      if (!e.is_directory(ec)) continue;
+      int in_class = 0;
+      for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec)) {
+        if (in_class >= 2 || kept >= kFromAFolder) break;
+        if (f.is_regular_file(ec) && keep(f.path().lexically_normal().string())) ++in_class, ++kept;
+      }
+    }
+  }
+  from_arguments_ |= images_.size() + tars_.size() + tfrecords_.size() > before;
+}
+
+bool DataFilesSeen::from_arguments() const {
+  const std::lock_guard lock(mutex_);
+  return from_arguments_;
 }
 
 std::vector<std::string> DataFilesSeen::files() const {

@@ -23,6 +23,12 @@ class DataFilesSeen {
   // torchvision's ImageFolder takes), tar shards, TFRecord files. A process gone meanwhile is
   // passed over.
   void look(int pid);
+  // Where no open file was seen (a short run, or readings that came late on a loaded machine):
+  // the program's own arguments that name data, a file or a folder of them (`--data DIR`,
+  // `--data=DIR`): up to a few of an image folder's files (ROOT/CLASS/FILE), its shards.
+  void look_at_arguments(const std::vector<std::string>& arguments);
+  // Whether what it holds came from the arguments rather than open files.
+  bool from_arguments() const;
   bool full() const;
 
   std::vector<std::string> files() const;
@@ -39,6 +45,9 @@ class DataFilesSeen {
   std::set<std::string> images_;
   std::set<std::string> tars_;
   std::set<std::string> tfrecords_;
+  bool from_arguments_ = false;
+  // Keeps `path` where it is data a loader reads; false otherwise. With mutex_ held.
+  bool keep(const std::string& path);
 };
 
 }  // namespace feedscope

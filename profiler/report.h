@@ -269,6 +269,9 @@ struct LoaderTry {
   std::string skipped;  // why nothing was measured; empty when it was
   std::string dataset;  // "images:ROOT", as found in the program's open files
   std::vector<std::string> files_seen;  // the first few of those files
+  // Where they were found: "open files" (/proc/PID/fd while it ran), or "command line" (none was
+  // seen open; the program's arguments named them).
+  std::string files_from;
   int num_workers = 0;
   std::int64_t batch_size = 0;
   std::int64_t image_size = 0;  // 224: the program's own is not seen from outside

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,40 @@ TEST(DataFilesSeenTest, KeepsAtMostItsBound) {
   seen.look(10);
   EXPECT_TRUE(seen.full());
   EXPECT_EQ(seen.files().size(), 8u);
+}
+
+// A short run's reads can all fall between two readings: the data its command line names is the
+// fallback, a folder of classes (`--data DIR`), of shards (`--shards=DIR`), or a shard itself.
+TEST(DataFilesSeenTest, TheCommandLinesDataWhereNoFileWasSeenOpen) {
+  const fs::path root = fs::temp_directory_path() / ("feedscope_data_args_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (const char* f : {"train/cat/1.jpg", "train/cat/2.jpg", "train/cat/3.jpg", "train/dog/4.png",
+                        "shards/a-000.tar", "shards/a-001.tar", "notes/readme.txt"}) {
+    fs::create_directories((root / f).parent_path());
+    std::ofstream(root / f) << "x";
+  }
+  DataFilesSeen images;
+  images.look_at_arguments({"/usr/bin/python3", "train.py", "--data", (root / "train").string(),
+                            "--lr=0.1", (root / "notes").string(), "no/such/dir"});
+  EXPECT_EQ(images.dataset(), "images:" + (root / "train").string());
+  EXPECT_EQ(images.files().size(), 3u) << "two of each class";
+  EXPECT_TRUE(images.from_arguments());
+  DataFilesSeen shards;
+  shards.look_at_arguments({"train.py", "--shards=" + (root / "shards").string()});
+  EXPECT_EQ(shards.dataset(), "webdataset:" + (root / "shards").string());
+  DataFilesSeen one;
+  one.look_at_arguments({(root / "shards" / "a-000.tar").string()});
+  EXPECT_EQ(one.files().size(), 1u);
+  DataFilesSeen none;
+  none.look_at_arguments({"train.py", "--epochs", "3", (root / "notes").string()});
+  EXPECT_EQ(none.dataset(), std::nullopt);
+  EXPECT_FALSE(none.from_arguments());
+  FakeProc proc;
+  proc.open(10, {"/data/train/cat/1.JPG"});
+  DataFilesSeen open(proc.proc());
+  open.look(10);
+  EXPECT_FALSE(open.from_arguments()) << "seen open";
+  fs::remove_all(root);
 }
 
 }  // namespace

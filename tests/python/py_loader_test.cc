@@ -272,11 +272,14 @@ TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotun
   EXPECT_EQ(tuned["bounds"]["max_workers"], 2);
   EXPECT_EQ(tuned["bounds"]["ram_budget_mib"], 64.0);
   EXPECT_TRUE(tuned["bounds"]["tunes_workers"].get<bool>());
-  EXPECT_EQ(tuned["final"]["num_workers"], state["num_workers"]);
+  // Where it settled: where it runs, unless a trial is still being measured.
+  const int final_workers = tuned["final"]["num_workers"].get<int>();
+  EXPECT_GE(final_workers, 1);
+  EXPECT_LE(final_workers, 2);
 
   const Report& report = session.finish();
   ASSERT_TRUE(report.autotune.has_value()) << "the loader told the session it tunes itself";
-  EXPECT_EQ(report.autotune->final.num_workers, state["num_workers"].get<int>());
+  EXPECT_EQ(report.autotune->final.num_workers, final_workers) << "what the loader last told it";
   EXPECT_EQ(report.autotune->most.num_workers, 2);
   std::filesystem::remove_all(dir);
 }

@@ -355,7 +355,8 @@ class AutoTest(DataLoaderTestBase):
         tuned = auto.autotune
         self.assertEqual(tuned["bounds"]["max_workers"], 2)
         self.assertIn(auto.num_workers, (1, 2))
-        self.assertEqual(tuned["final"]["num_workers"], auto.num_workers)
+        # Where it settled: where it runs, unless a trial is still being measured.
+        self.assertIn(tuned["final"]["num_workers"], (1, 2))
         for move in tuned["moves"]:
             self.assertEqual(set(move), {"t_s", "from", "to", "why", "before", "after", "kept"})
 
@@ -370,7 +371,7 @@ class AutoTest(DataLoaderTestBase):
         report = fs.finish()
         fs.close()
         self.assertIsNotNone(report["autotune"], "the loader told the session it tunes itself")
-        self.assertEqual(report["autotune"]["final"]["num_workers"], loader.num_workers)
+        self.assertEqual(report["autotune"]["final"], loader.autotune["final"])
         with self.assertRaisesRegex(feedscope.FeedscopeError, "num_workers.*auto"):
             feedscope.DataLoader(self.spec, num_workers="many")
         with self.assertRaisesRegex(feedscope.FeedscopeError, "max_workers"):
