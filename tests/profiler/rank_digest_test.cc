@@ -222,21 +222,26 @@ TEST(ProcFsDistributedEnvTest, TheJobIsNamedByItsMasterAndRendezvous) {
 namespace feedscope {
 namespace {
 
+// A reading at `time_ns` of torchrun (kLauncher) and its ranks 0 (pid 101) and 1 (pid 102), each
+// at half a core with its main thread as busy, and `more` processes besides.
+UtilizationSample launcher_and_two_ranks(std::int64_t time_ns, std::vector<ProcessCpu> more = {}) {
+  UtilizationSample s;
+  s.time_ns = time_ns;
+  s.cpu_core_ratio = {0.5, 0.5};
+  ThreadCpu main;
+  main.tid = kLauncher;
+  main.name = "torchrun";
+  s.threads = {main};
+  s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(102, kLauncher, 1, 0.5, 0.5)};
+  s.children.insert(s.children.end(), more.begin(), more.end());
+  return s;
+}
+
 // A long job keeps a bounded timeline per rank: buckets double in length, means stay means.
 TEST(RankViewsTest, ALongRunsTimelineStaysBoundedAndKeepsItsMeans) {
   ProcessTreeDigest tree(kLauncher, 1);
-  for (int i = 0; i <= 6000; ++i) {  // 600 s at 10 Hz
-    UtilizationSample s;
-    s.time_ns = i * 100'000'000LL;
-    s.cpu_core_ratio = {0.5, 0.5};
-    ThreadCpu main;
-    main.tid = kLauncher;
-    main.name = "torchrun";
-    s.threads = {main};
-    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(201, 101, 0, 0.75, 0.75),
-                  rank_process(102, kLauncher, 1, 0.5, 0.5)};
-    tree.add(s);
-  }
+  for (int i = 0; i <= 6000; ++i)  // 600 s at 10 Hz
+    tree.add(launcher_and_two_ranks(i * 100'000'000LL, {rank_process(201, 101, 0, 0.75, 0.75)}));
   const std::vector<ProcessTreeSummary> views = tree.rank_views();
   ASSERT_EQ(views.size(), 2u);
   const ProcessTreeSummary& v = views[0].trainer_pid == 101 ? views[0] : views[1];
@@ -252,14 +257,7 @@ TEST(RankViewsTest, ALongRunsTimelineStaysBoundedAndKeepsItsMeans) {
 TEST(RankViewsTest, ARanksLiveGpuShareIsNvmlsPerProcessReading) {
   ProcessTreeDigest tree(kLauncher, 1);
   for (int i = 0; i <= 4; ++i) {
-    UtilizationSample s;
-    s.time_ns = i * 100'000'000LL;
-    s.cpu_core_ratio = {0.5, 0.5};
-    ThreadCpu main;
-    main.tid = kLauncher;
-    main.name = "torchrun";
-    s.threads = {main};
-    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(102, kLauncher, 1, 0.5, 0.5)};
+    UtilizationSample s = launcher_and_two_ranks(i * 100'000'000LL);
     GpuSample g;
     g.sm_window_begin_us = 0;
     g.sm_window_end_us = i < 3 ? 1000 : 2000;  // a new window at the first and the fourth reading
@@ -284,17 +282,8 @@ TEST(RankViewsTest, ARanksLiveGpuShareIsNvmlsPerProcessReading) {
 // a window read twice counts once, and a bucket without one is not a zero.
 TEST(RankViewsTest, ARanksLiveWindowsMakeItsDataStallOverTime) {
   ProcessTreeDigest tree(kLauncher, 1);
-  for (int i = 0; i <= 40; ++i) {  // 4 s at 10 Hz
-    UtilizationSample s;
-    s.time_ns = 1'000'000'000LL + i * 100'000'000LL;
-    s.cpu_core_ratio = {0.5, 0.5};
-    ThreadCpu main;
-    main.tid = kLauncher;
-    main.name = "torchrun";
-    s.threads = {main};
-    s.children = {rank_process(101, kLauncher, 0, 0.5, 0.5), rank_process(102, kLauncher, 1, 0.5, 0.5)};
-    tree.add(s);
-  }
+  for (int i = 0; i <= 40; ++i)  // 4 s at 10 Hz
+    tree.add(launcher_and_two_ranks(1'000'000'000LL + i * 100'000'000LL));
   tree.add_live_window(101, 500'000'000LL, 1.0, 0.9);     // before the first reading: nothing
   tree.add_live_window(101, 1'500'000'000LL, 1.0, 0.4);   // bucket 0
   tree.add_live_window(101, 1'500'000'000LL, 1.0, 0.4);   // the same window, read again
