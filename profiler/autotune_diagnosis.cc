@@ -1,17 +1,14 @@
 #include "profiler/autotune_diagnosis.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "profiler/detail/format.h"
 
 namespace feedscope {
 
-namespace {
+using detail::fmt;
 
-std::string fmt(const char* format, auto... args) {
-  char text[512];
-  std::snprintf(text, sizeof text, format, args...);
-  return text;
-}
+namespace {
 
 // The refused trial that moved to `workers` from where the tuner ended, if any.
 const TunerMove* refused_at(const AutotuneSummary& a, int workers) {
