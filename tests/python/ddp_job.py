@@ -2,7 +2,7 @@
 `python -m torch.distributed.run` (it reads RANK, LOCAL_RANK, WORLD_SIZE) on one machine or
 several. Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
 so one rank can be made to load slower than the others (--slow-rank), or each rank in turn for
---alternate-s seconds (a straggler that moves from rank to rank); a rank can raise mid-run
+--alternate-s seconds, waiting (a straggler that moves from rank to rank); a rank can raise mid-run
 (--raise-rank); --feedscope puts the Python client's Session in every rank."""
 
 import argparse
@@ -25,7 +25,7 @@ parser.add_argument("--load-ms", type=float, default=1.0, help="CPU burned per s
 parser.add_argument("--slow-rank", type=int, default=-1)
 parser.add_argument("--slow-load-ms", type=float, default=8.0)
 parser.add_argument("--alternate-s", type=float, default=0.0,
-                    help="each rank in turn loads at --slow-load-ms for this long")
+                    help="each rank in turn waits --slow-load-ms more per sample for this long")
 parser.add_argument("--raise-rank", type=int, default=-1)
 parser.add_argument("--raise-step", type=int, default=10)
 parser.add_argument("--feedscope", action="store_true", help="a feedscope Session in every rank")
@@ -43,7 +43,9 @@ class Burned(Dataset):
         if self.turn:  # (rank, world, seconds, slow ms): slow while it is this rank's turn
             rank, world, seconds, slow = self.turn
             if int(time.time() / seconds) % world == rank:
-                ms = slow
+                # Waited, not burned: on a loaded machine a burned turn takes the cores the other
+                # rank's loader needs, and both ranks stall alike, whose turn it is blurred.
+                time.sleep(slow / 1000)
         end = time.perf_counter() + ms / 1000
         x = 0
         while time.perf_counter() < end:
