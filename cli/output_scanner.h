@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "profiler/evidence.h"
+
 namespace feedscope {
 
 enum class ThroughputUnit {
@@ -38,14 +40,6 @@ struct PrintedThroughput {
   std::optional<double> iterations_per_s;  // null: samples/s figures without a batch size
   std::optional<double> samples_per_s;     // null: it/s or s/it figures without a batch size
   std::string basis;                       // which lines, in what unit, scaled by what
-};
-
-struct PrintedDataWait {
-  std::size_t lines = 0;    // `Time ... Data ...` lines read
-  std::size_t counted = 0;  // those summed: all but the first, which carries the start-up
-  double time_s = 0;        // the summed per-batch times (each line's current value)
-  double data_s = 0;        // the summed waits for data
-  std::optional<double> share;  // data_s / time_s; null without a line
 };
 
 // A rank torch.distributed's launcher (torchrun) reported failed, from its closing table

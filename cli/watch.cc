@@ -1,5 +1,6 @@
 #include "cli/watch.h"
 
+#include <algorithm>
 #include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -85,21 +86,12 @@ void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o
   program.notes.push_back(t.basis);
 }
 
-// The program's own `Time ... Data ...` lines measure its data stall where no spans did.
-void take_printed_data_wait(const OutputScanner& scanner, Diagnosis& d, ProgramSummary& program) {
-  const PrintedDataWait w = scanner.data_wait();
-  if (!w.share || !d.data_stall_source.empty()) return;
-  d.data_stall_ratio = *w.share;
-  d.data_stall_source = "the program's own `Time ... Data ...` lines";
-  d.input_bound = input_bound_class(*w.share);
-  char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "the program's own lines: waiting for data %.3f s of %.3f s per-batch time "
-                "(%zu `Time ... Data ...` lines%s): a data-wait share of %.1f%%",
-                w.data_s, w.time_s, w.counted, w.lines > w.counted ? " after the first" : "",
-                100 * *w.share);
-  d.evidence.insert(d.evidence.begin(), buf);
-  program.notes.push_back(std::string("data stall: ") + buf);
+// Where the program's own lines measured its data stall, the notes say so, as the evidence does.
+void note_printed_data_stall(const Diagnosis& d, ProgramSummary& program) {
+  const auto rule = std::find(d.rules.begin(), d.rules.end(), "printed_data_stall");
+  if (rule == d.rules.end()) return;
+  for (const std::string& line : d.evidence)
+    if (line.rfind("the program's own lines:", 0) == 0) program.notes.push_back("data stall: " + line);
 }
 
 // Where start-up ends: the first CUDA kernel, else the first line the program printed, unless
@@ -521,11 +513,12 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.ended = program.ended;
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
+  if (scanner) wd.printed = scanner->data_wait();
   report.diagnosis = diagnose_watched(wd);
   const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
   if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
-  if (scanner) take_printed_data_wait(*scanner, report.diagnosis, program);
+  note_printed_data_stall(report.diagnosis, program);
   if (report.job) {
     report.job->begin_unix_s = begin_unix_s;
     report.job->end_unix_s = begin_unix_s + program.wall_s;

@@ -271,7 +271,8 @@ std::string report_to_json(const Report& r) {
                     {"verdict", d.verdict},
                     {"evidence", d.evidence},
                     {"recommendations", recs},
-                    {"straggler", detail::straggler_to_json(d.straggler)}};
+                    {"straggler", detail::straggler_to_json(d.straggler)},
+                    {"rules", d.rules}};
   const DataErrorsSummary& de = r.data_errors;
   nlohmann::ordered_json examples = nlohmann::ordered_json::array();
   for (const DataErrorExample& ex : de.examples)

@@ -1,10 +1,12 @@
 #pragma once
 // Decides which stage holds the run back, from measured numbers only, and predicts what a change
 // would give with a simple what-if model of the pipeline (stated in each recommendation's basis).
+// The thresholds the rules share live here; the rules themselves in profiler/rules/.
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "profiler/evidence.h"
 #include "profiler/report.h"
 
 namespace feedscope {
@@ -30,33 +32,23 @@ inline constexpr double kMinUsefulSpeedup = 1.05;
 inline constexpr double kStorageReadBytesPerS = 10e6;
 inline constexpr double kStorageIoPressure = 0.10;
 
-struct DiagnosisInput {
-  std::vector<StageStats> stages;
-  double wall_s = 0;
-  std::int64_t batches = 0;  // measured batches (= steps unless loader-only)
-  std::int64_t batch_size = 0;
-  double samples_per_s = 0;
-  int num_workers = 0;
-  // Whether the loader collates into pinned memory; unset: not known (a wrapped loop over a
-  // loader that did not say). Known on, no advice to pin.
-  std::optional<bool> pin_memory;
+// What `run` and a wrapped loop measured, as they hand it over: the loop's spans and the
+// run's own readings. diagnose() files it into the one Evidence every path shares.
+struct DiagnosisInput : LoopSpans {
   int cpus = 1;
-  bool on_gpu = false;
-  bool loader_only = false;
-  std::int64_t model_parameters = 0;  // 0 when unknown
-  // The training thread's seconds in copy submission (Report::h2d_submit), outside wait and step.
-  double h2d_submit_s = 0;
-  // What feedscope measured by trying a change (`run`); without it a what-if that needs one
-  // predicts nothing.
   std::optional<WhatIfTrials> trials;
   Utilization utilization;
   // From a GPU activity trace of the measured steps; without it a GPU step is taken as
   // gpu_compute, as the CPU-side spans cannot tell launch-bound from compute-bound.
   std::optional<GpuTraceSummary> gpu_trace;
-  // num_workers=auto: what the loader's tuner did; num_workers is where it ended.
   std::optional<AutotuneSummary> autotune;
 };
 
+Evidence evidence_of(const DiagnosisInput& input);
+
+// The one diagnosis: the rules of profiler/rules/registry.cc in their order, over what was
+// measured. Every path (run, wrap, watch, each rank) ends here.
+Diagnosis diagnose(const Evidence& evidence);
 Diagnosis diagnose(const DiagnosisInput& input);
 
 // Takes out of `d` every recommendation predicted below kMinUsefulSpeedup (a slow-down among

@@ -262,7 +262,10 @@ std::string rank_name(const Straggler& s) { return rank_or_pid(s.rank, s.pid); }
 std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ranks,
                                          const WatchDiagnosisInput& common) {
   std::vector<RankSummary> out;
-  for (const RankObservation& o : ranks) out.push_back(summarize_rank(o, common));
+  // The launcher interleaves every rank's printed lines: they are the job's, not one rank's.
+  WatchDiagnosisInput each = common;
+  each.printed.reset();
+  for (const RankObservation& o : ranks) out.push_back(summarize_rank(o, each));
   // A rank last seen well before the others left the job early (the launcher's teardown after
   // the last rank ends is not the ranks').
   double last = 0;

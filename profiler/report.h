@@ -108,6 +108,9 @@ struct Diagnosis {
   std::vector<Recommendation> recommendations;
   // A torch.distributed job: the straggler, none where the ranks keep pace (or there is one rank).
   std::optional<Straggler> straggler;
+  // The rules that fired, in their order (profiler/rules/registry.cc): which one named the
+  // bottleneck, and what else weighed in.
+  std::vector<std::string> rules;
 };
 
 // One rank of a torch.distributed job, as `feedscope watch` saw it (profiler/rank_digest.h).

@@ -1,9 +1,10 @@
 #pragma once
-// The diagnosis of a program `feedscope watch` ran (DESIGN.md's bottleneck names, evidence,
-// recommendations), from what a watcher can see without the program's help: its process tree by
-// role (profiler/process_tree.h), the machine's CPU, disk and pressure, and the CUPTI trace of
-// its CUDA work. Where the program sent stage spans (a feedscope Session inside it), the span
-// diagnosis of profiler/diagnosis.h decides and the tree adds its evidence.
+// What `feedscope watch` hands the diagnosis of a program it ran: what a watcher can see without
+// the program's help (its process tree by role, profiler/process_tree.h; the machine's CPU, disk
+// and pressure; the CUPTI trace of its CUDA work) and the spans of a feedscope Session inside it,
+// where it has one. It is filed into the one Evidence (profiler/evidence.h) and diagnosed by the
+// same rules as `run`: the spans decide where there are any, and the tree adds its evidence.
+// The thresholds below are the outside rules' (profiler/rules/tree_rules.cc).
 #include <optional>
 
 #include "profiler/diagnosis.h"
@@ -40,12 +41,15 @@ struct WatchDiagnosisInput {
   std::optional<DiagnosisInput> spans;
   // The program's torch (profiler/program_torch.h), where its memory map showed one.
   std::optional<ProgramTorch> torch;
+  // The program's own `Time ... Data ...` lines (cli/output_scanner.h), where they were read.
+  std::optional<PrintedDataWait> printed;
   // How it ended (ProgramSummary's `ended` and `exit`) and after how long.
   std::string ended;
   std::string exit;
   double wall_s = 0;
 };
 
+Evidence evidence_of(const WatchDiagnosisInput& input);
 Diagnosis diagnose_watched(const WatchDiagnosisInput& input);
 
 }  // namespace feedscope

@@ -4,40 +4,11 @@
 
 #include "profiler/gpu_trace.h"
 #include "profiler/stage_stats.h"
+#include "tests/support/diagnosis_scenarios.h"
 #include "tests/support/durations.h"
 
 namespace feedscope {
 namespace {
-
-// A run of `batches` batches over `wall_s`, with per-batch seconds for each stage given.
-DiagnosisInput scenario(double wall_s, std::int64_t batches, double read, double decode,
-                        double wait, double step, int workers, int cpus, bool gpu) {
-  DiagnosisInput in;
-  in.wall_s = wall_s;
-  in.batches = batches;
-  in.batch_size = 64;
-  in.samples_per_s = static_cast<double>(batches * 64) / wall_s;
-  in.num_workers = workers;
-  in.cpus = cpus;
-  in.on_gpu = gpu;
-  for (int i = 0; i < kStageCount; ++i) {
-    StageStats s;
-    s.name = std::string(kStageNames[static_cast<std::size_t>(i)]);
-    in.stages.push_back(s);
-  }
-  auto set = [&](Stage stage, double per_batch) {
-    StageStats& s = in.stages[static_cast<std::size_t>(stage)];
-    s.count = per_batch > 0 ? batches : 0;
-    s.busy_s = per_batch * static_cast<double>(batches);
-    s.mean_ms = per_batch * 1e3;
-  };
-  set(Stage::read, read);
-  set(Stage::decode, decode);
-  set(Stage::wait, wait);
-  set(Stage::step, step);
-  in.utilization.cpu_process_ratio = 0.9;
-  return in;
-}
 
 TEST(DiagnosisTest, ThresholdsFollowTheTensorFlowProfiler) {
   EXPECT_STREQ(input_bound_class(0.049), "no");

@@ -10,6 +10,7 @@
 #include "profiler/process_tree.h"
 #include "sampler/proc_fs.h"
 #include "profiler/watch_diagnosis.h"
+#include "tests/support/diagnosis_scenarios.h"
 
 namespace feedscope {
 namespace {
@@ -302,24 +303,6 @@ TEST(ProcessTreeTest, TheTrainersSmShareIsWeightedByTheNvmlWindowsEachCountedOnc
   const ProcessTreeSummary s = tree.summary();
   ASSERT_TRUE(s.trainer_gpu_sm_util);
   EXPECT_NEAR(*s.trainer_gpu_sm_util, 0.8 / 4, 1e-9) << "0.8 for 1 s, then 0 for 3 s";
-}
-
-WatchDiagnosisInput tree_input(double main_busy, int workers, double worker_busy,
-                               double system_busy, double io_wait = 0, double read_mb_s = 0) {
-  WatchDiagnosisInput in;
-  in.cpus = 8;
-  in.tree.trainer_pid = kTrainer;
-  in.tree.trainer_name = "python3";
-  in.tree.main_thread_busy = main_busy;
-  in.tree.trainer_cores = main_busy;
-  in.tree.workers = workers;
-  in.tree.worker_busy = worker_busy;
-  in.tree.workers_cores = workers * worker_busy;
-  in.tree.workers_io_wait = io_wait;
-  in.tree.main_thread_io_wait = workers == 0 ? io_wait : 0;
-  in.tree.storage_read_bytes_per_s = read_mb_s * 1e6;
-  in.utilization.series["cpu_system_ratio"] = SeriesStats{system_busy, system_busy, system_busy};
-  return in;
 }
 
 // feedscope.DataLoader loads in threads of the training process: its session's spans say how many,

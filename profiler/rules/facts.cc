@@ -1,0 +1,164 @@
+#include "profiler/rules/facts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profiler/diagnosis.h"
+#include "profiler/stage_stats.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope {
+
+namespace {
+
+LoaderWork loader_work(const Evidence& e) {
+  const LoopSpans& in = *e.loop;
+  LoaderWork w;
+  for (const Stage stage : {Stage::read, Stage::decode, Stage::transform, Stage::collate}) {
+    const StageStats* st = find_stage(in.stages, stage);
+    if (st == nullptr || st->count == 0) continue;
+    w.busy_s += st->busy_s;
+    w.measured = true;
+  }
+  if (w.measured || in.loader_only || in.num_workers <= 0) return w;
+  const std::optional<double> children = e.utilization.cpu_child_processes_cores;
+  if (children && *children > 0) {
+    w.busy_s = *children * in.wall_s;
+    w.measured = true;
+    w.from_processes = true;
+  }
+  return w;
+}
+
+// On a GPU a step costs at least the device's time for it: with a loader that keeps the loop
+// waiting, the device runs each step's kernels during the wait, after the step's span has closed.
+Costs measure_costs(const Evidence& e, const LoaderWork& loader) {
+  const LoopSpans& in = *e.loop;
+  Costs c;
+  const double batches = static_cast<double>(std::max<std::int64_t>(in.batches, 1));
+  c.worker = loader.busy_s / batches;
+  c.step = in.loader_only ? 0.0 : mean_s(in, Stage::step);
+  if (!in.loader_only && in.on_gpu && e.gpu_trace && e.gpu_trace->steps > 0)
+    c.step = std::max(c.step, e.gpu_trace->device_s_per_step);
+  c.submit = in.h2d_submit_s / batches;
+  if (in.batches > 0) c.outside = std::max(0.0, in.wall_s / batches - mean_s(in, Stage::step));
+  c.other = std::max(0.0, c.outside - c.submit);
+  return c;
+}
+
+LoopFacts loop_facts(const Evidence& e) {
+  const LoopSpans& in = *e.loop;
+  LoopFacts f;
+  f.wall = std::max(in.wall_s, 1e-9);
+  f.wait = busy(in, Stage::wait);
+  f.measured = in.samples_per_s;
+  f.loader = loader_work(e);
+  f.c = measure_costs(e, f.loader);
+  f.load_s = f.loader.busy_s;
+  f.h2d_s = busy(in, Stage::h2d);
+  f.worker_capacity_s = f.wall * std::max(1, in.num_workers);
+  f.cpu_saturation = e.utilization.cpu_process_ratio;
+  if (in.on_gpu && e.gpu_trace && e.gpu_trace->steps > 0) f.gpu = &*e.gpu_trace;
+  // The training thread handing its batches to the copy engine, a copy from pageable memory being
+  // the copy itself: time outside both the wait and the step.
+  f.submit_share = in.h2d_submit_s / f.wall;
+  f.copies_on_the_thread = f.submit_share >= kH2dStepShare;
+  const double stall = std::clamp(f.wait / f.wall, 0.0, 1.0);
+  f.input_side = !f.copies_on_the_thread && (in.loader_only || stall >= kModeratelyInputBound);
+  f.loader_rate = predicted_batches_per_s(Costs{f.c.worker, 0}, std::max(1, in.num_workers),
+                                          e.cpus, in.on_gpu) *
+                  static_cast<double>(in.batch_size);
+  return f;
+}
+
+CpuBudget cpu_budget(const Evidence& e) {
+  const ProcessTreeSummary& t = *e.tree;
+  CpuBudget b;
+  b.system_busy = series_mean(e.utilization, "cpu_system_ratio").value_or(0);
+  b.idle_cores = std::max(0.0, e.cpus * (1 - b.system_busy));
+  b.program_cores = t.trainer_cores + t.workers_cores + t.other_processes_cores;
+  b.queued_cores = t.main_thread_run_wait.value_or(0) + t.workers * t.worker_run_wait.value_or(0);
+  return b;
+}
+
+TreeFacts tree_facts(const Evidence& e) {
+  const ProcessTreeSummary& t = *e.tree;
+  TreeFacts f;
+  f.cpu = cpu_budget(e);
+  f.traced = e.gpu_trace && e.gpu_trace->kernels > 0;
+  // A training thread spinning in a CUDA sync is waiting, not working: that time comes out of its
+  // busy share before any threshold.
+  f.spinning = f.traced ? std::min(sync_share(*e.gpu_trace), t.main_thread_busy) : 0.0;
+  f.working = t.main_thread_busy - f.spinning;
+  f.trainer_pinned = f.working >= kThreadPinned;
+  f.workers_busy = t.workers > 0 && worker_demand(t) >= kWorkersSaturated;
+  f.io_wait = t.workers > 0 ? t.workers_io_wait : t.main_thread_io_wait;
+  f.storage = f.io_wait >= kIoWaitHigh && t.storage_read_bytes_per_s &&
+              *t.storage_read_bytes_per_s >= kStorageReadBytesPerS;
+  return f;
+}
+
+}  // namespace
+
+double busy(const LoopSpans& in, Stage stage) {
+  const StageStats* st = find_stage(in.stages, stage);
+  return st ? st->busy_s : 0.0;
+}
+
+double mean_s(const LoopSpans& in, Stage stage) {
+  const StageStats* st = find_stage(in.stages, stage);
+  return st ? st->mean_ms / 1e3 : 0.0;
+}
+
+double predicted_batches_per_s(const Costs& c, int workers, double cpus, bool on_gpu) {
+  if (c.worker <= 0 && c.step <= 0) return 0;
+  if (workers == 0) return 1.0 / (c.worker + c.step);
+  double rate = c.worker > 0 ? workers / c.worker : INFINITY;
+  if (c.step > 0) rate = std::min(rate, 1.0 / c.step);
+  const double cpu_per_batch = c.worker + (on_gpu ? 0.0 : c.step);
+  if (cpu_per_batch > 0) rate = std::min(rate, cpus / cpu_per_batch);
+  return rate;
+}
+
+double CpuBudget::usable_idle() const { return std::max(0.0, idle_cores - queued_cores); }
+
+bool CpuBudget::full() const { return usable_idle() < kIdleCoresFull; }
+
+double CpuBudget::growth() const {
+  return program_cores > 0 ? (program_cores + usable_idle()) / program_cores : 1.0;
+}
+
+std::optional<double> series_mean(const Utilization& u, const char* name) {
+  const auto it = u.series.find(name);
+  if (it == u.series.end()) return std::nullopt;
+  return it->second.mean;
+}
+
+double worker_demand(const ProcessTreeSummary& t) {
+  return std::min(1.0, t.worker_busy + t.worker_run_wait.value_or(0));
+}
+
+double sync_share(const GpuTraceSummary& g) {
+  return g.step_wall_s > 0 ? std::clamp(g.sync_wait_s / g.step_wall_s, 0.0, 1.0) : 0.0;
+}
+
+std::string syncs_by_call(const GpuTraceSummary& g) {
+  std::vector<std::pair<std::int64_t, std::string>> calls;
+  for (const auto& [call, n] : g.syncs_by_call) calls.emplace_back(n, call);
+  std::sort(calls.rbegin(), calls.rend());
+  std::string out;
+  for (const auto& [n, call] : calls) out += (out.empty() ? "" : ", ") + call + " " + std::to_string(n);
+  return out;
+}
+
+Facts facts_of(const Evidence& e) {
+  Facts f{e, std::nullopt, std::nullopt};
+  if (e.loop) f.loop = loop_facts(e);
+  if (e.tree) f.tree = tree_facts(e);
+  return f;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,113 @@
+#pragma once
+// What the rules derive from the evidence, computed once per diagnosis so that no two rules
+// derive the same figure two ways: the loop's per-batch costs and the loader's capacity, the
+// cores a watched program holds and could use.
+#include <optional>
+#include <string>
+
+#include "loader/stage.h"
+#include "profiler/evidence.h"
+
+namespace feedscope {
+
+// Per-batch costs, in seconds, that the what-if model composes.
+struct Costs {
+  double worker = 0;  // read+decode+transform+collate per batch, one thread
+  double step = 0;    // training step per batch
+  double submit = 0;  // the training thread's copy submission per batch (h2d_submit)
+  // The loop's time per batch beyond its step span (the wait, the submission, its bookkeeping),
+  // and the same without the submission: what a change to the step or the copy leaves as it was.
+  double outside = 0;
+  double other = 0;
+};
+
+// The loader's work over the window, in seconds of one core, and where it was measured: the
+// loader's stage spans where feedscope loads (`feedscope run`), else the CPU its worker processes
+// took (a wrapped loop over a PyTorch DataLoader with workers, sampled as this process's
+// children). Nothing where neither was measured: a wrapped loop that loads in its own thread, or
+// in threads feedscope cannot tell apart.
+struct LoaderWork {
+  double busy_s = 0;
+  bool measured = false;
+  bool from_processes = false;
+};
+
+// What the loop's spans give every loop rule.
+struct LoopFacts {
+  double wall = 0;  // the spans' window, never 0
+  double wait = 0;  // the loop's wait for batches, seconds
+  double measured = 0;  // samples/s
+  LoaderWork loader;
+  Costs c;
+  double load_s = 0;             // the loader's busy seconds
+  double h2d_s = 0;              // the copy stream's busy seconds
+  double worker_capacity_s = 0;  // the workers' seconds together (one for num_workers=0)
+  double cpu_saturation = 0;     // the process's CPU share of the machine
+  // A GPU trace of measured steps, on a GPU; none otherwise (a trace with no measured step says
+  // nothing about the step).
+  const GpuTraceSummary* gpu = nullptr;
+  double submit_share = 0;            // copy submission / wall
+  bool copies_on_the_thread = false;  // submission takes kH2dStepShare of the run or more
+  bool input_side = false;            // input-bound (or loader-only), not copy-bound
+  double loader_rate = 0;  // samples/s the loader sustains at its current workers, step free
+};
+
+// What the machine's cores hold: the program's processes together, the cores nobody used, and the
+// program's threads that were ready to run but found no core (schedstat's run-queue wait).
+struct CpuBudget {
+  double idle_cores = 0;
+  double program_cores = 0;  // trainer (all threads), loader workers, other descendants
+  double system_busy = 0;
+  double queued_cores = 0;   // the training thread's and the workers' run-queue wait, in cores
+  // Idle cores the program could use: where its threads waited for a core, the idle time came at
+  // other moments (an epoch's end, start-up), and a new worker would wait like them.
+  double usable_idle() const;
+  bool full() const;
+  // How far the program could grow before the machine is full: every usable idle core given to it.
+  double growth() const;
+};
+
+// What the process tree gives every rule that reads a program from outside.
+struct TreeFacts {
+  CpuBudget cpu;
+  bool traced = false;    // a CUDA trace with kernels
+  double spinning = 0;    // the main thread's busy share spent spinning in CUDA syncs
+  double working = 0;     // its busy share less that
+  bool trainer_pinned = false;
+  bool workers_busy = false;
+  double io_wait = 0;     // the loaders' (workers', else the main thread's) share in I/O wait
+  bool storage = false;   // in I/O wait while reading from storage
+};
+
+struct Facts {
+  const Evidence& e;
+  std::optional<LoopFacts> loop;
+  std::optional<TreeFacts> tree;
+};
+
+Facts facts_of(const Evidence& e);
+
+// Batches per second the pipeline sustains with `workers` loader threads. Workers overlap with
+// the step; with none, loading and stepping alternate in one thread. On the CPU the step and the
+// workers share the cores, so their summed CPU time per batch bounds the rate too.
+double predicted_batches_per_s(const Costs& c, int workers, double cpus, bool on_gpu);
+
+// A stage's busy seconds and mean seconds in the loop's spans; 0 where it has none.
+double busy(const LoopSpans& in, Stage stage);
+double mean_s(const LoopSpans& in, Stage stage);
+
+// The mean of a utilization series, where the sampler recorded it.
+std::optional<double> series_mean(const Utilization& u, const char* name);
+
+// What a worker would take of a core it had to itself: its busy share and the time it was ready to
+// run but waited for a core (a worker on a full machine reads 60 % busy and 40 % waiting).
+double worker_demand(const ProcessTreeSummary& t);
+
+// The share of the window the host spent blocked in syncs. CUDA's default schedule spins in a
+// synchronize while cores are plentiful, so a thread waiting in .item() reads as busy in /proc.
+double sync_share(const GpuTraceSummary& g);
+
+// "cudaStreamSynchronize 500, cudaMemcpy 3": the calls behind the syncs, most first.
+std::string syncs_by_call(const GpuTraceSummary& g);
+
+}  // namespace feedscope

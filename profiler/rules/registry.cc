@@ -1,0 +1,71 @@
+// The diagnosis' rules in the order they are asked (rule.h says what each stage means). Every
+// path goes through this one list: `run`, a wrapped loop, `watch` with or without a Session, each
+// rank of a job. docs/diagnosis.md names each rule; DiagnosisRulesTest holds the page to the list.
+#include "profiler/rules/rule.h"
+
+#include "profiler/rules/rules.h"
+
+namespace feedscope {
+
+const std::vector<Rule>& diagnosis_rules() {
+  using S = RuleStage;
+  static const std::vector<Rule> list = {
+      {"ended_before_measuring", S::gate, kNeedsEnd, rules::ended_before_measuring},
+      {"loop_data_stall", S::measure, kNeedsLoop, rules::loop_data_stall},
+      {"printed_data_stall", S::measure, kNeedsPrinted | kNeedsNoLoop, rules::printed_data_stall},
+      // The loop's spans decide first: they measure what the tree can only infer.
+      {"copy_on_training_thread", S::bottleneck, kNeedsLoop, rules::copy_on_training_thread},
+      {"input_copy", S::bottleneck, kNeedsLoop, rules::input_copy},
+      {"input_storage", S::bottleneck, kNeedsLoop, rules::input_storage},
+      {"input_crowded_out", S::bottleneck, kNeedsLoop, rules::input_crowded_out},
+      {"input_handoff", S::bottleneck, kNeedsLoop, rules::input_handoff},
+      {"input_preprocess", S::bottleneck, kNeedsLoop, rules::input_preprocess},
+      {"gpu_copy", S::bottleneck, kNeedsLoop | kNeedsGpuTrace, rules::gpu_copy},
+      {"gpu_launch_bound", S::bottleneck, kNeedsLoop | kNeedsGpuTrace, rules::gpu_launch_bound},
+      {"step_limit", S::bottleneck, kNeedsLoop, rules::step_limit},
+      // From outside, where no span was sent.
+      {"tree_storage", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_storage},
+      {"tree_gpu_trace", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
+       rules::tree_gpu_trace},
+      {"tree_gpu_nvml", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_gpu_nvml},
+      {"tree_workers_saturated", S::bottleneck, kNeedsTree | kNeedsNoLoop,
+       rules::tree_workers_saturated},
+      {"tree_one_thread", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_one_thread},
+      {"tree_step_bound", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_step_bound},
+      {"tree_cores_full", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_cores_full},
+      {"tree_no_clear_limit", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_no_clear_limit},
+      {"tree_processes", S::context, kNeedsTree, rules::tree_processes},
+      {"tree_core_waits", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_core_waits},
+      {"gpu_trace_evidence", S::context, kNeedsGpuTrace, rules::gpu_trace_evidence},
+      {"remove_host_syncs", S::advice, kNeedsLoop | kNeedsGpuTrace, rules::remove_host_syncs},
+      {"autotune_tried", S::advice, kNeedsAutotune, rules::autotune_tried},
+      // Last: it weighs every recommendation the rules above made.
+      {"drop_unhelpful", S::advice, kNeedsNothing, rules::drop_unhelpful},
+  };
+  return list;
+}
+
+const char* to_string(RuleStage stage) {
+  switch (stage) {
+    case RuleStage::gate: return "gate";
+    case RuleStage::measure: return "measure";
+    case RuleStage::bottleneck: return "bottleneck";
+    case RuleStage::context: return "context";
+    case RuleStage::advice: return "advice";
+  }
+  return "?";
+}
+
+std::string needs_text(unsigned needs) {
+  static const std::pair<unsigned, const char*> names[] = {
+      {kNeedsLoop, "loop spans"},      {kNeedsTree, "process tree"},
+      {kNeedsGpuTrace, "CUDA trace"},  {kNeedsEnd, "program's end"},
+      {kNeedsAutotune, "autotune"},    {kNeedsPrinted, "printed lines"},
+      {kNeedsNoLoop, "no loop spans"}};
+  std::string out;
+  for (const auto& [bit, name] : names)
+    if (needs & bit) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace feedscope

@@ -1,0 +1,219 @@
+// The rules that stand beside any bottleneck: a program that ended before anything was measured,
+// the evidence of the process tree and of the CUDA trace, and the advice that holds whatever the
+// bottleneck (per-step syncs, what the loader's tuner tried, a change predicted too small).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "profiler/autotune_diagnosis.h"
+#include "profiler/detail/format.h"
+#include "profiler/diagnosis.h"
+#include "profiler/gpu_trace.h"
+#include "profiler/rules/loop_advice.h"
+#include "profiler/rules/rules.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope {
+
+using detail::fmt;
+
+void drop_unhelpful_advice(Diagnosis& d) {
+  std::erase_if(d.recommendations, [&d](const Recommendation& r) {
+    if (!r.predicted_speedup || *r.predicted_speedup >= kMinUsefulSpeedup) return false;
+    d.evidence.push_back(fmt("considered %s: predicted %.2fx, not advised (%s)", r.setting.c_str(),
+                             *r.predicted_speedup, r.basis.c_str()));
+    return true;
+  });
+}
+
+namespace rules {
+
+namespace {
+
+// What the tree shows, as evidence lines every watched diagnosis carries.
+void add_tree_evidence(const Evidence& in, Diagnosis& d) {
+  const ProcessTreeSummary& t = *in.tree;
+  d.evidence.push_back(fmt("training process %d (%s): main thread busy %.0f%% of a core "
+                           "(%.0f%% of readings in I/O wait); its other threads %.2f cores%s",
+                           t.trainer_pid, t.trainer_name.c_str(), 100 * t.main_thread_busy,
+                           100 * t.main_thread_io_wait, t.other_threads_cores,
+                           t.busiest_thread.empty()
+                               ? ""
+                               : fmt(" (busiest: %s, %.0f%%)", t.busiest_thread.c_str(),
+                                     100 * t.busiest_thread_busy)
+                                     .c_str()));
+  if (t.workers > 0)
+    d.evidence.push_back(fmt("%d loader worker processes: %.2f cores together; a worker busy "
+                             "%.0f%% of a core on average (busiest %.0f%%), %.0f%% of readings in "
+                             "I/O wait",
+                             t.workers, t.workers_cores, 100 * t.worker_busy,
+                             100 * t.worker_busy_max, 100 * t.workers_io_wait));
+  else if (in.loop && in.loop->num_workers > 0)  // feedscope's loader: worker threads
+    d.evidence.push_back(fmt("no loader worker processes: the data is loaded in the training "
+                             "process, by %d loader thread(s) (its spans)",
+                             in.loop->num_workers));
+  else
+    d.evidence.push_back("no loader worker processes: the data is loaded in the training process "
+                         "(num_workers=0)");
+  if (const auto system = series_mean(in.utilization, "cpu_system_ratio"))
+    d.evidence.push_back(fmt("the machine's %d cores were %.0f%% busy (%.1f cores idle)", in.cpus,
+                             100 * *system, in.cpus * (1 - *system)));
+  if (t.storage_read_bytes_per_s)
+    d.evidence.push_back(fmt("the program's processes read %.1f MB/s from storage (page-cache "
+                             "hits are not reads)",
+                             *t.storage_read_bytes_per_s / 1e6));
+  if (t.on_gpu)
+    d.evidence.push_back(fmt("NVML: the program held %.2f GiB of GPU memory at most%s",
+                             static_cast<double>(t.gpu_memory_peak_bytes) / (1u << 30),
+                             t.trainer_gpu_sm_util
+                                 ? fmt("; the training process used the SMs %.0f%% of the time",
+                                       100 * *t.trainer_gpu_sm_util)
+                                       .c_str()
+                                 : "; the training process's SM share: not measured"));
+}
+
+
+void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
+  d.evidence.push_back(fmt("GPU busy %.0f%% of step time (union of kernels and copies over all "
+                           "streams); %.1f kernels per step, mean %.1f us, p95 %.1f us",
+                           100 * g.gpu_busy_ratio, g.kernels_per_step, g.mean_kernel_us,
+                           g.p95_kernel_us));
+  if (g.launch_gaps > 0)
+    d.evidence.push_back(fmt("GPU idle between launches %.0f%% of step time: %lld gaps, mean "
+                             "%.1f us, p95 %.1f us",
+                             100 * g.gap_share, static_cast<long long>(g.launch_gaps),
+                             g.mean_gap_us, g.p95_gap_us));
+  if (g.launch_calls > 0)
+    d.evidence.push_back(fmt("kernel launch calls take %.1f us of host time each",
+                             g.mean_launch_call_us));
+  if (g.h2d_pinned_bytes + g.h2d_pageable_bytes + g.h2d_other_bytes > 0) {
+    std::string rates;
+    if (g.h2d_pinned_gbps) rates += fmt(", pinned at %.1f GB/s", *g.h2d_pinned_gbps);
+    if (g.h2d_pageable_gbps) rates += fmt(", pageable at %.1f GB/s", *g.h2d_pageable_gbps);
+    d.evidence.push_back(fmt("H2D copies %.0f%% of step time: %.1f MB pinned, %.1f MB pageable%s",
+                             100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
+                             static_cast<double>(g.h2d_pageable_bytes) / 1e6, rates.c_str()));
+  }
+  if (g.syncs_per_step >= 1)
+    d.evidence.push_back(fmt("%.1f host syncs per step (%lld in all), blocking the host "
+                             "%.2f ms per step: the CPU cannot queue work ahead of the GPU",
+                             g.syncs_per_step, static_cast<long long>(g.syncs),
+                             g.sync_wait_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1)) * 1e3));
+  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
+}
+
+
+void window_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
+  d.evidence.push_back(fmt("CUDA trace over %.2f s: GPU busy %.0f%% (kernels and copies, all "
+                           "streams); %lld kernels, mean %.1f us, p95 %.1f us",
+                           window_s, 100 * g.gpu_busy_ratio, static_cast<long long>(g.kernels),
+                           g.mean_kernel_us, g.p95_kernel_us));
+  if (g.syncs > 0)
+    d.evidence.push_back(fmt("%lld host syncs (%.0f per second: %s), blocking the host %.0f%% of "
+                             "the time",
+                             static_cast<long long>(g.syncs), g.syncs / std::max(window_s, 1e-9),
+                             syncs_by_call(g).c_str(), 100 * g.sync_wait_s / std::max(window_s, 1e-9)));
+  if (g.h2d_pinned_bytes + g.h2d_pageable_bytes > 0)
+    d.evidence.push_back(fmt("host-to-device copies %.0f%% of the time: %.1f MB from pinned, "
+                             "%.1f MB from pageable memory",
+                             100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
+                             static_cast<double>(g.h2d_pageable_bytes) / 1e6));
+  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
+}
+
+
+}  // namespace
+
+// A program that failed or crashed that soon, with no spans and no CUDA kernels, ran too briefly
+// for its tree to say anything (a missing script, a bad argument): how it ended is the report; a
+// bottleneck of milliseconds would be invented.
+bool ended_before_measuring(const Facts& f, Diagnosis& d) {
+  const Evidence& e = f.e;
+  const ProgramEnd& end = *e.end;
+  const bool failed = end.ended == "failed" || end.ended == "crashed";
+  const bool traced = e.gpu_trace && e.gpu_trace->kernels > 0;
+  if (!failed || e.loop || traced || end.wall_s >= kTooShortToDiagnoseS) return false;
+  d.input_bound = "unknown";
+  d.verdict = fmt("The program %s after %.1f s, before anything could be measured: no diagnosis. "
+                  "Its output above says why.",
+                  end.exit.c_str(), end.wall_s);
+  d.evidence.push_back(fmt("the program %s (%s) after %.1f s; a diagnosis needs %.1f s or more of "
+                           "a running program",
+                           end.ended.c_str(), end.exit.c_str(), end.wall_s, kTooShortToDiagnoseS));
+  return true;
+}
+
+// The program's own `Time ... Data ...` lines measure its data stall where no spans did.
+bool printed_data_stall(const Facts& f, Diagnosis& d) {
+  const PrintedDataWait& w = *f.e.printed;
+  if (!w.share) return false;
+  d.data_stall_ratio = *w.share;
+  d.data_stall_source = "the program's own `Time ... Data ...` lines";
+  d.input_bound = input_bound_class(*w.share);
+  d.evidence.push_back(fmt("the program's own lines: waiting for data %.3f s of %.3f s per-batch "
+                           "time (%zu `Time ... Data ...` lines%s): a data-wait share of %.1f%%",
+                           w.data_s, w.time_s, w.counted,
+                           w.lines > w.counted ? " after the first" : "", 100 * *w.share));
+  return true;
+}
+
+bool tree_processes(const Facts& f, Diagnosis& d) {
+  add_tree_evidence(f.e, d);
+  return true;
+}
+
+// Who waited for a core, and how much of the main thread's busy time was spinning in syncs: what
+// the outside rules weighed before their thresholds.
+bool tree_core_waits(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  const TreeFacts& T = *f.tree;
+  const CpuBudget& cpu = T.cpu;
+  const std::size_t before = d.evidence.size();
+  if (cpu.queued_cores >= 0.05)
+    d.evidence.push_back(fmt("the program's threads waited for a core %.2f cores' worth of the time "
+                             "(run queue: the training thread %.0f%%%s)%s",
+                             cpu.queued_cores, 100 * t.main_thread_run_wait.value_or(0),
+                             t.workers > 0 ? fmt(", a worker %.0f%%", 100 * t.worker_run_wait.value_or(0)).c_str()
+                                           : "",
+                             cpu.idle_cores >= 0.05 ? fmt(": the %.2f idle cores came at other moments",
+                                                          cpu.idle_cores).c_str()
+                                                    : ""));
+  if (T.spinning >= 0.05)
+    d.evidence.push_back(fmt("of the main thread's %.0f%%, %.0f%% is waiting in CUDA syncs (a "
+                             "synchronize spins on its core): %.0f%% is its own work",
+                             100 * t.main_thread_busy, 100 * T.spinning, 100 * T.working));
+  return d.evidence.size() > before;
+}
+
+// Per step where the loop's spans counted the steps (on a GPU), else over the traced window.
+bool gpu_trace_evidence(const Facts& f, Diagnosis& d) {
+  if (f.loop) {
+    if (f.loop->gpu == nullptr) return false;
+    per_step_gpu_evidence(*f.loop->gpu, d);
+    return true;
+  }
+  window_gpu_evidence(*f.e.gpu_trace, f.e.gpu_trace->step_wall_s, d);
+  return true;
+}
+
+bool remove_host_syncs(const Facts& f, Diagnosis& d) {
+  const LoopFacts& L = *f.loop;
+  if (L.gpu == nullptr || L.input_side || L.gpu->syncs_per_step < 1) return false;
+  d.recommendations.push_back(remove_syncs(f.e, *L.gpu, L.c, L.loader_rate, L.measured));
+  return true;
+}
+
+bool autotune_tried(const Facts& f, Diagnosis& d) {
+  advise_from_autotune(*f.e.autotune, d);
+  return true;
+}
+
+bool drop_unhelpful(const Facts&, Diagnosis& d) {
+  const std::size_t before = d.recommendations.size();
+  drop_unhelpful_advice(d);
+  return d.recommendations.size() < before;
+}
+
+}  // namespace rules
+
+}  // namespace feedscope

@@ -1,0 +1,348 @@
+// The rules that read a program from outside (`feedscope watch` without a Session's spans): its
+// process tree by role, the machine's cores, the CUDA trace or NVML. In docs/diagnosis.md's order.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "profiler/detail/format.h"
+#include "profiler/diagnosis.h"
+#include "profiler/program_torch.h"
+#include "profiler/rules/rules.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope::rules {
+
+using detail::fmt;
+
+namespace {
+
+Recommendation advice(std::string setting, std::string action, std::string basis) {
+  Recommendation r;
+  r.setting = std::move(setting);
+  r.action = std::move(action);
+  r.basis = std::move(basis);
+  return r;
+}
+
+
+// "the trainer 0.97 cores, 2 loader workers 1.00 cores, other processes 0.02 cores": who holds
+// the cores, and who waited for one.
+std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpus) {
+  std::string out = fmt("the training process %.2f cores", t.trainer_cores);
+  if (t.workers > 0) out += fmt(", %d loader workers %.2f cores", t.workers, t.workers_cores);
+  if (t.other_processes_cores >= 0.01)
+    out += fmt(t.ranks > 1 ? ", the job's other ranks and processes %.2f cores" : ", its other processes %.2f cores",
+               t.other_processes_cores);
+  const double outside = cpus * b.system_busy - b.program_cores;
+  if (outside >= 0.05) out += fmt(", processes outside the %s %.2f cores", t.ranks > 1 ? "job" : "program", outside);
+  if (t.main_thread_run_wait || t.worker_run_wait) {
+    out += "; waiting for a core (run queue):";
+    if (t.main_thread_run_wait) out += fmt(" the training thread %.0f%% of the time", 100 * *t.main_thread_run_wait);
+    if (t.worker_run_wait)
+      out += fmt("%s a loader worker %.0f%%", t.main_thread_run_wait ? "," : "", 100 * *t.worker_run_wait);
+  }
+  return out;
+}
+
+
+// Loader workers at their limit: more of them where cores are idle, with a speed-up from their
+// measured rate and the cores they would get; cheaper preprocessing where none are.
+void workers_saturated(const Evidence& in, const CpuBudget& cpu, double working,
+                       Diagnosis& d) {
+  const ProcessTreeSummary& t = *in.tree;
+  d.bottleneck = "cpu_preprocess";
+  // Samples/s grows with the workers until the training thread is full (it works `working` of
+  // its time per batch today) or the machine's cores are: a fraction of an idle core is worth a
+  // worker while the training thread waits.
+  const double by_trainer = 1.0 / std::max(working, 0.05);
+  const double by_cores = cpu.growth();
+  const double reachable = std::min(by_trainer, by_cores);
+  const int workers = static_cast<int>(std::ceil(t.workers * reachable - 1e-9));
+  const double by_workers = static_cast<double>(workers) / t.workers;
+  const double predicted = std::min({by_workers, by_trainer, by_cores});
+  if (workers > t.workers && predicted >= kMinUsefulSpeedup) {
+    Recommendation r = advice(
+        "num_workers=" + std::to_string(workers),
+        fmt("Raise num_workers from %d to %d: a worker is busy %.0f%% of a core and %.1f cores "
+            "are idle.",
+            t.workers, workers, 100 * worker_demand(t), cpu.usable_idle()),
+        fmt("what-if: samples/s grows with the workers (%d/%d = %.2fx) until the training thread, "
+            "working %.0f%% of its time now, is full (%.2fx) or the cores are (the program's %.2f "
+            "cores and the %.2f idle: %.2fx); sure to the extent each worker keeps its measured "
+            "rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
+            workers, t.workers, by_workers, 100 * working, by_trainer, cpu.program_cores,
+            cpu.usable_idle(), by_cores));
+    r.predicted_speedup = predicted;
+    d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
+                    "raise num_workers to %d (predicted %.2fx).",
+                    t.workers, workers, predicted);
+    d.recommendations.push_back(std::move(r));
+    return;
+  }
+  d.verdict = cpu.full()
+                  ? fmt("Input-bound with no idle core: the %d loader workers are busy and the "
+                        "machine's %d cores are full (%s); make preprocessing cheaper.",
+                        t.workers, in.cpus, cpu_holders(t, cpu, in.cpus).c_str())
+                  : fmt("Input-bound: the %d loader workers are busy; more of them would gain "
+                        "less than %.0f%% (the training thread caps it at %.2fx, the %.1f idle "
+                        "cores at %.2fx); make preprocessing cheaper.",
+                        t.workers, 100 * (kMinUsefulSpeedup - 1), by_trainer, cpu.usable_idle(),
+                        by_cores);
+  d.recommendations.push_back(
+      advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
+                 "cache decoded samples, or move augmentation to the GPU.",
+             "no prediction: the cost of each transform is not measured without spans"));
+}
+
+
+// The training step on the CPU is the limit. On one thread beside idle cores, torch's intra-op
+// pool is the first thing to try; a cheaper step is the rest, in the program's torch.
+void step_bound(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
+  const ProcessTreeSummary& t = *in.tree;
+  d.bottleneck = "cpu_compute";
+  const bool one_thread = t.other_threads_cores < kOneThreadOthers;
+  d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
+                  "compute threads %.2f cores)%s.",
+                  100 * t.main_thread_busy, t.other_threads_cores,
+                  t.workers > 0 ? "; the loader workers keep up" : "");
+  if (one_thread && cpu.usable_idle() >= kIdleCoreWorthAThread) {
+    // A second thread from half an idle core on; one more for each further whole core.
+    const int threads = 1 + std::max(1, static_cast<int>(std::floor(cpu.usable_idle() + 0.25)));
+    d.verdict += fmt(" The step runs on one thread while %.1f cores are idle.", cpu.usable_idle());
+    // A suggestion to measure, not a setting claimed: on the corpus (tests/corpus,
+    // bench/corpus_public.json) a second thread measured 1.17x to 1.61x on four programs and 0.57x
+    // to 0.78x on three, from the same outside view: what the pool's threads cost the processes
+    // beside them is not seen from outside any more than the step's parallel share.
+    d.recommendations.push_back(advice(
+        "", fmt("Try giving torch's intra-op pool the idle cores, and measure it: run once with "
+                "OMP_NUM_THREADS=%d (or torch.set_num_threads(%d); remove a set_num_threads(1)). "
+                "It can also slow the program down where the threads compete with its loader "
+                "workers.",
+                threads, threads),
+        fmt("no prediction: the share of the step that runs in parallel, and what more threads "
+            "cost the processes beside them, are not seen from outside; at most %.2fx, the cores "
+            "it would get",
+            std::min(static_cast<double>(threads), 1 + cpu.usable_idle()))));
+  }
+  const bool compile = in.torch && torch_major(in.torch->version) >= 2;
+  d.recommendations.push_back(advice(
+      "", std::string("Make the step cheaper (a smaller model, fewer or cheaper operations") +
+              (compile ? ", torch.compile" : "") + ") or run it on a GPU" +
+              (t.workers > 0 ? "; more loader workers would not help." : "."),
+      "no prediction: the step's cost is not measured without spans"));
+  if (in.torch && !compile)
+    d.evidence.push_back("the program runs torch " + in.torch->version + " (" + in.torch->source +
+                         "): torch.compile needs 2.0 or later");
+}
+
+
+// One thread loads and steps (num_workers=0): from outside, which of the two holds it is not
+// seen. A worker helps where loading does, more threads where the step does; either guess told
+// as the answer is wrong for half the programs (the corpus' LSTM has no DataLoader at all), so
+// both are offered as what to try, with no setting claimed, and the four lines that would tell.
+void loads_and_steps_in_one_thread(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
+  const ProcessTreeSummary& t = *in.tree;
+  d.bottleneck = "cpu_compute";
+  d.verdict = fmt("CPU-bound: the training thread is busy %.0f%% and loads its own data "
+                  "(num_workers=0); from outside feedscope cannot split loading from the step.",
+                  100 * t.main_thread_busy);
+  if (cpu.usable_idle() < kIdleCoreWorthAThread) {
+    d.verdict += fmt(" No core is free for a loader worker or a second thread (%.1f idle).",
+                     cpu.usable_idle());
+    d.recommendations.push_back(advice(
+        "", "Make the loading or the step cheaper; wrap the loop with feedscope (four lines) to "
+            "see which one it is.",
+        "no prediction: loading and the step share one thread"));
+    return;
+  }
+  d.recommendations.push_back(advice(
+      "", fmt("Try what the %.1f idle cores allow: if it loads with a DataLoader, num_workers=2 "
+              "(feedscope sweep -- COMMAND ... {num_workers}); if the step is torch on one thread, "
+              "torch.set_num_threads(2). Wrapping the loop with feedscope (four lines) measures "
+              "loading and the step apart and says which.",
+              cpu.usable_idle()),
+      "no prediction: loading and the step share one thread, and which of them holds it is not "
+      "seen from outside"));
+}
+
+
+// Nothing pinned, nothing saturated by itself, but the machine's cores are full: the processes
+// share them, and the one that needs more cannot get it.
+void cores_full(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
+  const ProcessTreeSummary& t = *in.tree;
+  d.bottleneck = t.workers_cores > t.trainer_cores ? "cpu_preprocess" : "cpu_compute";
+  d.verdict = fmt("CPU-bound: the machine's %d cores are full (%.0f%% busy): %s.", in.cpus,
+                  100 * cpu.system_busy, cpu_holders(t, cpu, in.cpus).c_str());
+  d.recommendations.push_back(advice(
+      "", t.workers > 0
+              ? "More loader workers would not help: no core is free. Make the work on the "
+                "busiest processes cheaper, or stop what else runs on the machine."
+              : "No core is free: make the step or the loading cheaper, or stop what else runs on "
+                "the machine.",
+      "no prediction: with every core shared, which process gains from a freed core is not "
+      "measured"));
+}
+
+
+// Which GPU-side limit the trace shows, or none where neither the GPU nor the host is busy.
+// `host_busy`: the training thread is on its core all the time, launching or spinning in a sync;
+// either way the host's loop around the GPU sets the pace.
+const char* gpu_limit(const GpuTraceSummary& g, bool host_busy) {
+  if (g.h2d_share >= kH2dStepShare && g.h2d_pageable_bytes > g.h2d_pinned_bytes) return "host_to_device";
+  if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
+  // An idle GPU is launch-bound only while the host is busy launching (or waiting on it).
+  if (host_busy) return "launch_overhead";
+  return nullptr;
+}
+
+
+void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double launching,
+                   Diagnosis& d) {
+  d.bottleneck = limit;
+  if (limit == "host_to_device") {
+    d.verdict = fmt("Copy-bound: host-to-device copies take %.0f%% of the time, mostly from "
+                    "pageable memory.",
+                    100 * g.h2d_share);
+    d.recommendations.push_back(advice(
+        "pin_memory=True", "Set pin_memory=True in the DataLoader and copy with "
+                           ".to(device, non_blocking=True).",
+        "no prediction: pinned copy speed on this machine is not measured in this run"));
+  } else if (limit == "gpu_compute") {
+    d.verdict = fmt("GPU-bound: the GPU is busy %.0f%% of the time; the input keeps up.",
+                    100 * g.gpu_busy_ratio);
+    d.recommendations.push_back(advice(
+        "", "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last, "
+            "a fused optimizer.",
+        "no prediction: depends on the model's kernels"));
+  } else {
+    const double waiting = sync_share(g);
+    if (waiting >= kSyncWaitDominant) {
+      d.verdict = fmt("Sync-bound: the training thread waits in host syncs %.0f%% of the time (%.0f "
+                      "per second: %s), and between them the GPU idles: it is busy only %.0f%%.",
+                      100 * waiting, g.syncs / std::max(g.step_wall_s, 1e-9),
+                      syncs_by_call(g).c_str(), 100 * g.gpu_busy_ratio);
+    } else {
+      d.verdict = fmt("Launch-bound: the GPU is busy only %.0f%% of the time, running %.1f us "
+                      "kernels, while the training thread is busy %.0f%% launching them.",
+                      100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * launching);
+    }
+    if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s) {
+      // Without the waits the host queues ahead, and an iteration costs the longer of the host's
+      // own work and the GPU's: each is a share of the same traced time.
+      Recommendation r = advice(
+          "no per-step sync",
+          "Remove the host sync in every iteration (.item(), .cpu(), printing a tensor): read the "
+          "loss every N steps, so the CPU queues work ahead of the GPU.",
+          fmt("what-if: without the %.0f%% of the time blocked in syncs, the loop runs at the pace "
+              "of the longer of the training thread's own work (%.0f%% of the time) and the GPU's "
+              "(busy %.0f%%): 1 / max(%.2f, %.2f)",
+              100 * waiting, 100 * launching, 100 * g.gpu_busy_ratio, launching, g.gpu_busy_ratio));
+      if (launching > 0.05 || g.gpu_busy_ratio > 0.05)
+        r.predicted_speedup = 1.0 / std::max(launching, g.gpu_busy_ratio);
+      d.recommendations.push_back(std::move(r));
+    }
+    d.recommendations.push_back(advice(
+        "", "Raise the batch size, or capture the step in a CUDA graph "
+            "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
+        "no prediction without step spans"));
+    if (g.mean_kernel_us < kShortKernelUs)
+      d.recommendations.push_back(advice(
+          "device=cpu", "For a model this small, try the CPU: each step is a handful of "
+                        "microsecond kernels plus a sync.",
+          "no prediction: the model's CPU cost is not measured"));
+  }
+}
+
+}  // namespace
+
+bool tree_storage(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  const TreeFacts& T = *f.tree;
+  if (!T.storage) return false;
+  d.bottleneck = "storage_io";
+  d.verdict = fmt("Storage-bound: the %s waits on storage in %.0f%% of readings while reading "
+                  "%.0f MB/s.",
+                  t.workers > 0 ? "loader workers" : "training thread", 100 * T.io_wait,
+                  *t.storage_read_bytes_per_s / 1e6);
+  if (const auto disk_busy = series_mean(f.e.utilization, "disk_busy_ratio"))
+    d.evidence.push_back(fmt("busiest disk busy %.0f%% of the time", 100 * *disk_busy));
+  d.recommendations.push_back(advice(
+      t.workers > 0 ? "num_workers=" + std::to_string(t.workers * 2) : "num_workers=2",
+      "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
+      "shards, or data on faster storage / in the page cache.",
+      "no prediction: how the storage scales with concurrent reads is not measured"));
+  return true;
+}
+
+bool tree_gpu_trace(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  const TreeFacts& T = *f.tree;
+  if (!T.traced || T.workers_busy) return false;
+  const char* limit = gpu_limit(*f.e.gpu_trace, t.main_thread_busy >= kThreadPinned);
+  if (limit == nullptr) return false;
+  gpu_diagnosis(limit, *f.e.gpu_trace, T.working, d);
+  return true;
+}
+
+// No CUDA trace (the report says why), but NVML saw the training process on a GPU.
+bool tree_gpu_nvml(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  const TreeFacts& T = *f.tree;
+  if (T.traced || !t.trainer_gpu_sm_util || T.workers_busy ||
+      !(*t.trainer_gpu_sm_util >= kGpuBusyCompute || T.trainer_pinned))
+    return false;
+  const bool busy = *t.trainer_gpu_sm_util >= kGpuBusyCompute;
+  d.bottleneck = busy ? "gpu_compute" : "launch_overhead";
+  d.verdict = busy ? fmt("GPU-bound (from NVML, no CUDA trace): the training process used the "
+                         "SMs %.0f%% of the time.",
+                         100 * *t.trainer_gpu_sm_util)
+                   : fmt("Host-bound on a GPU (from NVML, no CUDA trace): the SMs are busy %.0f%% "
+                         "while the training thread is busy %.0f%%: launches and syncs set the "
+                         "pace.",
+                         100 * *t.trainer_gpu_sm_util, 100 * t.main_thread_busy);
+  d.recommendations.push_back(advice(
+      "", busy ? "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last."
+               : "Raise the batch size, drop per-step host syncs (.item()), or capture the step "
+                 "in a CUDA graph.",
+      "no prediction: without a CUDA trace the kernels are not measured"));
+  return true;
+}
+
+bool tree_workers_saturated(const Facts& f, Diagnosis& d) {
+  const TreeFacts& T = *f.tree;
+  if (!T.workers_busy || T.trainer_pinned) return false;
+  workers_saturated(f.e, T.cpu, T.working, d);
+  return true;
+}
+
+bool tree_one_thread(const Facts& f, Diagnosis& d) {
+  if (f.e.tree->workers != 0 || !f.tree->trainer_pinned) return false;
+  loads_and_steps_in_one_thread(f.e, f.tree->cpu, d);
+  return true;
+}
+
+bool tree_step_bound(const Facts& f, Diagnosis& d) {
+  if (!f.tree->trainer_pinned && f.e.tree->other_threads_cores < 0.5) return false;
+  step_bound(f.e, f.tree->cpu, d);
+  return true;
+}
+
+// Nothing pinned, nothing saturated by itself, but the machine's cores are full.
+bool tree_cores_full(const Facts& f, Diagnosis& d) {
+  if (!f.tree->cpu.full()) return false;
+  cores_full(f.e, f.tree->cpu, d);
+  return true;
+}
+
+bool tree_no_clear_limit(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  d.bottleneck = t.workers > 0 && t.worker_busy >= t.main_thread_busy ? "cpu_preprocess"
+                                                                       : "cpu_compute";
+  d.verdict = fmt("No clear limit: neither the training thread nor the loader workers are busy, "
+                  "and %.1f of the machine's %d cores are idle; the program may wait on "
+                  "something else (network, sleep, a lock).",
+                  f.tree->cpu.idle_cores, f.e.cpus);
+  return true;
+}
+
+}  // namespace feedscope::rules
