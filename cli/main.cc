@@ -150,44 +150,64 @@ void make_demo_images_if_missing(const RunConfig& config) {
   make_image_dataset(o);
 }
 
-}  // namespace
+// The subcommands and the options each binds. CLI11 keeps pointers to the members: it stays
+// where it was made, as long as the app.
+struct CommandLine {
+  explicit CommandLine(CLI::App& app);
+  void add_searches(CLI::App& app);
+  void add_watch(CLI::App& app);
+  void add_merge(CLI::App& app);
 
-namespace feedscope {
-
-int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
-  std::ostream& out = mode.out ? *mode.out : std::cout;
-  std::ostream& err = mode.err ? *mode.err : std::cerr;
-  CLI::App app{"feedscope: feeds a libtorch training step as fast as the hardware allows, and "
-               "says which stage of the input pipeline holds it back."};
-  app.set_version_flag("--version", std::string("feedscope ") + FEEDSCOPE_VERSION);
-  app.require_subcommand(1);
-
-  CLI::App* probe = app.add_subcommand("probe", "CPUs, memory, disks, CUDA devices, CUPTI, NVML");
+  CLI::App* probe = nullptr;
   bool probe_json_out = false;
+  CLI::App* demo = nullptr;
+  RunOptions demo_options;
+  CLI::App* run = nullptr;
+  RunOptions run_options;
+  SearchOptions search;
+  CLI::App* sweep = nullptr;
+  RunOptions sweep_options;
+  CLI::App* tune = nullptr;
+  RunOptions tune_options;
+  ProgramPoints program;
+  std::optional<MakeDatasetCommand> make_dataset;
+  CLI::App* watch = nullptr;
+  WatchOptions watch_options;
+  bool no_try_loader = false;
+  CLI::App* merge = nullptr;
+  std::string merge_out;
+  std::vector<std::string> merge_dirs;
+};
+
+// The subcommands in the order --help lists them.
+CommandLine::CommandLine(CLI::App& app) {
+  probe = app.add_subcommand("probe", "CPUs, memory, disks, CUDA devices, CUPTI, NVML");
   probe->add_flag("--json", probe_json_out, "print as JSON");
 
-  CLI::App* demo = app.add_subcommand(
+  demo = app.add_subcommand(
       "demo", "a profiled training run on embedded defaults; prints the diagnosis");
-  RunOptions demo_options;
   demo_options.add_to(*demo);
 
-  CLI::App* run = app.add_subcommand("run", "a profiled training run (or --loader-only)");
-  RunOptions run_options;
+  run = app.add_subcommand("run", "a profiled training run (or --loader-only)");
   run_options.add_to(*run);
 
-  SearchOptions search;
-  CLI::App* sweep = app.add_subcommand(
+  add_searches(app);
+  make_dataset.emplace(app);
+  add_watch(app);
+  add_merge(app);
+}
+
+void CommandLine::add_searches(CLI::App& app) {
+  sweep = app.add_subcommand(
       "sweep", "a grid over --num-workers, --batch-size, --prefetch, --pin-memory (comma lists)");
-  RunOptions sweep_options;
   sweep_options.add_to(*sweep);
   sweep->add_option("--repeats", search.repeats,
                     "runs per point at most; the median is kept, and a point stops repeating once "
                     "its runs (2 or more) agree: max - min within 3 % of their median [3]")
       ->check(CLI::Range(1, 100));
 
-  CLI::App* tune = app.add_subcommand(
+  tune = app.add_subcommand(
       "tune", "automatic search from minimal parallelism, guided by the diagnosis");
-  RunOptions tune_options;
   tune_options.add_to(*tune);
   tune->add_option("--budget", search.budget_s, "time budget in seconds")
       ->check(CLI::Range(1.0, 86400.0));
@@ -198,7 +218,6 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
                    "a move is kept when it gains more than this ratio [default: 0.03]")
       ->check(CLI::Range(0.0, 1.0));
   // `-- COMMAND`: the points run the user's program under watch (cli/command_points.h).
-  ProgramPoints program;
   for (CLI::App* search_app : {sweep, tune}) {
     search_app->add_option("--throughput-pattern", program.throughput_pattern,
                            "with -- COMMAND: regex with one group, the figure the program prints "
@@ -211,12 +230,12 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
                            "between its first CUDA kernel, else its first output line, and its end)")
         ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   }
-  const MakeDatasetCommand make_dataset(app);
+}
 
-  CLI::App* watch = app.add_subcommand(
+void CommandLine::add_watch(CLI::App& app) {
+  watch = app.add_subcommand(
       "watch", "run a training program feedscope did not write and diagnose it: feedscope watch "
                "[options] -- COMMAND [ARGS...]");
-  WatchOptions watch_options;
   watch->add_option("--report-dir", watch_options.report_dir, "report directory [feedscope-watch]");
   watch->add_option("--metrics-addr", watch_options.metrics_addr,
                     "HOST:PORT of a Prometheus endpoint while the program runs");
@@ -232,20 +251,21 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
   watch->add_option("--batch-size", watch_options.batch_size,
                     "the program's batch size: turns it/s and s/it into samples/s [not known]")
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
-  bool no_try_loader = false;
   watch->add_flag("--no-try-loader", no_try_loader,
                   "a cpu_preprocess program: do not measure feedscope's loader on its files after it ends");
+}
 
-  CLI::App* merge = app.add_subcommand(
+void CommandLine::add_merge(CLI::App& app) {
+  merge = app.add_subcommand(
       "merge", "join the reports of a torch.distributed job's machines (each `feedscope watch "
                "--report-dir D -- torchrun --nnodes N ...`) into one job report");
-  std::string merge_out;
-  std::vector<std::string> merge_dirs;
   merge->add_option("--report-dir", merge_out, "the job report's directory")->required();
   merge->add_option("reports", merge_dirs, "the machines' report directories")->required()->expected(2, 1 << 16);
+}
 
-  // `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
-  // before parsing, so CLI11 never reads the program's own flags as feedscope's.
+// `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
+// before parsing, so CLI11 never reads the program's own flags as feedscope's.
+std::vector<std::string> split_off_command(int& argc, char** argv) {
   std::vector<std::string> command;
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) != "--") continue;
@@ -253,6 +273,93 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
     argc = i;
     break;
   }
+  return command;
+}
+
+TuneOptions tune_options(const RunConfig& config, const SearchOptions& search) {
+  TuneOptions t;
+  t.time_budget_s = search.budget_s;
+  t.max_workers = config.max_workers > 0 ? static_cast<int>(config.max_workers)
+                                         : static_cast<int>(std::thread::hardware_concurrency());
+  t.max_batch_size = search.max_batch_size;
+  t.min_gain = search.min_gain;
+  t.max_prefetch = 8;
+  t.ram_budget_bytes = config.ram_budget_mib > 0
+                           ? static_cast<std::uint64_t>(config.ram_budget_mib) << 20
+                           : available_memory_bytes() / 4;
+  return t;
+}
+
+int search_command(CommandLine& cl, const std::vector<std::string>& command,
+                   const CommandLineMode& mode) {
+  const bool sweep = static_cast<bool>(*cl.sweep);
+  RunConfig config;
+  RunOptions& options = sweep ? cl.sweep_options : cl.tune_options;
+  if (sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
+  options.apply(config);
+  for (const auto& [key, value] : {std::pair{"num_workers", config.num_workers},
+                                   std::pair{"prefetch", config.prefetch}})
+    if (value == kAutoValue)
+      throw ConfigError(key, std::string(key) + ": 'auto' is for run: " +
+                                 (sweep ? "sweep" : "tune") +
+                                 " measures fixed settings, one run each");
+  ProgramPoints& program = cl.program;
+  program.command = command;
+  program.sample_hz = config.sample_hz;
+  if (mode.check_only) return check_search(config, options.lists, program), kDone;
+  const InterruptGuard interrupts;
+  if (sweep) return sweep_command(config, options.lists, cl.search.repeats, program);
+  return tune_command(config, tune_options(config, cl.search), program);
+}
+
+// The chosen subcommand, or under check_only what it would check before it starts.
+int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
+                   const CommandLineMode& mode, std::ostream& err) {
+  if (cl.make_dataset->chosen()) {
+    if (mode.check_only) return cl.make_dataset->check(), kDone;
+    cl.make_dataset->run(std::cout);
+    return kDone;
+  }
+  if (!command.empty() && !*cl.watch && !*cl.sweep && !*cl.tune) {
+    err << "feedscope: error: `-- COMMAND` is for watch, sweep and tune\n";
+    return kUsage;
+  }
+  if (*cl.watch) {
+    cl.watch_options.command = command;
+    cl.watch_options.try_loader = !cl.no_try_loader;
+    if (mode.check_only) return validate_watch_options(cl.watch_options), kDone;
+    return watch_command(cl.watch_options);
+  }
+  if (*cl.merge) {
+    if (mode.check_only) return kDone;
+    return merge_command(cl.merge_out, cl.merge_dirs, std::cerr);
+  }
+  if (*cl.probe) {
+    if (mode.check_only) return kDone;
+    std::cout << (cl.probe_json_out ? probe_json() : probe_text());
+    return kDone;
+  }
+  if (*cl.sweep || *cl.tune) return search_command(cl, command, mode);
+  RunConfig config = *cl.demo ? demo_defaults() : RunConfig{};
+  (*cl.demo ? cl.demo_options : cl.run_options).apply(config);
+  if (mode.check_only) return validate_config(config), kDone;
+  if (*cl.demo) make_demo_images_if_missing(config);
+  return run_and_print(config);
+}
+
+}  // namespace
+
+namespace feedscope {
+
+int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
+  std::ostream& out = mode.out ? *mode.out : std::cout;
+  std::ostream& err = mode.err ? *mode.err : std::cerr;
+  CLI::App app{"feedscope: feeds a libtorch training step as fast as the hardware allows, and "
+               "says which stage of the input pipeline holds it back."};
+  app.set_version_flag("--version", std::string("feedscope ") + FEEDSCOPE_VERSION);
+  app.require_subcommand(1);
+  CommandLine command_line(app);
+  const std::vector<std::string> command = split_off_command(argc, argv);
   add_help_examples(app);
   try {
     app.parse(argc, argv);
@@ -261,64 +368,9 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
     return code == 0 ? kDone : kUsage;
   }
 
+  // Each error's exit code, as DESIGN.md lists them.
   try {
-    if (make_dataset.chosen()) {
-      if (mode.check_only) return make_dataset.check(), kDone;
-      make_dataset.run(std::cout);
-      return kDone;
-    }
-    if (!command.empty() && !*watch && !*sweep && !*tune) {
-      err << "feedscope: error: `-- COMMAND` is for watch, sweep and tune\n";
-      return kUsage;
-    }
-    if (*watch) {
-      watch_options.command = command;
-      watch_options.try_loader = !no_try_loader;
-      if (mode.check_only) return validate_watch_options(watch_options), kDone;
-      return watch_command(watch_options);
-    }
-    if (*merge) {
-      if (mode.check_only) return kDone;
-      return merge_command(merge_out, merge_dirs, std::cerr);
-    }
-    if (*probe) {
-      if (mode.check_only) return kDone;
-      std::cout << (probe_json_out ? probe_json() : probe_text());
-      return kDone;
-    }
-    if (*sweep || *tune) {
-      RunConfig config;
-      RunOptions& options = *sweep ? sweep_options : tune_options;
-      if (*sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
-      options.apply(config);
-      for (const auto& [key, value] : {std::pair{"num_workers", config.num_workers},
-                                       std::pair{"prefetch", config.prefetch}})
-        if (value == kAutoValue)
-          throw ConfigError(key, std::string(key) + ": 'auto' is for run: " +
-                                     (*sweep ? "sweep" : "tune") +
-                                     " measures fixed settings, one run each");
-      program.command = command;
-      program.sample_hz = config.sample_hz;
-      if (mode.check_only) return check_search(config, options.lists, program), kDone;
-      const InterruptGuard interrupts;
-      if (*sweep) return sweep_command(config, options.lists, search.repeats, program);
-      TuneOptions t;
-      t.time_budget_s = search.budget_s;
-      t.max_workers = config.max_workers > 0 ? static_cast<int>(config.max_workers)
-                                             : static_cast<int>(std::thread::hardware_concurrency());
-      t.max_batch_size = search.max_batch_size;
-      t.min_gain = search.min_gain;
-      t.max_prefetch = 8;
-      t.ram_budget_bytes = config.ram_budget_mib > 0
-                               ? static_cast<std::uint64_t>(config.ram_budget_mib) << 20
-                               : available_memory_bytes() / 4;
-      return tune_command(config, t, program);
-    }
-    RunConfig config = *demo ? demo_defaults() : RunConfig{};
-    (*demo ? demo_options : run_options).apply(config);
-    if (mode.check_only) return validate_config(config), kDone;
-    if (*demo) make_demo_images_if_missing(config);
-    return run_and_print(config);
+    return run_subcommand(command_line, command, mode, err);
   } catch (const MergeError& e) {
     err << "feedscope merge: " << e.what() << "\n";
     return kUsage;

@@ -334,75 +334,77 @@ std::string ended_how(const ChildExit& exit, int received, bool duration_ran_out
   return exit.code == 0 ? "exited" : "failed";
 }
 
-}  // namespace
-
-WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
-  validate(o);
+void make_report_dir(const std::string& dir) {
   std::error_code ec;
-  fs::create_directories(o.report_dir, ec);
-  if (ec) throw std::runtime_error("cannot create report directory '" + o.report_dir + "': " + ec.message());
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create report directory '" + dir + "': " + ec.message());
+}
 
-  Report report;
-  report.environment = gather_environment("");
-  const int cpus = std::max(report.environment.cpus, 1);
-  ProgramSummary program;
-  program.command = o.command;
-
-  const ChannelDir channel;
+// The program's environment: the channel its Sessions hand their spans to, and the CUPTI
+// injection library where no other tool traces CUDA (else why not in `no_injection`).
+std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::path& channel,
+                                               std::string& no_injection) {
   std::map<std::string, std::string> env = o.env;
-  env[kWatchDirEnv] = channel.path.string();
-  std::string no_injection;
+  env[kWatchDirEnv] = channel.string();
   if (const char* taken = std::getenv("CUDA_INJECTION64_PATH"); taken && *taken) {
     no_injection = std::string("CUDA_INJECTION64_PATH is already set to '") + taken +
                    "' (another tool traces CUDA): no feedscope CUDA trace";
   } else if (const std::string lib = injection_library(no_injection); !lib.empty()) {
     env["CUDA_INJECTION64_PATH"] = lib;
   }
+  return env;
+}
 
-  std::unique_ptr<MetricsExporter> metrics;
-  if (!o.metrics_addr.empty()) {
-    MetricsExporter::Options mo;
-    mo.address = o.metrics_addr;
-    mo.const_labels["host"] = report.environment.hostname;
-    mo.version = report.environment.feedscope_version;
-    mo.torch_version = report.environment.torch_version;
-    mo.cuda_version = report.environment.cuda_version;
-    metrics = std::make_unique<MetricsExporter>(mo);
-    log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
-  }
+std::unique_ptr<MetricsExporter> start_metrics(const WatchOptions& o, const Environment& environment,
+                                               std::ostream& log) {
+  if (o.metrics_addr.empty()) return nullptr;
+  MetricsExporter::Options mo;
+  mo.address = o.metrics_addr;
+  mo.const_labels["host"] = environment.hostname;
+  mo.version = environment.feedscope_version;
+  mo.torch_version = environment.torch_version;
+  mo.cuda_version = environment.cuda_version;
+  auto metrics = std::make_unique<MetricsExporter>(mo);
+  log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
+  return metrics;
+}
 
-  std::optional<OutputScanner> scanner = output_scanner(o);
+ChildProcess::Options child_options(const WatchOptions& o, std::map<std::string, std::string> env,
+                                    std::optional<OutputScanner>& scanner) {
   ChildProcess::Options co;
   co.argv = o.command;
   co.env = std::move(env);
   if (o.keep_output) co.output_path = (fs::path(o.report_dir) / "output.log").string();
   if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->text(line, now_ns()); };
+  return co;
+}
 
-  const std::int64_t begin_ns = now_ns();
-  const auto unix_s = [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  };
-  const double begin_unix_s = unix_s();
-  const double cpu_begin_s = own_cpu_s();
-  ChildProcess child(std::move(co));
-  program.pid = child.pid();
-  const SignalForwarder forwarder(child.pid());
-  ProcessTreeDigest tree(child.pid(), ::getpid());
-  SpanRegistry no_spans;
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// What watch reads of the program besides its utilization, all owned by watch_program.
+struct Observers {
+  ProcessTreeDigest& tree;
+  ProgramTorchProbe& torch;
+  DataFilesSeen& data_files;
+  MetricsExporter* metrics;
+  fs::path channel;
+};
+
+SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen) {
   SamplingOptions so;
   so.hz = o.sample_hz;
-  so.pid = child.pid();
+  so.pid = pid;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
-  ProgramTorchProbe torch;
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
   // with an endpoint the ranks' series. With try_loader, the files the program holds open: at
   // every reading until a few are seen (a file is open only while it is read), then at every
   // fifth, until the set is full.
-  DataFilesSeen data_files;
-  so.retarget = [&tree, &torch, &data_files, try_loader = o.try_loader, readings = 0,
-                 started = child.pid(), m = metrics.get(), dir = channel.path,
-                 polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
+  so.retarget = [&tree = seen.tree, &torch = seen.torch, &data_files = seen.data_files,
+                 try_loader = o.try_loader, readings = 0, started = pid, m = seen.metrics,
+                 dir = seen.channel, polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
     if (try_loader && !data_files.full() && (data_files.files().size() < 8 || readings % 5 == 0))
       look_at_files(data_files, s);
@@ -417,49 +419,54 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     }
     return next;
   };
-  Sampling sampling = start_sampling(so, o.report_dir, begin_ns, no_spans, metrics.get());
+  return so;
+}
 
-  bool duration_ran_out = false;
-  if (o.duration_s > 0) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::duration<double>(o.duration_s);
-    if (!child.wait_exited(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline))) {
-      duration_ran_out = true;
-      log << "feedscope watch: --duration " << o.duration_s << " s ran out: stopping the program (SIGINT)"
-          << std::endl;
-      child.signal(SIGINT);
-      const auto grace = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                std::chrono::duration<double>(o.grace_s));
-      if (!child.wait_exited(grace)) {
-        child.signal(SIGTERM);
-        if (!child.wait_exited(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
-          child.signal(SIGKILL);
-      }
-    }
+// Waits out --duration (where given); returns whether it ran out, the program then stopped with
+// SIGINT, SIGTERM after the grace period, SIGKILL 5 s after that.
+bool stop_after_duration(ChildProcess& child, const WatchOptions& o, std::ostream& log) {
+  if (o.duration_s <= 0) return false;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(o.duration_s);
+  if (child.wait_exited(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline)))
+    return false;
+  log << "feedscope watch: --duration " << o.duration_s << " s ran out: stopping the program (SIGINT)"
+      << std::endl;
+  child.signal(SIGINT);
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double>(o.grace_s));
+  if (!child.wait_exited(grace)) {
+    child.signal(SIGTERM);
+    if (!child.wait_exited(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+      child.signal(SIGKILL);
   }
-  child.wait_exited(std::nullopt);
-  const std::int64_t end_ns = now_ns();
-  // The last readings while its /proc entry is still there, then let it go.
-  if (sampling.sampler) sampling.sampler->stop();
-  const ChildExit exit = child.reap();
-  program.watcher_cpu_s = own_cpu_s() - cpu_begin_s;
+  return true;
+}
+
+void record_exit(const ChildExit& exit, int received, bool duration_ran_out,
+                 ProgramSummary& program, Report& report) {
   program.exit = exit.describe();
   program.exit_code = exit.shell_code();
-  program.ended = ended_how(exit, forwarder.received(), duration_ran_out);
-  program.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+  program.ended = ended_how(exit, received, duration_ran_out);
   if (program.ended == "interrupted") {
-    const char* name = ::sigabbrev_np(forwarder.received());
+    const char* name = ::sigabbrev_np(received);
     report.interrupted = name ? std::string("SIG") + name : "signal";
   }
+}
+
+void fill_sampled_utilization(const Sampling& sampling, Utilization& u) {
   if (sampling.sampler) {
-    fill_utilization(sampling.sampler->summary(), report.utilization);
+    fill_utilization(sampling.sampler->summary(), u);
   } else {
-    report.utilization.unavailable["sampler"] = "sampling off";
+    u.unavailable["sampler"] = "sampling off";
   }
-  program.tree = tree.summary();
-  program.torch = torch.found();
+}
+
+// The tree's view in the report's utilization, with notes on which process was read as the
+// trainer; returns whether that is a launcher's program rather than the one watch started.
+bool take_tree_view(const ProgramSummary& program, int cpus, Utilization& u,
+                    std::vector<std::string>& notes) {
   const ProcessTreeSummary& t = program.tree;
-  Utilization& u = report.utilization;
   u.cpu_process_ratio = t.trainer_cores / cpus;
   u.cpu_child_processes_cores = t.workers_cores + t.other_processes_cores;
   u.storage_read_bytes_per_s = t.storage_read_bytes_per_s;
@@ -467,22 +474,34 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     if (p.role == ProcessRole::trainer) u.rss_bytes_peak = p.rss_peak_bytes;
   const bool followed = t.trainer_pid != program.pid;  // a launcher's program is the trainer
   if (followed)
-    program.notes.push_back("trainer: " + t.trainer_name + " (pid " + std::to_string(t.trainer_pid) +
-                            "), run by the launcher feedscope started (pid " + std::to_string(program.pid) +
-                            "); its process is what the diagnosis reads");
+    notes.push_back("trainer: " + t.trainer_name + " (pid " + std::to_string(t.trainer_pid) +
+                    "), run by the launcher feedscope started (pid " + std::to_string(program.pid) +
+                    "); its process is what the diagnosis reads");
   if (t.ranks > 1)
-    program.notes.push_back(
+    notes.push_back(
         "torch.distributed: " + std::to_string(t.ranks) + " ranks, each read for the whole run with "
         "its main thread and its own workers (report.json's ranks); the one read thread by thread is " +
         (t.trainer_rank ? "rank " + std::to_string(*t.trainer_rank) : std::string("a rank")) +
         " (pid " + std::to_string(t.trainer_pid) + "), the busiest when it was followed");
   if (const auto it = u.series.find("cpu_system_ratio"); it != u.series.end())
     u.cpu_system_ratio = it->second.mean;
+  return followed;
+}
 
-  // What the program measured of itself, where a feedscope Session inside it sent its spans.
+// What feedscope Sessions inside the program handed over; a handoff that cannot be read is noted.
+std::vector<SessionHandoff> read_sessions(const fs::path& channel, std::vector<std::string>& notes) {
   std::vector<std::string> channel_errors;
-  const std::vector<SessionHandoff> sessions = read_session_handoffs(channel.path, channel_errors);
-  for (const std::string& e : channel_errors) program.notes.push_back("unreadable: " + e);
+  std::vector<SessionHandoff> sessions = read_session_handoffs(channel, channel_errors);
+  for (const std::string& e : channel_errors) notes.push_back("unreadable: " + e);
+  return sessions;
+}
+
+// What the program measured of itself, where a feedscope Session inside it sent its spans (the
+// busiest Session's), else what it printed; returns the spans' diagnosis input, if any.
+std::optional<DiagnosisInput> take_program_measurements(const std::vector<SessionHandoff>& sessions,
+                                                        const std::optional<OutputScanner>& scanner,
+                                                        const WatchOptions& o, int cpus,
+                                                        Report& report, ProgramSummary& program) {
   std::optional<DiagnosisInput> span_input;
   report.stages = empty_stages();
   report.throughput.wall_s = program.wall_s;
@@ -493,16 +512,17 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     report.custom_stages = s->custom_stages;
     report.training = s->training;
     report.data_errors = s->data_errors;
-    span_input = span_input_of(*s, t.workers, cpus);
+    span_input = span_input_of(*s, program.tree.workers, cpus);
   } else if (scanner) {
     take_printed_throughput(*scanner, o, report, program);
   }
-  if (report.training.model.empty())
-    report.training.model =
-        "the program's own (" + (followed && !t.trainer_name.empty() ? t.trainer_name : o.command[0]) + ")";
+  return span_input;
+}
 
-  const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
-  const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
+WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpus,
+                                          const Report& report,
+                                          const std::optional<DiagnosisInput>& span_input,
+                                          const std::optional<OutputScanner>& scanner) {
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
   wd.cpus = cpus;
@@ -514,6 +534,88 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
   if (scanner) wd.printed = scanner->data_wait();
+  return wd;
+}
+
+// With try_loader, feedscope's loader measured on the data files the program read.
+void offer_loader(const WatchOptions& o, DataFilesSeen& data_files,
+                  const std::optional<DiagnosisInput>& span_input, Report& report) {
+  const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
+  const int workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
+                                                                : report.program->tree.workers;
+  // No file seen open (a short run, or readings late on a loaded machine): the data its arguments name.
+  if (o.try_loader && data_files.files().empty()) data_files.look_at_arguments(report.program->command);
+  offer_feedscope_loader(data_files, {o.try_loader, workers, batch_size}, report);
+}
+
+std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o) {
+  return {{"mode", std::string("watch")},
+          {"command", command_line(o.command)},
+          {"report_dir", o.report_dir},
+          {"metrics_addr", o.metrics_addr},
+          {"sample_hz", o.sample_hz},
+          {"duration", o.duration_s},
+          {"throughput_pattern", o.throughput_pattern},
+          {"throughput_unit", o.throughput_unit},
+          {"batch_size", o.batch_size}};
+}
+
+}  // namespace
+
+WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
+  validate(o);
+  make_report_dir(o.report_dir);
+  Report report;
+  report.environment = gather_environment("");
+  const int cpus = std::max(report.environment.cpus, 1);
+  ProgramSummary program;
+  program.command = o.command;
+
+  const ChannelDir channel;
+  std::string no_injection;
+  std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
+  const std::unique_ptr<MetricsExporter> metrics = start_metrics(o, report.environment, log);
+  std::optional<OutputScanner> scanner = output_scanner(o);
+  ChildProcess::Options co = child_options(o, std::move(env), scanner);
+
+  const std::int64_t begin_ns = now_ns();
+  const double begin_unix_s = unix_now_s();
+  const double cpu_begin_s = own_cpu_s();
+  ChildProcess child(std::move(co));
+  program.pid = child.pid();
+  const SignalForwarder forwarder(child.pid());
+  ProcessTreeDigest tree(child.pid(), ::getpid());
+  SpanRegistry no_spans;
+  ProgramTorchProbe torch;
+  DataFilesSeen data_files;
+  Sampling sampling =
+      start_sampling(sampling_options(o, child.pid(), {tree, torch, data_files, metrics.get(), channel.path}),
+                     o.report_dir, begin_ns, no_spans, metrics.get());
+
+  const bool duration_ran_out = stop_after_duration(child, o, log);
+  child.wait_exited(std::nullopt);
+  const std::int64_t end_ns = now_ns();
+  // The last readings while its /proc entry is still there, then let it go.
+  if (sampling.sampler) sampling.sampler->stop();
+  const ChildExit exit = child.reap();
+  program.watcher_cpu_s = own_cpu_s() - cpu_begin_s;
+  program.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
+  record_exit(exit, forwarder.received(), duration_ran_out, program, report);
+  fill_sampled_utilization(sampling, report.utilization);
+  program.tree = tree.summary();
+  program.torch = torch.found();
+  const bool followed = take_tree_view(program, cpus, report.utilization, program.notes);
+
+  const std::vector<SessionHandoff> sessions = read_sessions(channel.path, program.notes);
+  const std::optional<DiagnosisInput> span_input =
+      take_program_measurements(sessions, scanner, o, cpus, report, program);
+  if (report.training.model.empty())
+    report.training.model = "the program's own (" +
+                            (followed && !program.tree.trainer_name.empty() ? program.tree.trainer_name : o.command[0]) + ")";
+
+  const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
+  const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
+  const WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner);
   report.diagnosis = diagnose_watched(wd);
   const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
   if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
@@ -524,24 +626,11 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
     report.job->end_unix_s = begin_unix_s + program.wall_s;
   }
   report.program = std::move(program);
-  const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
-  const int workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
-                                                                : report.program->tree.workers;
-  // No file seen open (a short run, or readings late on a loaded machine): the data its arguments name.
-  if (o.try_loader && data_files.files().empty()) data_files.look_at_arguments(report.program->command);
-  offer_feedscope_loader(data_files, {o.try_loader, workers, batch_size}, report);
+  offer_loader(o, data_files, span_input, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
-  report.config = {{"mode", std::string("watch")},
-                   {"command", command_line(o.command)},
-                   {"report_dir", o.report_dir},
-                   {"metrics_addr", o.metrics_addr},
-                   {"sample_hz", o.sample_hz},
-                   {"duration", o.duration_s},
-                   {"throughput_pattern", o.throughput_pattern},
-                   {"throughput_unit", o.throughput_unit},
-                   {"batch_size", o.batch_size}};
+  report.config = watch_config(o);
   WatchOutcome outcome;
   note_work_began(first_kernel_ns, scanner, begin_ns, report.program->wall_s, outcome);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},

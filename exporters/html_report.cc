@@ -315,10 +315,9 @@ std::string autotune_section(const AutotuneSummary& a) {
   return h.str();
 }
 
-std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
-                           std::int64_t run_begin_ns) {
-  const Diagnosis& d = r.diagnosis;
-  std::ostringstream h;
+namespace {
+
+void write_head(std::ostream& h, const Diagnosis& d) {
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
     << "<title>feedscope: " << esc(d.bottleneck) << "</title>\n<style>\n"
     << "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:980px;color:#1d1d1d;"
@@ -333,7 +332,11 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
        "tabular-nums}\n"
     << "svg.chart{font:12px system-ui,sans-serif;display:block;margin:10px 0}.axis{fill:#666;"
        "font-size:11px}\n.warn{color:#a33}</style></head><body>\n";
+}
 
+// The verdict first, with whether the run was cut short, and the run's throughput.
+void write_verdict(std::ostream& h, const Report& r) {
+  const Diagnosis& d = r.diagnosis;
   h << "<h1>feedscope report</h1>\n";
   if (!r.interrupted.empty())
     h << "<p class=\"warn\">Interrupted by " << esc(r.interrupted) << ": a partial report of "
@@ -349,26 +352,37 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
     << " steps in " << fmt("%.2f", r.throughput.wall_s) << " s. Data stall "
     << (d.data_stall_source.empty() ? std::string("not measured") : fmt("%.1f%%", 100 * d.data_stall_ratio))
     << " (input-bound: " << esc(d.input_bound) << ").</p>\n";
+}
 
+void write_evidence(std::ostream& h, const Diagnosis& d) {
   h << "<h2>Evidence</h2>\n<ul>\n";
   for (const std::string& e : d.evidence) h << "<li>" << esc(e) << "</li>\n";
   h << "</ul>\n";
-  h << ranks_section(r);
-  if (r.program) h << program_section(*r.program);
-  if (r.autotune) h << autotune_section(*r.autotune);
-  if (!d.recommendations.empty()) {
-    h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "
-         "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
-    for (const Recommendation& rec : d.recommendations)
-      h << "<tr><td>" << esc(rec.action) << "</td><td><code>" << esc(rec.setting)
-        << "</code></td><td class=\"n\">"
-        << (rec.predicted_samples_per_s ? fmt("%.0f", *rec.predicted_samples_per_s) : std::string("—"))
-        << "</td><td class=\"n\">"
-        << (rec.predicted_speedup ? fmt("%.2fx", *rec.predicted_speedup) : std::string("not measured")) << "</td><td>"
-        << esc(rec.basis) << "</td></tr>\n";
-    h << "</table>\n";
-  }
+}
 
+void write_recommendations(std::ostream& h, const Diagnosis& d) {
+  if (d.recommendations.empty()) return;
+  h << "<h2>Recommendations</h2>\n<table><tr><th>change</th><th>setting</th><th>predicted "
+       "samples/s</th><th>speed-up</th><th>basis</th></tr>\n";
+  for (const Recommendation& rec : d.recommendations)
+    h << "<tr><td>" << esc(rec.action) << "</td><td><code>" << esc(rec.setting)
+      << "</code></td><td class=\"n\">"
+      << (rec.predicted_samples_per_s ? fmt("%.0f", *rec.predicted_samples_per_s) : std::string("—"))
+      << "</td><td class=\"n\">"
+      << (rec.predicted_speedup ? fmt("%.2fx", *rec.predicted_speedup) : std::string("not measured")) << "</td><td>"
+      << esc(rec.basis) << "</td></tr>\n";
+  h << "</table>\n";
+}
+
+void write_stage_row(std::ostream& h, const StageStats& st, const char* marker) {
+  h << "<tr><td>" << esc(st.name) << marker << "</td><td class=\"n\">" << st.count
+    << "</td><td class=\"n\">" << fmt("%.3f", st.mean_ms) << "</td><td class=\"n\">"
+    << fmt("%.3f", st.p50_ms) << "</td><td class=\"n\">" << fmt("%.3f", st.p95_ms)
+    << "</td><td class=\"n\">" << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">"
+    << fmt("%.1f%%", 100 * st.share) << "</td></tr>\n";
+}
+
+void write_stages(std::ostream& h, const Report& r) {
   const bool any_stage = std::any_of(r.stages.begin(), r.stages.end(),
                                      [](const StageStats& st) { return st.count > 0; });
   if (!any_stage && r.program) {
@@ -377,104 +391,109 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
     h << "<h2>Stages</h2>\n<p>Not measured: the program sent no stage spans (wrap its loop with "
          "feedscope to time loading and the step apart). What was measured is its process tree, "
          "under Program, and its CPU over time below.</p>\n";
-  } else {
+    return;
+  }
   h << "<h2>Stages</h2>\n" << stage_chart(r);
   h << "<table><tr><th>stage</th><th>spans</th><th>mean ms</th><th>p50 ms</th><th>p95 ms</th>"
        "<th>busy s</th><th>share</th></tr>\n";
-  for (const StageStats& st : r.stages) {
-    if (st.count == 0) continue;
-    h << "<tr><td>" << esc(st.name) << "</td><td class=\"n\">" << st.count << "</td><td class=\"n\">"
-      << fmt("%.3f", st.mean_ms) << "</td><td class=\"n\">" << fmt("%.3f", st.p50_ms)
-      << "</td><td class=\"n\">" << fmt("%.3f", st.p95_ms) << "</td><td class=\"n\">"
-      << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * st.share)
-      << "</td></tr>\n";
-  }
+  for (const StageStats& st : r.stages)
+    if (st.count > 0) write_stage_row(h, st, "");
   // A wrapped loop's own stages, marked so no one reads them as part of the pipeline model.
-  for (const StageStats& st : r.custom_stages) {
-    h << "<tr><td>" << esc(st.name) << " <small>(custom)</small></td><td class=\"n\">" << st.count
-      << "</td><td class=\"n\">" << fmt("%.3f", st.mean_ms) << "</td><td class=\"n\">"
-      << fmt("%.3f", st.p50_ms) << "</td><td class=\"n\">" << fmt("%.3f", st.p95_ms)
-      << "</td><td class=\"n\">" << fmt("%.3f", st.busy_s) << "</td><td class=\"n\">"
-      << fmt("%.1f%%", 100 * st.share) << "</td></tr>\n";
-  }
+  for (const StageStats& st : r.custom_stages) write_stage_row(h, st, " <small>(custom)</small>");
   h << "</table>\n";
-  }
+}
 
+// The sampler's readings as chart lines, by what they measure.
+struct UsageLines {
+  Line system{"CPU, all cores", {}}, process{"CPU, this process", {}}, io{"I/O pressure", {}};
+  // Its child processes (a DataLoader's workers) as a share of all cores, as the others.
+  Line children{"CPU, its child processes (loader workers)", {}};
+  std::map<int, Line> gpus;
+  std::map<std::string, Line> threads;
+  std::map<std::string, Line> disks;
+};
+
+UsageLines usage_lines(const std::vector<UtilizationSample>& series, std::int64_t run_begin_ns) {
+  UsageLines lines;
+  for (const UtilizationSample& u : series) {
+    const double t = seconds(u.time_ns, run_begin_ns);
+    if (u.cpu_system_ratio) lines.system.points.push_back({t, *u.cpu_system_ratio});
+    if (u.cpu_process_ratio) lines.process.points.push_back({t, *u.cpu_process_ratio});
+    if (u.io_pressure) lines.io.points.push_back({t, u.io_pressure->some_avg10});
+    if (!u.children.empty() && !u.cpu_core_ratio.empty()) {
+      double cores = 0;
+      for (const ProcessCpu& c : u.children) cores += c.cores;
+      lines.children.points.push_back({t, cores / static_cast<double>(u.cpu_core_ratio.size())});
+    }
+    for (const GpuSample& g : u.gpus) {
+      Line& l = lines.gpus[g.index];
+      l.name = "GPU " + std::to_string(g.index);
+      if (g.util_ratio) l.points.push_back({t, *g.util_ratio});  // a failed read is no 0
+    }
+    for (const ThreadCpu& th : u.threads) {
+      // Loader lanes and the training thread; other threads (the sampler, TBB's spares) are
+      // noise here.
+      if (th.name != "training" && th.name.rfind("worker ", 0) != 0) continue;
+      Line& l = lines.threads[th.name];
+      l.name = th.name;
+      l.points.push_back({t, th.ratio});
+    }
+    for (const DiskSample& disk : u.disks) {
+      Line& l = lines.disks[disk.device];
+      l.name = disk.device;
+      l.points.push_back({t, disk.read_bytes_per_s / 1e6});
+    }
+  }
+  return lines;
+}
+
+void write_utilization(std::ostream& h, const Report& r,
+                       const std::vector<UtilizationSample>& series, std::int64_t run_begin_ns) {
   h << "<h2>Utilization over time</h2>\n";
   if (series.empty()) {
     h << "<p>No utilization samples (sampling off, or the run was shorter than one period).</p>\n";
-  } else {
-    Line system{"CPU, all cores", {}}, process{"CPU, this process", {}}, io{"I/O pressure", {}};
-    // Its child processes (a DataLoader's workers) as a share of all cores, as the others.
-    Line children{"CPU, its child processes (loader workers)", {}};
-    std::map<int, Line> gpus;
-    std::map<std::string, Line> threads;
-    std::map<std::string, Line> disks;
-    for (const UtilizationSample& u : series) {
-      const double t = seconds(u.time_ns, run_begin_ns);
-      if (u.cpu_system_ratio) system.points.push_back({t, *u.cpu_system_ratio});
-      if (u.cpu_process_ratio) process.points.push_back({t, *u.cpu_process_ratio});
-      if (u.io_pressure) io.points.push_back({t, u.io_pressure->some_avg10});
-      if (!u.children.empty() && !u.cpu_core_ratio.empty()) {
-        double cores = 0;
-        for (const ProcessCpu& c : u.children) cores += c.cores;
-        children.points.push_back({t, cores / static_cast<double>(u.cpu_core_ratio.size())});
-      }
-      for (const GpuSample& g : u.gpus) {
-        Line& l = gpus[g.index];
-        l.name = "GPU " + std::to_string(g.index);
-        if (g.util_ratio) l.points.push_back({t, *g.util_ratio});  // a failed read is no 0
-      }
-      for (const ThreadCpu& th : u.threads) {
-        // Loader lanes and the training thread; other threads (the sampler, TBB's spares) are
-        // noise here.
-        if (th.name != "training" && th.name.rfind("worker ", 0) != 0) continue;
-        Line& l = threads[th.name];
-        l.name = th.name;
-        l.points.push_back({t, th.ratio});
-      }
-      for (const DiskSample& disk : u.disks) {
-        Line& l = disks[disk.device];
-        l.name = disk.device;
-        l.points.push_back({t, disk.read_bytes_per_s / 1e6});
-      }
-    }
-    std::vector<Line> usage = {system, process};
-    if (!children.points.empty()) usage.push_back(children);
-    for (auto& [i, l] : gpus) {
-      if (l.points.empty()) l.name += " (not measured)";
-      usage.push_back(l);
-    }
-    if (!io.points.empty()) usage.push_back(io);
-    const std::vector<Mark> marks = autotune_marks(r);
-    h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "", marks);
-    std::vector<Line> thread_lines;
-    for (auto& [name, l] : threads) thread_lines.push_back(l);
-    if (!thread_lines.empty())
-      h << line_chart("Busy share of one core, per thread", thread_lines, 1.0, true, "", marks);
-    std::vector<Line> disk_lines;
-    for (auto& [name, l] : disks) disk_lines.push_back(l);
-    if (!disk_lines.empty()) h << line_chart("Disk reads", disk_lines, 0, false, "MB/s");
+    return;
   }
+  UsageLines lines = usage_lines(series, run_begin_ns);
+  std::vector<Line> usage = {lines.system, lines.process};
+  if (!lines.children.points.empty()) usage.push_back(lines.children);
+  for (auto& [i, l] : lines.gpus) {
+    if (l.points.empty()) l.name += " (not measured)";
+    usage.push_back(l);
+  }
+  if (!lines.io.points.empty()) usage.push_back(lines.io);
+  const std::vector<Mark> marks = autotune_marks(r);
+  h << line_chart("CPU, GPU and I/O pressure", usage, 1.0, true, "", marks);
+  std::vector<Line> thread_lines;
+  for (auto& [name, l] : lines.threads) thread_lines.push_back(l);
+  if (!thread_lines.empty())
+    h << line_chart("Busy share of one core, per thread", thread_lines, 1.0, true, "", marks);
+  std::vector<Line> disk_lines;
+  for (auto& [name, l] : lines.disks) disk_lines.push_back(l);
+  if (!disk_lines.empty()) h << line_chart("Disk reads", disk_lines, 0, false, "MB/s");
+}
 
+void write_gpu_trace(std::ostream& h, const Report& r) {
   h << "<h2>GPU trace</h2>\n";
-  if (r.gpu_trace) {
-    const GpuTraceSummary& g = *r.gpu_trace;
-    h << "<table>\n<tr><td>GPU busy (kernels and copies) of step time</td><td class=\"n\">"
-      << fmt("%.1f%%", 100 * g.gpu_busy_ratio) << "</td></tr>\n<tr><td>kernels per step</td><td "
-      << "class=\"n\">" << fmt("%.1f", g.kernels_per_step) << "</td></tr>\n<tr><td>mean / p95 "
-      << "kernel</td><td class=\"n\">" << fmt("%.1f", g.mean_kernel_us) << " / "
-      << fmt("%.1f µs", g.p95_kernel_us) << "</td></tr>\n<tr><td>launch gaps, share of step"
-      << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * g.gap_share) << "</td></tr>\n<tr><td>"
-      << "host syncs per step</td><td class=\"n\">" << fmt("%.2f", g.syncs_per_step)
-      << "</td></tr>\n<tr><td>H2D pinned / pageable</td><td class=\"n\">"
-      << fmt("%.1f", static_cast<double>(g.h2d_pinned_bytes) / 1e6) << " / "
-      << fmt("%.1f MB", static_cast<double>(g.h2d_pageable_bytes) / 1e6) << "</td></tr>\n</table>\n";
-  } else {
+  if (!r.gpu_trace) {
     h << "<p>Unavailable: " << esc(r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable)
       << "</p>\n";
+    return;
   }
+  const GpuTraceSummary& g = *r.gpu_trace;
+  h << "<table>\n<tr><td>GPU busy (kernels and copies) of step time</td><td class=\"n\">"
+    << fmt("%.1f%%", 100 * g.gpu_busy_ratio) << "</td></tr>\n<tr><td>kernels per step</td><td "
+    << "class=\"n\">" << fmt("%.1f", g.kernels_per_step) << "</td></tr>\n<tr><td>mean / p95 "
+    << "kernel</td><td class=\"n\">" << fmt("%.1f", g.mean_kernel_us) << " / "
+    << fmt("%.1f µs", g.p95_kernel_us) << "</td></tr>\n<tr><td>launch gaps, share of step"
+    << "</td><td class=\"n\">" << fmt("%.1f%%", 100 * g.gap_share) << "</td></tr>\n<tr><td>"
+    << "host syncs per step</td><td class=\"n\">" << fmt("%.2f", g.syncs_per_step)
+    << "</td></tr>\n<tr><td>H2D pinned / pageable</td><td class=\"n\">"
+    << fmt("%.1f", static_cast<double>(g.h2d_pinned_bytes) / 1e6) << " / "
+    << fmt("%.1f MB", static_cast<double>(g.h2d_pageable_bytes) / 1e6) << "</td></tr>\n</table>\n";
+}
 
+void write_environment(std::ostream& h, const Report& r) {
   const Environment& e = r.environment;
   h << "<h2>Environment</h2>\n<table>\n<tr><td>device</td><td>" << esc(e.device)
     << "</td></tr>\n<tr><td>CPUs</td><td>" << e.cpus << "</td></tr>\n<tr><td>memory</td><td>"
@@ -486,25 +505,51 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
       << (r.program->torch ? esc(r.program->torch->version) : std::string("not seen")) << "</td></tr>\n";
   h << "<tr><td>host</td><td>" << esc(e.hostname) << "</td></tr>\n<tr><td>model</td><td>"
     << esc(r.training.model) << "</td></tr>\n</table>\n";
+}
+
+std::string config_value_text(const ConfigValue& value) {
+  std::string text;
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) text = v ? "on" : "off";
+        else if constexpr (std::is_same_v<T, std::string>) text = v;
+        else if constexpr (std::is_same_v<T, double>) text = fmt("%g", v);
+        else if constexpr (std::is_same_v<T, std::nullptr_t>) text = "not known";
+        else text = std::to_string(v);
+      },
+      value);
+  return text;
+}
+
+// The configuration, and the page's foot.
+void write_configuration(std::ostream& h, const Report& r) {
   h << "<h2>Configuration</h2>\n<table>\n";
-  for (const auto& [key, value] : r.config) {
-    std::string text;
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>) text = v ? "on" : "off";
-          else if constexpr (std::is_same_v<T, std::string>) text = v;
-          else if constexpr (std::is_same_v<T, double>) text = fmt("%g", v);
-          else if constexpr (std::is_same_v<T, std::nullptr_t>) text = "not known";
-          else text = std::to_string(v);
-        },
-        value);
-    h << "<tr><td>" << esc(key) << "</td><td>" << esc(text) << "</td></tr>\n";
-  }
-  h << "</table>\n<p class=\"axis\">feedscope " << esc(e.feedscope_version)
+  for (const auto& [key, value] : r.config)
+    h << "<tr><td>" << esc(key) << "</td><td>" << esc(config_value_text(value)) << "</td></tr>\n";
+  h << "</table>\n<p class=\"axis\">feedscope " << esc(r.environment.feedscope_version)
     << " · report.json holds the same numbers; trace.json opens in Perfetto"
     << (r.trace.omitted_from_s ? "; it holds " + esc(describe_trace_cap(r.trace)) : "")
     << ".</p>\n</body></html>\n";
+}
+
+}  // namespace
+
+std::string report_to_html(const Report& r, const std::vector<UtilizationSample>& series,
+                           std::int64_t run_begin_ns) {
+  std::ostringstream h;
+  write_head(h, r.diagnosis);
+  write_verdict(h, r);
+  write_evidence(h, r.diagnosis);
+  h << ranks_section(r);
+  if (r.program) h << program_section(*r.program);
+  if (r.autotune) h << autotune_section(*r.autotune);
+  write_recommendations(h, r.diagnosis);
+  write_stages(h, r);
+  write_utilization(h, r, series, run_begin_ns);
+  write_gpu_trace(h, r);
+  write_environment(h, r);
+  write_configuration(h, r);
   return h.str();
 }
 

@@ -168,54 +168,56 @@ ActiveWindows kernel_active_windows(const GpuActivity& a) {
   return out;
 }
 
-GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
-  GpuTraceSummary s;
-  s.dropped = a.dropped;
-  s.records_bad_timestamps = a.bad_timestamps;
-  s.buffers_incomplete = a.incomplete_buffers;
-  {
-    std::vector<Interval> w;
-    for (const StepWindow& x : windows) w.push_back({x.begin_ns, x.end_ns});
-    const std::size_t given = std::count_if(windows.begin(), windows.end(), [](const StepWindow& x) {
-      return x.end_ns > x.begin_ns;
-    });
-    windows.clear();
-    for (const Interval& i : merge(std::move(w), true)) windows.push_back({i.begin, i.end});
-    // Overlapping steps were merged for the time base, but each one is still a step.
-    s.steps = static_cast<std::int64_t>(given);
-  }
-  if (windows.empty()) return s;
-  std::int64_t wall_ns = 0;
-  for (const StepWindow& w : windows) wall_ns += w.end_ns - w.begin_ns;
-  s.step_wall_s = static_cast<double>(wall_ns) / 1e9;
-  const double steps = static_cast<double>(s.steps);
+namespace {
 
-  const auto in_step = [&windows](std::int64_t t) {
-    auto it = std::upper_bound(windows.begin(), windows.end(), t,
+// Sorts and merges `windows` into the time base; returns how many steps they were (overlapping
+// steps are merged for the time base, but each one is still a step).
+std::int64_t merge_step_windows(std::vector<StepWindow>& windows) {
+  std::vector<Interval> w;
+  for (const StepWindow& x : windows) w.push_back({x.begin_ns, x.end_ns});
+  const std::size_t given = std::count_if(windows.begin(), windows.end(), [](const StepWindow& x) {
+    return x.end_ns > x.begin_ns;
+  });
+  windows.clear();
+  for (const Interval& i : merge(std::move(w), true)) windows.push_back({i.begin, i.end});
+  return static_cast<std::int64_t>(given);
+}
+
+// Whether a time falls in one of the merged, sorted step windows.
+class InStep {
+ public:
+  explicit InStep(const std::vector<StepWindow>& windows) : windows_(windows) {}
+  bool operator()(std::int64_t t) const {
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
                                [](std::int64_t v, const StepWindow& w) { return v < w.begin_ns; });
-    return it != windows.begin() && t < std::prev(it)->end_ns;
-  };
-
-  std::vector<double> kernel_us;
-  std::vector<Interval> busy;
-  busy.reserve(a.kernels.size() + a.memcpys.size() + a.memsets.size());
-  for (const KernelRecord& k : a.kernels) {
-    busy.push_back({k.start_ns, k.end_ns});
-    if (in_step(k.start_ns)) kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
+    return it != windows_.begin() && t < std::prev(it)->end_ns;
   }
+
+ private:
+  const std::vector<StepWindow>& windows_;
+};
+
+void summarize_kernels(const GpuActivity& a, const InStep& in_step, double steps,
+                       GpuTraceSummary& s) {
+  std::vector<double> kernel_us;
+  for (const KernelRecord& k : a.kernels)
+    if (in_step(k.start_ns)) kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
   s.kernels = static_cast<std::int64_t>(kernel_us.size());
   s.kernels_per_step = static_cast<double>(s.kernels) / steps;
   s.mean_kernel_us = mean(kernel_us);
   s.p50_kernel_us = percentile(kernel_us, 0.50);
   s.p95_kernel_us = percentile(kernel_us, 0.95);
+}
 
-  std::vector<Interval> h2d;
-  for (const MemcpyRecord& m : a.memcpys) {
-    busy.push_back({m.start_ns, m.end_ns});
-    if (m.kind == MemcpyKind::h2d) h2d.push_back({m.start_ns, m.end_ns});
-  }
+// The GPU busy (kernels, copies, memsets) within the steps, and the launch gaps between its
+// pieces inside each step.
+void summarize_busy(const GpuActivity& a, const std::vector<StepWindow>& windows,
+                    std::int64_t wall_ns, GpuTraceSummary& s) {
+  std::vector<Interval> busy;
+  busy.reserve(a.kernels.size() + a.memcpys.size() + a.memsets.size());
+  for (const KernelRecord& k : a.kernels) busy.push_back({k.start_ns, k.end_ns});
+  for (const MemcpyRecord& m : a.memcpys) busy.push_back({m.start_ns, m.end_ns});
   for (const MemsetRecord& m : a.memsets) busy.push_back({m.start_ns, m.end_ns});
-
   const std::vector<Interval> merged = merge(std::move(busy));
   std::int64_t busy_ns = 0, gap_ns = 0;
   std::vector<double> gap_us;
@@ -233,87 +235,134 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
     });
   }
   s.gpu_busy_s = static_cast<double>(busy_ns) / 1e9;
-  {
-    // Kernels and memsets only: copies run on the copy engines beside the step's kernels (and a
-    // pageable copy is the host's time, which h2d_submit counts).
-    std::vector<Interval> compute;
-    for (const KernelRecord& k : a.kernels) compute.push_back({k.start_ns, k.end_ns});
-    for (const MemsetRecord& m : a.memsets) compute.push_back({m.start_ns, m.end_ns});
-    std::int64_t all_ns = 0;
-    for_each_piece(merge(std::move(compute)), {windows.front().begin_ns, windows.back().end_ns},
-                   [&](const Interval& piece) { all_ns += piece.end - piece.begin; });
-    s.device_s_per_step = static_cast<double>(all_ns) / 1e9 / steps;
-  }
   s.gpu_busy_ratio = static_cast<double>(busy_ns) / static_cast<double>(wall_ns);
   s.launch_gaps = static_cast<std::int64_t>(gap_us.size());
   s.mean_gap_us = mean(gap_us);
   s.p95_gap_us = percentile(gap_us, 0.95);
   s.gap_share = static_cast<double>(gap_ns) / static_cast<double>(wall_ns);
+}
 
+// Kernels and memsets only: copies run on the copy engines beside the step's kernels (and a
+// pageable copy is the host's time, which h2d_submit counts).
+double device_s_per_step(const GpuActivity& a, const std::vector<StepWindow>& windows,
+                         double steps) {
+  std::vector<Interval> compute;
+  for (const KernelRecord& k : a.kernels) compute.push_back({k.start_ns, k.end_ns});
+  for (const MemsetRecord& m : a.memsets) compute.push_back({m.start_ns, m.end_ns});
+  std::int64_t all_ns = 0;
+  for_each_piece(merge(std::move(compute)), {windows.front().begin_ns, windows.back().end_ns},
+                 [&](const Interval& piece) { all_ns += piece.end - piece.begin; });
+  return static_cast<double>(all_ns) / 1e9 / steps;
+}
+
+double h2d_share(const GpuActivity& a, const std::vector<StepWindow>& windows,
+                 std::int64_t wall_ns) {
+  std::vector<Interval> h2d;
+  for (const MemcpyRecord& m : a.memcpys)
+    if (m.kind == MemcpyKind::h2d) h2d.push_back({m.start_ns, m.end_ns});
   const std::vector<Interval> h2d_merged = merge(std::move(h2d));
   std::int64_t h2d_ns = 0;
   for (const StepWindow& w : windows)
     for_each_piece(h2d_merged, w, [&](const Interval& p) { h2d_ns += p.end - p.begin; });
-  s.h2d_share = static_cast<double>(h2d_ns) / static_cast<double>(wall_ns);
+  return static_cast<double>(h2d_ns) / static_cast<double>(wall_ns);
+}
 
-  // A synchronous call and the synchronization record CUPTI makes for it share a correlation id:
-  // count the call (its duration is what the host waited) and skip the record.
-  std::unordered_set<std::uint32_t> counted;
-  std::unordered_map<std::uint32_t, const RuntimeApiRecord*> call_of;  // by correlation id
-  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> sync_calls_by_thread;  // starts
-  std::int64_t sync_ns = 0, launch_ns = 0;
-  for (const RuntimeApiRecord& r : a.runtime) {
-    if (!in_step(r.start_ns)) continue;
-    if (r.correlation_id != 0) call_of.emplace(r.correlation_id, &r);
+// The host's waits for the device within the steps. A synchronous call and the synchronization
+// record CUPTI makes for it share a correlation id: the call is counted (its duration is what
+// the host waited) and the record skipped.
+class SyncCount {
+ public:
+  SyncCount(const GpuActivity& a, const InStep& in_step, GpuTraceSummary& s)
+      : a_(a), in_step_(in_step), s_(s) {}
+  void count_runtime_calls();
+  void count_sync_records();
+  void count_pageable_copies();
+  std::int64_t sync_ns() const { return sync_ns_; }
+  std::int64_t launch_ns() const { return launch_ns_; }
+
+ private:
+  const GpuActivity& a_;
+  const InStep& in_step_;
+  GpuTraceSummary& s_;
+  std::unordered_set<std::uint32_t> counted_;
+  std::unordered_map<std::uint32_t, const RuntimeApiRecord*> call_of_;  // by correlation id
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> sync_calls_by_thread_;  // starts
+  std::int64_t sync_ns_ = 0, launch_ns_ = 0;
+};
+
+void SyncCount::count_runtime_calls() {
+  for (const RuntimeApiRecord& r : a_.runtime) {
+    if (!in_step_(r.start_ns)) continue;
+    if (r.correlation_id != 0) call_of_.emplace(r.correlation_id, &r);
     if (is_synchronous_runtime_call(r.name)) {
-      sync_calls_by_thread[r.thread_id].push_back(r.start_ns);
-      ++s.syncs;
-      ++s.syncs_by_call[std::string(base_name(r.name))];
-      sync_ns += r.end_ns - r.start_ns;
-      if (r.correlation_id != 0) counted.insert(r.correlation_id);
+      sync_calls_by_thread_[r.thread_id].push_back(r.start_ns);
+      ++s_.syncs;
+      ++s_.syncs_by_call[std::string(base_name(r.name))];
+      sync_ns_ += r.end_ns - r.start_ns;
+      if (r.correlation_id != 0) counted_.insert(r.correlation_id);
     } else if (is_launch_runtime_call(r.name)) {
-      ++s.launch_calls;
-      launch_ns += r.end_ns - r.start_ns;
+      ++s_.launch_calls;
+      launch_ns_ += r.end_ns - r.start_ns;
     }
   }
-  for (const SyncRecord& r : a.syncs) {
-    if (r.type == SyncType::stream_wait_event || !in_step(r.start_ns)) continue;
-    if (r.correlation_id != 0 && counted.contains(r.correlation_id)) continue;
-    const auto call = r.correlation_id != 0 ? call_of.find(r.correlation_id) : call_of.end();
+}
+
+void SyncCount::count_sync_records() {
+  for (const SyncRecord& r : a_.syncs) {
+    if (r.type == SyncType::stream_wait_event || !in_step_(r.start_ns)) continue;
+    if (r.correlation_id != 0 && counted_.contains(r.correlation_id)) continue;
+    const auto call = r.correlation_id != 0 ? call_of_.find(r.correlation_id) : call_of_.end();
     // CUPTI also makes a synchronization record for a cudaEventQuery that finds its event done
     // (seen on an H100, CUPTI 13): a query never blocks the host, and it is how feedscope's own
     // copy engine and step fence wait.
-    if (call != call_of.end() && is_query_runtime_call(call->second->name)) continue;
-    ++s.syncs;
-    ++s.syncs_by_call[call != call_of.end() ? std::string(base_name(call->second->name))
-                                            : sync_kind_name(r.type)];
-    sync_ns += r.end_ns - r.start_ns;
+    if (call != call_of_.end() && is_query_runtime_call(call->second->name)) continue;
+    ++s_.syncs;
+    ++s_.syncs_by_call[call != call_of_.end() ? std::string(base_name(call->second->name))
+                                              : sync_kind_name(r.type)];
+    sync_ns_ += r.end_ns - r.start_ns;
   }
-  // An "async" copy into pageable memory returns only once the bytes are there, so after all the
-  // work queued before it: torch's .item() and .cpu() block the host here, before any sync call.
-  for (auto& [thread, starts] : sync_calls_by_thread) std::sort(starts.begin(), starts.end());
-  for (const MemcpyRecord& m : a.memcpys) {
+}
+
+// An "async" copy into pageable memory returns only once the bytes are there, so after all the
+// work queued before it: torch's .item() and .cpu() block the host here, before any sync call.
+void SyncCount::count_pageable_copies() {
+  for (auto& [thread, starts] : sync_calls_by_thread_) std::sort(starts.begin(), starts.end());
+  for (const MemcpyRecord& m : a_.memcpys) {
     if (m.kind != MemcpyKind::d2h || m.dst != MemoryKind::pageable) continue;
-    const auto call = call_of.find(m.correlation_id);
-    if (call == call_of.end() || counted.contains(m.correlation_id) ||
+    const auto call = call_of_.find(m.correlation_id);
+    if (call == call_of_.end() || counted_.contains(m.correlation_id) ||
         !base_name(call->second->name).starts_with("cudaMemcpy") ||
         is_synchronous_runtime_call(call->second->name))
       continue;
-    counted.insert(m.correlation_id);
+    counted_.insert(m.correlation_id);
     const RuntimeApiRecord& r = *call->second;
-    sync_ns += r.end_ns - r.start_ns;
+    sync_ns_ += r.end_ns - r.start_ns;
     // .item() is the copy and then a stream sync: one sync of the loop's, its wait in the copy.
-    const std::vector<std::int64_t>& syncs = sync_calls_by_thread[r.thread_id];
+    const std::vector<std::int64_t>& syncs = sync_calls_by_thread_[r.thread_id];
     const auto next_sync = std::lower_bound(syncs.begin(), syncs.end(), r.end_ns);
     if (next_sync != syncs.end() && *next_sync - r.end_ns <= 1'000'000) continue;
-    ++s.syncs;
-    ++s.syncs_by_call[std::string(base_name(r.name)) + " to pageable memory"];
+    ++s_.syncs;
+    ++s_.syncs_by_call[std::string(base_name(r.name)) + " to pageable memory"];
   }
-  s.syncs_per_step = static_cast<double>(s.syncs) / steps;
-  s.sync_wait_s = static_cast<double>(sync_ns) / 1e9;
-  if (s.launch_calls > 0)
-    s.mean_launch_call_us = static_cast<double>(launch_ns) / 1e3 / static_cast<double>(s.launch_calls);
+}
 
+void summarize_syncs(const GpuActivity& a, const InStep& in_step, double steps,
+                     GpuTraceSummary& s) {
+  SyncCount count(a, in_step, s);
+  count.count_runtime_calls();
+  count.count_sync_records();
+  count.count_pageable_copies();
+  s.syncs_per_step = static_cast<double>(s.syncs) / steps;
+  s.sync_wait_s = static_cast<double>(count.sync_ns()) / 1e9;
+  if (s.launch_calls > 0)
+    s.mean_launch_call_us =
+        static_cast<double>(count.launch_ns()) / 1e3 / static_cast<double>(s.launch_calls);
+}
+
+// Copies that started between the first step's start and the last step's end, by direction and
+// host memory, with the host-to-device rates.
+void summarize_copies(const GpuActivity& a, const std::vector<StepWindow>& windows, double steps,
+                      GpuTraceSummary& s) {
   const std::int64_t copies_begin = windows.front().begin_ns;
   const std::int64_t copies_end = windows.back().end_ns;
   std::int64_t pinned_ns = 0, pageable_ns = 0;
@@ -341,6 +390,29 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
     s.h2d_pageable_gbps =
         static_cast<double>(s.h2d_pageable_bytes) / static_cast<double>(pageable_ns);
   s.h2d_pageable_s_per_step = static_cast<double>(pageable_ns) / 1e9 / steps;
+}
+
+}  // namespace
+
+GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
+  GpuTraceSummary s;
+  s.dropped = a.dropped;
+  s.records_bad_timestamps = a.bad_timestamps;
+  s.buffers_incomplete = a.incomplete_buffers;
+  s.steps = merge_step_windows(windows);
+  if (windows.empty()) return s;
+  std::int64_t wall_ns = 0;
+  for (const StepWindow& w : windows) wall_ns += w.end_ns - w.begin_ns;
+  s.step_wall_s = static_cast<double>(wall_ns) / 1e9;
+  const double steps = static_cast<double>(s.steps);
+  const InStep in_step(windows);
+
+  summarize_kernels(a, in_step, steps, s);
+  summarize_busy(a, windows, wall_ns, s);
+  s.device_s_per_step = device_s_per_step(a, windows, steps);
+  s.h2d_share = h2d_share(a, windows, wall_ns);
+  summarize_syncs(a, in_step, steps, s);
+  summarize_copies(a, windows, steps, s);
   return s;
 }
 

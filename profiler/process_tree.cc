@@ -52,25 +52,77 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
   return ProcessRole::other;
 }
 
-int ProcessTreeDigest::add(const UtilizationSample& s) {
-  std::lock_guard lock(mutex_);
-  const int pid = s.pid > 0 ? s.pid : started_pid_;  // the process read with its threads
-  // A followed program that ended: back to its launcher, which may run another.
-  if (s.threads.empty() && !s.rss_bytes) return pid != started_pid_ ? started_pid_ : 0;
-  const double dt = samples_ > 0 ? static_cast<double>(s.time_ns - previous_ns_) / 1e9 : 0;
-  previous_ns_ = s.time_ns;
-  if (samples_ == 0) first_ns_ = s.time_ns;
-  last_ns_ = s.time_ns;
-  ++samples_;
-  const double cpus = static_cast<double>(std::max<std::size_t>(s.cpu_core_ratio.size(), 1));
+// One add(): the reading's steps and what they hand on to each other, with mutex_ held.
+struct ProcessTreeDigest::Reading {
+  Reading(ProcessTreeDigest& digest, const UtilizationSample& sample, int sampled_pid);
+  void read_threads();
+  void read_self();
+  void read_children();
+  void tally_descendants();
+  void read_ranks();
+  void read_gpus();
+  int next_pid();
 
-  Sampled& me = sampled_[pid];
+ private:
+  void account(Accumulated& a, double cores, char state, std::uint64_t rss,
+               std::optional<std::uint64_t> read, std::optional<double> run_wait,
+               std::optional<double> main_thread) const;
+  void read_child(const ProcessCpu& p);
+  void read_rank(std::map<int, RankReading>& latest, int rank_pid, double cores,
+                 std::optional<double> main);
+
+  ProcessTreeDigest& d;
+  const UtilizationSample& s;
+  const int pid;
+  const double dt;
+  const double cpus;
+  Sampled& me;
   // The first reading of a process just followed has no ratios yet: nothing of it to count.
-  const bool baseline_only = pid != started_pid_ && !s.cpu_process_ratio;
-  if (!baseline_only) ++me.readings;
-  double other_threads = 0;
+  const bool baseline_only;
+  double since_first_s = 0;
+  // The sampled process's main thread, and its cores.
   char main_state = '?';
   std::optional<double> main_run_wait, main_busy;
+  double self_cores = 0;
+  // Its descendants.
+  double workers = 0, others = 0, tree = 0;
+  std::map<int, std::pair<int, double>> alive_by_parent;  // workers alive, their cores
+  int alive = 0;
+  int busiest_child = 0;
+  double busiest_cores = -1;
+  int busiest_rank = 0;
+  double busiest_rank_cores = -1;
+};
+
+namespace {
+
+// Seconds since the previous reading (0 for the first), the digest's clock moved on to `now_ns`.
+double advance_clock(std::int64_t now_ns, std::int64_t& first_ns, std::int64_t& last_ns,
+                     std::int64_t& previous_ns, std::size_t& samples) {
+  const double dt = samples > 0 ? static_cast<double>(now_ns - previous_ns) / 1e9 : 0;
+  previous_ns = now_ns;
+  if (samples == 0) first_ns = now_ns;
+  last_ns = now_ns;
+  ++samples;
+  return dt;
+}
+
+}  // namespace
+
+ProcessTreeDigest::Reading::Reading(ProcessTreeDigest& digest, const UtilizationSample& sample,
+                                    int sampled_pid)
+    : d(digest),
+      s(sample),
+      pid(sampled_pid),
+      dt(advance_clock(s.time_ns, d.first_ns_, d.last_ns_, d.previous_ns_, d.samples_)),
+      cpus(static_cast<double>(std::max<std::size_t>(s.cpu_core_ratio.size(), 1))),
+      me(d.sampled_[pid]),
+      baseline_only(pid != d.started_pid_ && !s.cpu_process_ratio) {
+  if (!baseline_only) ++me.readings;
+}
+
+void ProcessTreeDigest::Reading::read_threads() {
+  double other_threads = 0;
   for (const ThreadCpu& t : s.threads) {
     if (t.tid == pid) {
       if (me.name.empty()) me.name = t.name;
@@ -88,154 +140,168 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
     thread.busy_sum += t.ratio;
   }
   me.other_threads_sum += other_threads;
+  since_first_s = static_cast<double>(s.time_ns - d.first_ns_) / 1e9;
+}
 
-  const double since_first_s = static_cast<double>(s.time_ns - first_ns_) / 1e9;
-  const auto account = [&](Accumulated& a, double cores, char state, std::uint64_t rss,
-                           std::optional<std::uint64_t> read, std::optional<double> run_wait,
-                           std::optional<double> main_thread) {
-    if (a.process.samples == 0) a.process.first_seen_s = since_first_s;
-    a.process.last_seen_s = since_first_s;
-    ++a.process.samples;
-    if (main_thread) {
-      a.main_busy_sum += *main_thread;
-      ++a.main_busy_readings;
-    }
-    if (run_wait) {
-      a.run_wait_sum += *run_wait;
-      ++a.run_wait_readings;
-    }
-    a.cores_sum += cores;
-    a.process.cpu_core_seconds += cores * dt;
-    a.io_wait_samples += state == 'D';
-    a.process.rss_peak_bytes = std::max(a.process.rss_peak_bytes, rss);
-    if (read) {
-      if (!a.first_read) a.first_read = read;
-      a.last_read = read;
-    }
-  };
-  Accumulated& self = processes_[pid];
+void ProcessTreeDigest::Reading::account(Accumulated& a, double cores, char state,
+                                         std::uint64_t rss, std::optional<std::uint64_t> read,
+                                         std::optional<double> run_wait,
+                                         std::optional<double> main_thread) const {
+  if (a.process.samples == 0) a.process.first_seen_s = since_first_s;
+  a.process.last_seen_s = since_first_s;
+  ++a.process.samples;
+  if (main_thread) {
+    a.main_busy_sum += *main_thread;
+    ++a.main_busy_readings;
+  }
+  if (run_wait) {
+    a.run_wait_sum += *run_wait;
+    ++a.run_wait_readings;
+  }
+  a.cores_sum += cores;
+  a.process.cpu_core_seconds += cores * dt;
+  a.io_wait_samples += state == 'D';
+  a.process.rss_peak_bytes = std::max(a.process.rss_peak_bytes, rss);
+  if (read) {
+    if (!a.first_read) a.first_read = read;
+    a.last_read = read;
+  }
+}
+
+void ProcessTreeDigest::Reading::read_self() {
+  Accumulated& self = d.processes_[pid];
   self.process.pid = pid;
-  if (pid == started_pid_) self.process.ppid = parent_pid_;  // a followed one's came as a child
+  if (pid == d.started_pid_) self.process.ppid = d.parent_pid_;  // a followed one's came as a child
   if (!me.name.empty()) self.process.name = me.name;
-  const double self_cores = s.cpu_process_ratio.value_or(0) * cpus;
+  self_cores = s.cpu_process_ratio.value_or(0) * cpus;
   if (!baseline_only)
     account(self, self_cores, main_state, s.rss_bytes.value_or(0), s.process_read_bytes_total,
             main_run_wait, main_busy);
+  tree = baseline_only ? 0 : self_cores;
+}
 
-  double workers = 0, others = 0, tree = baseline_only ? 0 : self_cores;
-  std::map<int, std::pair<int, double>> alive_by_parent;  // workers alive, their cores
-  int alive = 0;
-  int busiest_child = 0;
-  double busiest_cores = -1;
-  int busiest_rank = 0;
-  double busiest_rank_cores = -1;
-  for (const ProcessCpu& p : s.children) {
-    if (p.pid == pid) continue;  // read above, thread by thread
-    Accumulated& a = processes_[p.pid];
-    const bool parent_is_rank = rank_pids_.contains(p.ppid);
-    const auto parent = processes_.find(p.ppid);
-    const bool parent_known = parent_is_rank && parent != processes_.end();
-    const ProcessRole role =
-        classify_descendant(p, pid, me.name, parent_is_rank,
-                            parent_known ? parent->second.process.rank : std::nullopt,
-                            parent_known ? parent->second.process.name : std::string());
-    if (a.process.samples == 0) {
-      a.process.pid = p.pid;
-      a.process.ppid = p.ppid;
-      a.process.role = role;
-      a.process.rank = p.rank;
-      a.process.local_rank = p.local_rank;
-      a.process.node_rank = p.node_rank;
-      a.world_size = p.world_size;
-      a.job = p.job;
-    }
-    if (role == ProcessRole::rank) {
-      a.process.role = ProcessRole::rank;
-      rank_pids_.insert(p.pid);
-      if (p.ppid == pid && p.cores > busiest_rank_cores) {
-        busiest_rank = p.pid;
-        busiest_rank_cores = p.cores;
-      }
-    }
-    // torch 2.x's workers name themselves a moment after they start.
-    if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
-    a.process.name = p.name;
-    account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy);
-    tree += p.cores;
-    if (a.process.role == ProcessRole::loader_worker) {
-      workers += p.cores;
-      ++alive;
-      worker_busy_sum_ += std::min(p.cores, 1.0);
-      ++worker_readings_;
-      Workers& group = workers_by_parent_[p.ppid];
-      group.busy_sum += std::min(p.cores, 1.0);
-      ++group.readings;
-      auto& [count, cores] = alive_by_parent[p.ppid];
-      ++count;
-      cores += p.cores;
-      if (p.run_wait) {
-        worker_run_wait_sum_ += *p.run_wait;
-        ++worker_run_wait_readings_;
-        group.run_wait_sum += *p.run_wait;
-        ++group.run_wait_readings;
-      }
-    } else {
-      others += p.cores;
-      if (p.ppid == pid && p.cores > busiest_cores) {
-        busiest_child = p.pid;
-        busiest_cores = p.cores;
-      }
+void ProcessTreeDigest::Reading::read_children() {
+  for (const ProcessCpu& p : s.children)
+    if (p.pid != pid) read_child(p);  // the sampled process was read above, thread by thread
+}
+
+void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
+  Accumulated& a = d.processes_[p.pid];
+  const bool parent_is_rank = d.rank_pids_.contains(p.ppid);
+  const auto parent = d.processes_.find(p.ppid);
+  const bool parent_known = parent_is_rank && parent != d.processes_.end();
+  const ProcessRole role =
+      classify_descendant(p, pid, me.name, parent_is_rank,
+                          parent_known ? parent->second.process.rank : std::nullopt,
+                          parent_known ? parent->second.process.name : std::string());
+  if (a.process.samples == 0) {
+    a.process.pid = p.pid;
+    a.process.ppid = p.ppid;
+    a.process.role = role;
+    a.process.rank = p.rank;
+    a.process.local_rank = p.local_rank;
+    a.process.node_rank = p.node_rank;
+    a.world_size = p.world_size;
+    a.job = p.job;
+  }
+  if (role == ProcessRole::rank) {
+    a.process.role = ProcessRole::rank;
+    d.rank_pids_.insert(p.pid);
+    if (p.ppid == pid && p.cores > busiest_rank_cores) {
+      busiest_rank = p.pid;
+      busiest_rank_cores = p.cores;
     }
   }
-  workers_cores_sum_ += workers;
-  worker_samples_ += alive > 0;
-  tree_cores_sum_ += tree;
+  // torch 2.x's workers name themselves a moment after they start.
+  if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
+  a.process.name = p.name;
+  account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy);
+  tree += p.cores;
+  if (a.process.role != ProcessRole::loader_worker) {
+    others += p.cores;
+    if (p.ppid == pid && p.cores > busiest_cores) {
+      busiest_child = p.pid;
+      busiest_cores = p.cores;
+    }
+    return;
+  }
+  workers += p.cores;
+  ++alive;
+  d.worker_busy_sum_ += std::min(p.cores, 1.0);
+  ++d.worker_readings_;
+  Workers& group = d.workers_by_parent_[p.ppid];
+  group.busy_sum += std::min(p.cores, 1.0);
+  ++group.readings;
+  auto& [count, cores] = alive_by_parent[p.ppid];
+  ++count;
+  cores += p.cores;
+  if (p.run_wait) {
+    d.worker_run_wait_sum_ += *p.run_wait;
+    ++d.worker_run_wait_readings_;
+    group.run_wait_sum += *p.run_wait;
+    ++group.run_wait_readings;
+  }
+}
+
+void ProcessTreeDigest::Reading::tally_descendants() {
+  d.workers_cores_sum_ += workers;
+  d.other_processes_sum_ += others;
+  d.workers_max_ = std::max(d.workers_max_, alive);
+  d.worker_samples_ += alive > 0;
+  d.tree_cores_sum_ += tree;
   for (const auto& [parent, alive_cores] : alive_by_parent) {
-    Workers& group = workers_by_parent_[parent];
+    Workers& group = d.workers_by_parent_[parent];
     group.max_alive = std::max(group.max_alive, alive_cores.first);
     group.cores_sum += alive_cores.second;
     ++group.alive_readings;
   }
-  std::map<int, RankReading> latest;
-  const double weight = std::clamp(dt / 1.0, 0.0, 1.0);  // of the new reading: about a second's mean
-  const auto reading = [&](int rank_pid, double cores, std::optional<double> main) {
-    const auto a = processes_.find(rank_pid);
-    if (a == processes_.end() || !a->second.process.rank) return;
-    RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0, std::nullopt, std::nullopt};
-    if (const auto w = alive_by_parent.find(rank_pid); w != alive_by_parent.end())
-      std::tie(r.workers, r.workers_cores) = w->second;
-    if (const auto before = latest_ranks_.find(rank_pid); before != latest_ranks_.end() && weight > 0) {
-      const RankReading& b = before->second;
-      const auto mix = [weight](double was, double now) { return was + weight * (now - was); };
-      r.cpu_cores = mix(b.cpu_cores, r.cpu_cores);
-      r.workers_cores = mix(b.workers_cores, r.workers_cores);
-      if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
-      r.gpu_sm_util = b.gpu_sm_util;  // until NVML's next window, below
-    }
-    latest[rank_pid] = r;
-    Timeline::Bucket& bucket = timelines_[rank_pid].at(since_first_s);
-    bucket.workers_sum += std::get<1>(alive_by_parent[rank_pid]);
-    bucket.main_sum += main.value_or(0);
-    ++bucket.readings;
-  };
-  if (rank_pids_.contains(pid) && !baseline_only) reading(pid, self_cores, main_busy);
-  for (const ProcessCpu& p : s.children)
-    if (p.pid != pid && rank_pids_.contains(p.pid)) reading(p.pid, p.cores, p.main_thread_busy);
-  latest_ranks_ = std::move(latest);
+}
 
-  // NVML's per-process readings, for the processes of this tree. The sampler repeats a GPU
-  // reading until it reads the GPU again: a window of SM shares is counted once, by its end.
+void ProcessTreeDigest::Reading::read_ranks() {
+  std::map<int, RankReading> latest;
+  if (d.rank_pids_.contains(pid) && !baseline_only) read_rank(latest, pid, self_cores, main_busy);
+  for (const ProcessCpu& p : s.children)
+    if (p.pid != pid && d.rank_pids_.contains(p.pid)) read_rank(latest, p.pid, p.cores, p.main_thread_busy);
+  d.latest_ranks_ = std::move(latest);
+}
+
+void ProcessTreeDigest::Reading::read_rank(std::map<int, RankReading>& latest, int rank_pid,
+                                           double cores, std::optional<double> main) {
+  const double weight = std::clamp(dt / 1.0, 0.0, 1.0);  // of the new reading: about a second's mean
+  const auto a = d.processes_.find(rank_pid);
+  if (a == d.processes_.end() || !a->second.process.rank) return;
+  RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0, std::nullopt, std::nullopt};
+  if (const auto w = alive_by_parent.find(rank_pid); w != alive_by_parent.end())
+    std::tie(r.workers, r.workers_cores) = w->second;
+  if (const auto before = d.latest_ranks_.find(rank_pid); before != d.latest_ranks_.end() && weight > 0) {
+    const RankReading& b = before->second;
+    const auto mix = [weight](double was, double now) { return was + weight * (now - was); };
+    r.cpu_cores = mix(b.cpu_cores, r.cpu_cores);
+    r.workers_cores = mix(b.workers_cores, r.workers_cores);
+    if (r.main_thread_busy && b.main_thread_busy) r.main_thread_busy = mix(*b.main_thread_busy, *r.main_thread_busy);
+    r.gpu_sm_util = b.gpu_sm_util;  // until NVML's next window, below
+  }
+  latest[rank_pid] = r;
+  Timeline::Bucket& bucket = d.timelines_[rank_pid].at(since_first_s);
+  bucket.workers_sum += std::get<1>(alive_by_parent[rank_pid]);
+  bucket.main_sum += main.value_or(0);
+  ++bucket.readings;
+}
+
+// NVML's per-process readings, for the processes of this tree. The sampler repeats a GPU
+// reading until it reads the GPU again: a window of SM shares is counted once, by its end.
+void ProcessTreeDigest::Reading::read_gpus() {
   std::uint64_t gpu_memory = 0;
   for (const GpuSample& g : s.gpus) {
-    std::uint64_t& counted_until = sm_counted_until_us_[g.index];
+    std::uint64_t& counted_until = d.sm_counted_until_us_[g.index];
     const bool new_window = g.sm_window_end_us > counted_until;
     const double window_s =
         new_window ? static_cast<double>(g.sm_window_end_us - g.sm_window_begin_us) / 1e6 : 0;
     if (new_window) counted_until = g.sm_window_end_us;
     for (const GpuProcessSample& p : g.processes) {
-      const auto it = processes_.find(p.pid);
-      if (it == processes_.end()) continue;
-      if (const auto rank = latest_ranks_.find(p.pid); rank != latest_ranks_.end()) {
+      const auto it = d.processes_.find(p.pid);
+      if (it == d.processes_.end()) continue;
+      if (const auto rank = d.latest_ranks_.find(p.pid); rank != d.latest_ranks_.end()) {
         RankReading& r = rank->second;
         if (p.memory_used_bytes) r.gpu_memory_bytes = r.gpu_memory_bytes.value_or(0) + *p.memory_used_bytes;
         if (new_window && p.sm_util_ratio) r.gpu_sm_util = *p.sm_util_ratio;
@@ -244,7 +310,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       const std::uint64_t memory = p.memory_used_bytes.value_or(0);
       w.gpu_memory_peak_bytes = std::max(w.gpu_memory_peak_bytes, memory);
       gpu_memory += memory;
-      on_gpu_ = true;
+      d.on_gpu_ = true;
       // Weighted by the window's length: a read that finds no new NVML sample leaves the window
       // open, so one share may cover seconds of idle time.
       if (new_window && p.sm_util_ratio) {
@@ -253,16 +319,32 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
       }
     }
   }
-  tree_gpu_memory_peak_ = std::max(tree_gpu_memory_peak_, gpu_memory);
-  other_processes_sum_ += others;
-  workers_max_ = std::max(workers_max_, alive);
-  // A launcher's work is its child's: read that child, with its threads, from the next sample on;
-  // a process that started ranks is one, and its busiest rank the child.
-  if (busiest_rank > 0 && !rank_pids_.contains(pid)) {
-    launcher_pids_.insert(pid);
+  d.tree_gpu_memory_peak_ = std::max(d.tree_gpu_memory_peak_, gpu_memory);
+}
+
+// A launcher's work is its child's: read that child, with its threads, from the next sample on;
+// a process that started ranks is one, and its busiest rank the child.
+int ProcessTreeDigest::Reading::next_pid() {
+  if (busiest_rank > 0 && !d.rank_pids_.contains(pid)) {
+    d.launcher_pids_.insert(pid);
     return busiest_rank;
   }
   return is_launcher(me.name) && busiest_child > 0 ? busiest_child : 0;
+}
+
+int ProcessTreeDigest::add(const UtilizationSample& s) {
+  std::lock_guard lock(mutex_);
+  const int pid = s.pid > 0 ? s.pid : started_pid_;  // the process read with its threads
+  // A followed program that ended: back to its launcher, which may run another.
+  if (s.threads.empty() && !s.rss_bytes) return pid != started_pid_ ? started_pid_ : 0;
+  Reading reading(*this, s, pid);
+  reading.read_threads();
+  reading.read_self();
+  reading.read_children();
+  reading.tally_descendants();
+  reading.read_ranks();
+  reading.read_gpus();
+  return reading.next_pid();
 }
 
 ProcessTreeSummary ProcessTreeDigest::summary() const {

@@ -79,151 +79,203 @@ void UtilizationSampler::note_unavailable(const std::string& source, const std::
   unavailable_.emplace(source, reason);  // the first reason stays
 }
 
-UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
-  const ProcFs& fs = options_.fs;
-  UtilizationSample s;
-  s.time_ns = now_ns;
-  s.pid = target_pid_;
-  // A process followed by retarget may end before the next reading: that is not a source missing.
-  const bool followed = target_pid_ != std::max(options_.pid, 0);
-  Previous next;
-  next.time_ns = now_ns;
-  const bool have_previous = previous_.time_ns != 0 && now_ns > previous_.time_ns;
-  const double dt = have_previous ? static_cast<double>(now_ns - previous_.time_ns) / 1e9 : 0;
-  const double ticks = static_cast<double>(clock_ticks_per_second());
+// One sample(): the readings of each source, on the sampling thread, into `s`, and what the
+// next sample's deltas start from into `next`.
+struct UtilizationSampler::Reading {
+  Reading(UtilizationSampler& sampler, std::int64_t now_ns);
+  void read_cpus();
+  void read_process();
+  void read_descendants();
+  void read_memory();
+  void read_disks();
+  void read_pressures();
+  void read_gpus();
 
-  // CPU: system, per core.
+  UtilizationSampler& u;
+  const ProcFs& fs;
+  const std::int64_t now_ns;
+  UtilizationSample s;
+  // A process followed by retarget may end before the next reading: that is not a source missing.
+  const bool followed;
+  Previous next;
+  const Previous& previous;
+  const bool have_previous;
+  const double dt;
+  const double ticks;
+  const std::string proc;  // /proc/<pid> of the process read thread by thread
+
+ private:
+  std::optional<ThreadCpu> read_thread(const std::string& entry,
+                                       const std::map<int, std::string>& names);
+  std::optional<ProcessCpu> read_child(int pid);
+  std::optional<PressureSample> read_pressure(const char* resource);
+};
+
+UtilizationSampler::Reading::Reading(UtilizationSampler& sampler, std::int64_t now)
+    : u(sampler),
+      fs(u.options_.fs),
+      now_ns(now),
+      followed(u.target_pid_ != std::max(u.options_.pid, 0)),
+      previous(u.previous_),
+      have_previous(previous.time_ns != 0 && now_ns > previous.time_ns),
+      dt(have_previous ? static_cast<double>(now_ns - previous.time_ns) / 1e9 : 0),
+      ticks(static_cast<double>(clock_ticks_per_second())),
+      proc("/proc/" + u.proc_) {
+  s.time_ns = now_ns;
+  s.pid = u.target_pid_;
+  next.time_ns = now_ns;
+}
+
+// CPU: system, per core.
+void UtilizationSampler::Reading::read_cpus() {
   if (const auto stat = fs.read("/proc/stat")) {
     next.system = parse_cpu_times(*stat);
     next.cores = parse_core_times(*stat);
   }
-  if (!next.system) note_unavailable("cpu", "/proc/stat is missing or malformed");
-  if (have_previous && next.system && previous_.system)
-    s.cpu_system_ratio = ratio(next.system->busy - previous_.system->busy,
-                               next.system->total - previous_.system->total);
-  if (have_previous && next.cores.size() == previous_.cores.size()) {
+  if (!next.system) u.note_unavailable("cpu", "/proc/stat is missing or malformed");
+  if (have_previous && next.system && previous.system)
+    s.cpu_system_ratio = ratio(next.system->busy - previous.system->busy,
+                               next.system->total - previous.system->total);
+  if (have_previous && next.cores.size() == previous.cores.size()) {
     for (std::size_t i = 0; i < next.cores.size(); ++i)
-      s.cpu_core_ratio.push_back(ratio(next.cores[i].busy - previous_.cores[i].busy,
-                                       next.cores[i].total - previous_.cores[i].total));
+      s.cpu_core_ratio.push_back(ratio(next.cores[i].busy - previous.cores[i].busy,
+                                       next.cores[i].total - previous.cores[i].total));
   }
+}
 
-  // CPU: the process and each of its threads.
-  const std::string proc = "/proc/" + proc_;
+// CPU: the process and each of its threads.
+void UtilizationSampler::Reading::read_process() {
   if (const auto stat = fs.read(proc + "/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
   if (!next.process_ticks && !followed)
-    note_unavailable("process_cpu", proc + "/stat is missing or malformed");
-  if (have_previous && next.process_ticks && previous_.process_ticks &&
-      *next.process_ticks >= *previous_.process_ticks)
+    u.note_unavailable("process_cpu", proc + "/stat is missing or malformed");
+  if (have_previous && next.process_ticks && previous.process_ticks &&
+      *next.process_ticks >= *previous.process_ticks)
     s.cpu_process_ratio = std::clamp(
-        static_cast<double>(*next.process_ticks - *previous_.process_ticks) / ticks / (dt * cpus_),
+        static_cast<double>(*next.process_ticks - *previous.process_ticks) / ticks / (dt * u.cpus_),
         0.0, 1.0);
   const std::map<int, std::string> names =
-      options_.thread_names ? options_.thread_names() : std::map<int, std::string>{};
-  for (const std::string& entry : fs.list_dir(proc + "/task")) {
-    const int tid = std::atoi(entry.c_str());
-    if (tid <= 0) continue;
-    const auto stat = fs.read(proc + "/task/" + entry + "/stat");
-    const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
-    if (!task) continue;  // the thread ended between listing and reading
-    const auto cores =
-        cores_since(next.thread_ticks, previous_.thread_ticks, tid, task->cpu_ticks, ticks, dt);
-    const auto run_wait = run_wait_since(fs, proc + "/task/" + entry + "/schedstat",
-                                         next.thread_run_delay_ns, previous_.thread_run_delay_ns,
-                                         tid, dt);
-    if (!cores) continue;
-    ThreadCpu t;
-    t.tid = tid;
-    t.state = task->state;
-    if (const auto it = names.find(tid); it != names.end()) {
-      t.name = it->second;
-      t.lane = true;
-    } else {
-      auto [cached, inserted] = kernel_names_.try_emplace(tid);
-      if (inserted)
-        cached->second = trim_newline(fs.read(proc + "/task/" + entry + "/comm").value_or("?"));
-      t.name = cached->second;
-    }
-    t.ratio = std::clamp(*cores, 0.0, 1.0);
-    t.run_wait = run_wait;
-    s.threads.push_back(std::move(t));
-  }
+      u.options_.thread_names ? u.options_.thread_names() : std::map<int, std::string>{};
+  for (const std::string& entry : fs.list_dir(proc + "/task"))
+    if (std::optional<ThreadCpu> t = read_thread(entry, names)) s.threads.push_back(std::move(*t));
+}
 
-  // CPU: descendant processes (a DataLoader's workers), each with all its threads.
+// Thread `entry` of /proc/<pid>/task; nothing where it is no thread, ended between listing and
+// reading, or is new since the previous sample.
+std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
+    const std::string& entry, const std::map<int, std::string>& names) {
+  const int tid = std::atoi(entry.c_str());
+  if (tid <= 0) return std::nullopt;
+  const auto stat = fs.read(proc + "/task/" + entry + "/stat");
+  const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
+  if (!task) return std::nullopt;  // the thread ended between listing and reading
+  const auto cores =
+      cores_since(next.thread_ticks, previous.thread_ticks, tid, task->cpu_ticks, ticks, dt);
+  const auto run_wait = run_wait_since(fs, proc + "/task/" + entry + "/schedstat",
+                                       next.thread_run_delay_ns, previous.thread_run_delay_ns,
+                                       tid, dt);
+  if (!cores) return std::nullopt;
+  ThreadCpu t;
+  t.tid = tid;
+  t.state = task->state;
+  if (const auto it = names.find(tid); it != names.end()) {
+    t.name = it->second;
+    t.lane = true;
+  } else {
+    auto [cached, inserted] = u.kernel_names_.try_emplace(tid);
+    if (inserted)
+      cached->second = trim_newline(fs.read(proc + "/task/" + entry + "/comm").value_or("?"));
+    t.name = cached->second;
+  }
+  t.ratio = std::clamp(*cores, 0.0, 1.0);
+  t.run_wait = run_wait;
+  return t;
+}
+
+// CPU: descendant processes (a DataLoader's workers), each with all its threads.
+void UtilizationSampler::Reading::read_descendants() {
   bool children_readable = false;
   // From the process watch started, not from the one followed: a torch.distributed job's other
   // ranks are its launcher's children, read for the whole run.
-  const std::string tree_root = options_.pid > 0 ? std::to_string(options_.pid) : proc_;
+  const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
   for (const int pid : descendant_pids(fs, &children_readable, tree_root)) {
-    if (pid == target_pid_) continue;  // read above, thread by thread
-    const std::string dir = "/proc/" + std::to_string(pid);
-    const auto stat = fs.read(dir + "/stat");
-    const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
-    if (!task) continue;  // it exited between listing and reading
-    const auto cores =
-        cores_since(next.child_ticks, previous_.child_ticks, pid, task->cpu_ticks, ticks, dt);
-    const auto run_wait = run_wait_since(fs, dir + "/schedstat", next.child_run_delay_ns,
-                                         previous_.child_run_delay_ns, pid, dt);
-    if (!cores) continue;
-    ProcessCpu p;
-    p.pid = pid;
-    auto [cmdline, fresh] = process_cmdlines_.try_emplace(pid);
-    if (fresh) {
-      cmdline->second = fs.read(dir + "/cmdline").value_or("");
-      while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
-      std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
-    }
-    auto [env, env_fresh] = process_envs_.try_emplace(pid);
-    if (env_fresh) env->second = parse_distributed_env(fs.read(dir + "/environ").value_or(""));
-    p.rank = env->second.rank;
-    p.local_rank = env->second.local_rank;
-    p.world_size = env->second.world_size;
-    p.node_rank = env->second.node_rank;
-    p.master_env = env->second.master;
-    p.job = env->second.job;
-    if (p.rank || p.master_env) {
-      const std::string main = dir + "/task/" + std::to_string(pid) + "/stat";
-      const auto main_stat = fs.read(main);
-      if (const auto m = main_stat ? parse_task_stat(*main_stat) : std::nullopt)
-        if (const auto busy = cores_since(next.child_main_ticks, previous_.child_main_ticks, pid,
-                                          m->cpu_ticks, ticks, dt))
-          p.main_thread_busy = std::clamp(*busy, 0.0, 1.0);
-    }
-    p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
-    p.cmdline = cmdline->second;
-    p.cores = std::clamp(*cores, 0.0, static_cast<double>(cpus_));
-    p.ppid = task->ppid;
-    p.state = task->state;
-    p.rss_bytes = task->rss_bytes;
-    if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
-    p.run_wait = run_wait;
-    s.children.push_back(std::move(p));
+    if (pid == u.target_pid_) continue;  // read above, thread by thread
+    if (std::optional<ProcessCpu> p = read_child(pid)) s.children.push_back(std::move(*p));
   }
   if (!children_readable && !followed)
-    note_unavailable("child_processes",
-                     proc + "/task/*/children is missing (a kernel without "
-                     "CONFIG_PROC_CHILDREN): worker processes are not sampled");
+    u.note_unavailable("child_processes",
+                       proc + "/task/*/children is missing (a kernel without "
+                       "CONFIG_PROC_CHILDREN): worker processes are not sampled");
+}
 
-  // Memory.
+// Nothing where it exited between listing and reading, or is new since the previous sample.
+std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const auto stat = fs.read(dir + "/stat");
+  const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
+  if (!task) return std::nullopt;  // it exited between listing and reading
+  const auto cores =
+      cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
+  const auto run_wait = run_wait_since(fs, dir + "/schedstat", next.child_run_delay_ns,
+                                       previous.child_run_delay_ns, pid, dt);
+  if (!cores) return std::nullopt;
+  ProcessCpu p;
+  p.pid = pid;
+  auto [cmdline, fresh] = u.process_cmdlines_.try_emplace(pid);
+  if (fresh) {
+    cmdline->second = fs.read(dir + "/cmdline").value_or("");
+    while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
+    std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
+  }
+  auto [env, env_fresh] = u.process_envs_.try_emplace(pid);
+  if (env_fresh) env->second = parse_distributed_env(fs.read(dir + "/environ").value_or(""));
+  p.rank = env->second.rank;
+  p.local_rank = env->second.local_rank;
+  p.world_size = env->second.world_size;
+  p.node_rank = env->second.node_rank;
+  p.master_env = env->second.master;
+  p.job = env->second.job;
+  if (p.rank || p.master_env) {
+    const std::string main = dir + "/task/" + std::to_string(pid) + "/stat";
+    const auto main_stat = fs.read(main);
+    if (const auto m = main_stat ? parse_task_stat(*main_stat) : std::nullopt)
+      if (const auto busy = cores_since(next.child_main_ticks, previous.child_main_ticks, pid,
+                                        m->cpu_ticks, ticks, dt))
+        p.main_thread_busy = std::clamp(*busy, 0.0, 1.0);
+  }
+  p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
+  p.cmdline = cmdline->second;
+  p.cores = std::clamp(*cores, 0.0, static_cast<double>(u.cpus_));
+  p.ppid = task->ppid;
+  p.state = task->state;
+  p.rss_bytes = task->rss_bytes;
+  if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
+  p.run_wait = run_wait;
+  return p;
+}
+
+void UtilizationSampler::Reading::read_memory() {
   if (const auto meminfo = fs.read("/proc/meminfo"))
     if (const auto mem = parse_meminfo(*meminfo)) s.memory_available_bytes = mem->available_bytes;
-  if (!s.memory_available_bytes) note_unavailable("memory", "/proc/meminfo is missing or malformed");
+  if (!s.memory_available_bytes) u.note_unavailable("memory", "/proc/meminfo is missing or malformed");
   if (const auto status = fs.read(proc + "/status")) {
     if (const auto mem = parse_process_status(*status)) {
       s.rss_bytes = mem->rss_bytes;
       s.rss_peak_bytes = mem->rss_peak_bytes;
     }
   }
-  if (!s.rss_bytes && !followed) note_unavailable("rss", proc + "/status is missing or malformed");
-  if (options_.pinned_bytes) s.pinned_bytes = options_.pinned_bytes();
+  if (!s.rss_bytes && !followed) u.note_unavailable("rss", proc + "/status is missing or malformed");
+  if (u.options_.pinned_bytes) s.pinned_bytes = u.options_.pinned_bytes();
+}
 
-  // Disk I/O: whole block devices, and the process's own reads.
+// Disk I/O: whole block devices, and the process's own reads.
+void UtilizationSampler::Reading::read_disks() {
   if (const auto diskstats = fs.read("/proc/diskstats")) {
-    for (DiskCounters& d : parse_diskstats(*diskstats, block_devices_)) {
+    for (DiskCounters& d : parse_diskstats(*diskstats, u.block_devices_)) {
       DiskSample disk;
       disk.device = d.device;
       disk.read_bytes_total = d.sectors_read * 512;
-      const auto before = previous_.disks.find(d.device);
-      if (have_previous && before != previous_.disks.end() &&
+      const auto before = previous.disks.find(d.device);
+      if (have_previous && before != previous.disks.end() &&
           d.sectors_read >= before->second.sectors_read && d.io_time_ms >= before->second.io_time_ms) {
         disk.read_bytes_per_s =
             static_cast<double>((d.sectors_read - before->second.sectors_read) * 512) / dt;
@@ -234,46 +286,63 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
       next.disks.emplace(d.device, d);
     }
   } else {
-    note_unavailable("disk", "/proc/diskstats is missing");
+    u.note_unavailable("disk", "/proc/diskstats is missing");
   }
   if (const auto io = fs.read(proc + "/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
-  if (!s.process_read_bytes_total && !followed) note_unavailable("process_io", proc + "/io is missing or malformed");
+  if (!s.process_read_bytes_total && !followed) u.note_unavailable("process_io", proc + "/io is missing or malformed");
+}
 
-  // Pressure stall information (kernels >= 4.20 with PSI enabled).
-  const auto pressure = [&](const char* resource) -> std::optional<PressureSample> {
-    const auto text = fs.read(std::string("/proc/pressure/") + resource);
-    const auto p = text ? parse_pressure(*text) : std::nullopt;
-    if (!p) {
-      note_unavailable(std::string("pressure_") + resource,
+// Pressure stall information (kernels >= 4.20 with PSI enabled).
+void UtilizationSampler::Reading::read_pressures() {
+  s.cpu_pressure = read_pressure("cpu");
+  s.io_pressure = read_pressure("io");
+  s.memory_pressure = read_pressure("memory");
+}
+
+std::optional<PressureSample> UtilizationSampler::Reading::read_pressure(const char* resource) {
+  const auto text = fs.read(std::string("/proc/pressure/") + resource);
+  const auto p = text ? parse_pressure(*text) : std::nullopt;
+  if (!p) {
+    u.note_unavailable(std::string("pressure_") + resource,
                        std::string("/proc/pressure/") + resource +
                            (text ? " is malformed" : " is missing (kernel without PSI)"));
-      return std::nullopt;
-    }
-    PressureSample out;
-    out.some_avg10 = p->some_avg10 / 100.0;
-    out.some_total_us = p->some_total_us;
-    if (p->full_avg10) out.full_avg10 = *p->full_avg10 / 100.0;
-    return out;
-  };
-  s.cpu_pressure = pressure("cpu");
-  s.io_pressure = pressure("io");
-  s.memory_pressure = pressure("memory");
-
-  // GPUs, at most 10 Hz whatever the sampling rate.
-  if (options_.gpu && options_.gpu->unavailable_reason().empty()) {
-    if (last_gpu_ns_ == 0 || now_ns - last_gpu_ns_ >= kGpuMinPeriodNs) {
-      last_gpu_ = options_.gpu->read();
-      last_gpu_ns_ = now_ns;
-    }
-    s.gpus = last_gpu_;
+    return std::nullopt;
   }
+  PressureSample out;
+  out.some_avg10 = p->some_avg10 / 100.0;
+  out.some_total_us = p->some_total_us;
+  if (p->full_avg10) out.full_avg10 = *p->full_avg10 / 100.0;
+  return out;
+}
 
-  previous_ = std::move(next);
+// GPUs, at most 10 Hz whatever the sampling rate.
+void UtilizationSampler::Reading::read_gpus() {
+  if (!u.options_.gpu || !u.options_.gpu->unavailable_reason().empty()) return;
+  if (u.last_gpu_ns_ == 0 || now_ns - u.last_gpu_ns_ >= kGpuMinPeriodNs) {
+    u.last_gpu_ = u.options_.gpu->read();
+    u.last_gpu_ns_ = now_ns;
+  }
+  s.gpus = u.last_gpu_;
+}
+
+UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
+  Reading reading(*this, now_ns);
+  reading.read_cpus();
+  reading.read_process();
+  reading.read_descendants();
+  reading.read_memory();
+  reading.read_disks();
+  reading.read_pressures();
+  reading.read_gpus();
+  const bool have_previous = reading.have_previous;
+  previous_ = std::move(reading.next);
+  UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);
   if (options_.retarget && have_previous)
     if (const int pid = options_.retarget(s); pid > 0) follow(pid);
   return s;
 }
+
 
 void UtilizationSampler::record(const UtilizationSample& s) {
   std::lock_guard lock(mutex_);

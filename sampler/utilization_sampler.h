@@ -92,6 +92,7 @@ class UtilizationSampler {
   void record(const UtilizationSample& s);
   void note_unavailable(const std::string& source, const std::string& reason);
   void follow(int pid);  // read `pid` from the next sample on
+  struct Reading;  // one sample()'s steps, in the .cc
 
   Options options_;
   int cpus_;
