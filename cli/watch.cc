@@ -243,6 +243,7 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
   d.evidence.insert(d.evidence.begin(), job.evidence.begin(), job.evidence.end());
   if (job.recommendation) d.recommendations.insert(d.recommendations.begin(), *job.recommendation);
   d.straggler = std::move(job.straggler);
+  d.rules.insert(d.rules.begin(), job.rule);
   for (const SessionHandoff& s : sessions)
     if (s.pid == judged) {
       report.throughput = s.throughput;

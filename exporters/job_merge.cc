@@ -152,6 +152,7 @@ Diagnosis job_diagnosis(std::vector<RankSummary>& ranks, std::string& pattern) {
     d.evidence.push_back(rank_name(r) + " on " + r.host + ": " + (r.verdict.empty() ? "no verdict" : r.verdict));
   if (v.recommendation) d.recommendations.insert(d.recommendations.begin(), *v.recommendation);
   d.straggler = std::move(v.straggler);
+  d.rules = {v.rule};  // each rank's own rules are in its report
   return d;
 }
 

@@ -296,7 +296,7 @@ std::optional<std::vector<double>> stalls_at(const std::vector<RankSummary>& ran
 // stall as far above theirs as a whole-run straggler's): a job whose straggler changes from
 // moment to moment has none over the whole run, yet loses as much. nullopt where the ranks share
 // no timeline (several machines, no Sessions, buckets of other lengths) or it does not move.
-std::optional<JobVerdict> moving_straggler(const std::vector<RankSummary>& ranks) {
+std::optional<JobVerdict> moving_straggler(std::vector<RankSummary>& ranks) {
   const RankSummary& first = ranks.front();
   std::size_t buckets = 0;
   for (const RankSummary& r : ranks) {
@@ -342,58 +342,129 @@ std::optional<JobVerdict> moving_straggler(const std::vector<RankSummary>& ranks
 
 }  // namespace
 
-JobVerdict judge_ranks(std::vector<RankSummary>& ranks) {
-  if (ranks.size() < 2) return with_pattern("one_rank");
-  const bool spans = collective_wait_from_spans(ranks);
-  if (spans) {
-    if (std::optional<JobVerdict> moving = moving_straggler(ranks)) return *moving;
-    std::vector<double> stalls;
-    for (const RankSummary& r : ranks) stalls.push_back(*r.data_stall_ratio);
-    const std::size_t m = argmax(stalls);
-    if (stalls[m] >= kStallEverywhere && stalls[m] - median_without(stalls, m) >= kStallApart)
-      return input_straggler(ranks, m, median_without(stalls, m));
-    if (*std::min_element(stalls.begin(), stalls.end()) >= kStallEverywhere) {
-      JobVerdict v = with_pattern("all_input_bound");
-      v.verdict = fmt("every rank waits for its data alike (%.0f-%.0f %% of the time): loading is "
-                      "too slow on all of them, not on one; each rank's advice holds for all",
-                      100 * *std::min_element(stalls.begin(), stalls.end()), 100 * stalls[m]);
-      v.evidence.push_back(v.verdict);
-      return v;
-    }
-  } else {
-    // What a worker would take of a core to itself: on a full machine a saturated loader's worker
-    // waits for a core part of the time it would work.
-    std::vector<double> busy;
-    for (const RankSummary& r : ranks)
-      busy.push_back(std::min(1.0, r.worker_busy.value_or(0) + r.worker_run_wait.value_or(0)));
-    const std::size_t m = argmax(busy);
-    const double rest = median_without(busy, m);
-    if (busy[m] >= kWorkersSaturated && busy[m] - rest >= kBusyApart) return input_straggler(ranks, m, std::nullopt);
-    if (rest >= kWorkersSaturated) {
-      JobVerdict v = with_pattern("all_input_bound");
-      v.verdict = fmt("every rank's loader is saturated alike (workers %.0f-%.0f %% busy): loading "
-                      "is too slow on all of them, not on one; each rank's advice holds for all",
-                      100 * *std::min_element(busy.begin(), busy.end()), 100 * busy[m]);
-      v.evidence.push_back(v.verdict);
-      return v;
-    }
-  }
+namespace {
+
+// Each rank's data stall, where every rank's Session measured it (job_rules' `spans`).
+std::vector<double> stalls_of(const std::vector<RankSummary>& ranks) {
+  std::vector<double> stalls;
+  for (const RankSummary& r : ranks) stalls.push_back(*r.data_stall_ratio);
+  return stalls;
+}
+
+// What a worker would take of a core to itself: on a full machine a saturated loader's worker
+// waits for a core part of the time it would work.
+std::vector<double> loader_demand(const std::vector<RankSummary>& ranks) {
+  std::vector<double> busy;
+  for (const RankSummary& r : ranks)
+    busy.push_back(std::min(1.0, r.worker_busy.value_or(0) + r.worker_run_wait.value_or(0)));
+  return busy;
+}
+
+std::optional<JobVerdict> one_rank(std::vector<RankSummary>& ranks) {
+  if (ranks.size() >= 2) return std::nullopt;
+  return with_pattern("one_rank");
+}
+
+std::optional<JobVerdict> stall_straggler(std::vector<RankSummary>& ranks) {
+  const std::vector<double> stalls = stalls_of(ranks);
+  const std::size_t m = argmax(stalls);
+  if (stalls[m] < kStallEverywhere || stalls[m] - median_without(stalls, m) < kStallApart)
+    return std::nullopt;
+  return input_straggler(ranks, m, median_without(stalls, m));
+}
+
+std::optional<JobVerdict> stall_everywhere(std::vector<RankSummary>& ranks) {
+  const std::vector<double> stalls = stalls_of(ranks);
+  const double least = *std::min_element(stalls.begin(), stalls.end());
+  if (least < kStallEverywhere) return std::nullopt;
+  JobVerdict v = with_pattern("all_input_bound");
+  v.verdict = fmt("every rank waits for its data alike (%.0f-%.0f %% of the time): loading is "
+                  "too slow on all of them, not on one; each rank's advice holds for all",
+                  100 * least, 100 * stalls[argmax(stalls)]);
+  v.evidence.push_back(v.verdict);
+  return v;
+}
+
+std::optional<JobVerdict> loader_straggler(std::vector<RankSummary>& ranks) {
+  const std::vector<double> busy = loader_demand(ranks);
+  const std::size_t m = argmax(busy);
+  if (busy[m] < kWorkersSaturated || busy[m] - median_without(busy, m) < kBusyApart)
+    return std::nullopt;
+  return input_straggler(ranks, m, std::nullopt);
+}
+
+std::optional<JobVerdict> loaders_saturated(std::vector<RankSummary>& ranks) {
+  const std::vector<double> busy = loader_demand(ranks);
+  const std::size_t m = argmax(busy);
+  if (median_without(busy, m) < kWorkersSaturated) return std::nullopt;
+  JobVerdict v = with_pattern("all_input_bound");
+  v.verdict = fmt("every rank's loader is saturated alike (workers %.0f-%.0f %% busy): loading "
+                  "is too slow on all of them, not on one; each rank's advice holds for all",
+                  100 * *std::min_element(busy.begin(), busy.end()), 100 * busy[m]);
+  v.evidence.push_back(v.verdict);
+  return v;
+}
+
+std::optional<JobVerdict> main_thread_straggler(std::vector<RankSummary>& ranks) {
   std::vector<double> main;
-  bool main_known = true;
   for (const RankSummary& r : ranks) {
-    main_known &= r.main_thread_busy.has_value();
-    main.push_back(r.main_thread_busy.value_or(0));
+    if (!r.main_thread_busy) return std::nullopt;
+    main.push_back(*r.main_thread_busy);
   }
-  if (main_known) {
-    const std::size_t m = argmax(main);
-    const double rest = median_without(main, m);
-    if (main[m] >= kThreadPinned && main[m] - rest >= kBusyApart) return compute_straggler(ranks, m, rest);
-  }
+  const std::size_t m = argmax(main);
+  const double rest = median_without(main, m);
+  if (main[m] < kThreadPinned || main[m] - rest < kBusyApart) return std::nullopt;
+  return compute_straggler(ranks, m, rest);
+}
+
+std::optional<JobVerdict> keep_pace(std::vector<RankSummary>& ranks) {
   JobVerdict v = with_pattern("keep_pace");
   v.evidence.push_back(fmt("the %zu ranks keep pace: no rank's data stall, loader or main thread "
                            "stands apart from the others'",
                            ranks.size()));
   return v;
+}
+
+}  // namespace
+
+const std::vector<JobRule>& job_rules() {
+  using N = JobRule::Needs;
+  static const std::vector<JobRule> list = {
+      {"one_rank", N::any, one_rank},
+      {"moving_straggler", N::spans, moving_straggler},
+      {"stall_straggler", N::spans, stall_straggler},
+      {"stall_everywhere", N::spans, stall_everywhere},
+      {"loader_straggler", N::no_spans, loader_straggler},
+      {"loaders_saturated", N::no_spans, loaders_saturated},
+      {"main_thread_straggler", N::any, main_thread_straggler},
+      {"keep_pace", N::any, keep_pace},
+  };
+  return list;
+}
+
+const char* to_string(JobRule::Needs needs) {
+  switch (needs) {
+    case JobRule::Needs::any: return "any";
+    case JobRule::Needs::spans: return "every rank's spans";
+    case JobRule::Needs::no_spans: return "no spans";
+  }
+  return "?";
+}
+
+JobVerdict judge_ranks(std::vector<RankSummary>& ranks) {
+  // Where every rank measured its stall, the collective wait comes from the spans, and the rules
+  // that read stalls are asked instead of those that read the loaders from outside.
+  const bool spans = ranks.size() >= 2 && collective_wait_from_spans(ranks);
+  for (const JobRule& rule : job_rules()) {
+    if ((rule.needs == JobRule::Needs::spans && !spans) ||
+        (rule.needs == JobRule::Needs::no_spans && spans))
+      continue;
+    if (std::optional<JobVerdict> v = rule.judge(ranks)) {
+      v->rule = rule.name;
+      return *std::move(v);
+    }
+  }
+  return with_pattern("keep_pace");  // keep_pace always judges; never reached
 }
 
 }  // namespace feedscope

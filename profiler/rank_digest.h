@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/gpu_activity_wire.h"
@@ -54,11 +55,25 @@ std::vector<RankSummary> summarize_ranks(const std::vector<RankObservation>& ran
 // (every rank waits for its data alike over the run).
 struct JobVerdict {
   std::string pattern;
+  std::string rule;  // the job rule that judged (job_rules())
   std::optional<Straggler> straggler;
   std::string verdict;                 // a sentence, empty for one rank
   std::vector<std::string> evidence;
   std::optional<Recommendation> recommendation;
 };
+
+// The job's rules, in the order they are asked: the first that judges the ranks decides
+// (docs/diagnosis.md's job table; a test holds the two to each other). A rule reads the ranks'
+// summaries: their stalls where every rank's Session measured them, else their loaders and main
+// threads as seen from outside.
+struct JobRule {
+  enum class Needs { any, spans, no_spans };
+  std::string_view name;
+  Needs needs;
+  std::optional<JobVerdict> (*judge)(std::vector<RankSummary>& ranks);
+};
+const std::vector<JobRule>& job_rules();
+const char* to_string(JobRule::Needs needs);
 
 // Fills each rank's collective_wait_ratio and names the straggler, from the summaries alone, so
 // that `feedscope merge` judges a job of several machines the same way one machine's watch does.

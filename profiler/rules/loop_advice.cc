@@ -29,6 +29,15 @@ double cores_left_for_workers(const Evidence& e, bool workers_are_processes) {
 
 }  // namespace
 
+namespace {
+
+// A step's samples/s, no faster than the loader keeps up where its capacity was measured.
+double capped_by_loader(double step_rate, double loader_rate) {
+  return loader_rate > 0 ? std::min(step_rate, loader_rate) : step_rate;
+}
+
+}  // namespace
+
 // A number only where both rates are: a what-if with nothing measured under it predicts nothing.
 Recommendation with_prediction(Recommendation r, double rate, double measured) {
   if (rate > 0 && std::isfinite(rate) && measured > 0) {
@@ -111,8 +120,7 @@ Recommendation bigger_batch(const Evidence& e, const GpuTraceSummary& g, const C
   const double scale = *t->bigger_batch_step_s / *t->run_batch_step_s;
   const double step = mean_s(in, Stage::step) * scale;
   const double per_batch = step + c.outside;
-  const double model_rate = static_cast<double>(batch) / per_batch;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  const double rate = capped_by_loader(static_cast<double>(batch) / per_batch, loader_rate);
   r.basis = fmt("measured: the same model stepped at batch %lld on this GPU in %.3f ms, at %lld in "
                 "%.3f ms (inputs already there): the run's %.3f ms step x %.2f, plus the %.3f ms a "
                 "batch the loop spends outside its step = %.3f ms a batch; capped by the loader's "
@@ -190,8 +198,7 @@ Recommendation pin_memory(const Evidence& e, const GpuTraceSummary& g, const Cos
   }
   const double pinned_s = pageable_bytes / (*pinned_gbps * 1e9);
   const double step_after = std::max(c.step - g.h2d_pageable_s_per_step + pinned_s, 1e-9);
-  const double model_rate = static_cast<double>(in.batch_size) / step_after;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  const double rate = capped_by_loader(static_cast<double>(in.batch_size) / step_after, loader_rate);
   r.basis = fmt("what-if: the pageable copy time per step (%.2f ms) becomes the same bytes at the "
                 "measured pinned rate of %.1f GB/s (%.2f ms), copies still serial with the step; "
                 "capped by the loader's %.0f samples/s",
@@ -237,8 +244,7 @@ Recommendation smaller_copies(const Evidence& e, const GpuTraceSummary& g, const
   const LoopSpans& in = *e.loop;
   const double h2d_per_step = g.h2d_share * c.step;
   const double step_after = std::max(c.step - 0.75 * h2d_per_step, 1e-9);
-  const double model_rate = static_cast<double>(in.batch_size) / step_after;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  const double rate = capped_by_loader(static_cast<double>(in.batch_size) / step_after, loader_rate);
   Recommendation r;
   r.setting = "uint8 batches, normalize on the GPU";
   r.action = fmt("Copy less: H2D copies already come from pinned memory at %.1f GB/s and take "
@@ -257,8 +263,7 @@ Recommendation remove_syncs(const Evidence& e, const GpuTraceSummary& g, const C
   const double blocked = g.sync_wait_s / steps;
   const double busy_per_step = g.gpu_busy_s / steps;
   const double step_after = std::max({c.step - blocked, busy_per_step, 1e-9});
-  const double model_rate = static_cast<double>(in.batch_size) / step_after;
-  const double rate = loader_rate > 0 ? std::min(model_rate, loader_rate) : model_rate;
+  const double rate = capped_by_loader(static_cast<double>(in.batch_size) / step_after, loader_rate);
   Recommendation r;
   r.setting = "no per-step sync";
   r.action = fmt("Remove the per-step host sync (%.1f per step: .item(), .cpu(), "

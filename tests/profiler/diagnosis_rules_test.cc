@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "profiler/diagnosis.h"
+#include "profiler/rank_digest.h"
 #include "profiler/rules/facts.h"
 #include "profiler/rules/rules.h"
 #include "profiler/watch_diagnosis.h"
@@ -24,13 +25,14 @@ struct DocumentedRule {
   std::string name, stage, needs;
 };
 
-// The rows of docs/diagnosis.md's rule table: "| `name` | stage | needs | what it finds |".
-std::vector<DocumentedRule> documented_rules() {
+// The rows of the rule table in docs/diagnosis.md's `section`:
+// "| `name` | stage | needs | what it finds |".
+std::vector<DocumentedRule> documented_rules(const std::string& section) {
   std::ifstream in(std::string(FEEDSCOPE_SOURCE_DIR) + "/docs/diagnosis.md");
   std::vector<DocumentedRule> rows;
   bool in_section = false;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("## ", 0) == 0) in_section = line == "## The rules";
+    if (line.rfind("## ", 0) == 0) in_section = line == section;
     if (!in_section || line.rfind("| `", 0) != 0) continue;
     std::vector<std::string> cells;
     std::size_t at = 1;
@@ -44,7 +46,7 @@ std::vector<DocumentedRule> documented_rules() {
 }
 
 TEST(DiagnosisRulesTest, TheDocsNameEveryRuleInItsOrderWithItsStageAndNeeds) {
-  const std::vector<DocumentedRule> docs = documented_rules();
+  const std::vector<DocumentedRule> docs = documented_rules("## The rules");
   const std::vector<Rule>& rules = diagnosis_rules();
   ASSERT_FALSE(docs.empty()) << "docs/diagnosis.md has no rule table under '## The rules'";
   for (std::size_t i = 0; i < std::max(docs.size(), rules.size()); ++i) {
@@ -53,6 +55,17 @@ TEST(DiagnosisRulesTest, TheDocsNameEveryRuleInItsOrderWithItsStageAndNeeds) {
     EXPECT_EQ(docs[i].name, rules[i].name) << "row " << i + 1 << " of the table";
     EXPECT_EQ(docs[i].stage, to_string(rules[i].stage)) << rules[i].name;
     EXPECT_EQ(docs[i].needs, needs_text(rules[i].needs)) << rules[i].name;
+  }
+}
+
+TEST(DiagnosisRulesTest, TheDocsNameEveryJobRuleInItsOrder) {
+  const std::vector<DocumentedRule> docs = documented_rules("## The job's rules");
+  const std::vector<JobRule>& rules = job_rules();
+  ASSERT_EQ(docs.size(), rules.size()) << "docs/diagnosis.md's job table against job_rules()";
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    EXPECT_EQ(docs[i].name, rules[i].name) << "row " << i + 1 << " of the job table";
+    EXPECT_EQ(docs[i].stage, "job") << rules[i].name;
+    EXPECT_EQ(docs[i].needs, to_string(rules[i].needs)) << rules[i].name;
   }
 }
 

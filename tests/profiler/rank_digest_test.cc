@@ -91,6 +91,7 @@ TEST(RankDigestTest, ASaturatedLoaderOnOneRankIsTheStragglerAndTheOthersWaitInTh
   EXPECT_EQ(ranks[1].bottleneck, "cpu_preprocess");
   const JobVerdict v = judge_ranks(ranks);
   EXPECT_EQ(v.pattern, "straggler");
+  EXPECT_EQ(v.rule, "loader_straggler");
   ASSERT_TRUE(v.straggler);
   EXPECT_EQ(v.straggler->rank, 1);
   EXPECT_EQ(v.straggler->host, "node-a");
@@ -120,6 +121,7 @@ TEST(RankDigestTest, WithSpansTheStepBeyondTheQuickestRanksIsTheWaitInTheCollect
   std::vector<RankSummary> ranks = {spans_rank(0, 0.02, 98, 160), spans_rank(1, 0.03, 96, 160),
                                     spans_rank(2, 0.02, 97, 160), spans_rank(3, 0.40, 40, 160)};
   const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.rule, "stall_straggler");
   ASSERT_TRUE(v.straggler);
   EXPECT_EQ(v.straggler->rank, 3);
   EXPECT_NEAR(*ranks[0].collective_wait_ratio, (98.0 - 40) / 160, 1e-9);
@@ -133,6 +135,7 @@ TEST(RankDigestTest, RanksThatAllWaitForDataAlikeHaveNoStragglerButAJobVerdict) 
                                     spans_rank(2, 0.44, 39, 160)};
   const JobVerdict v = judge_ranks(ranks);
   EXPECT_EQ(v.pattern, "all_input_bound");
+  EXPECT_EQ(v.rule, "stall_everywhere");
   EXPECT_FALSE(v.straggler);
   EXPECT_NE(v.verdict.find("every rank"), std::string::npos);
 }
@@ -141,9 +144,11 @@ TEST(RankDigestTest, RanksThatKeepPaceHaveNoStraggler) {
   std::vector<RankSummary> ranks = {spans_rank(0, 0.02, 150, 160), spans_rank(1, 0.03, 151, 160)};
   const JobVerdict v = judge_ranks(ranks);
   EXPECT_EQ(v.pattern, "keep_pace");
+  EXPECT_EQ(v.rule, "keep_pace");
   EXPECT_FALSE(v.straggler);
   std::vector<RankSummary> one = {spans_rank(0, 0.5, 10, 160)};
   EXPECT_EQ(judge_ranks(one).pattern, "one_rank");
+  EXPECT_EQ(judge_ranks(one).rule, "one_rank");
 }
 
 // Over the run every rank waits alike; window by window one rank stands out, a different one as
@@ -162,6 +167,7 @@ TEST(RankDigestTest, AStragglerThatMovesFromRankToRankIsNamedSoFromTheStallTimel
   at(2, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.1, std::nullopt});
   JobVerdict v = judge_ranks(ranks);
   EXPECT_EQ(v.pattern, "moving_straggler");
+  EXPECT_EQ(v.rule, "moving_straggler");
   EXPECT_FALSE(v.straggler) << "no one rank to name";
   ASSERT_FALSE(v.evidence.empty());
   EXPECT_NE(v.evidence[0].find("in 10 of 11 windows of 2 s"), std::string::npos) << v.evidence[0];
@@ -188,6 +194,21 @@ TEST(RankDigestTest, AStragglerThatMovesFromRankToRankIsNamedSoFromTheStallTimel
   EXPECT_EQ(judge_ranks(ranks).pattern, "all_input_bound");
 }
 
+TEST(RankDigestTest, WithoutSpansLoadersSaturatedAlikeOnEveryRankAreTheJobsLimit) {
+  std::vector<RankSummary> ranks(3);
+  for (int i = 0; i < 3; ++i) {
+    ranks[i].rank = i;
+    ranks[i].num_workers = 2;
+    ranks[i].worker_busy = 0.8 + 0.05 * i;
+    ranks[i].worker_run_wait = 0.05;
+  }
+  const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.rule, "loaders_saturated");
+  EXPECT_EQ(v.pattern, "all_input_bound");
+  EXPECT_FALSE(v.straggler);
+  EXPECT_NE(v.verdict.find("workers 85-95 % busy"), std::string::npos) << v.verdict;
+}
+
 TEST(RankDigestTest, AMainThreadBusierThanTheOthersWithoutSpansIsAComputeStraggler) {
   RankSummary busy, idle;
   busy.rank = 0;
@@ -198,6 +219,7 @@ TEST(RankDigestTest, AMainThreadBusierThanTheOthersWithoutSpansIsAComputeStraggl
   idle.bottleneck = "cpu_compute";
   std::vector<RankSummary> ranks = {busy, idle};
   const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.rule, "main_thread_straggler");
   ASSERT_TRUE(v.straggler);
   EXPECT_EQ(v.straggler->rank, 0);
   EXPECT_NEAR(*ranks[1].collective_wait_ratio, 0.6, 1e-9);
