@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import uuid
 
 HERE = pathlib.Path(__file__).resolve().parent
 JOB = HERE / "ddp_job.py"
@@ -57,7 +58,13 @@ class DistributedWatchTest(unittest.TestCase):
         return r, json.loads((report_dir / "report.json").read_text())
 
     def standalone(self, *job_args):
-        return torchrun("--standalone", "--nproc_per_node=2", str(JOB), *job_args)
+        # What --standalone does, on a free port: torch 1.13's --standalone puts its rendezvous
+        # store on port 29400 whatever holds it, so a job still tearing down there (or another
+        # test's) becomes this job's store, and when it goes the agent stops this job
+        # ("RendezvousConnectionError: The connection to the C10d store has failed").
+        return torchrun("--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_port()}",
+                        "--rdzv_id", f"standalone-{uuid.uuid4()}", "--nnodes", "1",
+                        "--nproc_per_node=2", str(JOB), *job_args)
 
     def test_balanced_ranks_have_one_verdict_and_no_straggler(self):
         _, report = self.watch("balanced", self.standalone("--steps", "60"))
