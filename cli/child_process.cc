@@ -63,6 +63,86 @@ void forward(int sig, siginfo_t* info, void*) {
   if (child > 0 && (info == nullptr || info->si_code != SI_KERNEL)) ::kill(child, sig);
 }
 
+// The program's environment: ours, with `env` set over it.
+std::vector<std::string> environment_text(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> text;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string key(entry.substr(0, entry.find('=')));
+    if (!env.count(key)) text.emplace_back(entry);
+  }
+  for (const auto& [key, value] : env) text.push_back(key + "=" + value);
+  return text;
+}
+
+// `strings` as exec takes them: a pointer into each, then a null.
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// The output_path file opened for the program's stdout and stderr, or -1 for none.
+int open_output(const std::string& path) {
+  if (path.empty()) return -1;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+  return fd;
+}
+
+ChildStartError start_error(const std::string& program, const char* call, int error) {
+  return ChildStartError(std::string("cannot start '") + program + "': " + call + ": " +
+                             std::strerror(error), 126);
+}
+
+// The status pipe carries exec's errno back where exec fails (it closes on exec); the output
+// pipes, where the program's lines are captured, carry its stdout and stderr.
+struct Pipes {
+  int status[2] = {-1, -1};
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+};
+
+Pipes open_pipes(bool capture, const std::string& program) {
+  Pipes pipes;
+  if (::pipe2(pipes.status, O_CLOEXEC) != 0) throw start_error(program, "pipe", errno);
+  if (capture && (::pipe2(pipes.out, O_CLOEXEC) != 0 || ::pipe2(pipes.err, O_CLOEXEC) != 0))
+    throw start_error(program, "pipe", errno);
+  return pipes;
+}
+
+// In the forked child: async-signal-safe calls only, up to exec.
+[[noreturn]] void exec_child(const Pipes& pipes, bool capture, int output_fd,
+                             const std::vector<char*>& argv, const std::vector<char*>& envp) {
+  // The child inherits feedscope's signal handlers' dispositions only as default or ignored;
+  // reset the ones feedscope set to ignore so the program sees a clean slate.
+  for (const int sig : kForwarded) ::signal(sig, SIG_DFL);
+  if (capture) {
+    ::dup2(pipes.out[1], STDOUT_FILENO);
+    ::dup2(pipes.err[1], STDERR_FILENO);
+  } else if (output_fd >= 0) {
+    ::dup2(output_fd, STDOUT_FILENO);
+    ::dup2(output_fd, STDERR_FILENO);
+  }
+  ::execvpe(argv[0], argv.data(), envp.data());
+  const int error = errno;
+  ssize_t ignored = ::write(pipes.status[1], &error, sizeof error);
+  (void)ignored;
+  ::_exit(127);
+}
+
+// exec's errno where the child could not run the program; none where it did.
+std::optional<int> exec_error(const int (&status)[2]) {
+  ::close(status[1]);
+  int error = 0;
+  ssize_t n;
+  do n = ::read(status[0], &error, sizeof error);
+  while (n < 0 && errno == EINTR);
+  ::close(status[0]);
+  if (n == static_cast<ssize_t>(sizeof error)) return error;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string ChildExit::describe() const {
@@ -74,81 +154,37 @@ ChildProcess::ChildProcess(Options options) {
   if (options.argv.empty()) throw ChildStartError("no command given after --", 2);
   // Everything exec needs is built before fork: the child of a threaded process may only make
   // async-signal-safe calls.
-  std::vector<std::string> env_text;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const std::string key(entry.substr(0, entry.find('=')));
-    if (!options.env.count(key)) env_text.emplace_back(entry);
-  }
-  for (const auto& [key, value] : options.env) env_text.push_back(key + "=" + value);
-  std::vector<char*> envp, argv;
-  for (std::string& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (std::string& a : options.argv) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  if (!options.output_path.empty()) {
-    output_fd_ = ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (output_fd_ < 0)
-      throw std::runtime_error("cannot write '" + options.output_path + "': " + std::strerror(errno));
-  }
+  std::vector<std::string> env_text = environment_text(options.env);
+  const std::vector<char*> envp = c_strings(env_text);
+  const std::vector<char*> argv = c_strings(options.argv);
+  output_fd_ = open_output(options.output_path);
   const int sink_out = output_fd_ >= 0 ? output_fd_ : STDOUT_FILENO;
   const int sink_err = output_fd_ >= 0 ? output_fd_ : STDERR_FILENO;
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0)
-    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': pipe: " +
-                              std::strerror(errno), 126);
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   const bool capture = static_cast<bool>(options.on_line);
-  if (capture && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0))
-    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': pipe: " +
-                              std::strerror(errno), 126);
+  const Pipes pipes = open_pipes(capture, options.argv[0]);
 
   pid_ = ::fork();
-  if (pid_ < 0)
-    throw ChildStartError(std::string("cannot start '") + options.argv[0] + "': fork: " +
-                              std::strerror(errno), 126);
-  if (pid_ == 0) {
-    // The child inherits feedscope's signal handlers' dispositions only as default or ignored;
-    // reset the ones feedscope set to ignore so the program sees a clean slate.
-    for (const int sig : kForwarded) ::signal(sig, SIG_DFL);
-    if (capture) {
-      ::dup2(out_pipe[1], STDOUT_FILENO);
-      ::dup2(err_pipe[1], STDERR_FILENO);
-    } else if (output_fd_ >= 0) {
-      ::dup2(output_fd_, STDOUT_FILENO);
-      ::dup2(output_fd_, STDERR_FILENO);
-    }
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const int error = errno;
-    ssize_t ignored = ::write(status_pipe[1], &error, sizeof error);
-    (void)ignored;
-    ::_exit(127);
-  }
-  ::close(status_pipe[1]);
-  int error = 0;
-  ssize_t n;
-  do n = ::read(status_pipe[0], &error, sizeof error);
-  while (n < 0 && errno == EINTR);
-  ::close(status_pipe[0]);
+  if (pid_ < 0) throw start_error(options.argv[0], "fork", errno);
+  if (pid_ == 0) exec_child(pipes, capture, output_fd_, argv, envp);
+  const std::optional<int> error = exec_error(pipes.status);
   if (capture) {
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
+    ::close(pipes.out[1]);
+    ::close(pipes.err[1]);
   }
-  if (n == static_cast<ssize_t>(sizeof error)) {
+  if (error) {
     ::waitpid(pid_, nullptr, 0);
     exit_ = ChildExit{127, 0, false};
     if (capture) {
-      ::close(out_pipe[0]);
-      ::close(err_pipe[0]);
+      ::close(pipes.out[0]);
+      ::close(pipes.err[0]);
     }
     if (output_fd_ >= 0) ::close(output_fd_);
-    const int code = error == ENOENT ? 127 : 126;
-    throw ChildStartError("cannot run '" + options.argv[0] + "': " + std::strerror(error), code);
+    const int code = *error == ENOENT ? 127 : 126;
+    throw ChildStartError("cannot run '" + options.argv[0] + "': " + std::strerror(*error), code);
   }
   if (capture) {
-    pumps_.emplace_back(pump, out_pipe[0], sink_out, options.on_line);
-    pumps_.emplace_back(pump, err_pipe[0], sink_err, options.on_line);
+    pumps_.emplace_back(pump, pipes.out[0], sink_out, options.on_line);
+    pumps_.emplace_back(pump, pipes.err[0], sink_err, options.on_line);
   }
 }
 

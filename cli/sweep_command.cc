@@ -78,19 +78,29 @@ PointRunner point_runner(const RunConfig& base, const ProgramPoints& program) {
   };
 }
 
-}  // namespace
-
-std::string sweep_report_html(const SweepResult& result) {
+// The heatmaps' axes: the workers (rows) and batch sizes (columns) swept, a panel per prefetch
+// and pin_memory, and the best median, the colour scale's top.
+struct HeatmapAxes {
   std::set<std::int64_t> workers, batches;
   std::set<std::pair<std::int64_t, bool>> panels;
   double best = 0;
-  for (const SweepPoint& p : result.points) {
-    workers.insert(p.num_workers);
-    batches.insert(p.batch_size);
-    panels.insert({p.prefetch, p.pin_memory});
-    best = std::max(best, p.median_samples_per_s);
+};
+
+HeatmapAxes heatmap_axes(const std::vector<SweepPoint>& points) {
+  HeatmapAxes axes;
+  for (const SweepPoint& p : points) {
+    axes.workers.insert(p.num_workers);
+    axes.batches.insert(p.batch_size);
+    axes.panels.insert({p.prefetch, p.pin_memory});
+    axes.best = std::max(axes.best, p.median_samples_per_s);
   }
-  std::ostringstream html;
+  return axes;
+}
+
+// A heatmap's cell and the margins for the axis labels, in pixels.
+constexpr int kCellW = 150, kCellH = 54, kLeft = 110, kTop = 40;
+
+void write_heading(std::ostream& html, const SweepResult& result) {
   html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>feedscope sweep</title>\n"
        << "<style>body{font:14px sans-serif;margin:24px;color:#222}h1{font-size:20px}"
        << "table{border-collapse:collapse}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
@@ -99,67 +109,81 @@ std::string sweep_report_html(const SweepResult& result) {
        << " points" << (result.interrupted.empty() ? "" : " (interrupted by " + result.interrupted + ")")
        << ", " << duration_text(result.wall_s) << ". Cells: median " << result.unit
        << " over the repeats, darker is faster; the bottleneck the diagnosis named at that point.</p>\n";
-  if (result.best >= 0) {
-    const SweepPoint& b = result.points[static_cast<std::size_t>(result.best)];
-    html << "<p class=\"best\">Best: " << html_escape(b.label(result.knobs)) << ", "
-         << static_cast<long long>(std::lround(b.median_samples_per_s)) << " " << result.unit << ".";
-    if (result.economical >= 0 && result.economical != result.best) {
-      const SweepPoint& e = result.points[static_cast<std::size_t>(result.economical)];
-      html << " Within 5 % with less: " << html_escape(e.label(result.knobs)) << ", "
-           << static_cast<long long>(std::lround(e.median_samples_per_s)) << " " << result.unit << ".";
-    }
-    html << "</p>\n";
+}
+
+void write_best(std::ostream& html, const SweepResult& result) {
+  if (result.best < 0) return;
+  const SweepPoint& b = result.points[static_cast<std::size_t>(result.best)];
+  html << "<p class=\"best\">Best: " << html_escape(b.label(result.knobs)) << ", "
+       << static_cast<long long>(std::lround(b.median_samples_per_s)) << " " << result.unit << ".";
+  if (result.economical >= 0 && result.economical != result.best) {
+    const SweepPoint& e = result.points[static_cast<std::size_t>(result.economical)];
+    html << " Within 5 % with less: " << html_escape(e.label(result.knobs)) << ", "
+         << static_cast<long long>(std::lround(e.median_samples_per_s)) << " " << result.unit << ".";
   }
-  const int cell_w = 150, cell_h = 54, left = 110, top = 40;
-  for (const auto& [prefetch, pin] : panels) {
-    const int w = left + cell_w * static_cast<int>(batches.size()) + 10;
-    const int h = top + cell_h * static_cast<int>(workers.size()) + 10;
-    if (const std::string panel = panel_title(result.knobs, prefetch, pin); !panel.empty())
-      html << "<h2 style=\"font-size:16px\">" << panel << "</h2>\n";
-    html << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w
-         << "\" height=\"" << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-    int col = 0;
-    for (const std::int64_t bs : batches)
-      html << "<text x=\"" << left + col++ * cell_w + cell_w / 2 << "\" y=\"" << top - 10
-           << "\" text-anchor=\"middle\">" << axis_label(result.knobs, "batch_size", bs) << "</text>\n";
-    int row = 0;
-    for (const std::int64_t nw : workers) {
-      html << "<text x=\"" << left - 8 << "\" y=\"" << top + row * cell_h + cell_h / 2 + 4
-           << "\" text-anchor=\"end\">" << axis_label(result.knobs, "num_workers", nw) << "</text>\n";
-      col = 0;
-      for (const std::int64_t bs : batches) {
-        const auto it = std::find_if(result.points.begin(), result.points.end(), [&](const SweepPoint& p) {
-          return p.num_workers == nw && p.batch_size == bs && p.prefetch == prefetch && p.pin_memory == pin;
-        });
-        const int x = left + col * cell_w, y = top + row * cell_h;
-        if (it == result.points.end()) {
-          html << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cell_w - 2 << "\" height=\""
-               << cell_h - 2 << "\" fill=\"#eee\"/><text x=\"" << x + cell_w / 2 << "\" y=\""
-               << y + cell_h / 2 + 4 << "\" text-anchor=\"middle\" fill=\"#999\">not run</text>\n";
-        } else {
-          const double t = best > 0 ? it->median_samples_per_s / best : 0;
-          // White to deep blue; text turns white where the cell is dark.
-          const int r = static_cast<int>(std::lround(255 - t * (255 - 33)));
-          const int g = static_cast<int>(std::lround(255 - t * (255 - 102)));
-          const int bl = static_cast<int>(std::lround(255 - t * (255 - 172)));
-          const char* ink = t > 0.55 ? "#fff" : "#222";
-          const bool is_best = (it - result.points.begin()) == result.best;
-          html << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cell_w - 2
-               << "\" height=\"" << cell_h - 2 << "\" fill=\"rgb(" << r << "," << g << "," << bl
-               << ")\"" << (is_best ? " stroke=\"#e6550d\" stroke-width=\"3\"" : "") << "/>\n"
-               << "<text x=\"" << x + cell_w / 2 << "\" y=\"" << y + 22
-               << "\" text-anchor=\"middle\" font-weight=\"bold\" fill=\"" << ink << "\">"
-               << static_cast<long long>(std::lround(it->median_samples_per_s)) << "/s</text>\n"
-               << "<text x=\"" << x + cell_w / 2 << "\" y=\"" << y + 40
-               << "\" text-anchor=\"middle\" fill=\"" << ink << "\">"
-               << html_escape(it->bottleneck) << "</text>\n";
-        }
-        ++col;
-      }
-      ++row;
-    }
-    html << "</svg>\n";
+  html << "</p>\n";
+}
+
+// The cell at (x, y) of `point`, or of a point not run (nullptr): white to deep blue by its
+// share of the best median.
+void write_cell(std::ostream& html, const SweepPoint* point, bool is_best, double best, int x, int y) {
+  if (point == nullptr) {
+    html << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << kCellW - 2 << "\" height=\""
+         << kCellH - 2 << "\" fill=\"#eee\"/><text x=\"" << x + kCellW / 2 << "\" y=\""
+         << y + kCellH / 2 + 4 << "\" text-anchor=\"middle\" fill=\"#999\">not run</text>\n";
+    return;
   }
+  const double t = best > 0 ? point->median_samples_per_s / best : 0;
+  // White to deep blue; text turns white where the cell is dark.
+  const int r = static_cast<int>(std::lround(255 - t * (255 - 33)));
+  const int g = static_cast<int>(std::lround(255 - t * (255 - 102)));
+  const int bl = static_cast<int>(std::lround(255 - t * (255 - 172)));
+  const char* ink = t > 0.55 ? "#fff" : "#222";
+  html << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << kCellW - 2
+       << "\" height=\"" << kCellH - 2 << "\" fill=\"rgb(" << r << "," << g << "," << bl
+       << ")\"" << (is_best ? " stroke=\"#e6550d\" stroke-width=\"3\"" : "") << "/>\n"
+       << "<text x=\"" << x + kCellW / 2 << "\" y=\"" << y + 22
+       << "\" text-anchor=\"middle\" font-weight=\"bold\" fill=\"" << ink << "\">"
+       << static_cast<long long>(std::lround(point->median_samples_per_s)) << "/s</text>\n"
+       << "<text x=\"" << x + kCellW / 2 << "\" y=\"" << y + 40
+       << "\" text-anchor=\"middle\" fill=\"" << ink << "\">"
+       << html_escape(point->bottleneck) << "</text>\n";
+}
+
+// One heatmap, workers by batch size, at one prefetch and pin_memory.
+void write_panel(std::ostream& html, const SweepResult& result, const HeatmapAxes& axes,
+                 std::int64_t prefetch, bool pin) {
+  const int w = kLeft + kCellW * static_cast<int>(axes.batches.size()) + 10;
+  const int h = kTop + kCellH * static_cast<int>(axes.workers.size()) + 10;
+  if (const std::string panel = panel_title(result.knobs, prefetch, pin); !panel.empty())
+    html << "<h2 style=\"font-size:16px\">" << panel << "</h2>\n";
+  html << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w
+       << "\" height=\"" << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  int col = 0;
+  for (const std::int64_t bs : axes.batches)
+    html << "<text x=\"" << kLeft + col++ * kCellW + kCellW / 2 << "\" y=\"" << kTop - 10
+         << "\" text-anchor=\"middle\">" << axis_label(result.knobs, "batch_size", bs) << "</text>\n";
+  int row = 0;
+  for (const std::int64_t nw : axes.workers) {
+    html << "<text x=\"" << kLeft - 8 << "\" y=\"" << kTop + row * kCellH + kCellH / 2 + 4
+         << "\" text-anchor=\"end\">" << axis_label(result.knobs, "num_workers", nw) << "</text>\n";
+    col = 0;
+    for (const std::int64_t bs : axes.batches) {
+      const auto it = std::find_if(result.points.begin(), result.points.end(), [&](const SweepPoint& p) {
+        return p.num_workers == nw && p.batch_size == bs && p.prefetch == prefetch && p.pin_memory == pin;
+      });
+      const bool found = it != result.points.end();
+      write_cell(html, found ? &*it : nullptr, found && (it - result.points.begin()) == result.best,
+                 axes.best, kLeft + col * kCellW, kTop + row * kCellH);
+      ++col;
+    }
+    ++row;
+  }
+  html << "</svg>\n";
+}
+
+// Every point's row: its knobs, median, repeats, data stall, bottleneck and host memory.
+void write_point_table(std::ostream& html, const SweepResult& result) {
   html << "<h2 style=\"font-size:16px\">Every point</h2>\n<table><tr>";
   for (const std::string& knob : result.knobs) html << "<th>" << knob << "</th>";
   html << "<th>" << result.unit << "</th><th>repeats</th><th>data stall</th><th>bottleneck</th>"
@@ -177,7 +201,19 @@ std::string sweep_report_html(const SweepResult& result) {
          << html_escape(p.bottleneck) << "</td>"
          << (result.host_bytes_known ? "<td>" + std::string(mib) + "</td>" : "") << "</tr>\n";
   }
-  html << "</table>\n</body></html>\n";
+  html << "</table>\n";
+}
+
+}  // namespace
+
+std::string sweep_report_html(const SweepResult& result) {
+  const HeatmapAxes axes = heatmap_axes(result.points);
+  std::ostringstream html;
+  write_heading(html, result);
+  write_best(html, result);
+  for (const auto& [prefetch, pin] : axes.panels) write_panel(html, result, axes, prefetch, pin);
+  write_point_table(html, result);
+  html << "</body></html>\n";
   return html.str();
 }
 

@@ -124,138 +124,198 @@ RunConfig starting_point(const RunConfig& base, const KnobList& knobs) {
   return c;
 }
 
-TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const PointRunner& run) {
+namespace {
+
+void check_tune_options(const TuneOptions& options) {
   if (options.max_workers < 0)
     throw ConfigError("max_workers", "max_workers: " + std::to_string(options.max_workers) +
                                          " is negative; allowed: 0 or more");
   if (options.time_budget_s <= 0)
     throw ConfigError("budget", "budget: " + std::to_string(options.time_budget_s) +
                                     " s leaves no time to run; allowed: more than 0");
-  Climber climber(options);
-  climber.set_base(base);
-  const auto start = std::chrono::steady_clock::now();
-  TuneResult result;
-  result.knobs = options.knobs;
-  result.unit = options.by_iterations ? "it/s" : "samples/s";
-  const auto rate_of = [&options](const Report& r) {
-    return options.by_iterations ? r.throughput.batches_per_s : r.throughput.samples_per_s;
-  };
+}
 
-  RunConfig current = starting_point(base, options.knobs);
-  double current_sps = 0;
-  Report current_report;
-  double last_run_s = 0;
+// How a round of moves from the current point ended.
+enum class Round { moved, none_kept, out_of_time, interrupted };
 
-  const auto measure = [&](const RunConfig& config, Report& report) -> bool {
-    if (options.stop_requested && options.stop_requested()) {
-      result.interrupted = "SIGINT";
+// One climb: the point it stands on, the runs it measured, and the result it fills in.
+class Tuning {
+ public:
+  Tuning(const RunConfig& base, const TuneOptions& options, const PointRunner& run)
+      : base_(base), o_(options), run_(run), climber_(options) {
+    climber_.set_base(base);
+    start_ = std::chrono::steady_clock::now();
+    result_.knobs = options.knobs;
+    result_.unit = options.by_iterations ? "it/s" : "samples/s";
+    current_ = starting_point(base, options.knobs);
+  }
+
+  // Measures the starting point and files it as the first move; false where there is nothing
+  // to climb from (the stop reason says why).
+  bool start() {
+    if (!measure(current_, current_report_)) {
+      result_.stop_reason = "interrupted before the first run ended";
       return false;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    report = run(config);
-    last_run_s = seconds_since(t0);
-    if (!report.interrupted.empty()) {
-      result.interrupted = report.interrupted;
+    current_sps_ = rate_of(current_report_);
+    if (current_sps_ <= 0) {  // a failing run (or one that counted nothing) is nothing to climb from
+      result_.stop_reason = "the starting point measured no rate (" +
+                            current_report_.diagnosis.bottleneck +
+                            "): tune climbs from a run that works; see its output";
+      result_.best = current_;
+      result_.best_bottleneck = current_report_.diagnosis.bottleneck;
       return false;
     }
-    ++result.runs;
-    climber.measured_[key_of(config)] = rate_of(report);
+    file(first_move());
     return true;
-  };
-
-  if (!measure(current, current_report)) {
-    result.stop_reason = "interrupted before the first run ended";
-    result.wall_s = seconds_since(start);
-    return result;
   }
-  current_sps = rate_of(current_report);
-  if (current_sps <= 0) {  // a failing run (or one that counted nothing) is nothing to climb from
-    result.stop_reason = "the starting point measured no rate (" +
-                         current_report.diagnosis.bottleneck +
-                         "): tune climbs from a run that works; see its output";
-    result.best = current;
-    result.best_bottleneck = current_report.diagnosis.bottleneck;
-    result.wall_s = seconds_since(start);
-    return result;
-  }
-  TuneMove first;
-  first.run = result.runs;
-  first.knob = "start";
-  first.to = knobs_label(current, options.knobs);
-  first.reason = "minimal parallelism: " + knobs_label(starting_point(base, options.knobs), [&] {
-    KnobList moved = options.knobs;  // the batch size is the training's, not parallelism
-    std::erase(moved, "batch_size");
-    return moved;
-  }());
-  first.samples_per_s = current_sps;
-  first.kept = true;
-  first.bottleneck = current_report.diagnosis.bottleneck;
-  result.moves.push_back(first);
-  if (options.on_move) options.on_move(first);
 
-  for (;;) {
-    const std::vector<Candidate> moves = climber.candidates(current, current_report);
+  // One round of moves from the current point; false once the climb stops (the stop reason
+  // says why).
+  bool climb() {
+    const std::vector<Candidate> moves = climber_.candidates(current_, current_report_);
+    const std::string& b = current_report_.diagnosis.bottleneck;
     if (moves.empty()) {
-      const std::string& b = current_report.diagnosis.bottleneck;
-      result.stop_reason =
+      result_.stop_reason =
           b == "cpu_compute" || b == "gpu_compute"
               ? "the step itself is the limit (" + b + "): no loader setting within the bounds "
                 "can raise throughput further"
               : "no move left within the bounds (cores, RAM budget, batch size)";
-      break;
+      return false;
     }
-    bool moved = false, out_of_time = false;
-    for (const Candidate& c : moves) {
-      if (seconds_since(start) + last_run_s > options.time_budget_s) {
-        out_of_time = true;
+    switch (try_moves(moves)) {
+      case Round::moved:
+        return true;
+      case Round::interrupted:
+        result_.stop_reason = "interrupted";
+        return false;
+      case Round::out_of_time:
+        result_.stop_reason =
+            "time budget of " + std::to_string(static_cast<int>(o_.time_budget_s)) + " s reached";
+        return false;
+      case Round::none_kept:
         break;
-      }
-      Report report;
-      if (!measure(c.config, report)) break;
-      TuneMove move;
-      move.run = result.runs;
-      move.knob = c.knob;
-      move.from = c.from;
-      move.to = c.to;
-      move.reason = c.reason;
-      move.predicted_speedup = c.predicted_speedup;
-      move.samples_per_s = rate_of(report);
-      move.gain = current_sps > 0 ? move.samples_per_s / current_sps - 1 : 0;
-      move.kept = move.samples_per_s > current_sps * (1 + options.min_gain);
-      move.bottleneck = report.diagnosis.bottleneck;
-      result.moves.push_back(move);
-      if (options.on_move) options.on_move(move);
-      if (move.kept) {
-        current = c.config;
-        current_sps = move.samples_per_s;
-        current_report = std::move(report);
-        moved = true;
-        break;
-      }
     }
-    if (!result.interrupted.empty()) {
-      result.stop_reason = "interrupted";
-      break;
-    }
-    if (out_of_time) {
-      result.stop_reason = "time budget of " + std::to_string(static_cast<int>(options.time_budget_s)) +
-                           " s reached";
-      break;
-    }
-    if (!moved) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "no move gains more than %.0f %% over the current point, limited by %s",
-                    100 * options.min_gain, current_report.diagnosis.bottleneck.c_str());
-      result.stop_reason = buf;
-      break;
-    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "no move gains more than %.0f %% over the current point, limited by %s",
+                  100 * o_.min_gain, current_report_.diagnosis.bottleneck.c_str());
+    result_.stop_reason = buf;
+    return false;
   }
-  result.best = current;
-  result.best_samples_per_s = current_sps;
-  result.best_bottleneck = current_report.diagnosis.bottleneck;
-  result.wall_s = seconds_since(start);
-  return result;
+
+  // The result where the climb stopped at its start.
+  TuneResult stopped() {
+    result_.wall_s = seconds_since(start_);
+    return std::move(result_);
+  }
+
+  // The result where the climb ran: the point it ended on.
+  TuneResult best() {
+    result_.best = current_;
+    result_.best_samples_per_s = current_sps_;
+    result_.best_bottleneck = current_report_.diagnosis.bottleneck;
+    return stopped();
+  }
+
+ private:
+  double rate_of(const Report& r) const {
+    return o_.by_iterations ? r.throughput.batches_per_s : r.throughput.samples_per_s;
+  }
+
+  // Runs `config` into `report`; false where the run, or the user, stopped the tuning.
+  bool measure(const RunConfig& config, Report& report) {
+    if (o_.stop_requested && o_.stop_requested()) {
+      result_.interrupted = "SIGINT";
+      return false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    report = run_(config);
+    last_run_s_ = seconds_since(t0);
+    if (!report.interrupted.empty()) {
+      result_.interrupted = report.interrupted;
+      return false;
+    }
+    ++result_.runs;
+    climber_.measured_[key_of(config)] = rate_of(report);
+    return true;
+  }
+
+  TuneMove first_move() const {
+    TuneMove first;
+    first.run = result_.runs;
+    first.knob = "start";
+    first.to = knobs_label(current_, o_.knobs);
+    first.reason = "minimal parallelism: " + knobs_label(starting_point(base_, o_.knobs), [&] {
+      KnobList moved = o_.knobs;  // the batch size is the training's, not parallelism
+      std::erase(moved, "batch_size");
+      return moved;
+    }());
+    first.samples_per_s = current_sps_;
+    first.kept = true;
+    first.bottleneck = current_report_.diagnosis.bottleneck;
+    return first;
+  }
+
+  // Measures the moves in turn until one gains enough, and moves there.
+  Round try_moves(const std::vector<Candidate>& moves) {
+    for (const Candidate& c : moves) {
+      if (seconds_since(start_) + last_run_s_ > o_.time_budget_s) return Round::out_of_time;
+      Report report;
+      if (!measure(c.config, report)) return Round::interrupted;
+      const TuneMove move = measured_move(c, report);
+      file(move);
+      if (move.kept) {
+        current_ = c.config;
+        current_sps_ = move.samples_per_s;
+        current_report_ = std::move(report);
+        return Round::moved;
+      }
+    }
+    return Round::none_kept;
+  }
+
+  TuneMove measured_move(const Candidate& c, const Report& report) const {
+    TuneMove move;
+    move.run = result_.runs;
+    move.knob = c.knob;
+    move.from = c.from;
+    move.to = c.to;
+    move.reason = c.reason;
+    move.predicted_speedup = c.predicted_speedup;
+    move.samples_per_s = rate_of(report);
+    move.gain = current_sps_ > 0 ? move.samples_per_s / current_sps_ - 1 : 0;
+    move.kept = move.samples_per_s > current_sps_ * (1 + o_.min_gain);
+    move.bottleneck = report.diagnosis.bottleneck;
+    return move;
+  }
+
+  void file(const TuneMove& move) {
+    result_.moves.push_back(move);
+    if (o_.on_move) o_.on_move(move);
+  }
+
+  const RunConfig& base_;
+  const TuneOptions& o_;
+  const PointRunner& run_;
+  Climber climber_;
+  std::chrono::steady_clock::time_point start_;
+  TuneResult result_;
+  RunConfig current_;
+  double current_sps_ = 0;
+  Report current_report_;
+  double last_run_s_ = 0;
+};
+
+}  // namespace
+
+TuneResult run_tune(const RunConfig& base, const TuneOptions& options, const PointRunner& run) {
+  check_tune_options(options);
+  Tuning tuning(base, options, run);
+  if (!tuning.start()) return tuning.stopped();
+  while (tuning.climb()) {
+  }
+  return tuning.best();
 }
 
 std::string tune_json(const TuneResult& result) {

@@ -26,6 +26,17 @@ nlohmann::ordered_json optional_number(const std::optional<double>& v) {
 }
 
 // DESIGN.md's `gpu_trace`: the summary, or {"unavailable": reason} when there was no trace.
+// The pipeline's stages, or the user's own, by name.
+nlohmann::ordered_json stages_json(const std::vector<StageStats>& stages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const StageStats& s : stages) {
+    out[s.name] = {{"busy_s", s.busy_s}, {"mean_ms", s.mean_ms}, {"p50_ms", s.p50_ms},
+                   {"p95_ms", s.p95_ms}, {"share", s.share},     {"count", s.count},
+                   {"lanes", s.lanes}};
+  }
+  return out;
+}
+
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
   if (!r.gpu_trace) {
     const std::string reason = r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable;
@@ -197,20 +208,8 @@ std::string report_to_json(const Report& r) {
                      {"steps", t.steps},
                      {"samples", t.samples},
                      {"wall_s", t.wall_s}};
-  nlohmann::ordered_json stages = nlohmann::ordered_json::object();
-  for (const StageStats& s : r.stages) {
-    stages[s.name] = {{"busy_s", s.busy_s}, {"mean_ms", s.mean_ms}, {"p50_ms", s.p50_ms},
-                      {"p95_ms", s.p95_ms}, {"share", s.share},     {"count", s.count},
-                      {"lanes", s.lanes}};
-  }
-  j["stages"] = stages;
-  nlohmann::ordered_json custom = nlohmann::ordered_json::object();
-  for (const StageStats& s : r.custom_stages) {
-    custom[s.name] = {{"busy_s", s.busy_s}, {"mean_ms", s.mean_ms}, {"p50_ms", s.p50_ms},
-                      {"p95_ms", s.p95_ms}, {"share", s.share},     {"count", s.count},
-                      {"lanes", s.lanes}};
-  }
-  j["custom_stages"] = custom;
+  j["stages"] = stages_json(r.stages);
+  j["custom_stages"] = stages_json(r.custom_stages);
   const Utilization& u = r.utilization;
   nlohmann::ordered_json series = nlohmann::ordered_json::object();
   for (const auto& [name, st] : u.series)

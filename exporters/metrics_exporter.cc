@@ -113,6 +113,25 @@ std::string format_address(const ParsedAddress& address, int port) {
   return host + ":" + std::to_string(port);
 }
 
+// The constant labels with a value, each a valid Prometheus label name that is none of the
+// labels feedscope puts on its series itself.
+Labels checked_const_labels(const std::map<std::string, std::string>& labels) {
+  Labels out;
+  for (const auto& [name, value] : labels) {
+    if (value.empty()) continue;
+    if (!prometheus::CheckLabelName(name))
+      throw MetricsError("metrics: constant label \"" + name +
+                         "\" is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, no "
+                         "leading __)");
+    for (const auto reserved : kVariableLabelNames)
+      if (name == reserved || name == "le")
+        throw MetricsError("metrics: constant label \"" + name +
+                           "\" clashes with a label feedscope sets itself");
+    out.emplace(name, value);
+  }
+  return out;
+}
+
 // For a reading that did not come (an NVML call that failed): no series rather than a 0, and not
 // the last value it had either.
 void remove_series(Family<Gauge>& family, const Labels& labels) {
@@ -205,24 +224,35 @@ struct MetricsExporter::Impl {
   }
 
   void update_utilization(const UtilizationSample& sample);
+  // Serves /metrics, and a page that links it, at `parsed` (`address_given`, as the user wrote it).
+  void serve(const ParsedAddress& parsed, const std::string& address_given);
 };
+
+void MetricsExporter::Impl::serve(const ParsedAddress& parsed, const std::string& address_given) {
+  std::vector<detail::HttpServer::Route> routes;
+  routes.push_back({"/metrics", [this] {
+                      return detail::HttpResponse{
+                          200, "text/plain; version=0.0.4; charset=utf-8", current_exposition()};
+                    }});
+  routes.push_back({"/", [] {  // as node_exporter: a person who opens the address finds the link
+                      return detail::HttpResponse{
+                          200, "text/html; charset=utf-8",
+                          "<html><head><title>feedscope</title></head><body><h1>feedscope</h1>"
+                          "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n"};
+                    }});
+  try {
+    server = std::make_unique<detail::HttpServer>(parsed.host, parsed.port, std::move(routes));
+  } catch (const detail::HttpServerError& e) {
+    throw MetricsError("metrics_addr: cannot listen on " + address_given + ": " + e.what());
+  }
+  address = format_address(parsed, server->port());
+}
 
 MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   const ParsedAddress parsed = parse_address(options.address);
 
-  for (const auto& [name, value] : options.const_labels) {
-    if (value.empty()) continue;
-    if (!prometheus::CheckLabelName(name))
-      throw MetricsError("metrics: constant label \"" + name +
-                         "\" is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, no "
-                         "leading __)");
-    for (const auto reserved : kVariableLabelNames)
-      if (name == reserved || name == "le")
-        throw MetricsError("metrics: constant label \"" + name +
-                           "\" clashes with a label feedscope sets itself");
-    m.const_labels.emplace(name, value);
-  }
+  m.const_labels = checked_const_labels(options.const_labels);
 
   try {
     m.family(prometheus::BuildGauge(), "feedscope_build_info",
@@ -330,23 +360,7 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
     throw MetricsError(std::string("metrics: cannot create the metric families: ") + e.what());
   }
 
-  std::vector<detail::HttpServer::Route> routes;
-  routes.push_back({"/metrics", [&m] {
-                      return detail::HttpResponse{
-                          200, "text/plain; version=0.0.4; charset=utf-8", m.current_exposition()};
-                    }});
-  routes.push_back({"/", [] {  // as node_exporter: a person who opens the address finds the link
-                      return detail::HttpResponse{
-                          200, "text/html; charset=utf-8",
-                          "<html><head><title>feedscope</title></head><body><h1>feedscope</h1>"
-                          "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n"};
-                    }});
-  try {
-    m.server = std::make_unique<detail::HttpServer>(parsed.host, parsed.port, std::move(routes));
-  } catch (const detail::HttpServerError& e) {
-    throw MetricsError("metrics_addr: cannot listen on " + options.address + ": " + e.what());
-  }
-  m.address = format_address(parsed, m.server->port());
+  m.serve(parsed, options.address);
 }
 
 MetricsExporter::~MetricsExporter() = default;

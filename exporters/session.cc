@@ -94,6 +94,11 @@ struct Session::Impl final : LoopListener {
     return live_setup;
   }
 
+  // The constructor's steps past the options and the environment, in its order.
+  void start_gpu_trace();
+  void start_loop(LoopProfiler::Clock clock);
+  void start_collector(LoopProfiler::Clock clock);
+
   Options options;
   const ProcFs fs;
   std::filesystem::path report_dir;
@@ -154,12 +159,7 @@ Session::Options with_rank_from_environment(Session::Options o) {
   return o;
 }
 
-}  // namespace
-
-Session::Session(Options options)
-    : impl_(std::make_unique<Impl>(with_rank_from_environment(std::move(options)))) {
-  Impl& s = *impl_;
-  const Options& o = s.options;
+void check_options(const Session::Options& o) {
   if (o.warmup < 0) throw std::invalid_argument("warmup: must be >= 0, got " + std::to_string(o.warmup));
   if (o.sample_hz < 0)
     throw std::invalid_argument("sample_hz: must be >= 0, got " + std::to_string(o.sample_hz));
@@ -171,80 +171,111 @@ Session::Session(Options options)
   if (o.trace_max_spans < 0)
     throw std::invalid_argument("trace_max_spans: must be >= 0, got " +
                                 std::to_string(o.trace_max_spans));
-  s.report_dir = o.report_dir;
+}
+
+std::filesystem::path created_report_dir(const std::string& report_dir) {
   std::error_code ec;
-  std::filesystem::create_directories(s.report_dir, ec);
+  std::filesystem::create_directories(report_dir, ec);
   if (ec)
-    throw std::runtime_error("cannot create report directory '" + o.report_dir + "': " + ec.message());
+    throw std::runtime_error("cannot create report directory '" + report_dir + "': " + ec.message());
+  return report_dir;
+}
 
-  const LoopProfiler::Clock clock = o.clock ? o.clock : &now_ns;
-  s.run_begin_ns = clock();
-  s.cpus = online_cpus(s.fs);
-  s.env.cpus = s.cpus;
-  if (const auto meminfo = s.fs.read("/proc/meminfo"))
-    if (const auto mem = parse_meminfo(*meminfo)) s.env.memory_total_bytes = mem->total_bytes;
-  s.env.torch_version = FEEDSCOPE_TORCH_VERSION;
+Environment environment_of(const ProcFs& fs, int cpus) {
+  Environment env;
+  env.cpus = cpus;
+  if (const auto meminfo = fs.read("/proc/meminfo"))
+    if (const auto mem = parse_meminfo(*meminfo)) env.memory_total_bytes = mem->total_bytes;
+  env.torch_version = FEEDSCOPE_TORCH_VERSION;
   const DeviceProbe cuda = probe_cuda();
-  s.env.cuda_version = cuda.built_with_cuda ? cuda_version_string(cuda.runtime_version) : "none";
-  s.env.feedscope_version = FEEDSCOPE_VERSION;
-  s.env.hostname = this_hostname();
+  env.cuda_version = cuda.built_with_cuda ? cuda_version_string(cuda.runtime_version) : "none";
+  env.feedscope_version = FEEDSCOPE_VERSION;
+  env.hostname = this_hostname();
+  return env;
+}
 
-  if (!o.metrics_addr.empty()) {
-    MetricsExporter::Options mo;
-    mo.address = o.metrics_addr;
-    if (o.rank >= 0) mo.const_labels["rank"] = std::to_string(o.rank);
-    mo.const_labels["host"] = o.host.empty() ? s.env.hostname : o.host;
-    mo.version = s.env.feedscope_version;
-    mo.torch_version = s.env.torch_version;
-    mo.cuda_version = s.env.cuda_version;
-    s.metrics = std::make_unique<MetricsExporter>(mo);
+MetricsExporter::Options metrics_options(const Session::Options& o, const Environment& env) {
+  MetricsExporter::Options mo;
+  mo.address = o.metrics_addr;
+  if (o.rank >= 0) mo.const_labels["rank"] = std::to_string(o.rank);
+  mo.const_labels["host"] = o.host.empty() ? env.hostname : o.host;
+  mo.version = env.feedscope_version;
+  mo.torch_version = env.torch_version;
+  mo.cuda_version = env.cuda_version;
+  return mo;
+}
+
+}  // namespace
+
+void Session::Impl::start_gpu_trace() {
+  gpu_unavailable = gpu_trace_precondition(options.trace_gpu);
+  if (!gpu_unavailable.empty()) return;
+  // CUPTI's start-up stays out of the loop: it runs here, before the first fetch.
+  gpu = make_cupti_source();
+  if (!gpu->start()) {
+    gpu_unavailable = gpu->unavailable_reason();
+    gpu.reset();
   }
-  s.sampling = start_sampling({o.sample_hz, o.timeseries_max_mib},
-                              s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
-  s.gpu_unavailable = gpu_trace_precondition(o.trace_gpu);
-  if (s.gpu_unavailable.empty()) {
-    // CUPTI's start-up stays out of the loop: it runs here, before the first fetch.
-    s.gpu = make_cupti_source();
-    if (!s.gpu->start()) {
-      s.gpu_unavailable = s.gpu->unavailable_reason();
-      s.gpu.reset();
-    }
-  }
-  s.usage_begin = take_usage_snapshot(s.fs, now_ns());
-  SpanDigest::Options digest;
-  digest.trace_max_spans = static_cast<std::size_t>(o.trace_max_spans);
-  digest.keep_steps = s.gpu != nullptr;
-  s.digest = std::make_unique<SpanDigest>(s.run_begin_ns, digest);
+}
+
+void Session::Impl::start_loop(LoopProfiler::Clock clock) {
+  SpanDigest::Options digest_options;
+  digest_options.trace_max_spans = static_cast<std::size_t>(options.trace_max_spans);
+  digest_options.keep_steps = gpu != nullptr;
+  digest = std::make_unique<SpanDigest>(run_begin_ns, digest_options);
   LoopProfiler::Options lo;
-  lo.warmup = o.warmup;
+  lo.warmup = options.warmup;
   lo.clock = clock;
-  s.loop = std::make_unique<LoopProfiler>(s.spans, lo, &s);
-  loop_ = s.loop.get();
+  loop = std::make_unique<LoopProfiler>(spans, lo, this);
+}
+
+void Session::Impl::start_collector(LoopProfiler::Clock clock) {
+  const Options& o = options;
   // The bottleneck of the last window for feedscope_bottleneck_info, as `feedscope run` does;
   // without a device option, a running GPU trace stands for a step on the GPU. The setup is read
   // anew for each window: set_loader_settings() may change it.
   SpanCollector::WindowFn live_diagnosis;
   const std::optional<std::filesystem::path> watcher = watch_channel_dir();
-  if (s.metrics || watcher) {
-    s.live_setup = {o.batch_size,
-                    o.num_workers,
-                    s.cpus,
-                    o.device.empty() ? s.gpu != nullptr : o.device.rfind("cuda", 0) == 0,
-                    false,
-                    cuda_device_index(o.device).value_or(0),
-                    o.pin_memory};
+  if (metrics || watcher) {
+    live_setup = {o.batch_size,
+                  o.num_workers,
+                  cpus,
+                  o.device.empty() ? gpu != nullptr : o.device.rfind("cuda", 0) == 0,
+                  false,
+                  cuda_device_index(o.device).value_or(0),
+                  o.pin_memory};
     // Under watch, each second's spans go to the watcher too, while the program runs.
-    live_diagnosis = [&s, watcher, rank = o.rank](const std::vector<StageStats>& stages,
-                                                  std::int64_t begin, std::int64_t end) {
+    live_diagnosis = [&s = *this, watcher, rank = o.rank](const std::vector<StageStats>& stages,
+                                                          std::int64_t begin, std::int64_t end) {
       if (s.metrics)
         diagnose_live_window(*s.metrics, s.current_setup(), s.sampling.sampler.get(), stages, begin, end);
       if (watcher) hand_live_window_quietly(*watcher, stages, begin, end, rank);
     };
   }
-  s.collector = std::make_unique<SpanCollector>(s.spans, *s.digest, s.metrics.get(), s.run_begin_ns,
-                                                std::move(live_diagnosis),
-                                                watcher ? 1'000'000'000 : 5'000'000'000,
-                                                s.loop.get(), clock);
+  collector = std::make_unique<SpanCollector>(spans, *digest, metrics.get(), run_begin_ns,
+                                              std::move(live_diagnosis),
+                                              watcher ? 1'000'000'000 : 5'000'000'000,
+                                              loop.get(), clock);
+}
+
+Session::Session(Options options)
+    : impl_(std::make_unique<Impl>(with_rank_from_environment(std::move(options)))) {
+  Impl& s = *impl_;
+  const Options& o = s.options;
+  check_options(o);
+  s.report_dir = created_report_dir(o.report_dir);
+  const LoopProfiler::Clock clock = o.clock ? o.clock : &now_ns;
+  s.run_begin_ns = clock();
+  s.cpus = online_cpus(s.fs);
+  s.env = environment_of(s.fs, s.cpus);
+  if (!o.metrics_addr.empty()) s.metrics = std::make_unique<MetricsExporter>(metrics_options(o, s.env));
+  s.sampling = start_sampling({o.sample_hz, o.timeseries_max_mib},
+                              s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
+  s.start_gpu_trace();
+  s.usage_begin = take_usage_snapshot(s.fs, now_ns());
+  s.start_loop(clock);
+  loop_ = s.loop.get();
+  s.start_collector(clock);
 }
 
 Session::~Session() {

@@ -83,18 +83,10 @@ void write_file(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
   if (ec) throw std::runtime_error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
 }
 
-}  // namespace
-
-std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int classes,
-                                          std::uint64_t seed, std::uint64_t index) {
-  SampleRng rng(seed ^ kImageStream, static_cast<std::uint64_t>(label), index);
-  const auto w = static_cast<std::size_t>(width);
-  const auto h = static_cast<std::size_t>(height);
-  std::vector<float> img(w * h * 3);
-  const double hue = (label + 0.5) / std::max(classes, 1);
-
-  // Background: the class colour shaded by a few low-frequency waves, like light falling across a
-  // scene. sin(a + b) = sin a cos b + cos a sin b keeps it to row and column tables.
+// Background: the class colour shaded by a few low-frequency waves, like light falling across a
+// scene. sin(a + b) = sin a cos b + cos a sin b keeps it to row and column tables.
+void paint_background(std::vector<float>& img, std::size_t w, std::size_t h, double hue,
+                      SampleRng& rng) {
   const std::array<float, 3> base = hsv_to_rgb(hue + rng.uniform(-0.04, 0.04), rng.uniform(0.3, 0.7),
                                                rng.uniform(0.35, 0.75));
   for (std::size_t i = 0; i < w * h; ++i)
@@ -125,9 +117,12 @@ std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int 
       }
     }
   }
+}
 
-  // Objects: ellipses and rectangles, mostly in the class's palette, shaded and some striped, so
-  // there are edges and texture for the DCT to spend bits on.
+// Objects: ellipses and rectangles, mostly in the class's palette, shaded and some striped, so
+// there are edges and texture for the DCT to spend bits on.
+void paint_shapes(std::vector<float>& img, int width, int height, double hue, SampleRng& rng) {
+  const auto w = static_cast<std::size_t>(width);
   const int shapes = 6 + static_cast<int>(rng.randint(0, 10));
   for (int k = 0; k < shapes; ++k) {
     const bool ellipse = rng.bernoulli(0.6);
@@ -159,10 +154,13 @@ std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int 
       }
     }
   }
+}
 
-  // Grain: per-pixel noise (colour too), 2x2 mottling and 4x4 blotches. Their energy at low and
-  // mid DCT frequencies, where quality 90 quantises finely, is what brings a 500x375 file to
-  // ~100 KB, as photos of that size are; flat colours would be ~10 KB and decode far faster.
+// Grain: per-pixel noise (colour too), 2x2 mottling and 4x4 blotches. Their energy at low and
+// mid DCT frequencies, where quality 90 quantises finely, is what brings a 500x375 file to
+// ~100 KB, as photos of that size are; flat colours would be ~10 KB and decode far faster.
+std::vector<std::uint8_t> grained(const std::vector<float>& img, std::size_t w, std::size_t h,
+                                  SampleRng& rng) {
   const std::size_t gw = w / 2 + 1, gw4 = w / 4 + 1;
   std::vector<float> mottle(gw * (h / 2 + 1)), blotch(gw4 * (h / 4 + 1));
   for (float& m : mottle) m = static_cast<float>(rng.uniform(-1.0, 1.0));
@@ -185,6 +183,20 @@ std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int 
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> synthetic_photo(int width, int height, int label, int classes,
+                                          std::uint64_t seed, std::uint64_t index) {
+  SampleRng rng(seed ^ kImageStream, static_cast<std::uint64_t>(label), index);
+  const auto w = static_cast<std::size_t>(width);
+  const auto h = static_cast<std::size_t>(height);
+  std::vector<float> img(w * h * 3);
+  const double hue = (label + 0.5) / std::max(classes, 1);
+  paint_background(img, w, h, hue, rng);
+  paint_shapes(img, width, height, hue, rng);
+  return grained(img, w, h, rng);
 }
 
 void validate(const ImageDatasetOptions& o) {

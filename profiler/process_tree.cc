@@ -417,14 +417,42 @@ double mean(double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast
 
 }  // namespace
 
-ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
+// One view()'s steps, on the digest's totals (its mutex held): the trainer's threads, the
+// workers it counts, every process, its timeline, and the tree's totals.
+struct ProcessTreeDigest::View {
+  View(const ProcessTreeDigest& digest, int trainer);
+  void read_trainer();
+  void read_workers();
+  void read_processes();
+  void read_timeline();
+  ProcessTreeSummary finish();
+
+ private:
+  WatchedProcess read_process(int pid, const Accumulated& a);
+  bool mine(const WatchedProcess& p) const;
+
+  const ProcessTreeDigest& d;
+  const int trainer;
+  // A rank's view counts its own workers; a program that is no rank, every worker of its tree.
+  const bool rank_view;
   ProcessTreeSummary out;
+  double own_workers_all_readings = 0;  // its workers' cores over every reading, for the rest
+  std::size_t worker_readings = 0, worker_io_wait = 0;
+  std::uint64_t read_bytes = 0;
+  bool read_known = false;
+};
+
+ProcessTreeDigest::View::View(const ProcessTreeDigest& digest, int trainer_pid)
+    : d(digest), trainer(trainer_pid), rank_view(digest.rank_pids_.contains(trainer_pid)) {
   out.trainer_pid = trainer;
-  out.samples = samples_;
-  out.sampled_s = static_cast<double>(last_ns_ - first_ns_) / 1e9;
-  const auto found = sampled_.find(trainer);
-  const auto acc = processes_.find(trainer);
-  if (found != sampled_.end()) {
+  out.samples = d.samples_;
+  out.sampled_s = static_cast<double>(d.last_ns_ - d.first_ns_) / 1e9;
+}
+
+void ProcessTreeDigest::View::read_trainer() {
+  const auto found = d.sampled_.find(trainer);
+  const auto acc = d.processes_.find(trainer);
+  if (found != d.sampled_.end()) {
     const Sampled& t = found->second;
     out.trainer_name = t.name;
     out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
@@ -437,100 +465,117 @@ ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
         out.busiest_thread_busy = busy;
       }
     }
-  } else if (acc != processes_.end()) {  // a rank read as a process, with its main thread
+  } else if (acc != d.processes_.end()) {  // a rank read as a process, with its main thread
     const Accumulated& a = acc->second;
     out.trainer_name = a.process.name;
     out.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
     out.main_thread_io_wait = mean(static_cast<double>(a.io_wait_samples), a.process.samples);
     out.other_threads_cores = std::max(0.0, mean(a.cores_sum, a.process.samples) - out.main_thread_busy);
   }
-  // A rank's view counts its own workers; a program that is no rank, every worker of its tree.
-  const bool rank_view = rank_pids_.contains(trainer);
-  double own_workers_all_readings = 0;  // its workers' cores over every reading, for the rest
+}
+
+void ProcessTreeDigest::View::read_workers() {
   if (rank_view) {
     static const Workers none;
-    const auto group = workers_by_parent_.find(trainer);
-    const Workers& w = group == workers_by_parent_.end() ? none : group->second;
+    const auto group = d.workers_by_parent_.find(trainer);
+    const Workers& w = group == d.workers_by_parent_.end() ? none : group->second;
     out.workers = w.max_alive;
     out.workers_cores = mean(w.cores_sum, w.alive_readings);
     out.worker_busy = mean(w.busy_sum, w.readings);
     if (w.run_wait_readings > 0) out.worker_run_wait = mean(w.run_wait_sum, w.run_wait_readings);
-    own_workers_all_readings = mean(w.cores_sum, samples_);
+    own_workers_all_readings = mean(w.cores_sum, d.samples_);
   } else {
-    out.workers = workers_max_;
-    out.workers_cores = mean(workers_cores_sum_, worker_samples_);
-    out.worker_busy = mean(worker_busy_sum_, worker_readings_);
-    if (worker_run_wait_readings_ > 0)
-      out.worker_run_wait = mean(worker_run_wait_sum_, worker_run_wait_readings_);
-    out.other_processes_cores = mean(other_processes_sum_, samples_);
+    out.workers = d.workers_max_;
+    out.workers_cores = mean(d.workers_cores_sum_, d.worker_samples_);
+    out.worker_busy = mean(d.worker_busy_sum_, d.worker_readings_);
+    if (d.worker_run_wait_readings_ > 0)
+      out.worker_run_wait = mean(d.worker_run_wait_sum_, d.worker_run_wait_readings_);
+    out.other_processes_cores = mean(d.other_processes_sum_, d.samples_);
   }
-  const auto mine = [&](const WatchedProcess& p) {
-    return p.role == ProcessRole::loader_worker && (!rank_view || p.ppid == trainer);
-  };
+}
 
-  std::size_t worker_readings = 0, worker_io_wait = 0;
-  std::uint64_t read_bytes = 0;
-  bool read_known = false;
-  for (const auto& [pid, a] : processes_) {
-    WatchedProcess p = a.process;
-    if (pid == trainer)
-      p.role = ProcessRole::trainer;
-    else if (rank_pids_.contains(pid))
-      p.role = ProcessRole::rank;
-    else if (sampled_.contains(pid))
-      p.role = is_launcher(p.name) || launcher_pids_.contains(pid) ? ProcessRole::launcher
+void ProcessTreeDigest::View::read_processes() {
+  for (const auto& [pid, a] : d.processes_) out.processes.push_back(read_process(pid, a));
+}
+
+WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated& a) {
+  WatchedProcess p = a.process;
+  if (pid == trainer)
+    p.role = ProcessRole::trainer;
+  else if (d.rank_pids_.contains(pid))
+    p.role = ProcessRole::rank;
+  else if (d.sampled_.contains(pid))
+    p.role = is_launcher(p.name) || d.launcher_pids_.contains(pid) ? ProcessRole::launcher
                                                                    : ProcessRole::other;
-    p.cpu_cores_mean = mean(a.cores_sum, p.samples);
-    p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
-    if (a.main_busy_readings > 0) p.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
-    if (a.first_read && a.last_read && *a.last_read >= *a.first_read) {
-      p.read_bytes = *a.last_read - *a.first_read;
-      read_bytes += p.read_bytes;
-      read_known = true;
-    }
-    if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
-    if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
-    if (!a.job.empty() && out.job.empty()) out.job = a.job;
-    if (a.world_size && !out.world_size) out.world_size = a.world_size;
-    if (p.role == ProcessRole::trainer) {
-      if (rank_pids_.contains(pid)) out.trainer_rank = p.rank;
-      out.main_thread_run_wait = p.run_wait_share;  // a process's run-queue wait is its main thread's
-      out.trainer_cores = p.cpu_cores_mean;
-      out.trainer_gpu_sm_util = p.gpu_sm_util;
-    }
-    if (mine(p)) {
-      worker_readings += p.samples;
-      worker_io_wait += a.io_wait_samples;
-      out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
-    }
-    out.processes.push_back(std::move(p));
+  p.cpu_cores_mean = mean(a.cores_sum, p.samples);
+  p.io_wait_share = mean(static_cast<double>(a.io_wait_samples), p.samples);
+  if (a.main_busy_readings > 0) p.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
+  if (a.first_read && a.last_read && *a.last_read >= *a.first_read) {
+    p.read_bytes = *a.last_read - *a.first_read;
+    read_bytes += p.read_bytes;
+    read_known = true;
   }
-  if (const auto tl = timelines_.find(trainer); tl != timelines_.end()) {
-    const Timeline& line = tl->second;
-    out.timeline_bucket_s = line.bucket_s;
-    bool windows = false;
-    for (const Timeline::Bucket& b : line.buckets) windows |= b.wall_s > 0;
-    for (const Timeline::Bucket& b : line.buckets) {
-      out.timeline_workers_cores.push_back(mean(b.workers_sum, b.readings));
-      out.timeline_main_busy.push_back(mean(b.main_sum, b.readings));
-      if (windows)
-        out.timeline_data_stall.push_back(b.wall_s > 0 ? std::optional(b.wait_s / b.wall_s)
-                                                       : std::nullopt);
-    }
+  if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
+  if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
+  if (!a.job.empty() && out.job.empty()) out.job = a.job;
+  if (a.world_size && !out.world_size) out.world_size = a.world_size;
+  if (p.role == ProcessRole::trainer) {
+    if (d.rank_pids_.contains(pid)) out.trainer_rank = p.rank;
+    out.main_thread_run_wait = p.run_wait_share;  // a process's run-queue wait is its main thread's
+    out.trainer_cores = p.cpu_cores_mean;
+    out.trainer_gpu_sm_util = p.gpu_sm_util;
   }
+  if (mine(p)) {
+    worker_readings += p.samples;
+    worker_io_wait += a.io_wait_samples;
+    out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
+  }
+  return p;
+}
+
+bool ProcessTreeDigest::View::mine(const WatchedProcess& p) const {
+  return p.role == ProcessRole::loader_worker && (!rank_view || p.ppid == trainer);
+}
+
+void ProcessTreeDigest::View::read_timeline() {
+  const auto tl = d.timelines_.find(trainer);
+  if (tl == d.timelines_.end()) return;
+  const Timeline& line = tl->second;
+  out.timeline_bucket_s = line.bucket_s;
+  bool windows = false;
+  for (const Timeline::Bucket& b : line.buckets) windows |= b.wall_s > 0;
+  for (const Timeline::Bucket& b : line.buckets) {
+    out.timeline_workers_cores.push_back(mean(b.workers_sum, b.readings));
+    out.timeline_main_busy.push_back(mean(b.main_sum, b.readings));
+    if (windows)
+      out.timeline_data_stall.push_back(b.wall_s > 0 ? std::optional(b.wait_s / b.wall_s)
+                                                     : std::nullopt);
+  }
+}
+
+ProcessTreeSummary ProcessTreeDigest::View::finish() {
   // The job's other ranks and their workers are this rank's "other processes".
   if (rank_view)
     out.other_processes_cores =
-        std::max(0.0, mean(tree_cores_sum_, samples_) - out.trainer_cores - own_workers_all_readings);
-  out.ranks = static_cast<int>(rank_pids_.size());
-  out.on_gpu = on_gpu_;
-  out.gpu_memory_peak_bytes = tree_gpu_memory_peak_;
+        std::max(0.0, mean(d.tree_cores_sum_, d.samples_) - out.trainer_cores - own_workers_all_readings);
+  out.ranks = static_cast<int>(d.rank_pids_.size());
+  out.on_gpu = d.on_gpu_;
+  out.gpu_memory_peak_bytes = d.tree_gpu_memory_peak_;
   out.workers_io_wait = mean(static_cast<double>(worker_io_wait), worker_readings);
   if (read_known && out.sampled_s > 0)
     out.storage_read_bytes_per_s = static_cast<double>(read_bytes) / out.sampled_s;
   std::stable_partition(out.processes.begin(), out.processes.end(),
                         [](const WatchedProcess& p) { return p.role == ProcessRole::trainer; });
-  return out;
+  return std::move(out);
+}
+
+ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
+  View v(*this, trainer);
+  v.read_trainer();
+  v.read_workers();
+  v.read_processes();
+  v.read_timeline();
+  return v.finish();
 }
 
 }  // namespace feedscope

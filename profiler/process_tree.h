@@ -202,6 +202,7 @@ class ProcessTreeDigest {
     std::size_t run_wait_readings = 0;
   };
   ProcessTreeSummary view(int trainer) const;  // with mutex_ held
+  struct View;     // one view()'s steps, in the .cc
   struct Reading;  // one add()'s steps, in the .cc
 
   mutable std::mutex mutex_;

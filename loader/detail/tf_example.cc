@@ -115,88 +115,136 @@ std::uint32_t tfrecord_masked_crc(const void* data, std::size_t bytes) noexcept 
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-ExampleImage parse_example(std::span<const std::uint8_t> example, std::string_view image_key,
-                           std::string_view label_key) {
-  ExampleImage out;
-  bool image = false, label = false;
-  Wire message(example, 0);
-  while (!message.done()) {
+namespace {
+
+// An entry of the Features map: whether its key is the image's or the label's, and its Feature.
+struct FeatureEntry {
+  bool is_image = false, is_label = false, has_key = false;
+  Wire value;
+  bool has_value = false;
+};
+
+// The image and the label of one Example, as its Features are read.
+class ExampleReader {
+ public:
+  ExampleReader(std::string_view image_key, std::string_view label_key)
+      : image_key_(image_key), label_key_(label_key) {}
+
+  void read_features(Wire features) {
     std::uint32_t field = 0, type = 0;
-    message.tag(field, type);
-    if (field != 1 || type != 2) {
-      message.skip(type);
-      continue;
-    }
-    Wire features = message.sub();
     while (!features.done()) {
       features.tag(field, type);
       if (field != 1 || type != 2) {
         features.skip(type);
         continue;
       }
-      Wire entry = features.sub();
-      bool is_image = false, is_label = false, has_key = false;
-      Wire value({}, entry.offset());
-      bool has_value = false;
-      while (!entry.done()) {
-        entry.tag(field, type);
-        if (field == 1 && type == 2) {
-          const Wire key = entry.sub();
-          is_image = same(key, image_key);
-          is_label = same(key, label_key);
-          has_key = true;
-        } else if (field == 2 && type == 2) {
-          value = entry.sub();
-          has_value = true;
-        } else {
-          entry.skip(type);
-        }
-      }
-      if (!has_key || !has_value || !(is_image || is_label)) continue;
-      const std::string_view name = is_image ? image_key : label_key;
-      const std::uint32_t want = is_image ? 1 : 3;
-      while (!value.done()) {
-        value.tag(field, type);
-        if (type != 2 || field < 1 || field > 3) {
-          value.skip(type);
-          continue;
-        }
-        Wire list = value.sub();
-        if (field != want)
-          throw std::runtime_error("feature '" + std::string(name) + "' is a " + kind_name(field) + ", not the " +
-                                   kind_name(want));
-        bool found = false;
-        while (!list.done() && !found) {
-          list.tag(field, type);
-          if (field != 1) {
-            list.skip(type);
-            continue;
-          }
-          if (is_image && type == 2) {
-            const Wire v = list.sub();
-            out.image = v.rest();
-            found = image = true;
-          } else if (is_label && type == 2) {  // packed
-            Wire packed = list.sub();
-            if (!packed.done()) {
-              out.label = static_cast<std::int64_t>(packed.varint());
-              found = label = true;
-            }
-          } else if (is_label && type == 0) {
-            out.label = static_cast<std::int64_t>(list.varint());
-            found = label = true;
-          } else {
-            list.skip(type);
-          }
-        }
-        if (!found)
-          throw std::runtime_error("feature '" + std::string(name) + "' holds no value");
-      }
+      const FeatureEntry e = read_entry(features.sub());
+      if (!e.has_key || !e.has_value || !(e.is_image || e.is_label)) continue;
+      read_feature(e);
     }
   }
-  if (!image) throw std::runtime_error("the Example has no bytes feature '" + std::string(image_key) + "'");
-  if (!label) throw std::runtime_error("the Example has no int64 feature '" + std::string(label_key) + "'");
-  return out;
+
+  ExampleImage found() const {
+    if (!image_) throw std::runtime_error("the Example has no bytes feature '" + std::string(image_key_) + "'");
+    if (!label_) throw std::runtime_error("the Example has no int64 feature '" + std::string(label_key_) + "'");
+    return out_;
+  }
+
+ private:
+  FeatureEntry read_entry(Wire entry) const {
+    FeatureEntry e{.value = Wire({}, entry.offset())};
+    std::uint32_t field = 0, type = 0;
+    while (!entry.done()) {
+      entry.tag(field, type);
+      if (field == 1 && type == 2) {
+        const Wire key = entry.sub();
+        e.is_image = same(key, image_key_);
+        e.is_label = same(key, label_key_);
+        e.has_key = true;
+      } else if (field == 2 && type == 2) {
+        e.value = entry.sub();
+        e.has_value = true;
+      } else {
+        entry.skip(type);
+      }
+    }
+    return e;
+  }
+
+  // The Feature's lists: each must be of the kind its key wants and hold a value.
+  void read_feature(const FeatureEntry& e) {
+    const std::string_view name = e.is_image ? image_key_ : label_key_;
+    const std::uint32_t want = e.is_image ? 1 : 3;
+    Wire value = e.value;
+    std::uint32_t field = 0, type = 0;
+    while (!value.done()) {
+      value.tag(field, type);
+      if (type != 2 || field < 1 || field > 3) {
+        value.skip(type);
+        continue;
+      }
+      Wire list = value.sub();
+      if (field != want)
+        throw std::runtime_error("feature '" + std::string(name) + "' is a " + kind_name(field) + ", not the " +
+                                 kind_name(want));
+      if (!read_first_value(list, e))
+        throw std::runtime_error("feature '" + std::string(name) + "' holds no value");
+    }
+  }
+
+  // A list's first value: the image's bytes, or the label, packed or not. False where it has none.
+  bool read_first_value(Wire list, const FeatureEntry& e) {
+    std::uint32_t field = 0, type = 0;
+    while (!list.done()) {
+      list.tag(field, type);
+      if (field != 1) {
+        list.skip(type);
+        continue;
+      }
+      if (e.is_image && type == 2) {
+        const Wire v = list.sub();
+        out_.image = v.rest();
+        image_ = true;
+        return true;
+      } else if (e.is_label && type == 2) {  // packed
+        Wire packed = list.sub();
+        if (!packed.done()) {
+          out_.label = static_cast<std::int64_t>(packed.varint());
+          label_ = true;
+          return true;
+        }
+      } else if (e.is_label && type == 0) {
+        out_.label = static_cast<std::int64_t>(list.varint());
+        label_ = true;
+        return true;
+      } else {
+        list.skip(type);
+      }
+    }
+    return false;
+  }
+
+  std::string_view image_key_, label_key_;
+  ExampleImage out_;
+  bool image_ = false, label_ = false;
+};
+
+}  // namespace
+
+ExampleImage parse_example(std::span<const std::uint8_t> example, std::string_view image_key,
+                           std::string_view label_key) {
+  ExampleReader reader(image_key, label_key);
+  Wire message(example, 0);
+  std::uint32_t field = 0, type = 0;
+  while (!message.done()) {
+    message.tag(field, type);
+    if (field != 1 || type != 2) {
+      message.skip(type);
+      continue;
+    }
+    reader.read_features(message.sub());
+  }
+  return reader.found();
 }
 
 std::vector<std::uint8_t> encode_example(std::string_view image_key, std::span<const std::uint8_t> image,
