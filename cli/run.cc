@@ -43,15 +43,10 @@ namespace {
 std::unique_ptr<MetricsExporter> start_metrics(const RunConfig& config, const Environment& env,
                                                std::ostream& log) {
   if (config.metrics_addr.empty()) return nullptr;
-  MetricsExporter::Options o;
-  o.address = config.metrics_addr;
   const Placement placement = resolve_placement(config);
-  if (placement.labelled) o.const_labels["rank"] = std::to_string(placement.rank);
-  o.const_labels["host"] = config.host.empty() ? env.hostname : config.host;
-  o.version = env.feedscope_version;
-  o.torch_version = env.torch_version;
-  o.cuda_version = env.cuda_version;
-  auto metrics = std::make_unique<MetricsExporter>(o);
+  auto metrics = std::make_unique<MetricsExporter>(
+      metrics_options(env, config.metrics_addr, config.host,
+                      placement.labelled ? std::optional<int>(placement.rank) : std::nullopt));
   log << "feedscope: Prometheus metrics on http://" << metrics->address() << "/metrics" << std::endl;
   return metrics;
 }

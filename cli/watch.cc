@@ -359,13 +359,8 @@ std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::
 std::unique_ptr<MetricsExporter> start_metrics(const WatchOptions& o, const Environment& environment,
                                                std::ostream& log) {
   if (o.metrics_addr.empty()) return nullptr;
-  MetricsExporter::Options mo;
-  mo.address = o.metrics_addr;
-  mo.const_labels["host"] = environment.hostname;
-  mo.version = environment.feedscope_version;
-  mo.torch_version = environment.torch_version;
-  mo.cuda_version = environment.cuda_version;
-  auto metrics = std::make_unique<MetricsExporter>(mo);
+  auto metrics = std::make_unique<MetricsExporter>(
+      metrics_options(environment, o.metrics_addr, environment.hostname, std::nullopt));
   log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
   return metrics;
 }

@@ -248,6 +248,18 @@ void MetricsExporter::Impl::serve(const ParsedAddress& parsed, const std::string
   address = format_address(parsed, server->port());
 }
 
+MetricsExporter::Options metrics_options(const Environment& env, std::string address,
+                                         const std::string& host, std::optional<int> rank) {
+  MetricsExporter::Options o;
+  o.address = std::move(address);
+  if (rank) o.const_labels["rank"] = std::to_string(*rank);
+  o.const_labels["host"] = host.empty() ? env.hostname : host;
+  o.version = env.feedscope_version;
+  o.torch_version = env.torch_version;
+  o.cuda_version = env.cuda_version;
+  return o;
+}
+
 MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   const ParsedAddress parsed = parse_address(options.address);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,11 @@ class MetricsExporter {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The endpoint's options for a process of `env` at `address`: `host` (the machine's name where
+// empty) and `rank` (where given) as constant labels, and the build's versions for
+// feedscope_build_info. `run`, `watch` and a Session all start theirs from it.
+MetricsExporter::Options metrics_options(const Environment& env, std::string address,
+                                         const std::string& host, std::optional<int> rank);
 
 }  // namespace feedscope

@@ -194,17 +194,6 @@ Environment environment_of(const ProcFs& fs, int cpus) {
   return env;
 }
 
-MetricsExporter::Options metrics_options(const Session::Options& o, const Environment& env) {
-  MetricsExporter::Options mo;
-  mo.address = o.metrics_addr;
-  if (o.rank >= 0) mo.const_labels["rank"] = std::to_string(o.rank);
-  mo.const_labels["host"] = o.host.empty() ? env.hostname : o.host;
-  mo.version = env.feedscope_version;
-  mo.torch_version = env.torch_version;
-  mo.cuda_version = env.cuda_version;
-  return mo;
-}
-
 }  // namespace
 
 void Session::Impl::start_gpu_trace() {
@@ -268,7 +257,9 @@ Session::Session(Options options)
   s.run_begin_ns = clock();
   s.cpus = online_cpus(s.fs);
   s.env = environment_of(s.fs, s.cpus);
-  if (!o.metrics_addr.empty()) s.metrics = std::make_unique<MetricsExporter>(metrics_options(o, s.env));
+  if (!o.metrics_addr.empty())
+    s.metrics = std::make_unique<MetricsExporter>(metrics_options(
+        s.env, o.metrics_addr, o.host, o.rank >= 0 ? std::optional<int>(o.rank) : std::nullopt));
   s.sampling = start_sampling({o.sample_hz, o.timeseries_max_mib},
                               s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
   s.start_gpu_trace();
