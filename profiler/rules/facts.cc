@@ -54,6 +54,7 @@ LoopFacts loop_facts(const Evidence& e) {
   LoopFacts f;
   f.wall = std::max(in.wall_s, 1e-9);
   f.wait = busy(in, Stage::wait);
+  f.stall = std::clamp(f.wait / f.wall, 0.0, 1.0);
   f.measured = in.samples_per_s;
   f.loader = loader_work(e);
   f.c = measure_costs(e, f.loader);
@@ -66,8 +67,7 @@ LoopFacts loop_facts(const Evidence& e) {
   // the copy itself: time outside both the wait and the step.
   f.submit_share = in.h2d_submit_s / f.wall;
   f.copies_on_the_thread = f.submit_share >= kH2dStepShare;
-  const double stall = std::clamp(f.wait / f.wall, 0.0, 1.0);
-  f.input_side = !f.copies_on_the_thread && (in.loader_only || stall >= kModeratelyInputBound);
+  f.input_side = !f.copies_on_the_thread && (in.loader_only || f.stall >= kModeratelyInputBound);
   f.loader_rate = predicted_batches_per_s(Costs{f.c.worker, 0}, std::max(1, in.num_workers),
                                           e.cpus, in.on_gpu) *
                   static_cast<double>(in.batch_size);

@@ -36,6 +36,7 @@ struct LoaderWork {
 struct LoopFacts {
   double wall = 0;  // the spans' window, never 0
   double wait = 0;  // the loop's wait for batches, seconds
+  double stall = 0;  // wait / wall, in 0..1: the data stall
   double measured = 0;  // samples/s
   LoaderWork loader;
   Costs c;

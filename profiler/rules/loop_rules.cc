@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "profiler/detail/format.h"
 #include "profiler/diagnosis.h"
@@ -17,8 +18,12 @@ using detail::fmt;
 
 namespace {
 
-// Neither copy-bound on the training thread nor input-bound: the step's side decides.
-bool step_side(const LoopFacts& L) { return !L.input_side && !L.copies_on_the_thread; }
+// The GPU trace of a loop that is neither copy-bound on the training thread nor input-bound, where
+// it shows `limit` (gpu_bottleneck's name); none otherwise.
+const GpuTraceSummary* step_limited_by(const LoopFacts& L, std::string_view limit) {
+  if (L.gpu == nullptr || L.input_side || L.copies_on_the_thread) return nullptr;
+  return gpu_bottleneck(*L.gpu) == limit ? L.gpu : nullptr;
+}
 
 void loading_evidence(const Facts& f, Diagnosis& d) {
   const LoopSpans& in = *f.e.loop;
@@ -74,7 +79,7 @@ void preprocess_finding(const Facts& f, std::optional<Recommendation> cap, Diagn
 bool loop_data_stall(const Facts& f, Diagnosis& d) {
   const LoopSpans& in = *f.e.loop;
   const LoopFacts& L = *f.loop;
-  d.data_stall_ratio = std::clamp(L.wait / L.wall, 0.0, 1.0);
+  d.data_stall_ratio = L.stall;
   d.data_stall_source = "wait spans";
   d.input_bound = input_bound_class(d.data_stall_ratio);
   d.evidence.push_back(fmt("data stall %.1f%% of wall time (wait %.2f s of %.2f s)",
@@ -200,8 +205,8 @@ bool input_preprocess(const Facts& f, Diagnosis& d) {
 
 bool gpu_copy(const Facts& f, Diagnosis& d) {
   const LoopFacts& L = *f.loop;
-  const GpuTraceSummary* gpu = L.gpu;
-  if (!gpu || !step_side(L) || std::string(gpu_bottleneck(*gpu)) != "host_to_device") return false;
+  const GpuTraceSummary* gpu = step_limited_by(L, "host_to_device");
+  if (gpu == nullptr) return false;
   d.bottleneck = "host_to_device";
   d.verdict = fmt("Not input-bound: host-to-device copies take %.0f%% of the GPU step, mostly "
                   "from %s memory.",
@@ -217,8 +222,8 @@ bool gpu_copy(const Facts& f, Diagnosis& d) {
 bool gpu_launch_bound(const Facts& f, Diagnosis& d) {
   const Evidence& e = f.e;
   const LoopFacts& L = *f.loop;
-  const GpuTraceSummary* gpu = L.gpu;
-  if (!gpu || !step_side(L) || std::string(gpu_bottleneck(*gpu)) != "launch_overhead") return false;
+  const GpuTraceSummary* gpu = step_limited_by(L, "launch_overhead");
+  if (gpu == nullptr) return false;
   d.bottleneck = "launch_overhead";
   d.verdict = fmt("Not input-bound: the GPU step is bound by kernel launches%s, not GPU work: "
                   "the GPU is busy %.0f%% of the step (%.0f kernels of %.1f us mean per step).",
