@@ -39,6 +39,9 @@ enum class MemcpyKind : std::uint8_t { h2d, d2h, d2d, other };
 enum class MemoryKind : std::uint8_t { pageable, pinned, device, other };
 // stream_wait_event orders two streams on the device; the host does not block on it.
 enum class SyncType : std::uint8_t { event, stream, context, stream_wait_event, other };
+// Which CUDA API a host call belongs to: the runtime (cudaLaunchKernel) or the driver
+// (cuLaunchKernel: Triton's launches under torch.compile, cuGraphLaunch).
+enum class ApiDomain : std::uint8_t { runtime, driver };
 
 struct KernelRecord {
   InternedName name;
@@ -47,6 +50,8 @@ struct KernelRecord {
   std::uint32_t device = 0;
   std::uint32_t stream = 0;
   std::uint32_t correlation_id = 0;
+  // The CUDA graph whose replay launched it (CUPTI's graphId); 0: launched on its own.
+  std::uint32_t graph_id = 0;
 };
 
 struct MemcpyRecord {
@@ -84,6 +89,7 @@ struct RuntimeApiRecord {
   std::int64_t end_ns = 0;
   std::uint32_t thread_id = 0;
   std::uint32_t correlation_id = 0;
+  ApiDomain domain = ApiDomain::runtime;  // a driver call's name is the driver's: "cuLaunchKernel"
 };
 
 struct GpuActivity {
