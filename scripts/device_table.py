@@ -1,0 +1,185 @@
+"""The device check's closing table: one line per case, at most 30, printed last by
+scripts/device_check.sh (only the last 12,000 characters of a device call's output come back).
+
+    python3 scripts/device_table.py WORK_DIR [OUT_FILE]
+
+WORK_DIR is the check's work folder: reports/steps.tsv (each step's exit code and seconds),
+reports/NAME/report.json of each feedscope run, reports/NAME.log of each step, reports/h2d.json,
+ctest-summary.json. Columns: the case, feedscope's verdict, what it predicted, what was measured
+(the median of the runs, with their range), and whether the goal was met. A figure that was not
+measured reads "not measured"; a case that did not run says why.
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+
+WITHIN = 0.25  # a prediction holds when the measured median is within 25 % of it
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+class Reports:
+    def __init__(self, work):
+        self.work = work
+        self.rep = os.path.join(work, "reports")
+        self.steps = {}
+        tsv = os.path.join(self.rep, "steps.tsv")
+        if os.path.exists(tsv):
+            for row in open(tsv):
+                name, rc, secs = row.rstrip("\n").split("\t")
+                self.steps[name] = (rc, secs)
+
+    def report(self, name):
+        return load(os.path.join(self.rep, name, "report.json"))
+
+    def runs(self, name):
+        """NAME, or NAME-1, NAME-2, ... where the case ran several times."""
+        numbered = sorted(n for n in self.steps if re.fullmatch(re.escape(name) + r"-\d+", n))
+        return numbered or ([name] if name in self.steps else [])
+
+    def why_not(self, name):
+        rc = self.steps.get(name, ("not run",))[0]
+        return "not run" if rc == "not run" else f"no result (exit {rc})"
+
+    def rate(self, name):
+        r = self.report(name)
+        return (r or {}).get("throughput", {}).get("samples_per_s") or self.printed_rate(name)
+
+    def printed_rate(self, name):
+        """The rate the program printed itself ("throughput: N samples/s"), from its step's log."""
+        try:
+            text = open(os.path.join(self.rep, name + ".log")).read()
+        except OSError:
+            return None
+        found = re.findall(r"throughput: ([0-9.]+) samples/s", text)
+        return float(found[-1]) if found else None
+
+    def verdict(self, name):
+        r = self.report(name)
+        return (r["diagnosis"]["bottleneck"] or "none") if r else self.why_not(name)
+
+    def advice(self, name, prefix):
+        for x in ((self.report(name) or {}).get("diagnosis") or {}).get("recommendations", []):
+            if x["setting"].startswith(prefix):
+                return x
+        return None
+
+
+def spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, "not measured"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return med, f"{med:.2f}x"
+    return med, f"{med:.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+
+def prediction_row(rs, before, prefix, after, label):
+    x = rs.advice(before, prefix)
+    base = rs.rate(before)
+    ratios = [rs.rate(n) / base if base and rs.rate(n) else None for n in rs.runs(after)]
+    med, text = spread(ratios)
+    if x is None:
+        return [label, rs.verdict(before), f"no {prefix} advice", text, "no"]
+    p = x.get("predicted_speedup")
+    pred = f"{x['setting']}: " + (f"{p:.2f}x" if p else "no figure")
+    ok = "yes" if p and med and abs(med / p - 1) <= WITHIN else "no"
+    return [label, rs.verdict(before), pred, text, ok + " (within 25 %)" if p and med else "not measured"]
+
+
+def table(work):
+    rs = Reports(work)
+    rows = []
+    t = load(os.path.join(work, "ctest-summary.json"))
+    if t:
+        gpu_skipped = len(t["gpu_tests_skipped"])
+        rows.append(["GPU tests", f"{t['tests']} run, {len(t['failed'])} failed, {gpu_skipped} GPU tests skipped",
+                     "", "", "yes" if not t["failed"] and not gpu_skipped else "no"])
+    else:
+        rows.append(["GPU tests", "not run", "", "", "no"])
+    h = load(os.path.join(rs.rep, "h2d.json"))
+    for key, label, goal in (("overlap", "copy behind the step, one epoch", 0.05),
+                             ("overlap_short_epochs", "copy behind the step, 16-batch epochs", None)):
+        o = (h or {}).get(key)
+        if not o:
+            rows.append([label, "", "", "not measured", "no" if goal else ""])
+            continue
+        over = o.get("over_compute_fraction")
+        blocked = o.get("host_blocked_ms")
+        text = "not measured" if over is None else f"{100 * over:+.1f} % over the step alone"
+        if blocked is not None:
+            text += f"; host blocked {blocked:.2f} ms/step"
+        rows.append([label, "", "", text,
+                     "" if goal is None else ("yes" if over is not None and over <= goal else "no") + " (<= +5 %)"])
+    bare = {n[len("trace-bare-"):]: rs.printed_rate(n) for n in rs.runs("trace-bare")}
+    for kind, label, goal in (("noop", "watch, no-op injection / bare", None),
+                              ("watched", "watch, CUPTI tracing / bare", 0.97)):
+        ratios = [rs.printed_rate(n) / bare[n.rsplit("-", 1)[1]]
+                  if bare.get(n.rsplit("-", 1)[1]) and rs.printed_rate(n) else None
+                  for n in rs.runs(f"trace-{kind}")]
+        med, text = spread(ratios)
+        tracing = ((rs.report(f"trace-{kind}-1") or {}).get("gpu_trace") or {}).get("tracing")
+        verdict = rs.verdict(f"trace-{kind}-1") if kind == "watched" else ""
+        mode = f"tracing: {json.dumps(tracing, separators=(',', ':'))[:60]}" if tracing else ""
+        rows.append([label, verdict, mode, text,
+                     "" if goal is None else ("yes" if med and med >= goal else "no") + " (>= 0.97x)"])
+    r = rs.report("trace-watched-1")
+    if r and r["diagnosis"]["bottleneck"]:
+        settings = [x["setting"] for x in r["diagnosis"]["recommendations"]]
+        rows.append(["in-memory MLP under watch", r["diagnosis"]["bottleneck"], ", ".join(settings)[:40] or "-",
+                     "", "yes (no num_workers)" if not any(s.startswith("num_workers") for s in settings) else "no"])
+    rows.append(prediction_row(rs, "mlp-gpu", "batch_size=", "mlp-gpu-batch", "MLP batch 100 -> advised"))
+    rows.append(prediction_row(rs, "mlp-gpu", "device=cpu", "mlp-cpu", "MLP GPU -> CPU"))
+    rows.append(prediction_row(rs, "imagenet-j2", "num_workers=", "imagenet-advised", "imagenet r18 -j 2 -> advised"))
+    for name, expect in (("imagenet-advised", None), ("imagenet-j12", None),
+                         ("imagenet-dummy-r50", "gpu_compute"), ("nanogpt-compile", None)):
+        r = rs.report(name)
+        if not r:
+            rows.append([name, rs.why_not(name), "", "", "no"])
+            continue
+        g = r.get("gpu_trace") or {}
+        launches = g.get("launches") if isinstance(g.get("launches"), (int, float)) else None
+        detail = f"{rs.rate(name):.0f} samples/s" if rs.rate(name) else "rate not measured"
+        got = r["diagnosis"]["bottleneck"] or "none"
+        if name == "nanogpt-compile":
+            graphs = g.get("graphs") or {}
+            detail = f"kernels/step {g.get('kernels_per_step', 'n/a')}, graphs {json.dumps(graphs)[:30]}"
+            ok = "no (no verdict)" if got == "none" else (
+                "yes (not launch-bound)" if got != "launch_overhead" else "check: launch-bound")
+        else:
+            ok = "" if expect is None else ("yes" if got == expect else f"no ({expect})")
+        rows.append([name, got, "", detail, ok])
+    rows.append(prediction_row(rs, "sync-step", "no per-step sync", "sync-end", "matmul .item() -> at the end"))
+    rows.append(prediction_row(rs, "watch-matmul-item", "no per-step sync", "watch-matmul-end",
+                               "same, watched"))
+    rows.append(prediction_row(rs, "images-1-worker", "num_workers=", "images-advised", "images 1 worker -> advised"))
+    rows.append(prediction_row(rs, "copy-pageable", "pin_memory=", "copy-pinned", "pageable copy -> pinned"))
+    lines = ["| case | verdict | predicted | measured median (min-max) | goal met |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows[:28]]
+    return lines
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: device_table.py WORK_DIR [OUT_FILE]")
+    lines = table(sys.argv[1])
+    text = "\n".join(lines) + "\n"
+    if len(sys.argv) == 3:
+        with open(sys.argv[2], "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
