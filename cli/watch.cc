@@ -518,7 +518,8 @@ std::optional<DiagnosisInput> take_program_measurements(const std::vector<Sessio
 WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpus,
                                           const Report& report,
                                           const std::optional<DiagnosisInput>& span_input,
-                                          const std::optional<OutputScanner>& scanner) {
+                                          const std::optional<OutputScanner>& scanner,
+                                          const DataFilesSeen* data_files) {
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
   wd.cpus = cpus;
@@ -530,6 +531,9 @@ WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpu
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
   if (scanner) wd.printed = scanner->data_wait();
+  // The files it held open, as the sampler saw them; not the ones its arguments name, which are
+  // looked at later, for the loader's try, and may never have been read.
+  if (data_files) wd.data_files_seen = data_files->files().size();
   return wd;
 }
 
@@ -611,7 +615,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
   const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
-  const WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner);
+  const WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner,
+                                                       o.try_loader && sampling.sampler ? &data_files : nullptr);
   report.diagnosis = diagnose_watched(wd);
   const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
   if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))

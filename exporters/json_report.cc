@@ -37,6 +37,17 @@ nlohmann::ordered_json stages_json(const std::vector<StageStats>& stages) {
   return out;
 }
 
+// One object per device where the steps ran on several; empty otherwise.
+nlohmann::ordered_json devices_json(const GpuTraceSummary& g) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const GpuTraceSummary::DeviceBusy& d : g.devices)
+    out.push_back({{"device", d.device},
+                   {"kernels", d.kernels},
+                   {"busy_s", d.busy_s},
+                   {"busy_ratio", d.busy_ratio}});
+  return out;
+}
+
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
   if (!r.gpu_trace) {
     const std::string reason = r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable;
@@ -63,7 +74,18 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
            {{"count", g.syncs},
             {"per_step", g.syncs_per_step},
             {"wait_s", g.sync_wait_s},
-            {"by_call", g.syncs_by_call}}},
+            {"by_call", g.syncs_by_call},
+            {"after_h2d", {{"count", g.syncs_after_h2d}, {"wait_s", g.sync_after_h2d_wait_s}}}}},
+          {"graphs",
+           {{"kernels", g.graph_kernels},
+            {"graphs", g.graphs},
+            {"replays", g.graph_replays},
+            {"driver_launch_calls", g.driver_launch_calls}}},
+          {"collectives",
+           {{"busy_s", g.collective_s},
+            {"share", g.collective_share},
+            {"alone_share", g.collective_alone_share}}},
+          {"devices", devices_json(g)},
           {"h2d",
            {{"pinned_bytes", g.h2d_pinned_bytes},
             {"pageable_bytes", g.h2d_pageable_bytes},

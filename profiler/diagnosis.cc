@@ -11,7 +11,7 @@ bool has(const Evidence& e, unsigned needs) {
   return (!(needs & kNeedsLoop) || e.loop) && (!(needs & kNeedsTree) || e.tree) &&
          (!(needs & kNeedsGpuTrace) || e.gpu_trace) && (!(needs & kNeedsEnd) || e.end) &&
          (!(needs & kNeedsAutotune) || e.autotune) && (!(needs & kNeedsPrinted) || e.printed) &&
-         (!(needs & kNeedsNoLoop) || !e.loop);
+         (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen);
 }
 
 }  // namespace

@@ -20,6 +20,11 @@ inline constexpr double kHighlyInputBound = 0.20;
 inline constexpr double kShortKernelUs = 20.0;
 inline constexpr double kGpuBusyCompute = 0.8;  // at or above: the GPU's own work is the limit
 inline constexpr double kH2dStepShare = 0.3;    // H2D copies this much of the step: copy-bound
+// NCCL's collectives alone on the GPU this much of the step: the rank waits for the others.
+inline constexpr double kCollectiveWaitDominant = 0.3;
+// Kernel launch calls take this much of the step or more: launch-bound even in a CUDA graph or
+// compiled code; less, and an idle GPU beside them is the host's other work.
+inline constexpr double kLaunchHostShare = 0.3;
 // Pinned host-to-device rate assumed when the run measured none: PCIe 3.0 x16 delivers about
 // 12 GB/s from pinned memory (PCIe 4.0 about twice that), so the prediction is conservative.
 inline constexpr double kAssumedPinnedGbps = 12.0;

@@ -67,6 +67,9 @@ struct Evidence {
   std::optional<ProgramEnd> end;      // a watched program: how it ended
   // A watched program's own `Time ... Data ...` lines, where it printed any.
   std::optional<PrintedDataWait> printed;
+  // How many data files (images, shards) `watch` saw the program hold open; unset where it did
+  // not look (--no-try-loader).
+  std::optional<std::size_t> data_files_seen;
 };
 
 }  // namespace feedscope

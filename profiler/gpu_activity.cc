@@ -74,6 +74,14 @@ void GpuActivity::append(GpuActivity&& more) {
   more.incomplete_buffers = 0;
 }
 
+bool is_collective_kernel(std::string_view name) {
+  for (std::size_t i = 0; i + 4 <= name.size(); ++i)
+    if ((name[i] | 0x20) == 'n' && (name[i + 1] | 0x20) == 'c' && (name[i + 2] | 0x20) == 'c' &&
+        (name[i + 3] | 0x20) == 'l')
+      return true;
+  return false;
+}
+
 const char* to_string(MemcpyKind kind) {
   switch (kind) {
     case MemcpyKind::h2d: return "HtoD";

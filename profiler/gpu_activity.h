@@ -121,6 +121,9 @@ struct GpuActivity {
   void append(GpuActivity&& more);
 };
 
+// A collective's kernel, by its name: NCCL's (ncclKernel_AllReduce_..., ncclDevKernel_...).
+bool is_collective_kernel(std::string_view name);
+
 const char* to_string(MemcpyKind kind);
 const char* to_string(MemoryKind kind);
 const char* to_string(SyncType type);

@@ -376,13 +376,6 @@ std::int64_t union_ns(std::vector<std::pair<std::int64_t, std::int64_t>> spans) 
   return total;
 }
 
-bool is_nccl(std::string_view name) {
-  for (std::size_t i = 0; i + 4 <= name.size(); ++i)
-    if ((name[i] | 0x20) == 'n' && (name[i + 1] | 0x20) == 'c' && (name[i + 2] | 0x20) == 'c' &&
-        (name[i + 3] | 0x20) == 'l')
-      return true;
-  return false;
-}
 
 }  // namespace
 
@@ -397,7 +390,7 @@ ProcessGpu summarize_process_gpu(const GpuActivity& a) {
     first = std::min(first, k.start_ns);
     last = std::max(last, k.end_ns);
     busy.emplace_back(k.start_ns, k.end_ns);
-    if (is_nccl(k.name.str())) nccl.emplace_back(k.start_ns, k.end_ns);
+    if (is_collective_kernel(k.name.str())) nccl.emplace_back(k.start_ns, k.end_ns);
   }
   for (const MemcpyRecord& m : a.memcpys)
     if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -200,8 +202,18 @@ class InStep {
 void summarize_kernels(const GpuActivity& a, const InStep& in_step, double steps,
                        GpuTraceSummary& s) {
   std::vector<double> kernel_us;
-  for (const KernelRecord& k : a.kernels)
-    if (in_step(k.start_ns)) kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
+  std::set<std::uint32_t> graphs;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> replays;  // (graph, launch's correlation)
+  for (const KernelRecord& k : a.kernels) {
+    if (!in_step(k.start_ns)) continue;
+    kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
+    if (k.graph_id == 0) continue;
+    ++s.graph_kernels;
+    graphs.insert(k.graph_id);
+    replays.emplace(k.graph_id, k.correlation_id);
+  }
+  s.graphs = static_cast<std::int64_t>(graphs.size());
+  s.graph_replays = static_cast<std::int64_t>(replays.size());
   s.kernels = static_cast<std::int64_t>(kernel_us.size());
   s.kernels_per_step = static_cast<double>(s.kernels) / steps;
   s.mean_kernel_us = mean(kernel_us);
@@ -242,6 +254,58 @@ void summarize_busy(const GpuActivity& a, const std::vector<StepWindow>& windows
   s.gap_share = static_cast<double>(gap_ns) / static_cast<double>(wall_ns);
 }
 
+// The time inside the steps covered by `intervals`, merged.
+std::int64_t in_steps_ns(std::vector<Interval> intervals, const std::vector<StepWindow>& windows) {
+  const std::vector<Interval> merged = merge(std::move(intervals));
+  std::int64_t ns = 0;
+  for (const StepWindow& w : windows)
+    for_each_piece(merged, w, [&](const Interval& p) { ns += p.end - p.begin; });
+  return ns;
+}
+
+// NCCL's kernels apart from the rest: a rank waiting in an all-reduce runs one, so the device's
+// own work is what ran beside or without them.
+void summarize_collectives(const GpuActivity& a, const std::vector<StepWindow>& windows,
+                           std::int64_t wall_ns, GpuTraceSummary& s) {
+  std::vector<Interval> collective, other;
+  for (const KernelRecord& k : a.kernels)
+    (is_collective_kernel(k.name.str()) ? collective : other).push_back({k.start_ns, k.end_ns});
+  if (collective.empty()) return;
+  for (const MemcpyRecord& m : a.memcpys) other.push_back({m.start_ns, m.end_ns});
+  for (const MemsetRecord& m : a.memsets) other.push_back({m.start_ns, m.end_ns});
+  const std::int64_t collective_ns = in_steps_ns(std::move(collective), windows);
+  const std::int64_t other_ns = in_steps_ns(std::move(other), windows);
+  s.collective_s = static_cast<double>(collective_ns) / 1e9;
+  s.collective_share = static_cast<double>(collective_ns) / static_cast<double>(wall_ns);
+  s.collective_alone_share =
+      std::max(0.0, s.gpu_busy_ratio - static_cast<double>(other_ns) / static_cast<double>(wall_ns));
+}
+
+// Each device's busy time, where the steps' work ran on more than one: the union over every
+// device reads busy while one of them is, however idle the others.
+void summarize_devices(const GpuActivity& a, const InStep& in_step,
+                       const std::vector<StepWindow>& windows, std::int64_t wall_ns,
+                       GpuTraceSummary& s) {
+  std::map<std::uint32_t, std::vector<Interval>> by_device;
+  std::map<std::uint32_t, std::int64_t> kernels;
+  for (const KernelRecord& k : a.kernels) {
+    by_device[k.device].push_back({k.start_ns, k.end_ns});
+    if (in_step(k.start_ns)) ++kernels[k.device];
+  }
+  for (const MemcpyRecord& m : a.memcpys) by_device[m.device].push_back({m.start_ns, m.end_ns});
+  for (const MemsetRecord& m : a.memsets) by_device[m.device].push_back({m.start_ns, m.end_ns});
+  if (by_device.size() < 2) return;
+  for (auto& [device, intervals] : by_device) {
+    GpuTraceSummary::DeviceBusy d;
+    d.device = device;
+    d.kernels = kernels[device];
+    const std::int64_t ns = in_steps_ns(std::move(intervals), windows);
+    d.busy_s = static_cast<double>(ns) / 1e9;
+    d.busy_ratio = static_cast<double>(ns) / static_cast<double>(wall_ns);
+    s.devices.push_back(d);
+  }
+}
+
 // Kernels and memsets only: copies run on the copy engines beside the step's kernels (and a
 // pageable copy is the host's time, which h2d_submit counts).
 double device_s_per_step(const GpuActivity& a, const std::vector<StepWindow>& windows,
@@ -277,6 +341,7 @@ class SyncCount {
   void count_runtime_calls();
   void count_sync_records();
   void count_pageable_copies();
+  void count_syncs_after_h2d();
   std::int64_t sync_ns() const { return sync_ns_; }
   std::int64_t launch_ns() const { return launch_ns_; }
 
@@ -304,6 +369,8 @@ void SyncCount::count_runtime_calls() {
       ++s_.launch_calls;
       launch_ns_ += r.end_ns - r.start_ns;
     }
+    if (r.domain == ApiDomain::driver && base_name(r.name).starts_with("cuLaunch"))
+      ++s_.driver_launch_calls;
   }
 }
 
@@ -346,12 +413,39 @@ void SyncCount::count_pageable_copies() {
   }
 }
 
+// torch's `.to(device)` without non_blocking: the copy (cudaMemcpyAsync, which from pageable
+// memory returns once the bytes are staged) and then a stream sync on the same thread, which waits
+// for everything queued before it.
+void SyncCount::count_syncs_after_h2d() {
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> copy_ends_by_thread;
+  for (const MemcpyRecord& m : a_.memcpys) {
+    if (m.kind != MemcpyKind::h2d) continue;
+    const auto call = call_of_.find(m.correlation_id);
+    if (call != call_of_.end())
+      copy_ends_by_thread[call->second->thread_id].push_back(call->second->end_ns);
+  }
+  if (copy_ends_by_thread.empty()) return;
+  for (auto& [thread, ends] : copy_ends_by_thread) std::sort(ends.begin(), ends.end());
+  for (const RuntimeApiRecord& r : a_.runtime) {
+    if (!in_step_(r.start_ns) || !is_synchronous_runtime_call(r.name) ||
+        base_name(r.name).starts_with("cudaMemcpy"))
+      continue;
+    const auto ends = copy_ends_by_thread.find(r.thread_id);
+    if (ends == copy_ends_by_thread.end()) continue;
+    auto after = std::upper_bound(ends->second.begin(), ends->second.end(), r.start_ns);
+    if (after == ends->second.begin() || r.start_ns - *std::prev(after) > 1'000'000) continue;
+    ++s_.syncs_after_h2d;
+    s_.sync_after_h2d_wait_s += static_cast<double>(r.end_ns - r.start_ns) / 1e9;
+  }
+}
+
 void summarize_syncs(const GpuActivity& a, const InStep& in_step, double steps,
                      GpuTraceSummary& s) {
   SyncCount count(a, in_step, s);
   count.count_runtime_calls();
   count.count_sync_records();
   count.count_pageable_copies();
+  count.count_syncs_after_h2d();
   s.syncs_per_step = static_cast<double>(s.syncs) / steps;
   s.sync_wait_s = static_cast<double>(count.sync_ns()) / 1e9;
   if (s.launch_calls > 0)
@@ -409,6 +503,8 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
 
   summarize_kernels(a, in_step, steps, s);
   summarize_busy(a, windows, wall_ns, s);
+  summarize_collectives(a, windows, wall_ns, s);
+  summarize_devices(a, in_step, windows, wall_ns, s);
   s.device_s_per_step = device_s_per_step(a, windows, steps);
   s.h2d_share = h2d_share(a, windows, wall_ns);
   summarize_syncs(a, in_step, steps, s);

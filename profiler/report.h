@@ -210,6 +210,35 @@ struct GpuTraceSummary {
   double h2d_share = 0;  // union of H2D copy time inside steps / step_wall_s
   double h2d_pageable_s_per_step = 0;  // summed pageable H2D copy time, per step
   std::uint64_t d2h_bytes = 0;
+  // Blocking input copies: a host sync (cudaStreamSynchronize, ...) within a millisecond after a
+  // host-to-device copy call on the same thread: torch's `.to(device)` without non_blocking.
+  // Counted among `syncs` too; pinned memory and non_blocking=True remove them.
+  std::int64_t syncs_after_h2d = 0;
+  double sync_after_h2d_wait_s = 0;
+  // CUDA graphs and compiled code, over the kernels that started inside a step: kernels a graph's
+  // replay launched (CUPTI's graphId not 0), the distinct graphs, and their replays (distinct
+  // graph and launch correlation); kernel launches made through the driver API (cuLaunchKernel:
+  // Triton's under torch.compile).
+  std::int64_t graph_kernels = 0;
+  std::int64_t graphs = 0;
+  std::int64_t graph_replays = 0;
+  std::int64_t driver_launch_calls = 0;
+  // Collectives (NCCL kernels: the name contains "nccl"), inside steps: their union, its share of
+  // the steps, and the share in which they alone ran (no other kernel, copy or memset on any
+  // device): a rank's wait for the other ranks, with the transfer. gpu_busy_ratio less that share
+  // is the device's own work.
+  double collective_s = 0;
+  double collective_share = 0;
+  double collective_alone_share = 0;
+  // Per device, where the steps' kernels and copies ran on more than one (empty otherwise): the
+  // union over every stream of that device inside the steps.
+  struct DeviceBusy {
+    std::uint32_t device = 0;
+    std::int64_t kernels = 0;
+    double busy_s = 0;
+    double busy_ratio = 0;  // busy_s / step_wall_s
+  };
+  std::vector<DeviceBusy> devices;
   std::uint64_t dropped = 0;  // records the tracer lost
   // Records left out for times that mean nothing (a start or end of 0, or an end before the
   // start), and tracer buffers whose records ended early at an incomplete one.

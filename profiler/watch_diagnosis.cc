@@ -11,6 +11,7 @@ Evidence evidence_of(const WatchDiagnosisInput& in) {
   e.torch = in.torch;
   e.end = ProgramEnd{in.ended, in.exit, in.wall_s};
   e.printed = in.printed;
+  e.data_files_seen = in.data_files_seen;
   if (!in.spans) return e;
   e.loop = static_cast<const LoopSpans&>(*in.spans);
   e.trials = in.spans->trials;

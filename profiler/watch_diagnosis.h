@@ -29,6 +29,9 @@ inline constexpr double kIdleCoreWorthAThread = 0.5;
 // A program that failed or crashed sooner than this, with no spans and no CUDA kernels, ran too
 // briefly for its tree to say anything (a missing script, a bad argument): no bottleneck.
 inline constexpr double kTooShortToDiagnoseS = 10;
+// A program reading less than this from storage, with no data file open and no loader workers,
+// holds its data in memory.
+inline constexpr double kInMemoryReadBytesPerS = 1e6;
 
 struct WatchDiagnosisInput {
   ProcessTreeSummary tree;
@@ -43,6 +46,9 @@ struct WatchDiagnosisInput {
   std::optional<ProgramTorch> torch;
   // The program's own `Time ... Data ...` lines (cli/output_scanner.h), where they were read.
   std::optional<PrintedDataWait> printed;
+  // How many data files (images, shards) the program was seen holding open (profiler/data_files.h);
+  // unset where watch did not look.
+  std::optional<std::size_t> data_files_seen;
   // How it ended (ProgramSummary's `ended` and `exit`) and after how long.
   std::string ended;
   std::string exit;

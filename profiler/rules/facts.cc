@@ -66,7 +66,10 @@ LoopFacts loop_facts(const Evidence& e) {
   // The training thread handing its batches to the copy engine, a copy from pageable memory being
   // the copy itself: time outside both the wait and the step.
   f.submit_share = in.h2d_submit_s / f.wall;
-  f.copies_on_the_thread = f.submit_share >= kH2dStepShare;
+  const double per_batch = in.batches > 0 ? f.wall / static_cast<double>(in.batches) : 0.0;
+  f.gpu_paces_loop = f.gpu != nullptr && per_batch > 0 &&
+                     f.gpu->device_s_per_step >= kGpuBusyCompute * per_batch;
+  f.copies_on_the_thread = f.submit_share >= kH2dStepShare && !f.gpu_paces_loop;
   f.input_side = !f.copies_on_the_thread && (in.loader_only || f.stall >= kModeratelyInputBound);
   f.loader_rate = predicted_batches_per_s(Costs{f.c.worker, 0}, std::max(1, in.num_workers),
                                           e.cpus, in.on_gpu) *
@@ -143,6 +146,50 @@ double worker_demand(const ProcessTreeSummary& t) {
 
 double sync_share(const GpuTraceSummary& g) {
   return g.step_wall_s > 0 ? std::clamp(g.sync_wait_s / g.step_wall_s, 0.0, 1.0) : 0.0;
+}
+
+double gpu_work_share(const GpuTraceSummary& g) {
+  double busy = g.gpu_busy_ratio;
+  // Several devices: the busiest one's, not the union's, which reads busy while any one is.
+  if (const GpuTraceSummary::DeviceBusy* d = busiest_device(g)) busy = std::min(busy, d->busy_ratio);
+  return std::max(0.0, busy - g.collective_alone_share);
+}
+
+const GpuTraceSummary::DeviceBusy* busiest_device(const GpuTraceSummary& g) {
+  const GpuTraceSummary::DeviceBusy* out = nullptr;
+  for (const GpuTraceSummary::DeviceBusy& d : g.devices)
+    if (out == nullptr || d.busy_ratio > out->busy_ratio) out = &d;
+  return out;
+}
+
+const GpuTraceSummary::DeviceBusy* idlest_device(const GpuTraceSummary& g) {
+  const GpuTraceSummary::DeviceBusy* out = nullptr;
+  for (const GpuTraceSummary::DeviceBusy& d : g.devices)
+    if (out == nullptr || d.busy_ratio < out->busy_ratio) out = &d;
+  return out;
+}
+
+bool graphed(const GpuTraceSummary& g) { return g.kernels > 0 && 2 * g.graph_kernels >= g.kernels; }
+
+// launch_calls counts driver launches too where the tracer names them as launches; either way
+// they are at most all of them.
+bool compiled(const GpuTraceSummary& g) {
+  return g.driver_launch_calls > 0 &&
+         2 * g.driver_launch_calls >= std::max(g.launch_calls, g.driver_launch_calls);
+}
+
+double launch_host_share(const GpuTraceSummary& g) {
+  if (g.step_wall_s <= 0) return 0;
+  return static_cast<double>(g.launch_calls) * g.mean_launch_call_us / 1e6 / g.step_wall_s;
+}
+
+double other_syncs_per_step(const GpuTraceSummary& g) {
+  const double steps = static_cast<double>(std::max<std::int64_t>(g.steps, 1));
+  return std::max(0.0, g.syncs_per_step - static_cast<double>(g.syncs_after_h2d) / steps);
+}
+
+double other_sync_wait_s(const GpuTraceSummary& g) {
+  return std::max(0.0, g.sync_wait_s - g.sync_after_h2d_wait_s);
 }
 
 std::string syncs_by_call(const GpuTraceSummary& g) {

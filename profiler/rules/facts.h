@@ -48,7 +48,11 @@ struct LoopFacts {
   // nothing about the step).
   const GpuTraceSummary* gpu = nullptr;
   double submit_share = 0;            // copy submission / wall
-  bool copies_on_the_thread = false;  // submission takes kH2dStepShare of the run or more
+  // The GPU's work per step (device_s_per_step) fills kGpuBusyCompute of the loop's time per
+  // batch or more: the device sets the pace, whatever the training thread does beside it.
+  bool gpu_paces_loop = false;
+  // Submission takes kH2dStepShare of the run or more, and the GPU does not set the pace.
+  bool copies_on_the_thread = false;
   bool input_side = false;            // input-bound (or loader-only), not copy-bound
   double loader_rate = 0;  // samples/s the loader sustains at its current workers, step free
 };
@@ -107,6 +111,24 @@ double worker_demand(const ProcessTreeSummary& t);
 // The share of the window the host spent blocked in syncs. CUDA's default schedule spins in a
 // synchronize while cores are plentiful, so a thread waiting in .item() reads as busy in /proc.
 double sync_share(const GpuTraceSummary& g);
+
+// The device's own work, a share of the steps: busy less the time NCCL's collectives ran alone
+// (a rank waiting for the others is not computing); with several devices, the busiest one's.
+double gpu_work_share(const GpuTraceSummary& g);
+// Of several devices, the busiest and the idlest; null with one.
+const GpuTraceSummary::DeviceBusy* busiest_device(const GpuTraceSummary& g);
+const GpuTraceSummary::DeviceBusy* idlest_device(const GpuTraceSummary& g);
+
+// The steps' kernels come mostly from CUDA graph replays, or mostly through the driver API
+// (Triton's, under torch.compile): the Python-side launches a graph would save are gone already.
+bool graphed(const GpuTraceSummary& g);
+bool compiled(const GpuTraceSummary& g);
+// The host's time in kernel launch calls, a share of the steps: what a CUDA graph could save.
+double launch_host_share(const GpuTraceSummary& g);
+
+// The syncs that are no input copy's (`.to(device)`'s): .item(), .cpu(), a synchronize.
+double other_syncs_per_step(const GpuTraceSummary& g);
+double other_sync_wait_s(const GpuTraceSummary& g);
 
 // "cudaStreamSynchronize 500, cudaMemcpy 3": the calls behind the syncs, most first.
 std::string syncs_by_call(const GpuTraceSummary& g);

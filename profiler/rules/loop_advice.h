@@ -2,6 +2,7 @@
 // The recommendations the loop's rules make, each with its what-if prediction or the reason it has
 // none (loop_advice.cc says how each is derived), and the evidence some of them weigh first.
 #include <optional>
+#include <string>
 
 #include "profiler/evidence.h"
 #include "profiler/rules/facts.h"
@@ -26,6 +27,22 @@ Recommendation smaller_copies(const Evidence& e, const GpuTraceSummary& g, const
                               double loader_rate, double measured);
 Recommendation remove_syncs(const Evidence& e, const GpuTraceSummary& g, const Costs& c,
                             double loader_rate, double measured);
+
+// torch's `.to(device)` without non_blocking: pinned memory and non_blocking=True, predicted
+// from the wait the trace saw in the syncs that follow each copy (loop_advice.cc).
+Recommendation pin_and_copy_async(const Evidence& e, const GpuTraceSummary& g, const Costs& c,
+                                  double loader_rate, double measured);
+// The same over a watched program's traced window, without steps: the time blocked in those
+// syncs comes off, down to the GPU's busy share.
+Recommendation pin_and_copy_async_window(const GpuTraceSummary& g);
+
+// NCCL's collectives alone on the GPU most of the step: the rank waits for the others. Names the
+// bottleneck by the rank's own work outside the wait, the verdict says what it waits for.
+void collective_wait_finding(const GpuTraceSummary& g, Diagnosis& d);
+
+// "412 kernels from 2 CUDA graphs (20 replays)" and/or "3000 launches through the driver API
+// (compiled code)": how the steps' kernels were launched, where graphs or compiled code did.
+std::string launched_how(const GpuTraceSummary& g);
 
 // Whether storage was at work while the loader read (page-cache hits are not reads), with the
 // readings it weighed added to `d`'s evidence either way.

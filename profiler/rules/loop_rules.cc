@@ -219,6 +219,69 @@ bool gpu_copy(const Facts& f, Diagnosis& d) {
   return true;
 }
 
+// A rank of a job whose GPU runs NCCL's collectives alone much of the step: it waits for the
+// other ranks (or the transfer), and neither its compute nor its launches are the limit.
+bool gpu_collective_wait(const Facts& f, Diagnosis& d) {
+  const LoopFacts& L = *f.loop;
+  if (L.gpu == nullptr || L.input_side || L.copies_on_the_thread ||
+      L.gpu->collective_alone_share < kCollectiveWaitDominant)
+    return false;
+  collective_wait_finding(*L.gpu, d);
+  return true;
+}
+
+// Several GPUs together busy most of the step, none of them alone: the step's work moves from
+// one device to the next (a model split across them), each waiting on the others.
+bool gpu_devices_take_turns(const Facts& f, Diagnosis& d) {
+  const LoopFacts& L = *f.loop;
+  if (L.gpu == nullptr || L.input_side || L.copies_on_the_thread || L.gpu->devices.size() < 2)
+    return false;
+  const GpuTraceSummary& g = *L.gpu;
+  const double together = g.gpu_busy_ratio - g.collective_alone_share;
+  if (together < kGpuBusyCompute || gpu_work_share(g) >= kGpuBusyCompute) return false;
+  const GpuTraceSummary::DeviceBusy& top = *busiest_device(g);
+  const GpuTraceSummary::DeviceBusy& low = *idlest_device(g);
+  d.bottleneck = "launch_overhead";
+  d.verdict = fmt("Not input-bound, and no GPU is the limit: the step's %zu GPUs are together busy "
+                  "%.0f%% of it, but the busiest, cuda:%u, only %.0f%% and cuda:%u %.0f%%: the "
+                  "work moves from one device to the next, each waiting on the others.",
+                  g.devices.size(), 100 * together, top.device, 100 * top.busy_ratio, low.device,
+                  100 * low.busy_ratio);
+  Recommendation r;
+  r.action = "Keep every device busy at once: split each batch into micro-batches that follow one "
+             "another through the devices (pipeline parallelism), or give each device a whole "
+             "model and its share of the batch (DistributedDataParallel).";
+  r.basis = "no prediction: how the step's work divides over the devices is not measured";
+  d.recommendations.push_back(std::move(r));
+  return true;
+}
+
+// An idle GPU whose kernels come from CUDA graph replays or compiled code, with little host time
+// in launch calls: the launches a graph would save are gone already, so it is the host's other
+// work (Python between the replays, the optimizer on the CPU) that sets the pace.
+bool gpu_host_between_launches(const Facts& f, Diagnosis& d) {
+  const Evidence& e = f.e;
+  const LoopFacts& L = *f.loop;
+  const GpuTraceSummary* gpu = step_limited_by(L, "launch_overhead");
+  if (gpu == nullptr || !(graphed(*gpu) || compiled(*gpu)) ||
+      launch_host_share(*gpu) >= kLaunchHostShare)
+    return false;
+  d.bottleneck = "cpu_compute";
+  d.verdict = fmt("Not input-bound, and not launch-bound: the GPU is busy %.0f%% of the step, "
+                  "but its kernels come from %s and the launch calls take %.0f%% of it: the "
+                  "host's own work between them (Python, the optimizer on the CPU) sets the pace.",
+                  100 * gpu_work_share(*gpu),
+                  graphed(*gpu) ? "CUDA graph replays" : "compiled code",
+                  100 * launch_host_share(*gpu));
+  Recommendation r = bigger_batch(e, *gpu, L.c, L.loader_rate, L.measured);
+  r.action = fmt("Raise batch_size from %lld to %s: the host's work per step costs about the same "
+                 "at any batch, while the GPU is busy only %.0f%% of the step.",
+                 static_cast<long long>(e.loop->batch_size), r.setting.substr(11).c_str(),
+                 100 * gpu_work_share(*gpu));
+  d.recommendations.push_back(std::move(r));
+  return true;
+}
+
 bool gpu_launch_bound(const Facts& f, Diagnosis& d) {
   const Evidence& e = f.e;
   const LoopFacts& L = *f.loop;

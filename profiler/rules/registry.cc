@@ -21,15 +21,24 @@ const std::vector<Rule>& diagnosis_rules() {
       {"input_handoff", S::bottleneck, kNeedsLoop, rules::input_handoff},
       {"input_preprocess", S::bottleneck, kNeedsLoop, rules::input_preprocess},
       {"gpu_copy", S::bottleneck, kNeedsLoop | kNeedsGpuTrace, rules::gpu_copy},
+      {"gpu_collective_wait", S::bottleneck, kNeedsLoop | kNeedsGpuTrace, rules::gpu_collective_wait},
+      {"gpu_devices_take_turns", S::bottleneck, kNeedsLoop | kNeedsGpuTrace,
+       rules::gpu_devices_take_turns},
+      {"gpu_host_between_launches", S::bottleneck, kNeedsLoop | kNeedsGpuTrace,
+       rules::gpu_host_between_launches},
       {"gpu_launch_bound", S::bottleneck, kNeedsLoop | kNeedsGpuTrace, rules::gpu_launch_bound},
       {"step_limit", S::bottleneck, kNeedsLoop, rules::step_limit},
       // From outside, where no span was sent.
       {"tree_storage", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_storage},
+      {"tree_gpu_collective_wait", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
+       rules::tree_gpu_collective_wait},
       {"tree_gpu_trace", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
        rules::tree_gpu_trace},
       {"tree_gpu_nvml", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_gpu_nvml},
       {"tree_workers_saturated", S::bottleneck, kNeedsTree | kNeedsNoLoop,
        rules::tree_workers_saturated},
+      {"tree_data_in_memory", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsDataFiles,
+       rules::tree_data_in_memory},
       {"tree_one_thread", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_one_thread},
       {"tree_step_bound", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_step_bound},
       {"tree_cores_full", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_cores_full},
@@ -37,6 +46,8 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_processes", S::context, kNeedsTree, rules::tree_processes},
       {"tree_core_waits", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_core_waits},
       {"gpu_trace_evidence", S::context, kNeedsGpuTrace, rules::gpu_trace_evidence},
+      {"copy_beside_gpu_limit", S::context, kNeedsLoop | kNeedsGpuTrace, rules::copy_beside_gpu_limit},
+      {"blocking_input_copy", S::advice, kNeedsGpuTrace, rules::blocking_input_copy},
       {"remove_host_syncs", S::advice, kNeedsLoop | kNeedsGpuTrace, rules::remove_host_syncs},
       {"autotune_tried", S::advice, kNeedsAutotune, rules::autotune_tried},
       // Last: it weighs every recommendation the rules above made.
@@ -61,7 +72,7 @@ std::string needs_text(unsigned needs) {
       {kNeedsLoop, "loop spans"},      {kNeedsTree, "process tree"},
       {kNeedsGpuTrace, "CUDA trace"},  {kNeedsEnd, "program's end"},
       {kNeedsAutotune, "autotune"},    {kNeedsPrinted, "printed lines"},
-      {kNeedsNoLoop, "no loop spans"}};
+      {kNeedsNoLoop, "no loop spans"}, {kNeedsDataFiles, "data files looked for"}};
   std::string out;
   for (const auto& [bit, name] : names)
     if (needs & bit) out += (out.empty() ? "" : ", ") + std::string(name);

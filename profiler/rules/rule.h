@@ -35,6 +35,7 @@ enum RuleNeeds : unsigned {
   // where there are any, answer better.
   kNeedsNoLoop = 1u << 5,
   kNeedsPrinted = 1u << 6,  // the program's own progress lines
+  kNeedsDataFiles = 1u << 7,  // a watch that looked for the data files the program holds open
 };
 
 struct Rule {

@@ -22,14 +22,19 @@ bool input_crowded_out(const Facts& f, Diagnosis& d);
 bool input_handoff(const Facts& f, Diagnosis& d);
 bool input_preprocess(const Facts& f, Diagnosis& d);
 bool gpu_copy(const Facts& f, Diagnosis& d);
+bool gpu_collective_wait(const Facts& f, Diagnosis& d);
+bool gpu_devices_take_turns(const Facts& f, Diagnosis& d);
+bool gpu_host_between_launches(const Facts& f, Diagnosis& d);
 bool gpu_launch_bound(const Facts& f, Diagnosis& d);
 bool step_limit(const Facts& f, Diagnosis& d);
 
 // bottleneck, from the process tree (tree_rules.cc)
 bool tree_storage(const Facts& f, Diagnosis& d);
+bool tree_gpu_collective_wait(const Facts& f, Diagnosis& d);
 bool tree_gpu_trace(const Facts& f, Diagnosis& d);
 bool tree_gpu_nvml(const Facts& f, Diagnosis& d);
 bool tree_workers_saturated(const Facts& f, Diagnosis& d);
+bool tree_data_in_memory(const Facts& f, Diagnosis& d);
 bool tree_one_thread(const Facts& f, Diagnosis& d);
 bool tree_step_bound(const Facts& f, Diagnosis& d);
 bool tree_cores_full(const Facts& f, Diagnosis& d);
@@ -39,8 +44,10 @@ bool tree_no_clear_limit(const Facts& f, Diagnosis& d);
 bool tree_processes(const Facts& f, Diagnosis& d);
 bool tree_core_waits(const Facts& f, Diagnosis& d);
 bool gpu_trace_evidence(const Facts& f, Diagnosis& d);
+bool copy_beside_gpu_limit(const Facts& f, Diagnosis& d);
 
 // advice (shared_rules.cc)
+bool blocking_input_copy(const Facts& f, Diagnosis& d);
 bool remove_host_syncs(const Facts& f, Diagnosis& d);
 bool autotune_tried(const Facts& f, Diagnosis& d);
 bool drop_unhelpful(const Facts& f, Diagnosis& d);

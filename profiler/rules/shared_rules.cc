@@ -73,6 +73,37 @@ void add_tree_evidence(const Evidence& in, Diagnosis& d) {
 }
 
 
+// What the trace shows beyond busy time and syncs, per step or over a window alike: how the
+// kernels were launched, the collectives, each device of several, the copies that block, and
+// what the trace lost.
+void shared_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
+  if (const std::string how = launched_how(g); !how.empty())
+    d.evidence.push_back(how + ": launch calls take " +
+                         fmt("%.0f%% of the time", 100 * launch_host_share(g)));
+  if (g.collective_s > 0)
+    d.evidence.push_back(fmt("NCCL collectives %.0f%% of the time, alone on the GPU %.0f%% (the "
+                             "wait for other ranks with the transfer): the GPU's own work %.0f%%",
+                             100 * g.collective_share, 100 * g.collective_alone_share,
+                             100 * gpu_work_share(g)));
+  if (g.devices.size() >= 2) {
+    std::string each;
+    const GpuTraceSummary::DeviceBusy* idlest = &g.devices.front();
+    for (const GpuTraceSummary::DeviceBusy& x : g.devices) {
+      each += fmt("%scuda:%u %.0f%%", each.empty() ? "" : ", ", x.device, 100 * x.busy_ratio);
+      if (x.busy_ratio < idlest->busy_ratio) idlest = &x;
+    }
+    d.evidence.push_back(fmt("%zu GPUs, busy per device: %s; the idlest, cuda:%u, idle %.0f%% of "
+                             "the time (busy above counts a moment where any device is)",
+                             g.devices.size(), each.c_str(), idlest->device,
+                             100 * (1 - idlest->busy_ratio)));
+  }
+  if (g.syncs_after_h2d > 0)
+    d.evidence.push_back(fmt("%lld of the host syncs follow a host-to-device copy on the same "
+                             "thread (.to(device) without non_blocking), blocking it %.3f s",
+                             static_cast<long long>(g.syncs_after_h2d), g.sync_after_h2d_wait_s));
+  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
+}
+
 void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
   d.evidence.push_back(fmt("GPU busy %.0f%% of step time (union of kernels and copies over all "
                            "streams); %.1f kernels per step, mean %.1f us, p95 %.1f us",
@@ -99,7 +130,7 @@ void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
                              "%.2f ms per step: the CPU cannot queue work ahead of the GPU",
                              g.syncs_per_step, static_cast<long long>(g.syncs),
                              g.sync_wait_s / static_cast<double>(std::max<std::int64_t>(g.steps, 1)) * 1e3));
-  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
+  shared_gpu_evidence(g, d);
 }
 
 
@@ -118,7 +149,7 @@ void window_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d
                              "%.1f MB from pageable memory",
                              100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
                              static_cast<double>(g.h2d_pageable_bytes) / 1e6));
-  for (std::string& loss : gpu_trace_losses(g)) d.evidence.push_back(std::move(loss));
+  shared_gpu_evidence(g, d);
 }
 
 
@@ -196,9 +227,40 @@ bool gpu_trace_evidence(const Facts& f, Diagnosis& d) {
   return true;
 }
 
+// A training thread handing its batches over from pageable memory, beside a GPU that sets the
+// pace anyway: the copy is context, not the limit.
+bool copy_beside_gpu_limit(const Facts& f, Diagnosis& d) {
+  const LoopFacts& L = *f.loop;
+  if (!L.gpu_paces_loop || L.submit_share < kH2dStepShare) return false;
+  d.evidence.push_back(fmt("the training thread hands batches to the GPU %.0f%% of the run (%.2f "
+                           "ms a batch), while the GPU works %.2f ms a step, %.0f%% of the loop's "
+                           "time per batch: the copy overlaps the GPU's work, which sets the pace",
+                           100 * L.submit_share, 1e3 * L.c.submit, 1e3 * L.gpu->device_s_per_step,
+                           100 * L.gpu->device_s_per_step * static_cast<double>(f.e.loop->batches) /
+                               L.wall));
+  return true;
+}
+
+// torch's `.to(device)` without non_blocking blocks the thread after each copy: its own advice,
+// not ".item()"'s.
+bool blocking_input_copy(const Facts& f, Diagnosis& d) {
+  const GpuTraceSummary& g = *f.e.gpu_trace;
+  if (f.loop) {
+    const LoopFacts& L = *f.loop;
+    if (L.gpu == nullptr || L.input_side ||
+        static_cast<double>(L.gpu->syncs_after_h2d) / static_cast<double>(std::max<std::int64_t>(L.gpu->steps, 1)) < 1)
+      return false;
+    d.recommendations.push_back(pin_and_copy_async(f.e, *L.gpu, L.c, L.loader_rate, L.measured));
+    return true;
+  }
+  if (g.syncs_after_h2d == 0 || g.sync_after_h2d_wait_s <= 0.05 * g.step_wall_s) return false;
+  d.recommendations.push_back(pin_and_copy_async_window(g));
+  return true;
+}
+
 bool remove_host_syncs(const Facts& f, Diagnosis& d) {
   const LoopFacts& L = *f.loop;
-  if (L.gpu == nullptr || L.input_side || L.gpu->syncs_per_step < 1) return false;
+  if (L.gpu == nullptr || L.input_side || other_syncs_per_step(*L.gpu) < 1) return false;
   d.recommendations.push_back(remove_syncs(f.e, *L.gpu, L.c, L.loader_rate, L.measured));
   return true;
 }

@@ -7,6 +7,7 @@
 #include "profiler/detail/format.h"
 #include "profiler/diagnosis.h"
 #include "profiler/program_torch.h"
+#include "profiler/rules/loop_advice.h"
 #include "profiler/rules/rules.h"
 #include "profiler/watch_diagnosis.h"
 
@@ -189,7 +190,7 @@ void cores_full(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
 // either way the host's loop around the GPU sets the pace.
 const char* gpu_limit(const GpuTraceSummary& g, bool host_busy) {
   if (g.h2d_share >= kH2dStepShare && g.h2d_pageable_bytes > g.h2d_pinned_bytes) return "host_to_device";
-  if (g.gpu_busy_ratio >= kGpuBusyCompute) return "gpu_compute";
+  if (gpu_work_share(g) >= kGpuBusyCompute) return "gpu_compute";
   // An idle GPU is launch-bound only while the host is busy launching (or waiting on it).
   if (host_busy) return "launch_overhead";
   return nullptr;
@@ -209,13 +210,29 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
         "no prediction: pinned copy speed on this machine is not measured in this run"));
   } else if (limit == "gpu_compute") {
     d.verdict = fmt("GPU-bound: the GPU is busy %.0f%% of the time; the input keeps up.",
-                    100 * g.gpu_busy_ratio);
+                    100 * gpu_work_share(g));
     d.recommendations.push_back(advice(
         "", "Make the GPU's work cheaper: mixed precision (torch.autocast), channels_last, "
             "a fused optimizer.",
         "no prediction: depends on the model's kernels"));
   } else {
     const double waiting = sync_share(g);
+    // Kernels from CUDA graph replays or compiled code, with little host time in launch calls:
+    // the launches are not what the host spends its time on.
+    const bool launches_cheap = (graphed(g) || compiled(g)) && launch_host_share(g) < kLaunchHostShare;
+    if (waiting < kSyncWaitDominant && launches_cheap) {
+      d.bottleneck = "cpu_compute";
+      d.verdict = fmt("Host-bound, not launch-bound: the GPU is busy only %.0f%% of the time, but "
+                      "its kernels come from %s and the launch calls take %.0f%% of it: the "
+                      "training thread's own work between them (busy %.0f%%) sets the pace.",
+                      100 * gpu_work_share(g), graphed(g) ? "CUDA graph replays" : "compiled code",
+                      100 * launch_host_share(g), 100 * launching);
+      d.recommendations.push_back(advice(
+          "", "Raise the batch size: the host's work per step costs about the same at any batch; "
+              "or find the host's own work between the steps (Python, the optimizer on the CPU).",
+          "no prediction without step spans"));
+      return;
+    }
     if (waiting >= kSyncWaitDominant) {
       d.verdict = fmt("Sync-bound: the training thread waits in host syncs %.0f%% of the time (%.0f "
                       "per second: %s), and between them the GPU idles: it is busy only %.0f%%.",
@@ -226,7 +243,8 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
                       "kernels, while the training thread is busy %.0f%% launching them.",
                       100 * g.gpu_busy_ratio, g.mean_kernel_us, 100 * launching);
     }
-    if (g.syncs > 0 && g.sync_wait_s > 0.05 * g.step_wall_s) {
+    // The syncs after an input copy (.to(device)) have their own advice (blocking_input_copy).
+    if (g.syncs > g.syncs_after_h2d && other_sync_wait_s(g) > 0.05 * g.step_wall_s) {
       // Without the waits the host queues ahead, and an iteration costs the longer of the host's
       // own work and the GPU's: each is a share of the same traced time.
       Recommendation r = advice(
@@ -241,9 +259,12 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
         r.predicted_speedup = 1.0 / std::max(launching, g.gpu_busy_ratio);
       d.recommendations.push_back(std::move(r));
     }
+    // A step in a CUDA graph already is not told to capture itself in one.
     d.recommendations.push_back(advice(
-        "", "Raise the batch size, or capture the step in a CUDA graph "
-            "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same at any batch.",
+        "", graphed(g) ? "Raise the batch size: the launches cost the same at any batch."
+                       : "Raise the batch size, or capture the step in a CUDA graph "
+                         "(torch.compile(mode=\"reduce-overhead\")): the launches cost the same "
+                         "at any batch.",
         "no prediction without step spans"));
     if (g.mean_kernel_us < kShortKernelUs)
       d.recommendations.push_back(advice(
@@ -271,6 +292,16 @@ bool tree_storage(const Facts& f, Diagnosis& d) {
       "Overlap more reads: more loader workers (each waits on its own read), larger sequential "
       "shards, or data on faster storage / in the page cache.",
       "no prediction: how the storage scales with concurrent reads is not measured"));
+  return true;
+}
+
+// A rank whose GPU runs NCCL's collectives alone much of the time waits for the other ranks:
+// neither its compute nor its launches are the limit.
+bool tree_gpu_collective_wait(const Facts& f, Diagnosis& d) {
+  if (!f.tree->traced || f.tree->workers_busy ||
+      f.e.gpu_trace->collective_alone_share < kCollectiveWaitDominant)
+    return false;
+  collective_wait_finding(*f.e.gpu_trace, d);
   return true;
 }
 
@@ -312,6 +343,23 @@ bool tree_workers_saturated(const Facts& f, Diagnosis& d) {
   const TreeFacts& T = *f.tree;
   if (!T.workers_busy || T.trainer_pinned) return false;
   workers_saturated(f.e, T.cpu, T.working, d);
+  return true;
+}
+
+// No loader workers, no data file seen open, no storage read: the data is in memory (a tensor
+// data set, synthetic data), so a pinned training thread is stepping, not loading, and more
+// workers would have nothing to load.
+bool tree_data_in_memory(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  const double reads = t.storage_read_bytes_per_s.value_or(0);
+  if (t.workers != 0 || !f.tree->trainer_pinned || *f.e.data_files_seen > 0 ||
+      reads >= kInMemoryReadBytesPerS)
+    return false;
+  d.evidence.push_back(fmt("data in memory: no loader workers, no data file (images, shards) seen "
+                           "open, %.2f MB/s read from storage: the training thread's time is the "
+                           "step's",
+                           reads / 1e6));
+  step_bound(f.e, f.tree->cpu, d);
   return true;
 }
 

@@ -95,6 +95,36 @@ TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
   EXPECT_TRUE(t["covered_until_s"].is_null()) << "null: every measured step is summarized";
 }
 
+TEST(JsonReportTest, GpuTraceCarriesGraphsCollectivesDevicesAndBlockingCopies) {
+  Report r = sample_report();
+  GpuTraceSummary g;
+  g.graph_kernels = 300;
+  g.graphs = 2;
+  g.graph_replays = 20;
+  g.driver_launch_calls = 7;
+  g.collective_s = 0.5;
+  g.collective_share = 0.6;
+  g.collective_alone_share = 0.4;
+  g.syncs_after_h2d = 20;
+  g.sync_after_h2d_wait_s = 0.25;
+  g.devices = {{0, 100, 0.9, 0.9}, {1, 5, 0.05, 0.05}};
+  r.gpu_trace = g;
+  const auto t = nlohmann::json::parse(report_to_json(r))["gpu_trace"];
+  EXPECT_EQ(t["graphs"]["kernels"], 300);
+  EXPECT_EQ(t["graphs"]["graphs"], 2);
+  EXPECT_EQ(t["graphs"]["replays"], 20);
+  EXPECT_EQ(t["graphs"]["driver_launch_calls"], 7);
+  EXPECT_DOUBLE_EQ(t["collectives"]["share"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(t["collectives"]["alone_share"].get<double>(), 0.4);
+  EXPECT_EQ(t["syncs"]["after_h2d"]["count"], 20);
+  EXPECT_DOUBLE_EQ(t["syncs"]["after_h2d"]["wait_s"].get<double>(), 0.25);
+  ASSERT_EQ(t["devices"].size(), 2u);
+  EXPECT_EQ(t["devices"][1]["device"], 1);
+  EXPECT_DOUBLE_EQ(t["devices"][1]["busy_ratio"].get<double>(), 0.05);
+  r.gpu_trace = GpuTraceSummary{};
+  EXPECT_TRUE(nlohmann::json::parse(report_to_json(r))["gpu_trace"]["devices"].empty());
+}
+
 TEST(JsonReportTest, GpuTraceCountsRecordsLeftOutForTheirTimesAndBuffersCutShort) {
   Report r = sample_report();
   GpuTraceSummary g;

@@ -100,6 +100,71 @@ Evidence launch_bound_with_syncs() {
 
 Evidence watched(const WatchDiagnosisInput& in) { return evidence_of(in); }
 
+// A GPU-bound loop (49 ms steps of 50 ms a batch) whose GPU runs NCCL alone half of each step.
+Evidence rank_waiting_in_all_reduce() {
+  DiagnosisInput in = scenario(5.0, 100, 0, 0.002, 0.0005, 0.049, 2, 8, true);
+  in.gpu_trace = gpu_steps(100, 0.95);
+  in.gpu_trace->step_wall_s = 4.9;
+  in.gpu_trace->collective_s = 2.94;
+  in.gpu_trace->collective_share = 0.6;
+  in.gpu_trace->collective_alone_share = 0.5;
+  return evidence_of(in);
+}
+
+// A step split over two GPUs that take turns: together busy 95 %, each about half.
+Evidence devices_taking_turns() {
+  DiagnosisInput in = scenario(5.0, 100, 0, 0.002, 0.0005, 0.049, 2, 8, true);
+  in.gpu_trace = gpu_steps(100, 0.95);
+  in.gpu_trace->step_wall_s = 4.9;
+  in.gpu_trace->devices = {{0, 2000, 2.4, 0.49}, {1, 2000, 2.3, 0.47}};
+  return evidence_of(in);
+}
+
+// An idle GPU whose step is one CUDA graph replay: one cheap launch call a step.
+Evidence graphed_loop_idle_gpu() {
+  DiagnosisInput in = scenario(0.105, 100, 0.0, 0.0002, 0.00001, 0.001, 2, 8, true);
+  in.gpu_trace = gpu_steps(100, 0.2);
+  in.gpu_trace->step_wall_s = 0.1;
+  in.gpu_trace->gpu_busy_s = 0.02;
+  in.gpu_trace->graph_kernels = in.gpu_trace->kernels;
+  in.gpu_trace->graphs = 1;
+  in.gpu_trace->graph_replays = 100;
+  in.gpu_trace->launch_calls = 100;
+  in.gpu_trace->mean_launch_call_us = 5;
+  return evidence_of(in);
+}
+
+// `.to(device)` twice a step: each copy followed by a stream sync on the training thread.
+Evidence blocking_copies() {
+  DiagnosisInput in = scenario(0.105, 100, 0.0, 0.0002, 0.00001, 0.001, 2, 8, true);
+  in.gpu_trace = gpu_steps(100, 0.2);
+  in.gpu_trace->syncs = 200;
+  in.gpu_trace->syncs_per_step = 2;
+  in.gpu_trace->sync_wait_s = 0.03;
+  in.gpu_trace->syncs_after_h2d = 200;
+  in.gpu_trace->sync_after_h2d_wait_s = 0.03;
+  in.gpu_trace->gpu_busy_s = 0.02;
+  return evidence_of(in);
+}
+
+// The training thread copies from pageable memory 73 % of the run, but the GPU works 15 ms of
+// every 15.6 ms batch.
+Evidence copy_beside_a_busy_gpu() {
+  DiagnosisInput in = scenario(1.56, 100, 0.0, 0.0, 0.0001, 0.0041, 8, 16, true);
+  in.h2d_submit_s = 100 * 0.0114;
+  in.gpu_trace = gpu_steps(100, 0.95);
+  in.gpu_trace->device_s_per_step = 0.015;
+  in.gpu_trace->h2d_pageable_bytes = 100 * 12'000'000;
+  return evidence_of(in);
+}
+
+// A watched program with no workers, its training thread pinned, no data file open, no reads.
+WatchDiagnosisInput in_memory_program() {
+  WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.2);
+  in.data_files_seen = 0;
+  return in;
+}
+
 struct RuleCase {
   const char* rule;
   std::function<Evidence()> evidence;
@@ -160,6 +225,9 @@ std::vector<RuleCase> rule_cases() {
          in.gpu_trace->h2d_pageable_bytes = 4'000'000'000;
          return evidence_of(in);
        }},
+      {"gpu_collective_wait", rank_waiting_in_all_reduce},
+      {"gpu_devices_take_turns", devices_taking_turns},
+      {"gpu_host_between_launches", graphed_loop_idle_gpu},
       {"gpu_launch_bound", launch_bound_with_syncs},
       {"step_limit", [] { return evidence_of(scenario(5.0, 100, 0.0, 0.002, 0.0005, 0.049, 2, 2, false)); }},
       {"tree_storage", [] { return watched(tree_input(0.2, 4, 0.3, 0.2, 0.6, 180)); }},
@@ -170,6 +238,15 @@ std::vector<RuleCase> rule_cases() {
          in.gpu_trace->step_wall_s = 2.0;
          return watched(in);
        }},
+      {"tree_gpu_collective_wait",
+       [] {
+         WatchDiagnosisInput in = tree_input(0.5, 0, 0, 0.2);
+         in.gpu_trace = gpu_steps(1, 0.95);
+         in.gpu_trace->step_wall_s = 2.0;
+         in.gpu_trace->collective_share = 0.7;
+         in.gpu_trace->collective_alone_share = 0.6;
+         return watched(in);
+       }},
       {"tree_gpu_nvml",
        [] {
          WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
@@ -177,6 +254,7 @@ std::vector<RuleCase> rule_cases() {
          return watched(in);
        }},
       {"tree_workers_saturated", [] { return watched(tree_input(0.3, 8, 0.95, 0.98)); }},
+      {"tree_data_in_memory", [] { return watched(in_memory_program()); }},
       {"tree_one_thread", [] { return watched(tree_input(0.98, 0, 0, 0.2)); }},
       {"tree_step_bound", [] { return watched(tree_input(0.98, 2, 0.2, 0.4)); }},
       {"tree_cores_full", [] { return watched(tree_input(0.5, 2, 0.6, 0.97)); }},
@@ -189,6 +267,8 @@ std::vector<RuleCase> rule_cases() {
          return watched(in);
        }},
       {"gpu_trace_evidence", launch_bound_with_syncs},
+      {"copy_beside_gpu_limit", copy_beside_a_busy_gpu},
+      {"blocking_input_copy", blocking_copies},
       {"remove_host_syncs", launch_bound_with_syncs},
       {"autotune_tried",
        [] {
@@ -303,6 +383,203 @@ TEST(DiagnosisRulesTest, DropUnhelpfulTakesBackOnlyAdvicePredictedUnderFivePerce
   ASSERT_EQ(d.recommendations.size(), 1u);
   EXPECT_EQ(d.recommendations[0].setting, "batch_size=256");
   EXPECT_FALSE(rules::drop_unhelpful(f, d)) << "nothing left to take back";
+}
+
+bool advises(const Diagnosis& d, std::string_view words) {
+  for (const Recommendation& r : d.recommendations)
+    if (r.action.find(words) != std::string::npos || r.setting.find(words) != std::string::npos)
+      return true;
+  return false;
+}
+
+bool says(const Diagnosis& d, std::string_view words) {
+  for (const std::string& line : d.evidence)
+    if (line.find(words) != std::string::npos) return true;
+  return false;
+}
+
+// A rank waiting in an all-reduce is not compute-bound: the verdict says what it waits for.
+TEST(DiagnosisRulesTest, ARankWaitingInCollectivesWaitsForTheOtherRanks) {
+  const Diagnosis d = diagnose(rank_waiting_in_all_reduce());
+  EXPECT_TRUE(fired(d, "gpu_collective_wait")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(fired(d, "step_limit"));
+  EXPECT_EQ(d.verdict.rfind("Waiting for other ranks: NCCL collectives run alone on the GPU 50%", 0), 0u)
+      << d.verdict;
+  EXPECT_EQ(d.bottleneck, "gpu_compute") << "outside the wait its GPU is busy 90 %: its own limit";
+  EXPECT_TRUE(says(d, "NCCL collectives 60% of the time, alone on the GPU 50%")) << ::testing::PrintToString(d.evidence);
+  // Without the collectives the same busy GPU is the step's limit, as before.
+  Evidence e = rank_waiting_in_all_reduce();
+  e.gpu_trace->collective_s = 0;
+  e.gpu_trace->collective_share = 0;
+  e.gpu_trace->collective_alone_share = 0;
+  EXPECT_TRUE(fired(diagnose(e), "step_limit"));
+  // A collective overlapped with compute (alone 10 %) is no wait worth naming.
+  e.gpu_trace->collective_share = 0.5;
+  e.gpu_trace->collective_alone_share = 0.1;
+  const Diagnosis overlapped = diagnose(e);
+  EXPECT_TRUE(fired(overlapped, "step_limit"));
+  EXPECT_EQ(overlapped.bottleneck, "gpu_compute");
+}
+
+TEST(DiagnosisRulesTest, AWatchedRankWaitingInCollectivesIsNotGpuBound) {
+  WatchDiagnosisInput in = tree_input(0.5, 0, 0, 0.2);
+  in.gpu_trace = gpu_steps(1, 0.95);
+  in.gpu_trace->step_wall_s = 2.0;
+  in.gpu_trace->collective_share = 0.9;
+  in.gpu_trace->collective_alone_share = 0.85;
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(fired(d, "tree_gpu_collective_wait")) << ::testing::PrintToString(d.rules);
+  EXPECT_EQ(d.verdict.rfind("Waiting for other ranks", 0), 0u) << d.verdict;
+  EXPECT_EQ(d.bottleneck, "launch_overhead") << "its own work fills 10 % of the step";
+}
+
+// Busy reads busy while any one device is: with several, each is weighed on its own, and the
+// idle one is named.
+TEST(DiagnosisRulesTest, SeveralGpusAreWeighedOneByOne) {
+  const Diagnosis d = diagnose(devices_taking_turns());
+  EXPECT_TRUE(fired(d, "gpu_devices_take_turns")) << ::testing::PrintToString(d.rules);
+  EXPECT_NE(d.bottleneck, "gpu_compute");
+  EXPECT_NE(d.verdict.find("the busiest, cuda:0, only 49% and cuda:1 47%"), std::string::npos) << d.verdict;
+  EXPECT_TRUE(says(d, "2 GPUs, busy per device: cuda:0 49%, cuda:1 47%; the idlest, cuda:1, idle 53%"))
+      << ::testing::PrintToString(d.evidence);
+  // One device busy, the other idle: the busy one's work is the step's limit, and the evidence
+  // names the idle one.
+  Evidence one_idle = devices_taking_turns();
+  one_idle.gpu_trace->devices = {{0, 4000, 4.6, 0.94}, {1, 10, 0.1, 0.02}};
+  const Diagnosis lopsided = diagnose(one_idle);
+  EXPECT_FALSE(fired(lopsided, "gpu_devices_take_turns"));
+  EXPECT_TRUE(says(lopsided, "the idlest, cuda:1, idle 98%")) << ::testing::PrintToString(lopsided.evidence);
+}
+
+// A step in a CUDA graph is not launch-bound for an idle GPU, and is never told to capture
+// itself in one.
+TEST(DiagnosisRulesTest, AGraphedStepIsNotToldToUseCudaGraphs) {
+  const Diagnosis d = diagnose(graphed_loop_idle_gpu());
+  EXPECT_TRUE(fired(d, "gpu_host_between_launches")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(fired(d, "gpu_launch_bound"));
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+  EXPECT_NE(d.verdict.find("not launch-bound"), std::string::npos) << d.verdict;
+  EXPECT_NE(d.verdict.find("CUDA graph replays"), std::string::npos) << d.verdict;
+  EXPECT_FALSE(advises(d, "CUDA graph"));
+  EXPECT_TRUE(advises(d, "batch_size=")) << "the host's work per step is the same at any batch";
+  EXPECT_TRUE(says(d, "4000 of the 4000 kernels from 1 CUDA graph(s) (100 replays)"))
+      << ::testing::PrintToString(d.evidence);
+  // Compiled code (Triton through the driver API) with cheap launches reads the same.
+  Evidence compiled = graphed_loop_idle_gpu();
+  compiled.gpu_trace->graph_kernels = 0;
+  compiled.gpu_trace->driver_launch_calls = 100;
+  const Diagnosis c = diagnose(compiled);
+  EXPECT_TRUE(fired(c, "gpu_host_between_launches")) << ::testing::PrintToString(c.rules);
+  EXPECT_NE(c.verdict.find("compiled code"), std::string::npos) << c.verdict;
+  // Its launch calls taking most of the step, a graphed step is launch-bound after all.
+  Evidence launching = graphed_loop_idle_gpu();
+  launching.gpu_trace->launch_calls = 4000;
+  launching.gpu_trace->mean_launch_call_us = 20;  // 80 ms of the 100 ms traced
+  EXPECT_TRUE(fired(diagnose(launching), "gpu_launch_bound"));
+}
+
+TEST(DiagnosisRulesTest, AWatchedGraphedProgramIsNotToldToCaptureAGraph) {
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
+  in.gpu_trace = gpu_steps(1, 0.12);
+  in.gpu_trace->step_wall_s = 2.0;
+  in.gpu_trace->graph_kernels = in.gpu_trace->kernels;
+  in.gpu_trace->graphs = 1;
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(fired(d, "tree_gpu_trace")) << ::testing::PrintToString(d.rules);
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+  EXPECT_EQ(d.verdict.rfind("Host-bound, not launch-bound", 0), 0u) << d.verdict;
+  EXPECT_FALSE(advises(d, "CUDA graph"));
+  // Not graphed: launch-bound, and a graph is advised, as before.
+  in.gpu_trace->graph_kernels = 0;
+  const Diagnosis plain = diagnose(watched(in));
+  EXPECT_EQ(plain.bottleneck, "launch_overhead");
+  EXPECT_TRUE(advises(plain, "CUDA graph"));
+}
+
+// .to(device) without non_blocking: a copy, then a stream sync on the training thread. Its
+// advice is pinning and non_blocking, predicted from the wait; not ".item()".
+TEST(DiagnosisRulesTest, ASyncAfterEachInputCopyIsAdvisedPinnedNonBlockingCopies) {
+  const Diagnosis d = diagnose(blocking_copies());
+  EXPECT_TRUE(fired(d, "blocking_input_copy")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(fired(d, "remove_host_syncs")) << "every sync is an input copy's";
+  EXPECT_FALSE(advises(d, ".item()"));
+  const auto it = std::find_if(d.recommendations.begin(), d.recommendations.end(), [](const Recommendation& r) {
+    return r.setting == "pin_memory=True, non_blocking=True";
+  });
+  ASSERT_NE(it, d.recommendations.end());
+  EXPECT_NE(it->action.find(".to(device, non_blocking=True)"), std::string::npos);
+  // step = max(1 ms - 0.3 ms blocked, 0.2 ms busy) = 0.7 ms.
+  ASSERT_TRUE(it->predicted_samples_per_s);
+  EXPECT_NEAR(*it->predicted_samples_per_s, 64 / 0.0007, 1);
+  // One more .item() sync a step besides: both advices, the .item() one without the copies' wait.
+  Evidence both = blocking_copies();
+  both.gpu_trace->syncs = 300;
+  both.gpu_trace->syncs_per_step = 3;
+  both.gpu_trace->sync_wait_s = 0.05;
+  const Diagnosis d2 = diagnose(both);
+  EXPECT_TRUE(fired(d2, "blocking_input_copy"));
+  EXPECT_TRUE(fired(d2, "remove_host_syncs"));
+  const auto item = std::find_if(d2.recommendations.begin(), d2.recommendations.end(),
+                                 [](const Recommendation& r) { return r.setting == "no per-step sync"; });
+  ASSERT_NE(item, d2.recommendations.end());
+  EXPECT_NE(item->action.find("1.0 per step"), std::string::npos) << item->action;
+  EXPECT_NE(item->basis.find("0.20 ms blocked"), std::string::npos) << item->basis;
+}
+
+TEST(DiagnosisRulesTest, AWatchedProgramsBlockingCopiesAreNotCalledItem) {
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
+  in.gpu_trace = gpu_steps(1, 0.3);
+  in.gpu_trace->step_wall_s = 2.0;
+  in.gpu_trace->syncs = 400;
+  in.gpu_trace->sync_wait_s = 0.8;
+  in.gpu_trace->syncs_after_h2d = 400;
+  in.gpu_trace->sync_after_h2d_wait_s = 0.8;
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(fired(d, "blocking_input_copy")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(advises(d, ".item()"));
+  const auto it = std::find_if(d.recommendations.begin(), d.recommendations.end(), [](const Recommendation& r) {
+    return r.setting == "pin_memory=True, non_blocking=True";
+  });
+  ASSERT_NE(it, d.recommendations.end());
+  ASSERT_TRUE(it->predicted_speedup);
+  EXPECT_NEAR(*it->predicted_speedup, 1 / 0.6, 1e-9) << "40 % blocked: 1 / max(0.6, 0.3)";
+}
+
+// A pageable copy on the training thread beside a GPU that sets the pace: the GPU's verdict.
+TEST(DiagnosisRulesTest, ACopyOnTheThreadBesideABusyGpuIsContext) {
+  const Diagnosis d = diagnose(copy_beside_a_busy_gpu());
+  EXPECT_FALSE(fired(d, "copy_on_training_thread")) << ::testing::PrintToString(d.rules);
+  EXPECT_TRUE(fired(d, "step_limit"));
+  EXPECT_EQ(d.bottleneck, "gpu_compute");
+  EXPECT_TRUE(fired(d, "copy_beside_gpu_limit"));
+  EXPECT_TRUE(says(d, "the copy overlaps the GPU's work")) << ::testing::PrintToString(d.evidence);
+  // A GPU with room to spare: the copy on the thread is the limit, as before.
+  Evidence idle = copy_beside_a_busy_gpu();
+  idle.gpu_trace->device_s_per_step = 0.005;
+  const Diagnosis copy = diagnose(idle);
+  EXPECT_TRUE(fired(copy, "copy_on_training_thread"));
+  EXPECT_EQ(copy.bottleneck, "host_to_device");
+  EXPECT_FALSE(fired(copy, "copy_beside_gpu_limit"));
+}
+
+// No workers, no data file open, no reads: the data is in memory and the time is the step's.
+TEST(DiagnosisRulesTest, AnInMemoryLoopIsNotToldToAddWorkers) {
+  const Diagnosis d = diagnose(watched(in_memory_program()));
+  EXPECT_TRUE(fired(d, "tree_data_in_memory")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(fired(d, "tree_one_thread"));
+  EXPECT_EQ(d.bottleneck, "cpu_compute");
+  EXPECT_TRUE(says(d, "data in memory")) << ::testing::PrintToString(d.evidence);
+  EXPECT_FALSE(advises(d, "num_workers"));
+  // Files seen open, or reads from storage, or not looked at all: it may load, as before.
+  WatchDiagnosisInput files = in_memory_program();
+  files.data_files_seen = 12;
+  EXPECT_TRUE(fired(diagnose(watched(files)), "tree_one_thread"));
+  WatchDiagnosisInput reads = in_memory_program();
+  reads.tree.storage_read_bytes_per_s = 5e6;
+  EXPECT_TRUE(fired(diagnose(watched(reads)), "tree_one_thread"));
+  WatchDiagnosisInput unknown = in_memory_program();
+  unknown.data_files_seen.reset();
+  EXPECT_TRUE(fired(diagnose(watched(unknown)), "tree_one_thread"));
 }
 
 }  // namespace

@@ -427,6 +427,16 @@ TEST(DiagnosisTest, TinyMlpOfShortKernelsWithAnIdleDeviceIsLaunchOverhead) {
   cpu = find_setting(copied, "device=cpu");
   ASSERT_NE(cpu, nullptr);
   EXPECT_NEAR(cpu->predicted_samples_per_s.value_or(-1), 64 / 0.00027, 1);
+  // The CPU trial runs untraced: where the GPU's untraced trial at the run's batch stepped in
+  // 0.5 ms against the run's traced 1 ms, the CPU is compared with that, not the traced run.
+  DiagnosisInput untraced = in;
+  untraced.trials->run_batch_step_s = 0.0005;
+  const Diagnosis against_untraced = diagnose(with_trace(untraced, run));
+  cpu = find_setting(against_untraced, "device=cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_NEAR(cpu->predicted_samples_per_s.value_or(-1), 64 / 0.0003, 1);
+  EXPECT_NEAR(cpu->predicted_speedup.value_or(-1), (64 / 0.0003) / (64 / 0.00055), 1e-6);
+  EXPECT_NE(cpu->basis.find("over the GPU untraced, as the CPU trial was"), std::string::npos) << cpu->basis;
   // A trial at another batch than the advice's is not its evidence.
   in.trials->bigger_batch = 512;
   const Diagnosis other_batch = diagnose(with_trace(in, run));

@@ -226,6 +226,96 @@ TEST(ActivityTraceTest, SyncsAreNamedByTheCallThatMadeThemOrByTheirKind) {
   EXPECT_NEAR(item.sync_wait_s, 0.005 + 4e-6, 1e-12);
 }
 
+// torch's .to(device) without non_blocking: cudaMemcpyAsync, then cudaStreamSynchronize on the
+// same thread, waiting for the work queued before it.
+TEST(ActivityTraceTest, ASyncRightAfterAnInputCopyOnTheSameThreadIsCountedApart) {
+  GpuActivity a;
+  RuntimeApiRecord to_device = api("cudaMemcpyAsync", 1 * ms, 1 * ms + 200 * us, 20);
+  to_device.thread_id = 1;
+  a.runtime.push_back(to_device);
+  MemcpyRecord h2d = copy(MemcpyKind::h2d, MemoryKind::pageable, 1 << 20, 1 * ms, 1 * ms + 150 * us);
+  h2d.correlation_id = 20;
+  a.memcpys.push_back(h2d);
+  RuntimeApiRecord wait = api("cudaStreamSynchronize", 1 * ms + 250 * us, 3 * ms, 21);
+  wait.thread_id = 1;
+  a.runtime.push_back(wait);
+  // Another thread's sync at the same moment, and this thread's own long after: not the copy's.
+  RuntimeApiRecord other_thread = api("cudaStreamSynchronize", 1 * ms + 300 * us, 2 * ms, 22);
+  other_thread.thread_id = 2;
+  a.runtime.push_back(other_thread);
+  RuntimeApiRecord later = api("cudaStreamSynchronize", 6 * ms, 7 * ms, 23);
+  later.thread_id = 1;
+  a.runtime.push_back(later);
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.syncs, 3);
+  EXPECT_EQ(s.syncs_after_h2d, 1);
+  EXPECT_NEAR(s.sync_after_h2d_wait_s, 0.00175, 1e-12);
+  EXPECT_EQ(s.syncs_by_call.at("cudaStreamSynchronize"), 3) << "still counted among the syncs";
+}
+
+TEST(ActivityTraceTest, KernelsFromCudaGraphsAndDriverLaunchesAreCounted) {
+  GpuActivity a;
+  const auto graph_kernel = [&](std::int64_t start, std::uint32_t graph, std::uint32_t launch) {
+    KernelRecord k = kernel(start, start + 100 * us);
+    k.graph_id = graph;
+    k.correlation_id = launch;
+    a.kernels.push_back(k);
+  };
+  graph_kernel(1 * ms, 5, 100);  // graph 5, replayed by launch 100: two kernels
+  graph_kernel(2 * ms, 5, 100);
+  graph_kernel(3 * ms, 5, 101);  // and again
+  graph_kernel(4 * ms, 6, 102);
+  a.kernels.push_back(kernel(5 * ms, 6 * ms));  // launched on its own
+  RuntimeApiRecord triton = api("cuLaunchKernel", 7 * ms, 7 * ms + 3 * us, 103);
+  triton.domain = ApiDomain::driver;
+  a.runtime.push_back(triton);
+  a.runtime.push_back(api("cuMemAlloc", 8 * ms, 8 * ms + 3 * us, 104));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.kernels, 5);
+  EXPECT_EQ(s.graph_kernels, 4);
+  EXPECT_EQ(s.graphs, 2);
+  EXPECT_EQ(s.graph_replays, 3);
+  EXPECT_EQ(s.driver_launch_calls, 1);
+}
+
+TEST(ActivityTraceTest, CollectivesAreSplitFromTheDevicesOwnWork) {
+  GpuActivity a;
+  KernelRecord all_reduce = kernel(0, 6 * ms);
+  all_reduce.name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  a.kernels.push_back(all_reduce);
+  a.kernels.push_back(kernel(5 * ms, 8 * ms, 8));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_NEAR(s.gpu_busy_ratio, 0.8, 1e-12);
+  EXPECT_NEAR(s.collective_s, 0.006, 1e-12);
+  EXPECT_NEAR(s.collective_share, 0.6, 1e-12);
+  EXPECT_NEAR(s.collective_alone_share, 0.5, 1e-12) << "0-5 ms: NCCL with nothing beside it";
+  EXPECT_TRUE(is_collective_kernel("ncclKernel_AllReduce_RING_LL_Sum_float"));
+  EXPECT_FALSE(is_collective_kernel("volta_sgemm_128x64_nn"));
+  EXPECT_EQ(summarize_gpu_trace(GpuActivity{}, {{0, 10 * ms}}).collective_s, 0);
+}
+
+TEST(ActivityTraceTest, SeveralDevicesAreEachSummarized) {
+  GpuActivity a;
+  a.kernels.push_back(kernel(0, 9 * ms));
+  KernelRecord other = kernel(0, 1 * ms);
+  other.device = 1;
+  a.kernels.push_back(other);
+  MemcpyRecord to_other = copy(MemcpyKind::h2d, MemoryKind::pinned, 1 << 20, 2 * ms, 3 * ms);
+  to_other.device = 1;
+  a.memcpys.push_back(to_other);
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_NEAR(s.gpu_busy_ratio, 0.9, 1e-12) << "busy while any device is";
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices[0].device, 0u);
+  EXPECT_NEAR(s.devices[0].busy_ratio, 0.9, 1e-12);
+  EXPECT_EQ(s.devices[1].device, 1u);
+  EXPECT_EQ(s.devices[1].kernels, 1);
+  EXPECT_NEAR(s.devices[1].busy_ratio, 0.2, 1e-12);
+  a.kernels.pop_back();
+  a.memcpys.clear();
+  EXPECT_TRUE(summarize_gpu_trace(a, {{0, 10 * ms}}).devices.empty()) << "one device: no list";
+}
+
 TEST(ActivityTraceTest, RuntimeCallNames) {
   EXPECT_TRUE(is_synchronous_runtime_call("cudaDeviceSynchronize"));
   EXPECT_TRUE(is_synchronous_runtime_call("cudaEventSynchronize"));
