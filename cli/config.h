@@ -46,6 +46,9 @@ struct RunConfig {
   std::int64_t warmup = 10;
   std::int64_t seed = 0;
   std::string report_dir = "feedscope-report";
+  // Where to record what the diagnosis read, for `feedscope replay` (exporters/recording.h); empty:
+  // nowhere. The command line's `run` and `demo` fill it from $FEEDSCOPE_RECORD_DIR when unset.
+  std::string record_dir;
   // Stage spans trace.json keeps (the first half and the latest half; the rest are counted):
   // 32 bytes each while the run lasts, about 100 in the file.
   std::int64_t trace_max_spans = 1'000'000;

@@ -47,6 +47,10 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "# on each machine: feedscope watch --report-dir node0 -- torchrun --nnodes 2 --node_rank 0 ...\n"
        "# then, with the machines' report directories in one place, the job's report\n"
        "feedscope merge --report-dir job node0 node1\n"},
+      {"replay",
+       "# a run recorded (FEEDSCOPE_RECORD_DIR=rec/mlp or --record-dir rec/mlp), replayed anywhere\n"
+       "feedscope replay rec/mlp\n"
+       "feedscope replay tests/fixtures/gpu/fabricated-launch-bound --json\n"},
       {"probe",
        "# what this machine has: CPUs, memory, disks, CUDA devices, CUPTI, NVML\n"
        "feedscope probe\n"

@@ -27,11 +27,13 @@
 #include "cli/sweep.h"
 #include "cli/sweep_command.h"
 #include "cli/merge.h"
+#include "cli/replay.h"
 #include "cli/watch.h"
 #include "exporters/job_merge.h"
 #include "cli/child_process.h"
 #include "exporters/console_report.h"
 #include "exporters/json_report.h"
+#include "exporters/recording.h"
 #include "loader/batch_loader.h"
 #include "loader/image_dataset_maker.h"
 #include "loader/record_dataset.h"
@@ -157,6 +159,7 @@ struct CommandLine {
   void add_searches(CLI::App& app);
   void add_watch(CLI::App& app);
   void add_merge(CLI::App& app);
+  void add_replay(CLI::App& app);
 
   CLI::App* probe = nullptr;
   bool probe_json_out = false;
@@ -177,6 +180,9 @@ struct CommandLine {
   CLI::App* merge = nullptr;
   std::string merge_out;
   std::vector<std::string> merge_dirs;
+  CLI::App* replay = nullptr;
+  std::string replay_dir;
+  bool replay_json = false;
 };
 
 // The subcommands in the order --help lists them.
@@ -195,6 +201,7 @@ CommandLine::CommandLine(CLI::App& app) {
   make_dataset.emplace(app);
   add_watch(app);
   add_merge(app);
+  add_replay(app);
 }
 
 void CommandLine::add_searches(CLI::App& app) {
@@ -251,6 +258,9 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--batch-size", watch_options.batch_size,
                     "the program's batch size: turns it/s and s/it into samples/s [not known]")
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+  watch->add_option("--record-dir", watch_options.record_dir,
+                    "record what the diagnosis read (GPU records, its input, its verdict) for "
+                    "`feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
   watch->add_flag("--no-try-loader", no_try_loader,
                   "a cpu_preprocess program: do not measure feedscope's loader on its files after it ends");
 }
@@ -261,6 +271,14 @@ void CommandLine::add_merge(CLI::App& app) {
                "--report-dir D -- torchrun --nnodes N ...`) into one job report");
   merge->add_option("--report-dir", merge_out, "the job report's directory")->required();
   merge->add_option("reports", merge_dirs, "the machines' report directories")->required()->expected(2, 1 << 16);
+}
+
+void CommandLine::add_replay(CLI::App& app) {
+  replay = app.add_subcommand(
+      "replay", "a recording of run or watch (--record-dir, $FEEDSCOPE_RECORD_DIR) through the same "
+                "GPU summary and diagnosis, without a GPU; compared with its expect.json");
+  replay->add_option("recording", replay_dir, "the recording's directory")->required();
+  replay->add_flag("--json", replay_json, "print the replay as JSON");
 }
 
 // `-- COMMAND [ARGS...]` of watch, sweep and tune is the program's, options and all: split off
@@ -303,6 +321,9 @@ int search_command(CommandLine& cl, const std::vector<std::string>& command,
       throw ConfigError(key, std::string(key) + ": 'auto' is for run: " +
                                  (sweep ? "sweep" : "tune") +
                                  " measures fixed settings, one run each");
+  if (!config.record_dir.empty())
+    throw ConfigError("record_dir", std::string("record_dir: is for run and watch: ") +
+                                        (sweep ? "sweep" : "tune") + " runs many points");
   ProgramPoints& program = cl.program;
   program.command = command;
   program.sample_hz = config.sample_hz;
@@ -327,12 +348,17 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
   if (*cl.watch) {
     cl.watch_options.command = command;
     cl.watch_options.try_loader = !cl.no_try_loader;
+    cl.watch_options.record_dir = recording_dir(cl.watch_options.record_dir);
     if (mode.check_only) return validate_watch_options(cl.watch_options), kDone;
     return watch_command(cl.watch_options);
   }
   if (*cl.merge) {
     if (mode.check_only) return kDone;
     return merge_command(cl.merge_out, cl.merge_dirs, std::cerr);
+  }
+  if (*cl.replay) {
+    if (mode.check_only) return kDone;
+    return replay_command(cl.replay_dir, cl.replay_json, std::cout);
   }
   if (*cl.probe) {
     if (mode.check_only) return kDone;
@@ -342,6 +368,7 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
   if (*cl.sweep || *cl.tune) return search_command(cl, command, mode);
   RunConfig config = *cl.demo ? demo_defaults() : RunConfig{};
   (*cl.demo ? cl.demo_options : cl.run_options).apply(config);
+  config.record_dir = recording_dir(config.record_dir);
   if (mode.check_only) return validate_config(config), kDone;
   if (*cl.demo) make_demo_images_if_missing(config);
   return run_and_print(config);
@@ -373,6 +400,9 @@ int feedscope_main(int argc, char** argv, const CommandLineMode& mode) {
     return run_subcommand(command_line, command, mode, err);
   } catch (const MergeError& e) {
     err << "feedscope merge: " << e.what() << "\n";
+    return kUsage;
+  } catch (const RecordingError& e) {
+    err << "feedscope replay: " << e.what() << "\n";
     return kUsage;
   } catch (const ChildStartError& e) {
     err << "feedscope: " << e.what() << "\n";

@@ -21,6 +21,7 @@
 #include "exporters/html_report.h"
 #include "exporters/json_report.h"
 #include "exporters/metrics_exporter.h"
+#include "exporters/recording.h"
 #include "exporters/report_assembly.h"
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
@@ -93,15 +94,17 @@ namespace {
 
 // The run's diagnosis; where it advises a change `trials` can try (a run with a model, not
 // interrupted), the change tried for a moment and the diagnosis made again on what it measured.
-void diagnose_with_trials(Report& report, const DiagnosisSetup& setup,
-                          const std::optional<TrialSetup>& trials, std::ostream& log) {
+// Returns what the final diagnosis read.
+DiagnosisInput diagnose_with_trials(Report& report, const DiagnosisSetup& setup,
+                                    const std::optional<TrialSetup>& trials, std::ostream& log) {
   DiagnosisInput in = diagnosis_input(report, setup);
   report.diagnosis = diagnose(in);
-  if (!trials) return;
+  if (!trials) return in;
   if ((report.trials = run_trials(report.diagnosis, in, *trials, log))) {
     in.trials = report.trials;
     report.diagnosis = diagnose(in);
   }
+  return in;
 }
 
 TrainerOptions trainer_options(const RunConfig& config, const DataSource& dataset, int cpus) {
@@ -500,11 +503,32 @@ std::optional<TrialSetup> trial_setup(const Report& report, const RunConfig& con
 }
 
 // The autotune summary, then the diagnosis: a tuned loader's starts from where the tuner ended.
-void diagnose_run(Report& report, DiagnosisSetup setup, const std::optional<TrialSetup>& trials,
-                  const AutotuneFollower& autotune, std::ostream& log) {
+DiagnosisInput diagnose_run(Report& report, DiagnosisSetup setup,
+                            const std::optional<TrialSetup>& trials,
+                            const AutotuneFollower& autotune, std::ostream& log) {
   report.autotune = autotune.summary();
   if (report.autotune) setup.num_workers = report.autotune->final.num_workers;
-  diagnose_with_trials(report, setup, trials, log);
+  return diagnose_with_trials(report, setup, trials, log);
+}
+
+// With record_dir: what the diagnosis read and what it said, for `feedscope replay`. A recording
+// that cannot be written is said and costs the run nothing: its report is written already.
+void record_run(const RunConfig& config, const DiagnosisInput& in, const Report& report,
+                const GpuActivity* activity, const SpanDigest::Steps& steps,
+                const MeasuredWindow& window, const std::string& unavailable, std::ostream& log) {
+  if (config.record_dir.empty()) return;
+  Recording r;
+  r.run = in;
+  r.gpu_trace_unavailable = unavailable;
+  if (activity) r.gpu = RecordedGpu{*activity, steps.windows, steps.complete_until_ns, window.begin_ns};
+  try {
+    log << describe_recording(config.record_dir,
+                              write_recording(config.record_dir, r, {report.diagnosis, report.gpu_trace},
+                                              recording_max_records()))
+        << std::endl;
+  } catch (const std::exception& e) {
+    log << "feedscope: no recording: " << e.what() << std::endl;
+  }
 }
 
 }  // namespace
@@ -572,17 +596,20 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   report.spans_dropped = pipeline.spans.dropped();
   record_data_errors(report, config, pipeline);
   // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
-  const GpuActivity gpu_activity = finish_gpu_trace(report, gpu.source.get(), gpu.unavailable,
-                                                    digest.steps(window.begin_ns, window.end_ns),
-                                                    window);
+  const SpanDigest::Steps steps = digest.steps(window.begin_ns, window.end_ns);
+  const GpuActivity gpu_activity =
+      finish_gpu_trace(report, gpu.source.get(), gpu.unavailable, steps, window);
   // --- end GPU activity trace ---------------------------------------------------------------------
 
-  diagnose_run(report, diagnosis_setup, trial_setup(report, config, t, trainer.get(), loader),
-               autotune, log);
+  const DiagnosisInput diagnosed =
+      diagnose_run(report, diagnosis_setup, trial_setup(report, config, t, trainer.get(), loader),
+                   autotune, log);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
 
   write_report_files(report_dir, report, sampler, digest.trace_spans(), pipeline.spans.lanes(),
                      gpu.source ? &gpu_activity : nullptr, run_begin);
+  record_run(config, diagnosed, report, gpu.source ? &gpu_activity : nullptr, steps, window,
+             gpu.unavailable, log);
   if (loop.bad_data()) std::rethrow_exception(loop.bad_data());
   return report;
 }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -23,6 +24,7 @@
 #include "cli/run.h"
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
+#include "exporters/recording.h"
 #include "exporters/report_assembly.h"
 #include "exporters/watch_channel.h"
 #include "loader/span_recorder.h"
@@ -314,8 +316,7 @@ std::optional<std::int64_t> fill_gpu_trace(const WatchedGpu& gpu, const std::str
   const ActiveWindows active = kernel_active_windows(gpu.activity);
   if (!active.windows.empty() && active.left_out_ns() >= 100'000'000)  // a tenth of a second is worth saying
     program.notes.push_back(describe_left_out(active, program_begin_ns));
-  report.gpu_trace = summarize_gpu_trace(gpu.activity, active.windows);
-  report.gpu_trace->records_not_kept = gpu.activity.not_kept;
+  report.gpu_trace = summarize_program_activity(gpu.activity, active);
   if (active.windows.empty()) return std::nullopt;
   return active.windows.front().begin_ns;
 }
@@ -560,6 +561,25 @@ std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions
           {"batch_size", o.batch_size}};
 }
 
+// With record_dir: what the program's diagnosis read and what it said, for `feedscope replay` (the
+// one-process diagnosis; a job's judgement of its ranks is not recorded). A recording that cannot be
+// written is said and costs the watch nothing.
+void record_watch(const WatchOptions& o, const WatchDiagnosisInput& wd, const Diagnosis& diagnosis,
+                  const WatchedGpu& gpu, const std::string& unavailable, std::ostream& log) {
+  if (o.record_dir.empty()) return;
+  Recording r;
+  r.watch = wd;
+  r.gpu_trace_unavailable = unavailable;
+  if (wd.gpu_trace) r.gpu = RecordedGpu{gpu.activity, {}, std::numeric_limits<std::int64_t>::max(), 0};
+  try {
+    log << describe_recording(o.record_dir, write_recording(o.record_dir, r, {diagnosis, wd.gpu_trace},
+                                                            recording_max_records()))
+        << std::endl;
+  } catch (const std::exception& e) {
+    log << "feedscope: no recording: " << e.what() << std::endl;
+  }
+}
+
 }  // namespace
 
 WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
@@ -618,6 +638,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   const WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner,
                                                        o.try_loader && sampling.sampler ? &data_files : nullptr);
   report.diagnosis = diagnose_watched(wd);
+  const Diagnosis watched = report.diagnosis;
   const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
   if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
@@ -636,6 +657,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   note_work_began(first_kernel_ns, scanner, begin_ns, report.program->wall_s, outcome);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
+  record_watch(o, wd, watched, gpu, report.gpu_trace_unavailable, log);
   outcome.report = std::move(report);
   outcome.exit_code = duration_ran_out ? 0 : exit.shell_code();
   return outcome;

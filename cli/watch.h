@@ -42,6 +42,9 @@ struct WatchOptions {
   // (cli/try_loader.h). The `watch` command turns it on unless --no-try-loader; sweep and tune
   // of a command leave it off (a few seconds a point).
   bool try_loader = false;
+  // Where to record what the diagnosis read, for `feedscope replay` (exporters/recording.h); empty:
+  // nowhere. The `watch` command fills it from --record-dir, else $FEEDSCOPE_RECORD_DIR.
+  std::string record_dir;
 };
 
 struct WatchOutcome {

@@ -186,18 +186,8 @@ GpuActivity finish_gpu_trace(Report& report, GpuActivitySource* gpu,
     return {};
   }
   GpuActivity activity = gpu->collect();
-  // Past a cap the records or the steps stop: a step is summarized only if both are complete
-  // over it, so the summary describes the first part of the run rather than mixing in steps
-  // whose GPU work was never recorded.
-  const std::int64_t complete_until = std::min(steps.complete_until_ns, activity.kept_until_ns);
-  std::vector<StepWindow> windows;
-  for (const StepWindow& w : steps.windows)
-    if (w.end_ns <= complete_until) windows.push_back(w);
-  report.gpu_trace = summarize_gpu_trace(activity, std::move(windows));
-  report.gpu_trace->records_not_kept = activity.not_kept;
-  if (complete_until != std::numeric_limits<std::int64_t>::max())
-    report.gpu_trace->covered_until_s =
-        static_cast<double>(std::max<std::int64_t>(complete_until - window.begin_ns, 0)) / 1e9;
+  report.gpu_trace = summarize_measured_steps(activity, steps.windows, steps.complete_until_ns,
+                                              window.begin_ns);
   return activity;
 }
 

@@ -512,4 +512,26 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   return s;
 }
 
+GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
+                                         const std::vector<StepWindow>& steps,
+                                         std::int64_t steps_complete_until_ns,
+                                         std::int64_t measured_begin_ns) {
+  const std::int64_t complete_until = std::min(steps_complete_until_ns, activity.kept_until_ns);
+  std::vector<StepWindow> windows;
+  for (const StepWindow& w : steps)
+    if (w.end_ns <= complete_until) windows.push_back(w);
+  GpuTraceSummary s = summarize_gpu_trace(activity, std::move(windows));
+  s.records_not_kept = activity.not_kept;
+  if (complete_until != std::numeric_limits<std::int64_t>::max())
+    s.covered_until_s =
+        static_cast<double>(std::max<std::int64_t>(complete_until - measured_begin_ns, 0)) / 1e9;
+  return s;
+}
+
+GpuTraceSummary summarize_program_activity(const GpuActivity& activity, const ActiveWindows& active) {
+  GpuTraceSummary s = summarize_gpu_trace(activity, active.windows);
+  s.records_not_kept = activity.not_kept;
+  return s;
+}
+
 }  // namespace feedscope

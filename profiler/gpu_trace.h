@@ -48,6 +48,19 @@ struct ActiveWindows {
 };
 ActiveWindows kernel_active_windows(const GpuActivity& activity);
 
+// `run`'s and a wrapped loop's summary: over the measured `steps` that are complete both in the
+// records (activity.kept_until_ns, past a tracer's memory cap) and in the steps themselves
+// (`steps_complete_until_ns`, SpanDigest::Steps), so that it describes the first part of the run
+// rather than mixing in steps whose GPU work was never recorded; covered_until_s counts from
+// `measured_begin_ns`. A recording's replay (exporters/recording.h) calls it with what it stored.
+GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
+                                         const std::vector<StepWindow>& steps,
+                                         std::int64_t steps_complete_until_ns,
+                                         std::int64_t measured_begin_ns);
+
+// `watch`'s summary of a program's CUDA work: over kernel_active_windows(activity).
+GpuTraceSummary summarize_program_activity(const GpuActivity& activity, const ActiveWindows& active);
+
 // Evidence lines for records the trace lost or left out, one per cause with a non-zero count, so
 // a reader knows the GPU numbers are low bounds. Empty for a complete trace.
 std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& summary);
