@@ -454,6 +454,7 @@ ojson watch_input_json(const WatchDiagnosisInput& in) {
           {"spans", optional_of(in.spans, diagnosis_input_json)},
           {"torch", torch},
           {"printed", printed},
+          {"data_files_seen", in.data_files_seen ? ojson(*in.data_files_seen) : ojson(nullptr)},
           {"ended", in.ended},
           {"exit", in.exit},
           {"wall_s", number_json(in.wall_s)}};
@@ -475,6 +476,7 @@ WatchDiagnosisInput watch_input_from(const JsonIn& j) {
     w.share = opt_number(p.at("share"));
     in.printed = w;
   }
+  if (const JsonIn f = j.at("data_files_seen"); !f.is_null()) in.data_files_seen = f.unsigned_integer();
   in.ended = j.at("ended").text();
   in.exit = j.at("exit").text();
   in.wall_s = j.at("wall_s").number();
