@@ -504,7 +504,7 @@ nlohmann::json measure_overlap(const Options& o) {
   char what[64];
   std::snprintf(what, sizeof what, "%d batches, next epoch prefetched", main.epoch_batches);
   print_overlap_row(main, what);
-  std::snprintf(what, sizeof what, "%d batches, not prefetched (before)", short_epochs.epoch_batches);
+  std::snprintf(what, sizeof what, "%d batches, not prefetched (old)", short_epochs.epoch_batches);
   print_overlap_row(short_epochs, what);
   std::printf("\n  copy hidden behind the step            %8.0f %%   (1 - device bubble / copy "
               "alone; from wall time: %.0f %%)\n",
