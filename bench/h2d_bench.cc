@@ -4,16 +4,21 @@
 //     (docs/benchmarks.md) is the engine's pinned copy at 90 % of the bare one or better.
 //  2. The loader's copy overlapped with the step: the BatchLoader and DeviceFeeder deliver batches
 //     one ahead as in `feedscope run`, and a step of known length (bench/spin_kernel.cu) reads each.
-//     The copy is hidden when the time per step with the copy running ahead is the step's alone,
-//     not the step's plus the copy's. "Copy alone" is the copy itself: the engine's event timing
-//     of batches copied from slabs filled beforehand, without the loader's own time.
+//     The copy is hidden when the device never idles between steps: events right before and after
+//     each step's kernel give the device's gap from one step's end to the next one's start (the
+//     bubble), and the hidden share is 1 - bubble / copy. The timed steps lie in one epoch (the
+//     next one prefetched, as `run` sets it), so no epoch restart is booked on the copy; a second
+//     row keeps the bench's earlier loop (epochs of 16 batches, no prefetch_next_epoch) beside it.
+//     Each row also gives the host's time inside next(). "Copy alone" is the copy itself: the
+//     engine's event timing of batches copied from slabs filled beforehand, without the loader.
 // Section 1 times the copy itself on both sides with CUDA events on the stream that copies (the
 // engine's own CopyTiming, events around its cudaMemcpyAsync; the bare side's around its own), so
 // the ratio is copy against copy; the host clock from submission to done on both sides is kept
 // beside it (the engine's includes the wake-up of its polling wait). Medians over repeats that
 // alternate the two sides. Exits 77 where no CUDA device is present.
 //
-// usage: h2d_bench [--max-mib N (1024)] [--overlap-mib N (64)] [--workers N] [--json FILE]
+// usage: h2d_bench [--max-mib N (1024)] [--overlap-mib N (64)] [--workers N]
+//                  [--epoch-batches N (45: the warm-up and the timed steps)] [--json FILE]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -85,10 +91,19 @@ void verify(const void* device, const std::byte* host, std::size_t bytes, const 
   }
 }
 
+// The overlap loops (section 2).
+constexpr int kBatch = 32;
+constexpr int kWarmup = 5;
+constexpr int kSteps = 40;
+// The comparison's epochs: the bench's earlier loop, which restarted 2-3 times in its timed steps.
+constexpr int kShortEpoch = 16;
+
 struct Options {
   std::size_t max_bytes = 1024 * kMiB;
   std::size_t overlap_bytes = 64 * kMiB;
   int workers = 0;  // 0: min(8, cores - 2)
+  // The overlap loop's epoch: by default the warm-up and the timed steps, so none restarts in it.
+  int epoch_batches = kWarmup + kSteps;
   std::string json_path;
 };
 
@@ -212,9 +227,6 @@ nlohmann::json measure_h2d(const Options& o) {
 
 // --- 2. The loader's copy overlapped with the step ---------------------------------------------------
 
-constexpr int kBatch = 32;
-constexpr int kWarmup = 5;
-constexpr int kSteps = 40;
 
 // Cycles of the SM clock per millisecond, from timing long spins with events.
 double spin_cycles_per_ms(std::uint32_t* sink) {
@@ -243,16 +255,20 @@ struct Rig {
   std::uint64_t epoch = 0;
 };
 
-Rig make_loader(std::size_t sample_floats, int workers, bool pinned) {
+// Epochs of `epoch_batches` batches. `prefetch_next_epoch` as `feedscope run` sets it: the workers
+// start the next epoch while the last batches of this one are consumed.
+Rig make_loader(std::size_t sample_floats, int workers, bool pinned, int epoch_batches,
+                bool prefetch_next_epoch) {
   SyntheticDataset::Options d;
   d.shape = {static_cast<std::int64_t>(sample_floats)};
-  d.count = kBatch * 16;
+  d.count = static_cast<std::size_t>(kBatch) * static_cast<std::size_t>(epoch_batches);
   auto dataset = std::make_shared<SyntheticDataset>(d);
   LoaderOptions lo;
   lo.num_workers = workers;
   lo.batch_size = kBatch;
   lo.prefetch = 2;
   lo.pin_memory = pinned;
+  lo.prefetch_next_epoch = prefetch_next_epoch;
   return {std::make_unique<BatchLoader>(dataset, std::make_shared<SequentialSampler>(d.count), lo)};
 }
 
@@ -273,29 +289,27 @@ double ms_per_call(Step&& step, Drain&& drain) {
   return seconds_since(begin) * 1e3 / kSteps;
 }
 
-// Milliseconds per step, the step loop of cli/trainer.cc: wait for the step two back (StepFence),
-// order the step after the batch's copy, run it, release the batch. `cycles` 0: no step (the
-// loader, or the loader and the copy, alone).
-double ms_per_step(Rig& rig, CopyEngine* engine, std::int64_t cycles, std::uint32_t* sink) {
+// The next batch, starting another epoch where this one has ended; counts the restarts.
+DeviceBatch next_batch(DeviceFeeder& feeder, Rig& rig, int* restarts) {
+  std::optional<DeviceBatch> batch = feeder.next();
+  if (!batch) {
+    feeder.begin_epoch(++rig.epoch);
+    batch = feeder.next();
+    if (restarts != nullptr) ++*restarts;
+  }
+  if (!batch) throw std::runtime_error("an epoch of the bench's loader delivered no batch");
+  return std::move(*batch);
+}
+
+// Milliseconds per batch with no step: the loader alone (`engine` null) or the loader and the copy.
+// Starts on a fresh epoch, as the step loops do.
+double ms_per_batch(Rig& rig, CopyEngine* engine) {
   DeviceFeeder feeder(*rig.loader, engine);
-  StepFence fence(0, 2);
-  const auto step = [&] {
-    std::optional<DeviceBatch> batch = feeder.next();
-    if (!batch) {
-      feeder.begin_epoch(++rig.epoch);
-      batch = feeder.next();
-    }
-    if (cycles > 0) {
-      fence.wait_for_previous();
-      batch->order_before(nullptr);
-      CHECK(bench::launch_spin(batch->on_device ? batch->data : nullptr, cycles, sink, nullptr));
-      fence.mark(nullptr);
-    }
-    batch->release_after(nullptr);
-  };
-  return ms_per_call(step, [&] {
-    if (engine != nullptr) engine->wait_idle();
-  });
+  feeder.begin_epoch(++rig.epoch);
+  return ms_per_call([&] { next_batch(feeder, rig, nullptr).release_after(nullptr); },
+                     [&] {
+                       if (engine != nullptr) engine->wait_idle();
+                     });
 }
 
 double ms_per_step_alone(std::int64_t cycles, std::uint32_t* sink) {
@@ -343,6 +357,93 @@ std::pair<double, std::size_t> ms_per_copy(CopyEngine& engine, std::size_t bytes
   return {median(ms), ms.size()};
 }
 
+// One step loop with the copy running ahead, seen from both sides. The device's: events on the
+// step's stream right before and after each timed step's kernel; the gap from one step's end to the
+// next one's start is the device idle between them (a copy not done yet, a batch the host had not
+// queued). The host's: wall time per step, and its time inside next() (and begin_epoch() at a
+// restart), where a loader that falls behind blocks it.
+struct OverlapRun {
+  int epoch_batches = 0;
+  bool prefetch_next_epoch = false;
+  int restarts = 0;          // epochs begun inside the timed steps
+  double wall_ms = 0;        // per step, host clock
+  double device_ms = 0;      // per step: first timed kernel's start to last one's end, events
+  double bubble_ms = 0;      // mean device gap between consecutive steps
+  double bubble_max_ms = 0;  // the longest one
+  double next_ms = 0;        // per step: the host inside next()
+  double hidden = 0;         // 1 - bubble / copy, within [0, 1]
+};
+
+OverlapRun run_overlap(Rig& rig, CopyEngine& engine, std::int64_t cycles, std::uint32_t* sink,
+                       double copy_ms) {
+  OverlapRun r;
+  r.epoch_batches = static_cast<int>(rig.loader->batches_per_epoch());
+  r.prefetch_next_epoch = rig.loader->options().prefetch_next_epoch;
+  DeviceFeeder feeder(*rig.loader, &engine);
+  feeder.begin_epoch(++rig.epoch);  // each loop starts on a fresh epoch: restarts are its own
+  StepFence fence(0, 2);
+  std::vector<cudaEvent_t> begins(kSteps, nullptr), ends(kSteps, nullptr);
+  for (int t = 0; t < kSteps; ++t) {
+    CHECK(cudaEventCreate(&begins[static_cast<std::size_t>(t)]));
+    CHECK(cudaEventCreate(&ends[static_cast<std::size_t>(t)]));
+  }
+  double next_s = 0;
+  Clock::time_point begin;
+  for (int i = 0; i < kWarmup + kSteps; ++i) {
+    const int t = i - kWarmup;  // the timed step's number, negative in the warm-up
+    if (t == 0) {
+      CHECK(cudaDeviceSynchronize());
+      begin = Clock::now();
+    }
+    const Clock::time_point next_begin = Clock::now();
+    DeviceBatch batch = next_batch(feeder, rig, t >= 0 ? &r.restarts : nullptr);
+    if (t >= 0) next_s += seconds_since(next_begin);
+    fence.wait_for_previous();
+    batch.order_before(nullptr);
+    if (t >= 0) CHECK(cudaEventRecord(begins[static_cast<std::size_t>(t)], nullptr));
+    CHECK(bench::launch_spin(batch.data, cycles, sink, nullptr));
+    if (t >= 0) CHECK(cudaEventRecord(ends[static_cast<std::size_t>(t)], nullptr));
+    fence.mark(nullptr);
+    batch.release_after(nullptr);
+  }
+  engine.wait_idle();
+  CHECK(cudaDeviceSynchronize());
+  r.wall_ms = seconds_since(begin) * 1e3 / kSteps;
+  r.next_ms = next_s * 1e3 / kSteps;
+  const auto elapsed = [](cudaEvent_t from, cudaEvent_t to) {
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, from, to));
+    return static_cast<double>(ms);
+  };
+  r.device_ms = elapsed(begins.front(), ends.back()) / kSteps;
+  double gaps = 0;
+  for (std::size_t t = 1; t < begins.size(); ++t) {
+    const double gap = std::max(0.0, elapsed(ends[t - 1], begins[t]));
+    gaps += gap;
+    r.bubble_max_ms = std::max(r.bubble_max_ms, gap);
+  }
+  r.bubble_ms = gaps / (kSteps - 1);
+  r.hidden = std::clamp(1.0 - r.bubble_ms / copy_ms, 0.0, 1.0);
+  for (std::size_t t = 0; t < begins.size(); ++t) {
+    CHECK(cudaEventDestroy(begins[t]));
+    CHECK(cudaEventDestroy(ends[t]));
+  }
+  return r;
+}
+
+nlohmann::json overlap_json(const OverlapRun& r) {
+  return {{"epoch_batches", r.epoch_batches}, {"prefetch_next_epoch", r.prefetch_next_epoch},
+          {"restarts", r.restarts},           {"wall_ms", r.wall_ms},
+          {"device_ms", r.device_ms},         {"bubble_ms", r.bubble_ms},
+          {"bubble_max_ms", r.bubble_max_ms}, {"next_ms", r.next_ms},
+          {"hidden_fraction", r.hidden}};
+}
+
+void print_overlap_row(const OverlapRun& r, const char* what) {
+  std::printf("  %-34s %8d %8.3f %8.3f %8.3f %8.3f %8.3f %7.0f %%\n", what, r.restarts, r.wall_ms,
+              r.device_ms, r.bubble_ms, r.bubble_max_ms, r.next_ms, 100 * r.hidden);
+}
+
 nlohmann::json measure_overlap(const Options& o) {
   const int workers =
       o.workers > 0 ? o.workers
@@ -354,47 +455,71 @@ nlohmann::json measure_overlap(const Options& o) {
 
   double loader_ms = 0;
   {
-    Rig cpu = make_loader(sample_floats, workers, false);
-    loader_ms = ms_per_step(cpu, nullptr, 0, sink);
+    Rig cpu = make_loader(sample_floats, workers, false, o.epoch_batches, true);
+    loader_ms = ms_per_batch(cpu, nullptr);
   }
-  Rig rig = make_loader(sample_floats, workers, true);
-  CopyEngine engine({.device = 0, .buffer_bytes = rig.loader->pool().slab_bytes(), .buffers = 3});
-  const std::size_t batch_bytes = sample_floats * sizeof(float) * kBatch;
-  const auto [copy_ms, copies_timed] = ms_per_copy(engine, batch_bytes);
-  // The loader's batches through the engine, no step: the loader's rate or the copy's, whichever
-  // is lower; a cross-check of the two above.
-  const double loader_copy_ms = ms_per_step(rig, &engine, 0, sink);
-  // A step twice the longer of the copy and the loader's own time per batch: then neither the
-  // copy nor the loader is the limit, and a copy hidden behind the step costs nothing (in series
-  // it would add its own length). A step shorter than the loader's time measures the loader.
-  const double feed_ms = std::max({copy_ms, loader_ms, loader_copy_ms});
-  const auto cycles = static_cast<std::int64_t>(2 * feed_ms * cycles_per_ms);
-  const double step_ms = ms_per_step_alone(cycles, sink);
-  const double with_prefetch_ms = ms_per_step(rig, &engine, cycles, sink);
+  std::size_t batch_bytes = sample_floats * sizeof(float) * kBatch;
+  double copy_ms = 0, loader_copy_ms = 0, step_ms = 0;
+  std::size_t copies_timed = 0;
+  OverlapRun main, short_epochs;
+  {
+    Rig rig = make_loader(sample_floats, workers, true, o.epoch_batches, true);
+    CopyEngine engine({.device = 0, .buffer_bytes = rig.loader->pool().slab_bytes(), .buffers = 3});
+    std::tie(copy_ms, copies_timed) = ms_per_copy(engine, batch_bytes);
+    // The loader's batches through the engine, no step: the loader's rate or the copy's, whichever
+    // is lower; a cross-check of the two above.
+    loader_copy_ms = ms_per_batch(rig, &engine);
+    // A step twice the longer of the copy and the loader's own time per batch: then neither the
+    // copy nor the loader is the limit, and a copy hidden behind the step costs nothing (in series
+    // it would add its own length). A step shorter than the loader's time measures the loader.
+    const double feed_ms = std::max({copy_ms, loader_ms, loader_copy_ms});
+    const auto cycles = static_cast<std::int64_t>(2 * feed_ms * cycles_per_ms);
+    step_ms = ms_per_step_alone(cycles, sink);
+    main = run_overlap(rig, engine, cycles, sink, copy_ms);
+    rig = Rig{};  // its pinned slabs go before the comparison's are made
+    // The bench's earlier loop: epochs of 16 batches, the workers idle at each epoch's end.
+    Rig short_rig = make_loader(sample_floats, workers, true, kShortEpoch, false);
+    short_epochs = run_overlap(short_rig, engine, cycles, sink, copy_ms);
+  }
   CHECK(cudaFree(sink));
 
-  const double hidden = std::clamp((step_ms + copy_ms - with_prefetch_ms) / copy_ms, 0.0, 1.0);
+  const double hidden_wall =
+      std::clamp((step_ms + copy_ms - main.wall_ms) / copy_ms, 0.0, 1.0);
+  const double over_compute = (main.wall_ms - step_ms) / step_ms;
   std::printf("\nThe loader's copy overlapped with the step: batches of %zu MiB (%d samples), %d "
-              "workers,\npinned slabs, the DeviceFeeder one batch ahead; ms per step over %d steps\n\n",
-              batch_bytes / kMiB, kBatch, workers, kSteps);
-  std::printf("  loader alone (no copy, no step)        %8.3f\n", loader_ms);
-  std::printf("  copy alone (H2D of a filled slab)      %8.3f   %.2f GB/s (median of %zu copies, "
+              "workers,\npinned slabs, the DeviceFeeder one batch ahead; %d timed steps after %d of "
+              "warm-up, each loop from a fresh epoch\n\n",
+              batch_bytes / kMiB, kBatch, workers, kSteps, kWarmup);
+  std::printf("  loader alone (no copy, no step)        %8.3f ms/batch\n", loader_ms);
+  std::printf("  copy alone (H2D of a filled slab)      %8.3f ms   %.2f GB/s (median of %zu copies, "
               "the engine's event timing)\n",
               copy_ms, static_cast<double>(batch_bytes) / copy_ms / 1e6, copies_timed);
-  std::printf("  loader + copy, no step                 %8.3f\n", loader_copy_ms);
-  std::printf("  step alone (spin kernel, no data)      %8.3f\n", step_ms);
-  std::printf("  step with the copy running ahead       %8.3f   (hidden: %.3f; in series: %.3f)\n",
-              with_prefetch_ms, std::max(step_ms, copy_ms), step_ms + copy_ms);
-  const double over_compute = (with_prefetch_ms - step_ms) / step_ms;
-  std::printf("  copy hidden behind the step            %8.0f %%\n", 100 * hidden);
-  std::printf("  step with the copy over step alone     %+8.1f %%   (goal: at most +5 %%)\n",
+  std::printf("  loader + copy, no step                 %8.3f ms/batch\n", loader_copy_ms);
+  std::printf("  step alone (spin kernel, no data)      %8.3f ms/step\n", step_ms);
+  std::printf("\n  step with the copy running ahead, ms per step (device: events around each "
+              "kernel; bubble: the\n  device idle from one step's end to the next one's start; "
+              "next(): the host inside it)\n");
+  std::printf("  %-34s %8s %8s %8s %8s %8s %8s %9s\n", "epochs", "restarts", "wall", "device",
+              "bubble", "max", "next()", "hidden");
+  char what[64];
+  std::snprintf(what, sizeof what, "%d batches, next epoch prefetched", main.epoch_batches);
+  print_overlap_row(main, what);
+  std::snprintf(what, sizeof what, "%d batches, not prefetched (old)", short_epochs.epoch_batches);
+  print_overlap_row(short_epochs, what);
+  std::printf("\n  copy hidden behind the step            %8.0f %%   (1 - device bubble / copy "
+              "alone; from wall time: %.0f %%)\n",
+              100 * main.hidden, 100 * hidden_wall);
+  std::printf("  step with the copy over step alone     %+8.1f %%   (wall; goal: at most +5 %%)\n",
               100 * over_compute);
   return {{"batch_bytes", batch_bytes},       {"batch_size", kBatch},
           {"workers", workers},               {"steps", kSteps},
           {"loader_ms", loader_ms},           {"copy_ms", copy_ms},
           {"copies_timed", copies_timed},     {"loader_copy_ms", loader_copy_ms},
-          {"step_ms", step_ms},               {"with_prefetch_ms", with_prefetch_ms},
-          {"hidden_fraction", hidden},        {"over_compute_fraction", over_compute}};
+          {"step_ms", step_ms},               {"with_prefetch_ms", main.wall_ms},
+          {"hidden_fraction", main.hidden},   {"hidden_from", "device_gaps"},
+          {"hidden_wall_fraction", hidden_wall},
+          {"over_compute_fraction", over_compute},
+          {"timed", overlap_json(main)},      {"short_epochs", overlap_json(short_epochs)}};
 }
 
 std::size_t parse_mib(const std::string& flag, const char* value) {
@@ -410,18 +535,20 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a != "--max-mib" && a != "--overlap-mib" && a != "--workers" && a != "--json")
+      if (a != "--max-mib" && a != "--overlap-mib" && a != "--workers" && a != "--epoch-batches" &&
+          a != "--json")
         throw std::invalid_argument("unknown option " + a);
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       const char* value = argv[++i];
       if (a == "--max-mib") o.max_bytes = parse_mib(a, value);
       else if (a == "--overlap-mib") o.overlap_bytes = parse_mib(a, value);
       else if (a == "--workers") o.workers = std::max(1, std::atoi(value));
+      else if (a == "--epoch-batches") o.epoch_batches = std::max(1, std::atoi(value));
       else o.json_path = value;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "h2d_bench: %s\nusage: h2d_bench [--max-mib N] [--overlap-mib N] "
-                         "[--workers N] [--json FILE]\n", e.what());
+                         "[--workers N] [--epoch-batches N] [--json FILE]\n", e.what());
     return 2;
   }
   std::string why;

@@ -330,8 +330,10 @@ struct BatchLoader::Impl {
     st.ready.emplace(job.seq, id);
   }
 
-  std::optional<Batch> next_stream() {
+  // `wait` false: nullopt where the next batch is not collated yet.
+  std::optional<Batch> next_stream(bool wait) {
     if (options.num_workers == 0) {
+      if (!wait) return std::nullopt;
       Stream& st = *streams[0];
       while (!st.finished) {
         Slab slab = acquire_slab();
@@ -376,11 +378,13 @@ struct BatchLoader::Impl {
       }
       if (in_flight == 0) {
         top_up_streams();
-        if (in_flight == 0) throw_exhausted();
+        if (in_flight == 0) {
+          if (!wait) return std::nullopt;
+          throw_exhausted();
+        }
       }
       int id = -1;
-      done.pop(id);
-      detail::tsan_acquire(this);
+      if (!take_done(wait, id)) return std::nullopt;
       --in_flight;
       finished_stream(id);
     }
@@ -574,6 +578,17 @@ struct BatchLoader::Impl {
   static void release_ready(Schedule& schedule, std::vector<Job>& jobs) {
     for (auto& [batch, id] : schedule.ready) jobs[static_cast<std::size_t>(id)].slab.reset();
     schedule.ready.clear();
+  }
+
+  // A finished job's id from `done`: waits for one, or with `wait` false, false when none is.
+  bool take_done(bool wait, int& id) {
+    if (wait) {
+      done.pop(id);
+    } else if (!done.try_pop(id)) {
+      return false;
+    }
+    detail::tsan_acquire(this);
+    return true;
   }
 
   // Waits for every in-flight job and drops its result.
@@ -801,19 +816,31 @@ void BatchLoader::begin_epoch(std::uint64_t epoch) {
 
 std::optional<Batch> BatchLoader::next() {
   Impl& s = *impl_;
-  if (!s.tuning) return next_batch();
+  if (!s.tuning) return next_batch(true);
   const std::int64_t begin = s.tuning->clock();
-  std::optional<Batch> batch = next_batch();
+  std::optional<Batch> batch = next_batch(true);
   if (batch) s.tuned_batch(begin, s.tuning->clock());
   return batch;
 }
 
-std::optional<Batch> BatchLoader::next_batch() {
+std::optional<Batch> BatchLoader::try_next() {
+  Impl& s = *impl_;
+  std::optional<Batch> batch = next_batch(false);
+  // A batch taken without a wait is one the consumer did not wait for: the tuner counts it so.
+  if (batch && s.tuning) {
+    const std::int64_t now = s.tuning->clock();
+    s.tuned_batch(now, now);
+  }
+  return batch;
+}
+
+std::optional<Batch> BatchLoader::next_batch(bool wait) {
   Impl& s = *impl_;
   if (s.over_ratio) std::rethrow_exception(s.over_ratio);
-  if (s.sharded) return s.next_stream();
+  if (s.sharded) return s.next_stream(wait);
 
   if (s.options.num_workers == 0) {
+    if (!wait) return std::nullopt;
     while (s.current.next_deliver < s.current.batches) {
       Slab slab = s.acquire_slab();
       if (!slab) s.throw_exhausted();
@@ -847,11 +874,13 @@ std::optional<Batch> BatchLoader::next_batch() {
       // Nothing is loading and nothing is ready, so every slab is held by the caller: waiting
       // would never end.
       s.top_up();
-      if (s.in_flight == 0) s.throw_exhausted();
+      if (s.in_flight == 0) {
+        if (!wait) return std::nullopt;
+        s.throw_exhausted();
+      }
     }
     int id = -1;
-    s.done.pop(id);
-    detail::tsan_acquire(&s);
+    if (!s.take_done(wait, id)) return std::nullopt;
     --s.in_flight;
     s.finished(id);
   }

@@ -158,6 +158,10 @@ class BatchLoader {
   // batch left empty is not delivered, so Batch::index may jump) and next() throws BadDataError
   // once the bad ratio is over its bound.
   std::optional<Batch> next();
+  // next() without the wait: the next batch if it is collated already, else nullopt at once (also
+  // at the epoch's end, which next() tells apart). At num_workers 0 the load would be the caller's
+  // own, so it is always nullopt. Throws what next() throws for the batch it takes.
+  std::optional<Batch> try_next();
 
   // Index mode; 0 in stream mode, where an epoch's size is known only once it is read.
   std::size_t batches_per_epoch() const;
@@ -195,7 +199,7 @@ class BatchLoader {
 
  private:
   void start(LoaderOptions options, SpanRegistry* spans);
-  std::optional<Batch> next_batch();
+  std::optional<Batch> next_batch(bool wait);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

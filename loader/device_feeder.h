@@ -1,9 +1,12 @@
 #pragma once
 // Feeds the step with batches on its device. Takes batches from the BatchLoader and starts each
 // one's copy (pinned_memory/copy_engine.h) as soon as it is collated, one batch ahead of the
-// step, so that the copy of batch i+1 runs while step i computes. Without a CopyEngine (the CPU
-// path) a batch is its own device view and the h2d stage is 0.
+// step, so that the copy of batch i+1 runs while step i computes. It never waits for batch i+1
+// before handing out batch i: the look-ahead takes only a batch already collated, and only where
+// its copy would not block the host; otherwise the next call takes it, once the caller has queued
+// step i. Without a CopyEngine (the CPU path) a batch is its own device view and the h2d stage is 0.
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <vector>
 
@@ -40,36 +43,48 @@ struct DeviceBatch {
 // outlive the feeder; the feeder must outlive the DeviceBatches it returned.
 class DeviceFeeder {
  public:
-  // `engine` null: the CPU path. `spans` null: no h2d spans.
-  DeviceFeeder(BatchLoader& loader, CopyEngine* engine, SpanRegistry* spans = nullptr);
+  // `engine` null: the CPU path. `spans` null: no h2d spans. `clock`: the time the submit and
+  // buffer-wait figures are read on (tests pass their own).
+  DeviceFeeder(BatchLoader& loader, CopyEngine* engine, SpanRegistry* spans = nullptr,
+               std::int64_t (*clock)() noexcept = &now_ns);
 
-  // The next batch of the epoch, its copy queued (and the next one's started); nullopt at the
-  // end of the epoch. Rethrows the loader's errors.
+  // The next batch of the epoch, its copy queued (and the next one's started where it is collated
+  // already); nullopt at the end of the epoch. Waits only for this batch, never for the one after.
+  // Rethrows the loader's errors; one met taking the look-ahead comes from the call after.
   std::optional<DeviceBatch> next();
   // Starts another epoch on the loader, dropping a batch prefetched from the last one.
   void begin_epoch(std::uint64_t epoch);
 
-  // Nanoseconds the last next() spent handing copies to the engine (CopyEngine::submit): time the
-  // training thread works, not waits. From pageable memory it is the copy itself, which CUDA
-  // stages through a bounce buffer before the call returns.
+  // Nanoseconds the last next() spent in the copy calls (CopyEngine::submit): time the training
+  // thread works, not waits. From pageable memory it is the copy itself, which CUDA stages through
+  // a bounce buffer before the call returns.
   std::int64_t last_submit_ns() const noexcept { return last_submit_ns_; }
+  // Nanoseconds the last next() waited, before a copy from pageable memory, for the copy stream's
+  // earlier work: the previous copy and the step that last read the buffer
+  // (CopyEngine::wait_until_submit_ready). The device's time, kept out of last_submit_ns().
+  std::int64_t last_buffer_wait_ns() const noexcept { return last_buffer_wait_ns_; }
   // Bytes copied to the device so far, by the source memory kind.
   std::uint64_t h2d_bytes(bool pinned) const noexcept { return h2d_bytes_[pinned ? 1 : 0]; }
   bool on_device() const noexcept { return engine_ != nullptr; }
 
  private:
-  std::optional<DeviceBatch> fetch();
+  DeviceBatch to_device(Batch batch);
+  void look_ahead();
   void record_copies();
 
   BatchLoader& loader_;
   CopyEngine* engine_;
+  std::int64_t (*clock_)() noexcept;
   SpanRing* copy_ring_ = nullptr;
   std::uint16_t copy_lane_ = 0;
-  std::optional<DeviceBatch> ahead_;
+  std::optional<Batch> held_back_;     // collated; its copy would have blocked the host
+  std::optional<DeviceBatch> ahead_;   // its copy queued
+  std::exception_ptr pending_error_;  // met taking the look-ahead, thrown by the next call
   bool epoch_done_ = false;
   std::vector<CopyTiming> timings_;  // reused: no allocation per batch in steady state
   std::uint64_t h2d_bytes_[2] = {0, 0};
   std::int64_t last_submit_ns_ = 0;
+  std::int64_t last_buffer_wait_ns_ = 0;
 };
 
 }  // namespace feedscope

@@ -139,16 +139,45 @@ void CopyEngine::add_buffer() {
   held_.push_back(false);
 }
 
-int CopyEngine::free_buffer() {
+int CopyEngine::next_free_buffer() const noexcept {
   const int n = buffers();
   for (int i = 0; i < n; ++i) {
     const int candidate = (next_buffer_ + i) % n;
     if (!held_[static_cast<std::size_t>(candidate)]) return candidate;
   }
-  if (n >= max_buffers()) return -1;
+  return n < max_buffers() ? n : -1;
+}
+
+int CopyEngine::free_buffer() {
+  const int buffer = next_free_buffer();
+  if (buffer != buffers()) return buffer;
   const detail::DeviceScope on_device(ops_, options_.device);
   add_buffer();
-  return n;
+  return buffer;
+}
+
+void CopyEngine::wait_until_submit_ready(bool pinned) {
+  const int buffer = next_free_buffer();
+  if (pinned || buffer < 0) return;  // no buffer: submit() throws
+  const detail::DeviceScope on_device(ops_, options_.device);
+  Cuda& c = *cuda_;
+  if (!c.timing_of_in_flight.empty())
+    detail::wait_for_event(
+        ops_, c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.back())].end);
+  // A buffer about to be added has had no reader.
+  if (buffer < buffers()) detail::wait_for_event(ops_, c.consumed[static_cast<std::size_t>(buffer)]);
+}
+
+bool CopyEngine::can_submit_now(bool pinned) {
+  const int buffer = next_free_buffer();
+  if (buffer < 0) return false;
+  if (pinned) return true;
+  const detail::DeviceScope on_device(ops_, options_.device);
+  Cuda& c = *cuda_;
+  if (!c.timing_of_in_flight.empty() &&
+      !ops_.query(c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.back())].end))
+    return false;
+  return buffer >= buffers() || ops_.query(c.consumed[static_cast<std::size_t>(buffer)]);
 }
 
 CopyEngine::~CopyEngine() {
@@ -180,6 +209,7 @@ DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
   if (bytes > slab.size())
     throw std::invalid_argument("copy engine: a copy of " + std::to_string(bytes) +
                                 " bytes exceeds its slab of " + std::to_string(slab.size()));
+  wait_until_submit_ready(slab.pinned());
   const int buffer = free_buffer();
   if (buffer < 0)
     throw CopyEngineExhausted("all " + std::to_string(buffers()) +

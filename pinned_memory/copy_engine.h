@@ -95,6 +95,15 @@ class CopyEngine {
   // Throws std::invalid_argument when `bytes` exceeds the buffer, CopyEngineExhausted when every
   // buffer is held by a live DeviceCopy and no more may be added.
   DeviceCopy submit(Slab slab, std::size_t bytes, std::int64_t tag);
+  // From pageable memory CUDA stages the bytes inside the copy call, once the copy stream's earlier
+  // work is done: the previous copy, and the wait for the last reader of the buffer this copy
+  // takes (the step two batches back). This waits for that (polling, as wait_idle()) so that a
+  // caller timing submit() times the copy alone; submit() calls it too. A pinned slab's copy
+  // never blocks the host: returns at once.
+  void wait_until_submit_ready(bool pinned);
+  // Whether submit() of a slab of this kind would go through now without that wait and without
+  // throwing CopyEngineExhausted. Never blocks.
+  bool can_submit_now(bool pinned);
   // Returns the slabs of completed copies to their pools and appends the timing of every copy
   // that completed since the last call that collected them, in submission order: also those
   // whose slabs submit() already took back, so no copy's span or bytes go missing. Never blocks.
@@ -130,6 +139,8 @@ class CopyEngine {
   void anchor();
   void add_buffer();  // a device buffer, its two events and two timing pairs; on the device
   int free_buffer();  // a buffer no DeviceCopy holds, adding one where allowed; -1: none
+  // The buffer free_buffer() would return, buffers() for one it would add; -1: none.
+  int next_free_buffer() const noexcept;
 
   Options options_;
   detail::CudaOps& ops_;

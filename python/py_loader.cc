@@ -301,6 +301,7 @@ PyLoader::~PyLoader() {
 }
 
 void PyLoader::drop_ahead() {
+  held_back_.reset();
   if (!ahead_) return;
   // Its copy was never read: the buffer is free once the copy itself is done.
   const std::lock_guard lock(device_side_->mutex);
@@ -317,28 +318,23 @@ void PyLoader::begin_epoch(std::uint64_t epoch) {
   started_ = false;
 }
 
-std::optional<PyLoader::Ahead> PyLoader::fetch() {
-  if (device_side_) {
-    const std::lock_guard lock(device_side_->mutex);
-    const CopyEngine& engine = *device_side_->engine;
-    // Checked before a batch is taken from the loader: one taken and then refused would be lost.
-    if (engine.buffers_in_use() >= engine.max_buffers())
-      throw LoaderError("all " + std::to_string(engine.buffers()) +
-                        " device buffers are held by batches still alive in the training loop "
-                        "(max_held_batches " + std::to_string(options_.max_held_batches) +
-                        "); a buffer returns when its tensors are freed: clone() batches you keep");
-  }
-  std::optional<Batch> batch = loader_->next();
-  if (!batch) return std::nullopt;
+void PyLoader::check_buffers() const {
+  const CopyEngine& engine = *device_side_->engine;
+  if (engine.buffers_in_use() >= engine.max_buffers())
+    throw LoaderError("all " + std::to_string(engine.buffers()) +
+                      " device buffers are held by batches still alive in the training loop "
+                      "(max_held_batches " + std::to_string(options_.max_held_batches) +
+                      "); a buffer returns when its tensors are freed: clone() batches you keep");
+}
+
+PyLoader::Ahead PyLoader::to_device(Batch batch) {
+  CopyEngine& engine = *device_side_->engine;
+  const std::size_t bytes =
+      loader_->labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(batch.size);
+  record_copies();
   Ahead a;
-  if (device_side_) {
-    const std::size_t bytes =
-        loader_->labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(batch->size);
-    const std::lock_guard lock(device_side_->mutex);
-    record_copies();
-    a.copy = device_side_->engine->submit(std::move(batch->slab), bytes, batch->index);
-  }
-  a.host = std::move(*batch);
+  a.copy = engine.submit(std::move(batch.slab), bytes, batch.index);
+  a.host = std::move(batch);
   return a;
 }
 
@@ -349,26 +345,50 @@ void PyLoader::record_copies() {
     copy_ring_->push(Span{t.begin_ns, t.end_ns, t.tag, Stage::h2d, copy_lane_});
 }
 
+// The next batch's copy, started beside the step on this one without a wait: only a batch the
+// loader has collated, only where the copy would not block the host (CopyEngine::can_submit_now).
+void PyLoader::look_ahead() {
+  if (epoch_done_) return;
+  try {
+    if (!held_back_) held_back_ = loader_->try_next();
+    if (!held_back_) return;
+    const std::lock_guard lock(device_side_->mutex);
+    if (!device_side_->engine->can_submit_now(held_back_->slab.pinned())) return;
+    ahead_ = std::make_unique<Ahead>(to_device(std::move(*held_back_)));
+    held_back_.reset();
+  } catch (...) {
+    pending_error_ = std::current_exception();
+  }
+}
+
 bool PyLoader::next(void* stream, HandedBatch& out) {
   started_ = true;
   std::optional<Ahead> current;
   if (!device_side_) {
-    current = fetch();
+    if (std::optional<Batch> batch = loader_->next()) current = Ahead{std::move(*batch), {}};
   } else {
     if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
-    if (!ahead_ && !epoch_done_) {
-      if (std::optional<Ahead> a = fetch()) ahead_ = std::make_unique<Ahead>(std::move(*a));
-      epoch_done_ = !ahead_;
+    if (!ahead_) {
+      // Checked before a batch is taken from the loader: one taken and then refused would be lost.
+      if (!held_back_ && !epoch_done_) {
+        {
+          const std::lock_guard lock(device_side_->mutex);
+          check_buffers();
+        }
+        held_back_ = loader_->next();
+        epoch_done_ = !held_back_;
+      }
+      if (held_back_) {
+        const std::lock_guard lock(device_side_->mutex);
+        check_buffers();  // a held-back batch stays held back
+        ahead_ = std::make_unique<Ahead>(to_device(std::move(*held_back_)));
+        held_back_.reset();
+      }
     }
     if (ahead_) {
       current = std::move(*ahead_);
       ahead_.reset();
-      try {  // the next batch's copy starts now, beside the step on this one
-        if (std::optional<Ahead> a = fetch()) ahead_ = std::make_unique<Ahead>(std::move(*a));
-        epoch_done_ = !ahead_;
-      } catch (...) {
-        pending_error_ = std::current_exception();
-      }
+      look_ahead();
     }
   }
   forward_spans();

@@ -97,9 +97,11 @@ class PyLoader {
   // Starts `epoch`, dropping what is left of the current one; the epoch the workers are already
   // loading (the first, or the next one they started ahead) is kept.
   void begin_epoch(std::uint64_t epoch);
-  // The next batch of the epoch; false at its end. `stream`: where the batch goes to a GPU, the
-  // torch stream (a cudaStream_t, null: the legacy default) whose later work waits for the copy
-  // and after whose work the device buffer is reused. Rethrows the loader's SampleError and
+  // The next batch of the epoch; false at its end. Waits for this batch only, never for the one
+  // after. `stream`: where the batch goes to a GPU, the stream the batch is consumed on (a
+  // cudaStream_t, null: the legacy default; Python passes torch's current stream at the call):
+  // its later work waits for the copy, and the device buffer is reused only after the work queued
+  // on it by the time the tensors die. Work on another stream is ordered by neither. Rethrows the loader's SampleError and
   // BadDataError; LoaderError when the loop holds every slab the bound allows.
   bool next(void* stream, HandedBatch& out);
   // The session the spans go to from now on (null: none). Spans recorded before are dropped.
@@ -120,7 +122,9 @@ class PyLoader {
  private:
   struct DeviceSide;
   struct Ahead;
-  std::optional<Ahead> fetch();
+  Ahead to_device(Batch batch);  // under the DeviceSide's lock
+  void check_buffers() const;   // under the DeviceSide's lock
+  void look_ahead();
   void record_copies();  // under the DeviceSide's lock
   void drop_ahead();
   void export_batch(Ahead batch, void* stream, HandedBatch& out);
@@ -148,9 +152,12 @@ class PyLoader {
   // loading it already) need not be started again.
   std::uint64_t epoch_ = 0;
   bool started_ = false;
-  // On a GPU, one batch is copied ahead of the one the loop holds; an error met fetching it waits
-  // for the call after, so that it is not blamed on the batch delivered now.
+  // On a GPU, one batch is copied ahead of the one the loop holds, where it was collated by the
+  // time the loop took the one before (never waited for) and its copy would not block the host;
+  // else it is taken, or its copy started, by the next call. An error met taking it waits for the
+  // call after, so that it is not blamed on the batch delivered now.
   std::unique_ptr<Ahead> ahead_;
+  std::optional<Batch> held_back_;  // collated, its copy not started
   bool epoch_done_ = false;
   std::exception_ptr pending_error_;
 };

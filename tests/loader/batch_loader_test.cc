@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/loader/gated_dataset.h"
 #include "tests/loader/index_dataset.h"
 
 namespace feedscope {
@@ -730,6 +731,46 @@ TEST(BatchLoaderTest, ALoopThatKeepsNoMoreThanTheSparesNeverGrowsThePool) {
   std::optional<Batch> previous;
   while (auto batch = loader.next()) previous = std::move(batch);  // two alive at the hand-over
   EXPECT_EQ(loader.pool().slab_count(), slab_count(o));
+}
+
+TEST(BatchLoaderTest, TryNextNeverWaitsAndTakesEachBatchOnceItIsCollated) {
+  auto dataset = std::make_shared<testing::GatedDataset>(16, /*first_gated=*/4);
+  LoaderOptions lo;
+  lo.num_workers = 2;
+  lo.batch_size = 4;
+  BatchLoader loader(dataset, std::make_shared<SequentialSampler>(16), lo);
+  testing::OpenOnExit open_at_exit{*dataset};
+  std::optional<Batch> first = loader.next();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 0);
+  EXPECT_FALSE(loader.try_next()) << "batch 1 is held back: nothing, at once";
+  EXPECT_FALSE(loader.try_next());
+  dataset->open();
+  std::vector<std::int64_t> got;
+  while (got.size() < 3) {  // each comes once collated, in order; none is skipped
+    if (std::optional<Batch> batch = loader.try_next()) {
+      for (std::int64_t i = 0; i < batch->size; ++i)
+        EXPECT_EQ(IndexDataset::decode(batch->data + i * 32),
+                  static_cast<std::size_t>(4 * batch->index + i));
+      got.push_back(batch->index);
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  EXPECT_EQ(got, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_FALSE(loader.try_next()) << "the epoch's end";
+  EXPECT_FALSE(loader.next());
+}
+
+TEST(BatchLoaderTest, TryNextWithoutWorkersLeavesTheLoadToNext) {
+  LoaderOptions lo;
+  lo.num_workers = 0;
+  lo.batch_size = 4;
+  BatchLoader loader(std::make_shared<IndexDataset>(8), std::make_shared<SequentialSampler>(8), lo);
+  EXPECT_FALSE(loader.try_next()) << "the load would be the caller's own: it is next()'s";
+  std::optional<Batch> batch = loader.next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->index, 0);
 }
 
 }  // namespace

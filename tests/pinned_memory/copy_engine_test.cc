@@ -55,9 +55,14 @@ TEST(CopyEngineTest, AMovedFromOrEmptyDeviceCopyIsInert) {
 using testing::FakeCuda;
 
 struct FakeEngine {
-  explicit FakeEngine(int buffers = 3, int devices = 1, int device = 0, int extra_buffers = 0)
+  // `pinned_slabs` false: pageable slabs, whose copy CUDA makes the host wait for.
+  explicit FakeEngine(int buffers = 3, int devices = 1, int device = 0, int extra_buffers = 0,
+                      bool pinned_slabs = true)
       : cuda(devices, /*bytes_per_ms=*/1000.0),
-        pool(PinnedPool::create(4096, 8, make_page_allocator())) {
+        pool(PinnedPool::create(4096, 8,
+                                pinned_slabs ? std::unique_ptr<HostAllocator>(
+                                                   std::make_unique<testing::FakePinnedAllocator>())
+                                             : make_page_allocator())) {
     CopyEngine::Options o;
     o.device = device;
     o.buffer_bytes = pool->slab_bytes();
@@ -80,7 +85,7 @@ TEST(CopyEngineTest, EveryCopysTimingReachesTheCollectorAlsoWhenSubmitRetiredIts
   // A copy that finishes before the next submit is retired inside that submit (its slab goes
   // back to the pool there). Its timing must still reach reclaim(&timings): it is the h2d span
   // and the h2d bytes of a copy-bound run.
-  FakeEngine f;
+  FakeEngine f(3, 1, 0, 0, /*pinned_slabs=*/false);
   for (int round = 0; round < 6; ++round) {
     DeviceCopy copy = f.engine->submit(f.slab(std::byte(round)), 500 * (round + 1), round);
     f.cuda.run_all();  // the copy (and the reader's release) are done before the next submit
@@ -142,6 +147,48 @@ TEST(CopyEngineTest, ABufferIsOverwrittenOnlyAfterItsReaderIsDone) {
   f.cuda.hold(reader, false);
   f.cuda.run_all();
   EXPECT_EQ(f.cuda.copies().size(), 3u);
+  EXPECT_EQ(a_buffer[63], std::byte{0x33});
+  c.release_after(nullptr);
+  f.cuda.destroy_stream(reader);
+}
+
+TEST(CopyEngineTest, APageableCopyWaitsForItsBuffersReaderBeforeTheCopyCallNotInIt) {
+  // From pageable memory cudaMemcpyAsync returns only once the copy stream's earlier work is done,
+  // the wait for the buffer's last reader included: a caller timing submit() would book the step
+  // two batches back as copy time. The engine waits for it first, on the host, by polling.
+  FakeEngine f(/*buffers=*/2, 1, 0, 0, /*pinned_slabs=*/false);
+  void* reader = f.cuda.create_stream();
+  DeviceCopy a = f.engine->submit(f.slab(std::byte{0x11}), 64, 0);
+  std::byte* const a_buffer = a.data();
+  f.cuda.run_all();
+  f.cuda.hold(reader, true);  // the step reading `a` takes long
+  a.order_before(reader);
+  a.release_after(reader);
+  DeviceCopy b = f.engine->submit(f.slab(std::byte{0x22}), 64, 1);
+  f.cuda.run_all();
+  b.release_after(nullptr);
+  f.cuda.run_all();
+  EXPECT_FALSE(f.engine->can_submit_now(false)) << "the next buffer is a's, still being read";
+  EXPECT_TRUE(f.engine->can_submit_now(true)) << "a pinned copy would leave the wait to the device";
+
+  std::size_t copies_when_read = 0;
+  std::byte first_when_read{};
+  f.cuda.on_idle = [&](int attempt) {
+    if (attempt != 3) return;  // the host has polled a while: the step ends
+    copies_when_read = f.cuda.copies().size();
+    first_when_read = a_buffer[0];
+    f.cuda.hold(reader, false);
+  };
+  f.engine->wait_until_submit_ready(false);
+  EXPECT_EQ(copies_when_read, 2u) << "no copy was queued while the reader ran";
+  EXPECT_EQ(first_when_read, std::byte{0x11});
+  EXPECT_TRUE(f.engine->can_submit_now(false));
+
+  const int idles = f.cuda.idles();
+  DeviceCopy c = f.engine->submit(f.slab(std::byte{0x33}), 64, 2);
+  EXPECT_EQ(c.data(), a_buffer);
+  EXPECT_EQ(f.cuda.idles(), idles) << "submit() itself waited for nothing: it is the copy alone";
+  f.cuda.run_all();
   EXPECT_EQ(a_buffer[63], std::byte{0x33});
   c.release_after(nullptr);
   f.cuda.destroy_stream(reader);

@@ -7,6 +7,7 @@
 // after it was destroyed. Each call is logged with its CUDA runtime name and the current device.
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -15,8 +16,22 @@
 
 #include "pinned_memory/detail/cuda_ops.h"
 #include "pinned_memory/errors.h"
+#include "pinned_memory/host_allocator.h"
 
 namespace feedscope::testing {
+
+// The simulated device's page-locked memory: ordinary pages that say they are pinned, so a copy
+// engine on FakeCuda takes the path a cudaHostAlloc'd slab takes (its copy never blocks the host).
+class FakePinnedAllocator final : public HostAllocator {
+ public:
+  void* allocate(std::size_t bytes) override { return page_->allocate(bytes); }
+  void deallocate(void* ptr, std::size_t bytes) noexcept override { page_->deallocate(ptr, bytes); }
+  bool pinned() const noexcept override { return true; }
+  std::string_view name() const noexcept override { return "fake-pinned"; }
+
+ private:
+  std::unique_ptr<HostAllocator> page_ = make_page_allocator();
+};
 
 class FakeCuda final : public detail::CudaOps {
  public:
@@ -77,6 +92,9 @@ class FakeCuda final : public detail::CudaOps {
   const std::vector<Copy>& copies() const { return copies_; }
   // When false, idle() leaves the device alone: a wait then polls until it gives up.
   bool device_runs_while_host_idles = true;
+  // Called with the attempt at each idle(), before the device runs: a test lets its own clock
+  // advance there, or finishes a held step once the host has waited on it.
+  std::function<void(int attempt)> on_idle;
 
   // --- detail::CudaOps -----------------------------------------------------------------------
   int device_count(const char** why_not) override {
@@ -177,6 +195,7 @@ class FakeCuda final : public detail::CudaOps {
   void idle(int attempt) override {
     ++idles_;
     if (attempt > 100000) throw std::runtime_error("FakeCuda: a wait that never ends");
+    if (on_idle) on_idle(attempt);
     if (device_runs_while_host_idles) run_each_once();
   }
 

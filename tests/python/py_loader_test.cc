@@ -115,8 +115,10 @@ struct OnFakeGpu {
   explicit OnFakeGpu(int max_held = 0)
       : cuda(1),
         host(options(kSynthetic)),
+        // No workers: each batch loads inside next(), so which copy is queued when is the
+        // test's to say (a worker's batch would be copied ahead whenever it is collated).
         gpu(options(with(kSynthetic, {{"device", "cuda:0"}, {"pin_memory", false},
-                                                       {"max_held_batches", max_held}}),
+                                      {"num_workers", 0}, {"max_held_batches", max_held}}),
                     &cuda)) {}
   FakeCuda cuda;
   PyLoader host;
@@ -154,28 +156,85 @@ TEST(PyLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStre
 }
 
 TEST(PyLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt) {
-  OnFakeGpu f;  // three device buffers, none extra
+  OnFakeGpu f;  // three device buffers, none extra; pageable slabs
   void* loop_stream = f.cuda.create_stream();
   f.cuda.hold(loop_stream, true);  // the step reading batch 0 takes long
   Tensors b0;
-  ASSERT_TRUE(f.gpu.next(loop_stream, b0.batch));  // batch 0 in buffer 0, batch 1 copying ahead
+  ASSERT_TRUE(f.gpu.next(loop_stream, b0.batch));  // batch 0 in buffer 0
   const auto* buffer0 = static_cast<const std::byte*>(b0.batch.images->dl_tensor.data);
   f.cuda.run_all();
   const std::vector<std::byte> batch0(buffer0, buffer0 + 192);
   b0.reset();  // released after the loop stream's work queued so far
   Tensors b1, b2;
-  ASSERT_TRUE(f.gpu.next(loop_stream, b1.batch));  // batch 2 ahead, in buffer 2
+  ASSERT_TRUE(f.gpu.next(loop_stream, b1.batch));  // buffer 1
   b1.reset();
-  ASSERT_TRUE(f.gpu.next(loop_stream, b2.batch));  // batch 3 ahead, into buffer 0 once free
-  f.cuda.run_all();
-  EXPECT_EQ(f.cuda.copies().size(), 3u) << "batch 3's copy waits for the step on batch 0";
-  EXPECT_EQ(std::vector<std::byte>(buffer0, buffer0 + 192), batch0);
-  f.cuda.hold(loop_stream, false);
+  ASSERT_TRUE(f.gpu.next(loop_stream, b2.batch));  // buffer 2
+  b2.reset();
+  // Batch 3 goes into buffer 0. From pageable memory the host waits for its reader, as CUDA's copy
+  // call would; the step on batch 0 ends while it polls.
+  std::size_t copies_when_step_ended = 0;
+  std::vector<std::byte> buffer0_when_step_ended;
+  f.cuda.on_idle = [&](int attempt) {
+    if (attempt != 3 || buffer0_when_step_ended.size() > 0) return;
+    copies_when_step_ended = f.cuda.copies().size();
+    buffer0_when_step_ended.assign(buffer0, buffer0 + 192);
+    f.cuda.hold(loop_stream, false);
+  };
+  Tensors b3;
+  ASSERT_TRUE(f.gpu.next(loop_stream, b3.batch));
+  EXPECT_EQ(copies_when_step_ended, 3u) << "batch 3's copy waited for the step on batch 0";
+  EXPECT_EQ(buffer0_when_step_ended, batch0);
+  EXPECT_EQ(b3.batch.images->dl_tensor.data, static_cast<const void*>(buffer0));
   f.cuda.run_all();
   EXPECT_EQ(f.cuda.copies().size(), 4u);
   EXPECT_NE(std::vector<std::byte>(buffer0, buffer0 + 192), batch0);
-  b2.reset();
+  b3.reset();
+  f.cuda.run_all();
   f.cuda.destroy_stream(loop_stream);
+}
+
+TEST(PyLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream) {
+  // A loop whose step runs on a side stream takes its batches inside `with torch.cuda.stream(s)`:
+  // torch's current stream at next() is s. The copy is ordered before s, not the default stream,
+  // and the buffer goes back only after s's work, even when the default stream is idle.
+  OnFakeGpu f;
+  void* side = f.cuda.create_stream();
+  void* legacy = f.cuda.legacy_stream(0);
+  f.cuda.hold(side, true);  // the side stream's step on batch 0 takes long
+  Tensors b0;
+  ASSERT_TRUE(f.gpu.next(side, b0.batch));
+  EXPECT_EQ(f.cuda.queued(side), 1u) << "the side stream waits for the copy";
+  EXPECT_EQ(f.cuda.queued(legacy), 0u) << "the default stream is not involved";
+  const auto* buffer0 = static_cast<const std::byte*>(b0.batch.images->dl_tensor.data);
+  f.cuda.run_all();
+  const std::vector<std::byte> batch0(buffer0, buffer0 + 192);
+  b0.reset();
+  EXPECT_EQ(f.cuda.queued(side), 2u) << "the release is recorded on the side stream";
+  EXPECT_EQ(f.cuda.queued(legacy), 0u);
+  for (int i = 1; i < 3; ++i) {  // batches on the default stream, into buffers 1 and 2
+    Tensors b;
+    ASSERT_TRUE(f.gpu.next(nullptr, b.batch));
+    f.cuda.run_all();
+    b.reset();
+    f.cuda.run_all();
+  }
+  std::size_t copies_when_step_ended = 0;
+  std::vector<std::byte> buffer0_when_step_ended;
+  f.cuda.on_idle = [&](int attempt) {
+    if (attempt != 3 || buffer0_when_step_ended.size() > 0) return;
+    copies_when_step_ended = f.cuda.copies().size();
+    buffer0_when_step_ended.assign(buffer0, buffer0 + 192);
+    f.cuda.hold(side, false);
+  };
+  Tensors b3;
+  ASSERT_TRUE(f.gpu.next(nullptr, b3.batch));  // buffer 0: after the side stream's step
+  EXPECT_EQ(copies_when_step_ended, 3u);
+  EXPECT_EQ(buffer0_when_step_ended, batch0) << "not overwritten while the side stream read it";
+  f.cuda.run_all();
+  EXPECT_EQ(f.cuda.copies().size(), 4u);
+  b3.reset();
+  f.cuda.run_all();
+  f.cuda.destroy_stream(side);
 }
 
 TEST(PyLoaderTest, BatchesKeptOnTheGpuGrowItsBuffersThenItSaysSoAndLosesNoBatch) {
