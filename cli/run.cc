@@ -411,8 +411,11 @@ bool StepLoop::next_epoch(std::int64_t& epoch_batches) {
 StepLoop::Step StepLoop::run_step(std::optional<DeviceBatch>& batch, std::int64_t& wait_begin) {
   const std::int64_t step_begin = now_ns();
   // The copy submission inside next() is the thread's work, not waiting: it stays out of the
-  // wait span (placed last, where its larger part, the next batch's copy, happens).
+  // wait span (placed last, where its larger part, the next batch's copy, happens). A pageable
+  // copy's wait for its device buffer (the step two back still reading it) is the device behind
+  // the host, as the step fence's wait is: the step's, not the data's.
   const std::int64_t submit_ns = run_.pipeline.feeder.last_submit_ns();
+  const std::int64_t device_behind_ns = run_.pipeline.feeder.last_buffer_wait_ns();
   const BatchLoader& loader = *run_.pipeline.loader;
   if (run_.metrics) {
     run_.metrics->set_queue_batches("ready", loader.batches_ready());
@@ -420,7 +423,7 @@ StepLoop::Step StepLoop::run_step(std::optional<DeviceBatch>& batch, std::int64_
   }
   SpanRegistry& spans = run_.pipeline.spans;
   spans.record(LaneRole::training, Stage::wait, batch->index, wait_begin,
-               std::max(wait_begin, step_begin - submit_ns));
+               std::max(wait_begin, step_begin - submit_ns - device_behind_ns));
   if (run_.trainer) run_.trainer->step(*batch);
   const std::int64_t size = batch->size;
   const std::int64_t index = batch->index;
@@ -430,7 +433,8 @@ StepLoop::Step StepLoop::run_step(std::optional<DeviceBatch>& batch, std::int64_
   batch.reset();
   const std::int64_t step_end = now_ns();
   wait_begin = step_end;
-  if (run_.trainer) spans.record(LaneRole::training, Stage::step, index, step_begin, step_end);
+  if (run_.trainer)
+    spans.record(LaneRole::training, Stage::step, index, step_begin - device_behind_ns, step_end);
   // Reading the loss waits for the device: once at the start, once at the end, outside any
   // step's window, so the GPU trace never counts it as a sync of the step's.
   if (run_.trainer && !run_.report.training.first_loss) {
