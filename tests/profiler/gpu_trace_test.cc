@@ -221,7 +221,7 @@ TEST(ActivityTraceTest, LaunchesCountCuda13sCompiledLaunchDriverLaunchesAndGraph
   a.runtime.push_back(api("cudaGetDevice", 5 * ms, 5 * ms + 1 * us, 5));
   const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
   EXPECT_EQ(s.launch_calls, 4);
-  EXPECT_EQ(s.driver_launch_calls, 2);
+  EXPECT_EQ(s.driver_launch_calls, 1) << "cuLaunchKernel; a graph replay is counted in graphs";
   EXPECT_EQ(s.launches_without_call, 0);
   EXPECT_NEAR(s.mean_launch_call_us, 6.0, 1e-9);
   EXPECT_EQ(s.kernels, 8);
