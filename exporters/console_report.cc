@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "profiler/gpu_trace.h"
+
 namespace feedscope {
 
 namespace {
@@ -100,6 +102,8 @@ std::string format_console_report(const Report& r, bool color) {
                 r.h2d_submit->busy_s, 100 * r.h2d_submit->busy_s / r.throughput.wall_s);
   if (const std::string cap = describe_trace_cap(r.trace); !cap.empty())
     out += "  trace.json: " + cap + "\n";
+  if (r.gpu_trace && r.gpu_trace->tracing)
+    out += "  CUDA trace: " + describe_tracing(*r.gpu_trace->tracing) + "\n";
   out += describe_data_errors(r.data_errors);
   out += describe_ranks(r);
   if (r.autotune) out += describe_autotune(*r.autotune);

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "exporters/console_report.h"
+#include "profiler/gpu_trace.h"
 
 namespace feedscope {
 
@@ -490,7 +491,10 @@ void write_gpu_trace(std::ostream& h, const Report& r) {
     << "host syncs per step</td><td class=\"n\">" << fmt("%.2f", g.syncs_per_step)
     << "</td></tr>\n<tr><td>H2D pinned / pageable</td><td class=\"n\">"
     << fmt("%.1f", static_cast<double>(g.h2d_pinned_bytes) / 1e6) << " / "
-    << fmt("%.1f MB", static_cast<double>(g.h2d_pageable_bytes) / 1e6) << "</td></tr>\n</table>\n";
+    << fmt("%.1f MB", static_cast<double>(g.h2d_pageable_bytes) / 1e6) << "</td></tr>\n";
+  if (g.tracing)
+    h << "<tr><td>traced</td><td>" << esc(describe_tracing(*g.tracing)) << "</td></tr>\n";
+  h << "</table>\n";
 }
 
 void write_environment(std::ostream& h, const Report& r) {

@@ -48,6 +48,17 @@ nlohmann::ordered_json devices_json(const GpuTraceSummary& g) {
   return out;
 }
 
+// Which calls CUPTI recorded; null where the source did not say.
+nlohmann::ordered_json tracing_json(const std::optional<TracingMode>& t) {
+  if (!t) return nullptr;
+  return {{"runtime_calls", to_string(t->runtime_calls)},
+          {"runtime_callbacks", t->runtime_callbacks},
+          {"driver_calls", to_string(t->driver_calls)},
+          {"driver_callbacks", t->driver_callbacks},
+          {"sync_records", t->completed_syncs_only ? "completed only" : "all"},
+          {"note", t->note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t->note)}};
+}
+
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
   if (!r.gpu_trace) {
     const std::string reason = r.gpu_trace_unavailable.empty() ? "not traced" : r.gpu_trace_unavailable;
@@ -69,7 +80,10 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
             {"mean_us", g.mean_gap_us},
             {"p95_us", g.p95_gap_us},
             {"share", g.gap_share}}},
-          {"launch_calls", {{"count", g.launch_calls}, {"mean_us", g.mean_launch_call_us}}},
+          {"launch_calls",
+           {{"count", g.launch_calls},
+            {"mean_us", g.mean_launch_call_us},
+            {"without_call", g.launches_without_call}}},
           {"syncs",
            {{"count", g.syncs},
             {"per_step", g.syncs_per_step},
@@ -98,7 +112,8 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
           {"records_bad_timestamps", g.records_bad_timestamps},
           {"buffers_incomplete", g.buffers_incomplete},
           {"records_not_kept", g.records_not_kept},
-          {"covered_until_s", optional_number(g.covered_until_s)}};
+          {"covered_until_s", optional_number(g.covered_until_s)},
+          {"tracing", tracing_json(g.tracing)}};
 }
 
 nlohmann::ordered_json loader_try_json(const LoaderTry& t) {

@@ -80,7 +80,9 @@ class CuptiActivitySource final : public GpuActivitySource {
     if (running_) {
       if (const std::string why = detail::flush_cupti_records(false); !why.empty()) log_once(why);
     }
-    return detail::take_cupti_records();
+    GpuActivity out = detail::take_cupti_records();
+    out.tracing = detail::cupti_tracing();
+    return out;
   }
 
   std::string unavailable_reason() const override { return reason_; }

@@ -72,6 +72,17 @@ void GpuActivity::append(GpuActivity&& more) {
   more.bad_timestamps = 0;
   incomplete_buffers += more.incomplete_buffers;
   more.incomplete_buffers = 0;
+  if (!tracing) tracing = std::move(more.tracing);
+  more.tracing.reset();
+}
+
+const char* to_string(TracingMode::Calls calls) {
+  switch (calls) {
+    case TracingMode::Calls::selected: return "selected";
+    case TracingMode::Calls::all: return "all";
+    case TracingMode::Calls::none: break;
+  }
+  return "none";
 }
 
 bool is_collective_kernel(std::string_view name) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,28 @@ struct RuntimeApiRecord {
   ApiDomain domain = ApiDomain::runtime;  // a driver call's name is the driver's: "cuLaunchKernel"
 };
 
+// How the source told CUPTI to trace, so a summary says what its counts can hold: a launch or sync
+// made through a call that was not traced is absent from them.
+struct TracingMode {
+  enum class Calls : std::uint8_t {
+    selected,  // only the calls the summary reads (cuda_api_names.h), enabled one by one
+    all,       // every call of the API (a CUPTI without the per-call switch)
+    none,      // none: the source could not select them
+  };
+  Calls runtime_calls = Calls::all;
+  std::uint32_t runtime_callbacks = 0;  // CUPTI callback ids enabled, when selected
+  Calls driver_calls = Calls::none;     // selected: the driver's launches (cuLaunchKernel, ...)
+  std::uint32_t driver_callbacks = 0;
+  // CUPTI writes no record for a cudaEventQuery or cudaStreamQuery that found the work unfinished
+  // (cuptiActivityEnableAllSyncRecords(0)); false: a record for every query.
+  bool completed_syncs_only = false;
+  std::string note;  // why a part fell back from the plan; empty when none did
+
+  friend bool operator==(const TracingMode&, const TracingMode&) = default;
+};
+
+const char* to_string(TracingMode::Calls calls);
+
 struct GpuActivity {
   std::vector<KernelRecord> kernels;
   std::vector<MemcpyRecord> memcpys;
@@ -109,6 +132,8 @@ struct GpuActivity {
   // Source buffers whose records ended early at an incomplete one (CUPTI_ERROR_INVALID_KIND after
   // a forced flush): that record and any behind it in the buffer are lost, so at least this many.
   std::uint64_t incomplete_buffers = 0;
+  // How the records were traced; none where the source does not say (fabricated records).
+  std::optional<TracingMode> tracing;
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&
@@ -117,7 +142,8 @@ struct GpuActivity {
   std::size_t records() const {
     return kernels.size() + memcpys.size() + memsets.size() + syncs.size() + runtime.size();
   }
-  // Moves every record of `more` to the end of this one.
+  // Moves every record of `more` to the end of this one; `tracing` stays this one's where set
+  // (several processes of a watched program, all traced by the same library).
   void append(GpuActivity&& more);
 };
 

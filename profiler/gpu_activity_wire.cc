@@ -16,9 +16,13 @@ namespace {
 
 constexpr char kMagic[4] = {'F', 'S', 'G', 'A'};
 // 2: a records payload counts the records left out for their times and the buffers cut short.
-constexpr std::uint16_t kVersion = 2;
+// 3: a kernel carries its graph id, a host call its API (runtime or driver); a tracing frame says
+// which calls CUPTI recorded. A reader takes 2 as well (no graphs, every call the runtime's).
+constexpr std::uint16_t kVersion = 3;
+constexpr std::uint16_t kOldestReadable = 2;
 constexpr std::uint16_t kStatusFrame = 1;
 constexpr std::uint16_t kRecordsFrame = 2;
+constexpr std::uint16_t kTracingFrame = 3;
 constexpr std::size_t kHeaderBytes = 16;
 constexpr std::size_t kCheckedHeaderBytes = 12;
 // A writer flushes every 200 ms; no batch comes near this. A larger length is a corrupt header,
@@ -126,7 +130,7 @@ std::optional<Enum> enum_at_most(std::uint8_t raw, Enum last) {
 }
 
 // Smallest encoded size of one record of each kind, so a corrupt count cannot allocate much.
-constexpr std::size_t kKernelBytes = 4 + 8 + 8 + 4 * 3;
+constexpr std::size_t kKernelBytes = 4 + 8 + 8 + 4 * 3;  // version 2's; 3 adds 4
 constexpr std::size_t kMemcpyBytes = 3 + 8 + 8 + 8 + 4 * 3;
 constexpr std::size_t kMemsetBytes = 8 + 8 + 8 + 4 * 3;
 constexpr std::size_t kSyncBytes = 1 + 8 + 8 + 4 * 2;
@@ -143,6 +147,7 @@ std::string records_payload(const GpuActivity& a) {
     body.u32(k.device);
     body.u32(k.stream);
     body.u32(k.correlation_id);
+    body.u32(k.graph_id);
   }
   body.u32(static_cast<std::uint32_t>(a.memcpys.size()));
   for (const MemcpyRecord& m : a.memcpys) {
@@ -180,6 +185,7 @@ std::string records_payload(const GpuActivity& a) {
     body.i64(r.end_ns);
     body.u32(r.thread_id);
     body.u32(r.correlation_id);
+    body.u8(static_cast<std::uint8_t>(r.domain));
   }
   Writer w;
   w.u64(a.dropped);
@@ -192,8 +198,9 @@ std::string records_payload(const GpuActivity& a) {
   return std::move(w.str());
 }
 
-// False on a payload that does not parse; `out` then holds nothing of it.
-bool decode_records(std::string_view payload, GpuActivity& out) {
+// False on a payload that does not parse; `out` then holds nothing of it. `version`: the frame's.
+bool decode_records(std::string_view payload, std::uint16_t version, GpuActivity& out) {
+  const bool v3 = version >= 3;
   Reader r(payload);
   GpuActivity a;
   a.dropped = r.u64();
@@ -210,7 +217,7 @@ bool decode_records(std::string_view payload, GpuActivity& out) {
     }
     return names[i];
   };
-  a.kernels.resize(r.count(kKernelBytes));
+  a.kernels.resize(r.count(kKernelBytes + (v3 ? 4 : 0)));
   for (KernelRecord& k : a.kernels) {
     k.name = name_at(r.u32());
     k.start_ns = r.i64();
@@ -218,6 +225,7 @@ bool decode_records(std::string_view payload, GpuActivity& out) {
     k.device = r.u32();
     k.stream = r.u32();
     k.correlation_id = r.u32();
+    if (v3) k.graph_id = r.u32();
   }
   a.memcpys.resize(r.count(kMemcpyBytes));
   for (MemcpyRecord& m : a.memcpys) {
@@ -254,16 +262,51 @@ bool decode_records(std::string_view payload, GpuActivity& out) {
     y.stream = r.u32();
     y.correlation_id = r.u32();
   }
-  a.runtime.resize(r.count(kRuntimeBytes));
+  a.runtime.resize(r.count(kRuntimeBytes + (v3 ? 1 : 0)));
   for (RuntimeApiRecord& x : a.runtime) {
     x.name = name_at(r.u32());
     x.start_ns = r.i64();
     x.end_ns = r.i64();
     x.thread_id = r.u32();
     x.correlation_id = r.u32();
+    if (v3) {
+      const auto domain = enum_at_most(r.u8(), ApiDomain::driver);
+      if (!domain) r.fail();
+      x.domain = domain.value_or(ApiDomain::runtime);
+    }
   }
   if (r.failed() || !r.done()) return false;
   out.append(std::move(a));
+  return true;
+}
+
+std::string tracing_payload(const TracingMode& t) {
+  Writer w;
+  w.u8(static_cast<std::uint8_t>(t.runtime_calls));
+  w.u32(t.runtime_callbacks);
+  w.u8(static_cast<std::uint8_t>(t.driver_calls));
+  w.u32(t.driver_callbacks);
+  w.u8(t.completed_syncs_only ? 1 : 0);
+  w.u32(static_cast<std::uint32_t>(t.note.size()));
+  w.bytes(t.note);
+  return std::move(w.str());
+}
+
+// False on a payload that does not parse.
+bool decode_tracing(std::string_view payload, TracingMode& out) {
+  Reader r(payload);
+  TracingMode t;
+  const auto runtime = enum_at_most(r.u8(), TracingMode::Calls::none);
+  t.runtime_callbacks = r.u32();
+  const auto driver = enum_at_most(r.u8(), TracingMode::Calls::none);
+  t.driver_callbacks = r.u32();
+  const std::uint8_t completed = r.u8();
+  t.note = r.bytes(r.u32());
+  if (!runtime || !driver || completed > 1 || r.failed() || !r.done()) return false;
+  t.runtime_calls = *runtime;
+  t.driver_calls = *driver;
+  t.completed_syncs_only = completed == 1;
+  out = std::move(t);
   return true;
 }
 
@@ -289,6 +332,10 @@ std::string encode_gpu_status(std::string_view status) { return frame(kStatusFra
 
 std::string encode_gpu_activity(const GpuActivity& activity) {
   return frame(kRecordsFrame, records_payload(activity));
+}
+
+std::string encode_gpu_tracing(const TracingMode& tracing) {
+  return frame(kTracingFrame, tracing_payload(tracing));
 }
 
 GpuActivityStream read_gpu_activity(const std::filesystem::path& file, std::uint64_t from_offset) {
@@ -320,9 +367,12 @@ GpuActivityStream read_gpu_activity(const std::filesystem::path& file, std::uint
       corrupt("not a feedscope GPU activity frame (bad magic)");
       break;
     }
-    if (const std::uint16_t version = le16(header + 4); version != kVersion) {
-      corrupt("frame version " + std::to_string(version) + ", this feedscope reads version " +
-              std::to_string(kVersion));
+    const std::uint16_t version = le16(header + 4);
+    if (version < kOldestReadable || version > kVersion) {
+      corrupt("frame version " + std::to_string(version) + ", this feedscope reads versions " +
+              std::to_string(kOldestReadable) + " to " + std::to_string(kVersion) +
+              (version > kVersion ? " (the file was written by a newer libfeedscope_inject.so)"
+                                  : " (the file was written by an older libfeedscope_inject.so)"));
       break;
     }
     const std::uint16_t type = le16(header + 6);
@@ -345,10 +395,17 @@ GpuActivityStream read_gpu_activity(const std::filesystem::path& file, std::uint
     if (type == kStatusFrame) {
       s.statuses.push_back(payload);
     } else if (type == kRecordsFrame) {
-      if (!decode_records(payload, s.activity)) {
+      if (!decode_records(payload, version, s.activity)) {
         corrupt("records frame that does not parse");
         break;
       }
+    } else if (type == kTracingFrame && version >= 3) {
+      TracingMode tracing;
+      if (!decode_tracing(payload, tracing)) {
+        corrupt("tracing frame that does not parse");
+        break;
+      }
+      if (!s.activity.tracing) s.activity.tracing = std::move(tracing);
     } else {
       corrupt("unknown frame type " + std::to_string(type));
       break;

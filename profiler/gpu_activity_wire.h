@@ -5,10 +5,11 @@
 //
 // A file is a sequence of frames, appended, never rewritten. Each frame is a 16-byte header and a
 // payload, every integer little-endian:
-//   magic "FSGA" | u16 version (2) | u16 type (1 status, 2 records) | u32 payload bytes |
-//   u32 CRC32C of the header's first 12 bytes followed by the payload
+//   magic "FSGA" | u16 version (3) | u16 type (1 status, 2 records, 3 tracing) |
+//   u32 payload bytes | u32 CRC32C of the header's first 12 bytes followed by the payload
 // A status payload is UTF-8 text ("recording", "unavailable: <why>", "interrupted: <why>"); a
-// records payload is one GpuActivity batch (docs/watch-gpu.md has its layout). A program killed
+// records payload is one GpuActivity batch; a tracing payload one TracingMode, written once after
+// the first status (docs/watch-gpu.md has the layouts). A reader takes versions 2 and 3. A program killed
 // mid-write leaves a torn last frame, which a reader treats as not yet there.
 #include <cstdint>
 #include <filesystem>
@@ -24,10 +25,12 @@ namespace feedscope {
 // One frame each. Never throws on any input but std::bad_alloc.
 std::string encode_gpu_status(std::string_view status);
 std::string encode_gpu_activity(const GpuActivity& activity);
+std::string encode_gpu_tracing(const TracingMode& tracing);
 
 // What one read of a file found. The caller owns it; no shared state.
 struct GpuActivityStream {
-  GpuActivity activity;               // every record of the whole frames read, in file order
+  // Every record of the whole frames read, in file order; `tracing` from the first tracing frame.
+  GpuActivity activity;
   std::vector<std::string> statuses;  // every status frame read, in file order
   std::uint64_t offset = 0;           // the end of the last whole frame: where to read on from
   bool torn_tail = false;             // the file ends inside a frame (still being written, or cut)

@@ -1,7 +1,6 @@
 #include "profiler/gpu_trace.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <map>
 #include <set>
@@ -49,14 +48,6 @@ void for_each_piece(const std::vector<Interval>& merged, const StepWindow& w, Fn
     fn(Interval{std::max(it->begin, w.begin_ns), std::min(it->end, w.end_ns)});
 }
 
-std::string_view base_name(std::string_view name) {
-  // CUPTI names per-thread default stream variants "cudaMemcpy_ptds", "cudaLaunchKernel_ptsz".
-  for (std::string_view suffix : {"_ptds", "_ptsz"})
-    if (name.size() > suffix.size() && name.ends_with(suffix))
-      return name.substr(0, name.size() - suffix.size());
-  return name;
-}
-
 std::string sync_kind_name(SyncType type) {
   switch (type) {
     case SyncType::event: return "event synchronize";
@@ -95,28 +86,23 @@ std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
   return out;
 }
 
-bool is_synchronous_runtime_call(std::string_view name) {
-  static constexpr std::array<std::string_view, 14> kSync = {
-      "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
-      "cudaEventSynchronize",  "cudaMemcpy",            "cudaMemcpy2D",
-      "cudaMemcpy3D",          "cudaMemcpyToSymbol",    "cudaMemcpyFromSymbol",
-      "cudaMemcpyPeer",        "cudaMemcpy3DPeer",      "cudaMemcpyToArray",
-      "cudaMemcpyFromArray",   "cudaMemcpy2DToArray"};
-  const std::string_view base = base_name(name);
-  return std::find(kSync.begin(), kSync.end(), base) != kSync.end();
-}
-
-bool is_query_runtime_call(std::string_view name) {
-  const std::string_view base = base_name(name);
-  return base == "cudaEventQuery" || base == "cudaStreamQuery";
-}
-
-bool is_launch_runtime_call(std::string_view name) {
-  static constexpr std::array<std::string_view, 5> kLaunch = {
-      "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cudaGraphLaunch",
-      "cudaLaunch"};
-  const std::string_view base = base_name(name);
-  return std::find(kLaunch.begin(), kLaunch.end(), base) != kLaunch.end();
+std::string describe_tracing(const TracingMode& t) {
+  using detail::fmt;
+  std::string out;
+  switch (t.runtime_calls) {
+    case TracingMode::Calls::selected:
+      out = fmt("runtime calls: the %u the summary reads", t.runtime_callbacks);
+      break;
+    case TracingMode::Calls::all: out = "runtime calls: all"; break;
+    case TracingMode::Calls::none: out = "runtime calls: none"; break;
+  }
+  out += t.driver_calls == TracingMode::Calls::selected
+             ? fmt("; driver launches: %u calls", t.driver_callbacks)
+             : std::string("; driver launches: not traced");
+  out += t.completed_syncs_only ? "; sync records: completed queries only"
+                                : "; sync records: every query";
+  if (!t.note.empty()) out += " (" + t.note + ")";
+  return out;
 }
 
 ActiveWindows kernel_active_windows(const GpuActivity& a) {
@@ -342,6 +328,7 @@ class SyncCount {
   void count_sync_records();
   void count_pageable_copies();
   void count_syncs_after_h2d();
+  void count_launches_without_call();
   std::int64_t sync_ns() const { return sync_ns_; }
   std::int64_t launch_ns() const { return launch_ns_; }
 
@@ -351,12 +338,15 @@ class SyncCount {
   GpuTraceSummary& s_;
   std::unordered_set<std::uint32_t> counted_;
   std::unordered_map<std::uint32_t, const RuntimeApiRecord*> call_of_;  // by correlation id
+  std::unordered_set<std::uint32_t> launch_ids_;  // correlation ids of every launch call
   std::unordered_map<std::uint32_t, std::vector<std::int64_t>> sync_calls_by_thread_;  // starts
   std::int64_t sync_ns_ = 0, launch_ns_ = 0;
 };
 
 void SyncCount::count_runtime_calls() {
   for (const RuntimeApiRecord& r : a_.runtime) {
+    // Before the step filter: a kernel that runs in a step may have been launched before it.
+    if (r.correlation_id != 0 && is_launch_runtime_call(r.name)) launch_ids_.insert(r.correlation_id);
     if (!in_step_(r.start_ns)) continue;
     if (r.correlation_id != 0) call_of_.emplace(r.correlation_id, &r);
     if (is_synchronous_runtime_call(r.name)) {
@@ -439,6 +429,17 @@ void SyncCount::count_syncs_after_h2d() {
   }
 }
 
+// A kernel is launched by a host call: where the trace has none for it (a launch API it did not
+// record, a CUPTI that records only some calls), the kernel stands for its launch, so a
+// launch-bound step's launches are not undercounted. A graph's kernels share their launch's id.
+void SyncCount::count_launches_without_call() {
+  for (const KernelRecord& k : a_.kernels) {
+    if (!in_step_(k.start_ns)) continue;
+    if (k.correlation_id != 0 && launch_ids_.contains(k.correlation_id)) continue;
+    ++s_.launches_without_call;
+  }
+}
+
 void summarize_syncs(const GpuActivity& a, const InStep& in_step, double steps,
                      GpuTraceSummary& s) {
   SyncCount count(a, in_step, s);
@@ -451,6 +452,8 @@ void summarize_syncs(const GpuActivity& a, const InStep& in_step, double steps,
   if (s.launch_calls > 0)
     s.mean_launch_call_us =
         static_cast<double>(count.launch_ns()) / 1e3 / static_cast<double>(s.launch_calls);
+  count.count_launches_without_call();
+  s.launch_calls += s.launches_without_call;
 }
 
 // Copies that started between the first step's start and the last step's end, by direction and
@@ -493,6 +496,7 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   s.dropped = a.dropped;
   s.records_bad_timestamps = a.bad_timestamps;
   s.buffers_incomplete = a.incomplete_buffers;
+  s.tracing = a.tracing;
   s.steps = merge_step_windows(windows);
   if (windows.empty()) return s;
   std::int64_t wall_ns = 0;

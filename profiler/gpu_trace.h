@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "profiler/cuda_api_names.h"  // the call predicates the summary reads
 #include "profiler/gpu_activity.h"
 #include "profiler/report.h"
 
@@ -65,11 +66,8 @@ GpuTraceSummary summarize_program_activity(const GpuActivity& activity, const Ac
 // a reader knows the GPU numbers are low bounds. Empty for a complete trace.
 std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& summary);
 
-// Runtime API calls after which the host waits for the device ("cudaStreamSynchronize",
-// "cudaMemcpy"; not the Async variants). Accepts CUPTI's per-thread-stream suffixes.
-bool is_synchronous_runtime_call(std::string_view name);
-bool is_launch_runtime_call(std::string_view name);
-// cudaEventQuery and cudaStreamQuery: they return at once, done or not.
-bool is_query_runtime_call(std::string_view name);
+// How the trace was taken, for people: "runtime calls: the 41 the summary reads; driver launches:
+// 8 calls; sync records: completed queries only", and the fallback's note.
+std::string describe_tracing(const TracingMode& tracing);
 
 }  // namespace feedscope

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/autotune.h"
+#include "profiler/gpu_activity.h"
 #include "profiler/process_tree.h"
 #include "profiler/program_torch.h"
 
@@ -198,8 +199,15 @@ struct GpuTraceSummary {
   // a synchronization record no runtime call of the trace matches is named by its kind
   // ("stream synchronize", made through the driver API).
   std::map<std::string, std::int64_t> syncs_by_call;
-  std::int64_t launch_calls = 0;  // cudaLaunchKernel and friends inside steps
-  double mean_launch_call_us = 0;
+  // Launches inside steps: the traced launch calls (cudaLaunchKernel and friends, CUDA 13's
+  // __cudaLaunchKernel, the driver's cuLaunchKernel and cuGraphLaunch), and each kernel whose
+  // correlation id no traced launch call has (launched through a call the trace did not record),
+  // counted from the kernel.
+  std::int64_t launch_calls = 0;
+  double mean_launch_call_us = 0;          // host time per traced call
+  std::int64_t launches_without_call = 0;  // of launch_calls, counted from their kernels
+  // How the trace was taken (which calls CUPTI recorded); none where the source did not say.
+  std::optional<TracingMode> tracing;
   // Copies from the first step's start to the last step's end: the copy stream runs ahead of
   // the step, so its copies need not lie inside one.
   std::uint64_t h2d_pinned_bytes = 0;

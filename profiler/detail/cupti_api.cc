@@ -45,6 +45,9 @@ std::string bind_all(void* lib, CuptiApi& a) {
   bind(lib, a.cuptiActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
   bind(lib, a.cuptiSubscribe, "cuptiSubscribe");
   bind(lib, a.cuptiUnsubscribe, "cuptiUnsubscribe");
+  bind(lib, a.cuptiActivityEnableRuntimeApi, "cuptiActivityEnableRuntimeApi");
+  bind(lib, a.cuptiActivityEnableDriverApi, "cuptiActivityEnableDriverApi");
+  bind(lib, a.cuptiActivityEnableAllSyncRecords, "cuptiActivityEnableAllSyncRecords");
   return missing;
 }
 

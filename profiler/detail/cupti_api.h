@@ -30,6 +30,11 @@ struct CuptiApi {
       nullptr;
   decltype(&::cuptiSubscribe) cuptiSubscribe = nullptr;
   decltype(&::cuptiUnsubscribe) cuptiUnsubscribe = nullptr;
+  // Optional too: without the per-call switches the whole RUNTIME kind is traced and the driver's
+  // launches not at all; without the last, every event and stream query leaves a record.
+  decltype(&::cuptiActivityEnableRuntimeApi) cuptiActivityEnableRuntimeApi = nullptr;
+  decltype(&::cuptiActivityEnableDriverApi) cuptiActivityEnableDriverApi = nullptr;
+  decltype(&::cuptiActivityEnableAllSyncRecords) cuptiActivityEnableAllSyncRecords = nullptr;
 };
 
 // A loaded CUPTI, or why there is none.

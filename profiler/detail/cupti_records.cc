@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
 #include "loader/span_recorder.h"
+#include "profiler/cuda_api_names.h"
 #include "profiler/detail/cupti_api.h"
 
 namespace feedscope::detail {
@@ -34,10 +36,13 @@ static_assert(sizeof(KernelRecord) <= kMaxRecordBytes && sizeof(MemcpyRecord) <=
               sizeof(RuntimeApiRecord) <= kMaxRecordBytes);
 constexpr std::size_t kMaxStoreRecords = (std::size_t{64} << 20) / kMaxRecordBytes;
 
-constexpr std::array<CUpti_ActivityKind, 5> kKinds = {
+// The device's kinds, enabled whole. Host calls are enabled one callback id at a time
+// (enable_tracing), the RUNTIME kind whole only where CUPTI cannot select.
+constexpr std::array<CUpti_ActivityKind, 4> kDeviceKinds = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME};
+    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+// Past the header's count of callback ids, how far callback_ids looks for a newer CUPTI's.
+constexpr std::uint32_t kCallbackIdsPastHeader = 512;
 
 const char* kind_name(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -46,6 +51,7 @@ const char* kind_name(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
     case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
     default: return "?";
   }
 }
@@ -62,7 +68,8 @@ struct Shared {
   std::mutex mutex;
   GpuActivity store;                                          // guarded by mutex
   std::size_t store_records = 0;                              // guarded by mutex
-  std::unordered_map<std::uint32_t, InternedName> api_names;  // guarded by mutex
+  // By (domain << 32 | callback id); guarded by mutex.
+  std::unordered_map<std::uint64_t, InternedName> api_names;
   // CUPTI's mangled kernel name to the demangled one, looked up without a copy per record;
   // guarded by mutex.
   std::unordered_map<std::string, InternedName, TextHash, std::equal_to<>> demangled;
@@ -74,6 +81,8 @@ struct Shared {
   // now_ns() - cuptiGetTimestamp(); 0 where CUPTI takes its times from now_ns() itself.
   std::atomic<std::int64_t> offset_ns{0};
   std::string clock;  // guarded by mutex; how the records' times reach now_ns()
+  // What the last start enabled; guarded by mutex.
+  std::optional<CuptiEnabled> enabled;
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
   std::atomic<std::uint64_t> incomplete_buffers{0};
@@ -89,24 +98,21 @@ std::int64_t to_now_ns(std::uint64_t cupti_ns, std::int64_t offset) {
   return static_cast<std::int64_t>(cupti_ns) + offset;
 }
 
-// Caller holds shared().mutex.
-InternedName api_name(Shared& s, std::uint32_t cbid) {
-  auto it = s.api_names.find(cbid);
+// Caller holds shared().mutex. `domain`: CUPTI_CB_DOMAIN_RUNTIME_API or _DRIVER_API.
+InternedName api_name(Shared& s, CUpti_CallbackDomain domain, std::uint32_t cbid) {
+  const std::uint64_t key = static_cast<std::uint64_t>(domain) << 32 | cbid;
+  auto it = s.api_names.find(key);
   if (it != s.api_names.end()) return it->second;
   const char* raw = nullptr;
   std::string name;
-  if (cupti().api.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &raw) == CUPTI_SUCCESS &&
-      raw) {
-    name = raw;
+  if (cupti().api.cuptiGetCallbackName(domain, cbid, &raw) == CUPTI_SUCCESS && raw) {
     // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the version is not part of the API's name.
-    const std::size_t v = name.rfind("_v");
-    if (v != std::string::npos && v + 2 < name.size() &&
-        name.find_first_not_of("0123456789", v + 2) == std::string::npos)
-      name.resize(v);
+    name = strip_cupti_version(raw);
   } else {
-    name = "runtime api " + std::to_string(cbid);
+    name = (domain == CUPTI_CB_DOMAIN_DRIVER_API ? "driver api " : "runtime api ") +
+           std::to_string(cbid);
   }
-  return s.api_names.emplace(cbid, std::move(name)).first->second;
+  return s.api_names.emplace(key, std::move(name)).first->second;
 }
 
 // Caller holds shared().mutex. Kernel names come mangled; the trace is read by people.
@@ -172,7 +178,7 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
         if (!timed(k->start, k->end, out)) break;
         out.kernels.push_back({kernel_name(s, k->name), to_now_ns(k->start, off),
                                to_now_ns(k->end, off), k->deviceId, k->streamId,
-                               k->correlationId});
+                               k->correlationId, k->graphId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -197,11 +203,15 @@ void parse(Shared& s, std::uint8_t* buffer, std::size_t valid, GpuActivity& out)
                              to_now_ns(y->end, off), y->streamId, y->correlationId});
         break;
       }
-      case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
         if (!timed(a->start, a->end, out)) break;
-        out.runtime.push_back({api_name(s, a->cbid), to_now_ns(a->start, off),
-                               to_now_ns(a->end, off), a->threadId, a->correlationId});
+        const bool driver = record->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+        out.runtime.push_back(
+            {api_name(s, driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid),
+             to_now_ns(a->start, off), to_now_ns(a->end, off), a->threadId, a->correlationId,
+             driver ? ApiDomain::driver : ApiDomain::runtime});
         break;
       }
       case CUPTI_ACTIVITY_KIND_DEVICE:
@@ -360,7 +370,8 @@ std::string set_up_clock(const CuptiApi& api, Shared& s) {
 
 std::string cupti_result_text(CUptiResult result) {
   const char* raw = nullptr;
-  std::string text = cupti().api.cuptiGetResultString(result, &raw) == CUPTI_SUCCESS && raw
+  const auto get_text = cupti().api.cuptiGetResultString;  // null where no CUPTI loaded (tests)
+  std::string text = get_text && get_text(result, &raw) == CUPTI_SUCCESS && raw
                          ? raw
                          : "CUPTI error " + std::to_string(static_cast<int>(result));
   switch (result) {
@@ -378,6 +389,142 @@ std::string cupti_result_text(CUptiResult result) {
   }
 }
 
+std::vector<std::uint32_t> callback_ids(const CuptiApi& api, CUpti_CallbackDomain domain,
+                                        std::uint32_t size, bool (*wanted)(std::string_view)) {
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t cbid = 1; cbid < size + kCallbackIdsPastHeader; ++cbid) {
+    const char* name = nullptr;
+    const bool named = api.cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name;
+    if (!named && cbid >= size) break;
+    if (named && wanted(name)) ids.push_back(cbid);
+  }
+  return ids;
+}
+
+namespace {
+
+using EnableApi = CUptiResult(CUPTIAPI*)(CUpti_CallbackId, std::uint8_t);
+
+// Enables each of `ids` through `enable`; on a refusal disables those it enabled and says why.
+std::string enable_each(EnableApi enable, const char* call, const std::vector<std::uint32_t>& ids,
+                        std::vector<std::uint32_t>& enabled) {
+  for (std::uint32_t cbid : ids) {
+    if (const CUptiResult r = enable(cbid, 1); r != CUPTI_SUCCESS) {
+      for (std::uint32_t done : enabled) enable(done, 0);
+      enabled.clear();
+      return std::string(call) + "(" + std::to_string(cbid) + "): " + cupti_result_text(r);
+    }
+    enabled.push_back(cbid);
+  }
+  return "";
+}
+
+void add_note(TracingMode& mode, const std::string& note) {
+  mode.note += (mode.note.empty() ? "" : "; ") + note;
+}
+
+// The runtime calls the summary reads, one by one; else the whole kind, and why in the note.
+std::string enable_runtime_calls(const CuptiApi& api, CuptiEnabled& out) {
+  std::string why;
+  if (api.cuptiActivityEnableRuntimeApi == nullptr) {
+    why = "cuptiActivityEnableRuntimeApi is not in this CUPTI";
+  } else {
+    const std::vector<std::uint32_t> ids =
+        callback_ids(api, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
+                     is_traced_runtime_callback);
+    if (ids.empty())
+      why = "cuptiGetCallbackName named none of the runtime calls the summary reads";
+    else
+      why = enable_each(api.cuptiActivityEnableRuntimeApi, "cuptiActivityEnableRuntimeApi", ids,
+                        out.runtime_callbacks);
+  }
+  if (why.empty()) {
+    out.mode.runtime_calls = TracingMode::Calls::selected;
+    out.mode.runtime_callbacks = static_cast<std::uint32_t>(out.runtime_callbacks.size());
+    return "";
+  }
+  if (const CUptiResult r = api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME); r != CUPTI_SUCCESS)
+    return failure(r, "cuptiActivityEnable(RUNTIME)");
+  out.kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+  out.mode.runtime_calls = TracingMode::Calls::all;
+  add_note(out.mode, "every runtime call traced: " + why);
+  return "";
+}
+
+// The driver's launches (Triton's under torch.compile); else none, and why in the note.
+void enable_driver_launches(const CuptiApi& api, CuptiEnabled& out) {
+  std::string why;
+  if (api.cuptiActivityEnableDriverApi == nullptr) {
+    why = "cuptiActivityEnableDriverApi is not in this CUPTI";
+  } else {
+    const std::vector<std::uint32_t> ids =
+        callback_ids(api, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
+                     is_traced_driver_callback);
+    if (ids.empty())
+      why = "cuptiGetCallbackName named none of the driver's launch calls";
+    else
+      why = enable_each(api.cuptiActivityEnableDriverApi, "cuptiActivityEnableDriverApi", ids,
+                        out.driver_callbacks);
+  }
+  if (why.empty()) {
+    out.mode.driver_calls = TracingMode::Calls::selected;
+    out.mode.driver_callbacks = static_cast<std::uint32_t>(out.driver_callbacks.size());
+    return;
+  }
+  out.mode.driver_calls = TracingMode::Calls::none;
+  add_note(out.mode, "the driver's launch calls not traced (their kernels count as launches): " +
+                         why);
+}
+
+}  // namespace
+
+std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out) {
+  out = CuptiEnabled{};
+  // Before the SYNCHRONIZATION kind, so that no query of unfinished work is ever recorded.
+  if (api.cuptiActivityEnableAllSyncRecords == nullptr) {
+    add_note(out.mode, "a synchronization record for every event and stream query: "
+                       "cuptiActivityEnableAllSyncRecords is not in this CUPTI");
+  } else if (const CUptiResult r = api.cuptiActivityEnableAllSyncRecords(0); r != CUPTI_SUCCESS) {
+    add_note(out.mode, "a synchronization record for every event and stream query: "
+                       "cuptiActivityEnableAllSyncRecords(0): " + cupti_result_text(r));
+  } else {
+    out.all_sync_records_off = true;
+    out.mode.completed_syncs_only = true;
+  }
+  std::string why;
+  for (CUpti_ActivityKind kind : kDeviceKinds) {
+    if (const CUptiResult r = api.cuptiActivityEnable(kind); r != CUPTI_SUCCESS) {
+      why = failure(r, std::string("cuptiActivityEnable(") + kind_name(kind) + ")");
+      break;
+    }
+    out.kinds.push_back(kind);
+  }
+  if (why.empty()) why = enable_runtime_calls(api, out);
+  if (!why.empty()) {
+    disable_tracing(api, out);
+    out = CuptiEnabled{};
+    return why;
+  }
+  enable_driver_launches(api, out);
+  return "";
+}
+
+std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled) {
+  std::string first;
+  const auto note = [&first](std::string why) {
+    if (first.empty()) first = std::move(why);
+  };
+  for (CUpti_ActivityKind kind : enabled.kinds)
+    note(failure(api.cuptiActivityDisable(kind), "cuptiActivityDisable"));
+  for (std::uint32_t cbid : enabled.runtime_callbacks)
+    note(failure(api.cuptiActivityEnableRuntimeApi(cbid, 0), "cuptiActivityEnableRuntimeApi"));
+  for (std::uint32_t cbid : enabled.driver_callbacks)
+    note(failure(api.cuptiActivityEnableDriverApi(cbid, 0), "cuptiActivityEnableDriverApi"));
+  if (enabled.all_sync_records_off)
+    note(failure(api.cuptiActivityEnableAllSyncRecords(1), "cuptiActivityEnableAllSyncRecords"));
+  return first;
+}
+
 std::string start_cupti_recording() {
   const CuptiApi& api = cupti().api;
   if (std::string why = other_subscriber(api); !why.empty()) return why;
@@ -386,23 +533,30 @@ std::string start_cupti_recording() {
                                 "cuptiActivityRegisterCallbacks");
       !why.empty())
     return why;
-  if (std::string why = set_up_clock(api, shared()); !why.empty()) return why;
-  for (std::size_t i = 0; i < kKinds.size(); ++i) {
-    const CUptiResult r = api.cuptiActivityEnable(kKinds[i]);
-    if (r != CUPTI_SUCCESS) {
-      for (std::size_t j = 0; j < i; ++j) api.cuptiActivityDisable(kKinds[j]);
-      return failure(r, std::string("cuptiActivityEnable(") + kind_name(kKinds[i]) + ")");
-    }
-  }
+  Shared& s = shared();
+  if (std::string why = set_up_clock(api, s); !why.empty()) return why;
+  CuptiEnabled enabled;
+  if (std::string why = enable_tracing(api, enabled); !why.empty()) return why;
+  std::lock_guard lock(s.mutex);
+  s.enabled = std::move(enabled);
   return "";
 }
 
+std::optional<TracingMode> cupti_tracing() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  if (!s.enabled) return std::nullopt;
+  return s.enabled->mode;
+}
+
 std::string stop_cupti_recording() {
-  std::string first;
-  for (CUpti_ActivityKind kind : kKinds) {
-    std::string why = failure(cupti().api.cuptiActivityDisable(kind), "cuptiActivityDisable");
-    if (first.empty()) first = std::move(why);
+  Shared& s = shared();
+  std::optional<CuptiEnabled> enabled;
+  {
+    std::lock_guard lock(s.mutex);
+    enabled = s.enabled;
   }
+  std::string first = enabled ? disable_tracing(cupti().api, *enabled) : "";
   // Forced: hand over the partly filled buffers too, so a take sees the last records.
   std::string why = flush_cupti_records(true);
   return first.empty() ? why : first;

@@ -6,8 +6,12 @@
 #include <cupti.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "profiler/detail/cupti_api.h"
 #include "profiler/gpu_activity.h"
 
 namespace feedscope::detail {
@@ -19,18 +23,47 @@ namespace feedscope::detail {
 // CUPTI's name for `result`, with what it means for tracing where that needs saying.
 std::string cupti_result_text(CUptiResult result);
 
+// The callback ids of `domain` (CUPTI_CB_DOMAIN_RUNTIME_API or _DRIVER_API) whose CUPTI names
+// (cuptiGetCallbackName: "cudaLaunchKernel_ptsz_v7000") `wanted` accepts: every id below `size`,
+// the header's count, and past it while the library names them (a newer CUPTI's new calls).
+std::vector<std::uint32_t> callback_ids(const CuptiApi& api, CUpti_CallbackDomain domain,
+                                        std::uint32_t size, bool (*wanted)(std::string_view));
+
+// What enable_tracing enabled, so that disable_tracing undoes exactly that.
+struct CuptiEnabled {
+  std::vector<CUpti_ActivityKind> kinds;
+  std::vector<std::uint32_t> runtime_callbacks;  // cuptiActivityEnableRuntimeApi(cbid, 1)
+  std::vector<std::uint32_t> driver_callbacks;   // cuptiActivityEnableDriverApi(cbid, 1)
+  bool all_sync_records_off = false;             // cuptiActivityEnableAllSyncRecords(0)
+  TracingMode mode;                              // the same, in the report's words
+};
+
+// Enables through `api` what the summary reads: kernels, memcpy, memset and synchronization
+// records; of the runtime API only the calls cuda_api_names.h's is_traced_runtime_callback names
+// (cuptiActivityEnableRuntimeApi per callback id; where the library lacks it or refuses, the whole
+// RUNTIME kind, said in mode.note); the driver's launches (cuptiActivityEnableDriverApi; where
+// that is missing, none: their kernels still count as launches); and no synchronization record for
+// a query that found the work unfinished (cuptiActivityEnableAllSyncRecords(0)). Empty on success;
+// otherwise "CUPTI: <call>: <result>", with nothing left enabled.
+std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out);
+// Disables what enable_tracing enabled and restores CUPTI's default of a record for every query.
+// Empty, or the first call that failed.
+std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled);
+
 // Checks that no other CUPTI client is subscribed (torch.profiler, Nsight: their records are
 // theirs), registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples
-// the offset between the clocks) and enables the traced kinds (kernels, memcpy, memset,
-// synchronization, runtime API). Empty on success; otherwise "CUPTI: <call>: <result>", with the
-// kinds it enabled disabled again.
+// the offset between the clocks) and enables what enable_tracing enables. Empty on success;
+// otherwise "CUPTI: <call>: <result>", with what it enabled disabled again.
 std::string start_cupti_recording();
+
+// How the records since the last start were traced; none before a start.
+std::optional<TracingMode> cupti_tracing();
 
 // How the records' times reach now_ns() since the last start: "CLOCK_MONOTONIC
 // (cuptiActivityRegisterTimestampCallback)", or the offset and why. Empty before a start.
 std::string cupti_clock();
 
-// Disables the traced kinds and force-flushes, so take_cupti_records() then sees every record.
+// Disables what the start enabled and force-flushes, so take_cupti_records() then sees every record.
 // Empty, or the first call that failed, as start's.
 std::string stop_cupti_recording();
 

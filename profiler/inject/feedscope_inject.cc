@@ -3,9 +3,9 @@
 // per process, inside cuInit. It records the same activity as the in-process source
 // (detail/cupti_records.h) and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
 // in the format of profiler/gpu_activity_wire.h, first a status frame: "recording: <which CUPTI,
-// which clock>", or "unavailable: <why>". Later trouble adds "interrupted: <why>" (and "recording"
-// again should the records come back). Nothing here may crash or block the program: failures
-// become statuses.
+// which clock>" and a tracing frame (which calls CUPTI records), or "unavailable: <why>". Later
+// trouble adds "interrupted: <why>" (and "recording" again should the records come back). Nothing
+// here may crash or block the program: failures become statuses.
 //
 // It runs inside cuInit, so it calls neither the CUDA runtime nor any driver call that would
 // initialize CUDA again (cuDriverGetVersion needs no initialization).
@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -295,6 +296,8 @@ int initialize() {
     return 1;
   }
   write_status(*r, recording_status());
+  if (const std::optional<TracingMode> tracing = detail::cupti_tracing())
+    write_frame(*r, encode_gpu_tracing(*tracing));
   r->probe_timeout_ns = probe_timeout_ns();
   r->flusher = std::thread(flush_loop, std::ref(*r));
   std::atexit(finish);

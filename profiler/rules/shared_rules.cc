@@ -114,7 +114,7 @@ void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
                              "%.1f us, p95 %.1f us",
                              100 * g.gap_share, static_cast<long long>(g.launch_gaps),
                              g.mean_gap_us, g.p95_gap_us));
-  if (g.launch_calls > 0)
+  if (g.launch_calls > g.launches_without_call)  // a call traced, so timed
     d.evidence.push_back(fmt("kernel launch calls take %.1f us of host time each",
                              g.mean_launch_call_us));
   if (g.h2d_pinned_bytes + g.h2d_pageable_bytes + g.h2d_other_bytes > 0) {

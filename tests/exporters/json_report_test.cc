@@ -93,6 +93,36 @@ TEST(JsonReportTest, GpuTraceCarriesKernelsGapsSyncsAndH2dByMemory) {
   EXPECT_EQ(t["records_bad_timestamps"], 0);
   EXPECT_EQ(t["buffers_incomplete"], 0);
   EXPECT_TRUE(t["covered_until_s"].is_null()) << "null: every measured step is summarized";
+  EXPECT_TRUE(t["tracing"].is_null()) << "null: the source did not say how it traced";
+}
+
+TEST(JsonReportTest, GpuTraceSaysHowItWasTracedAndCountsLaunchesWithoutACall) {
+  Report r = sample_report();
+  GpuTraceSummary g;
+  g.launch_calls = 12;
+  g.launches_without_call = 2;
+  TracingMode mode;
+  mode.runtime_calls = TracingMode::Calls::selected;
+  mode.runtime_callbacks = 41;
+  mode.driver_calls = TracingMode::Calls::selected;
+  mode.driver_callbacks = 8;
+  mode.completed_syncs_only = true;
+  g.tracing = mode;
+  r.gpu_trace = g;
+  auto t = nlohmann::json::parse(report_to_json(r))["gpu_trace"];
+  EXPECT_EQ(t["launch_calls"]["count"], 12);
+  EXPECT_EQ(t["launch_calls"]["without_call"], 2);
+  EXPECT_EQ(t["tracing"], nlohmann::json::parse(R"({"runtime_calls": "selected",
+      "runtime_callbacks": 41, "driver_calls": "selected", "driver_callbacks": 8,
+      "sync_records": "completed only", "note": null})"));
+  mode = TracingMode{};
+  mode.note = "every runtime call traced: cuptiActivityEnableRuntimeApi is not in this CUPTI";
+  r.gpu_trace->tracing = mode;
+  t = nlohmann::json::parse(report_to_json(r))["gpu_trace"];
+  EXPECT_EQ(t["tracing"]["runtime_calls"], "all");
+  EXPECT_EQ(t["tracing"]["driver_calls"], "none");
+  EXPECT_EQ(t["tracing"]["sync_records"], "all");
+  EXPECT_EQ(t["tracing"]["note"], mode.note);
 }
 
 TEST(JsonReportTest, GpuTraceCarriesGraphsCollectivesDevicesAndBlockingCopies) {

@@ -14,6 +14,7 @@
 
 #include "profiler/detail/cupti_api.h"
 #include "profiler/detail/cupti_records.h"
+#include "profiler/gpu_trace.h"
 #endif
 
 namespace feedscope {
@@ -98,6 +99,10 @@ TEST(CuptiActivitySourceTest, GpuRecordsCopiesMemsetsAndSyncsOnTheNowNsClock) {
   };
   EXPECT_TRUE(called("cudaMemcpy"));
   EXPECT_TRUE(called("cudaDeviceSynchronize"));
+  // The source says which calls CUPTI recorded; the JUnit output says which mode this CUPTI took.
+  ASSERT_TRUE(a.tracing);
+  RecordProperty("cupti_tracing", describe_tracing(*a.tracing));
+  EXPECT_NE(a.tracing->runtime_calls, TracingMode::Calls::none);
   EXPECT_FALSE(a.syncs.empty());
   // Converted to now_ns(): inside the window measured around the calls, give or take the
   // clock-offset sampling error.

@@ -23,6 +23,13 @@
 //                                 out: the first flush completes that buffer to the new callbacks
 //   FAKE_CUPTI_KERNELS=N          the first flush also delivers N kernels of a launch-bound step,
 //                                 with a torch kernel's long name, in as many buffers as they take
+//   FAKE_CUPTI_COMPILED           the first buffer adds what torch.compile makes: a Triton kernel
+//                                 launched by the driver's cuLaunchKernel and a CUDA graph's kernel
+//                                 replayed by cuGraphLaunch (graph id 3), both as DRIVER records
+//   FAKE_CUPTI_NO_PER_API         cuptiActivityEnableRuntimeApi and cuptiActivityEnableDriverApi
+//                                 refuse (CUPTI_ERROR_NOT_SUPPORTED)
+// Its callback names are a few of CUPTI 13's own, cudaGetDevice among them; the per-call enables
+// and cuptiActivityEnableAllSyncRecords are logged with their arguments.
 #include <cupti.h>
 #include <time.h>
 
@@ -133,8 +140,46 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char** text) {
               : "CUPTI_ERROR_FAKE";
   return CUPTI_SUCCESS;
 }
-CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const char** name) {
-  *name = "cudaLaunchKernel_v7000";
+CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  struct Named {
+    uint32_t cbid;
+    const char* name;
+  };
+  static constexpr Named kRuntime[] = {
+      {CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice_v3020"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize_v3020"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, "cudaEventQuery_v3020"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel_v7000"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel_ptsz_v7000"},
+      {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, "__cudaLaunchKernel_v13000"},
+  };
+  static constexpr Named kDriver[] = {
+      {CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"},
+      {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+      {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
+  };
+  const auto find = [&](const auto& table) {
+    for (const Named& n : table) {
+      if (n.cbid != cbid) continue;
+      *name = n.name;
+      return CUPTI_SUCCESS;
+    }
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  };
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return find(kRuntime);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return find(kDriver);
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  note(enable ? "cuptiActivityEnableRuntimeApi on" : "cuptiActivityEnableRuntimeApi off", cbid);
+  return on("FAKE_CUPTI_NO_PER_API") ? CUPTI_ERROR_NOT_SUPPORTED : CUPTI_SUCCESS;
+}
+CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  note(enable ? "cuptiActivityEnableDriverApi on" : "cuptiActivityEnableDriverApi off", cbid);
+  return on("FAKE_CUPTI_NO_PER_API") ? CUPTI_ERROR_NOT_SUPPORTED : CUPTI_SUCCESS;
+}
+CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable) {
+  note("cuptiActivityEnableAllSyncRecords", enable);
   return CUPTI_SUCCESS;
 }
 CUptiResult cuptiGetTimestamp(uint64_t* ns) {
@@ -245,6 +290,29 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     a->start = base + 1'900'000;
     a->end = base + 1'950'000;
     a->correlationId = 41;
+    if (on("FAKE_CUPTI_COMPILED")) {
+      auto* launch = slot<CUpti_ActivityAPI>(buffer, n++);
+      launch->kind = CUPTI_ACTIVITY_KIND_DRIVER;
+      launch->cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+      launch->start = base + 2'600'000;
+      launch->end = base + 2'610'000;
+      launch->correlationId = 50;
+      auto* triton = slot<CUpti_ActivityKernel10>(buffer, n++);
+      triton->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      triton->name = "triton_poi_fused_add_0";
+      triton->start = base + 2'620'000;
+      triton->end = base + 2'630'000;
+      triton->correlationId = 50;
+      auto* replay = slot<CUpti_ActivityAPI>(buffer, n++);
+      *replay = *launch;
+      replay->cbid = CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch;
+      replay->correlationId = 51;
+      auto* in_graph = slot<CUpti_ActivityKernel10>(buffer, n++);
+      *in_graph = *triton;
+      in_graph->name = "_Z3fooi";
+      in_graph->correlationId = 51;
+      in_graph->graphId = 3;
+    }
     if (on("FAKE_CUPTI_BAD_TIMESTAMPS")) {
       auto* k0 = slot<CUpti_ActivityKernel10>(buffer, n++);
       *k0 = *k;

@@ -23,6 +23,7 @@
 
 #include "loader/span_recorder.h"
 #include "profiler/gpu_activity_wire.h"
+#include "profiler/gpu_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace feedscope {
@@ -412,6 +413,115 @@ TEST(FeedscopeInjectTest, AnotherClientsBufferIsLeftToItAndSaid) {
                                       "CUPTI client"))
       << statuses[1];
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
+}
+
+// The calls a launch-bound torch step makes most (cudaGetDevice, 171 of 217) are not what the
+// summary reads: only the launches, syncs, copies and queries are enabled, by callback id, and
+// the file says so. A query of unfinished work leaves no record. The stop undoes all of it.
+TEST(FeedscopeInjectTest, OnlyTheCallsTheSummaryReadsAreRecordedAndTheFileSaysSo) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  const auto on = [](const char* api, int cbid) {
+    return std::string(api) + " on " + std::to_string(cbid);
+  };
+  EXPECT_TRUE(has_line(calls, on("cuptiActivityEnableRuntimeApi",
+                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000)));
+  EXPECT_TRUE(has_line(calls, on("cuptiActivityEnableRuntimeApi",
+                                 CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000)));
+  EXPECT_TRUE(has_line(calls, on("cuptiActivityEnableRuntimeApi",
+                                 CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020)));
+  EXPECT_FALSE(has_line(calls, on("cuptiActivityEnableRuntimeApi",
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020)));
+  EXPECT_TRUE(has_line(calls, on("cuptiActivityEnableDriverApi",
+                                 CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)));
+  EXPECT_FALSE(has_line(calls, on("cuptiActivityEnableDriverApi",
+                                  CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent)));
+  EXPECT_FALSE(has_line(calls, "cuptiActivityEnable " + std::to_string(CUPTI_ACTIVITY_KIND_RUNTIME)))
+      << "the whole RUNTIME kind would override the selection";
+  EXPECT_FALSE(has_line(calls, "cuptiActivityEnable " + std::to_string(CUPTI_ACTIVITY_KIND_DRIVER)));
+  EXPECT_TRUE(has_line(calls, "cuptiActivityEnableAllSyncRecords 0"));
+  // Undone at exit.
+  EXPECT_TRUE(has_line(calls, "cuptiActivityEnableRuntimeApi off " +
+                                  std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000)));
+  EXPECT_TRUE(has_line(calls, "cuptiActivityEnableAllSyncRecords 1"));
+
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  EXPECT_TRUE(gpu.errors.empty());
+  ASSERT_TRUE(gpu.activity.tracing);
+  const TracingMode& t = *gpu.activity.tracing;
+  EXPECT_EQ(t.runtime_calls, TracingMode::Calls::selected);
+  // Of the stand-in's runtime names: cudaStreamSynchronize, cudaEventQuery, cudaLaunchKernel and
+  // its _ptsz variant, __cudaLaunchKernel; of its driver names: cuLaunchKernel, cuGraphLaunch.
+  EXPECT_EQ(t.runtime_callbacks, 5u);
+  EXPECT_EQ(t.driver_calls, TracingMode::Calls::selected);
+  EXPECT_EQ(t.driver_callbacks, 2u);
+  EXPECT_TRUE(t.completed_syncs_only);
+  EXPECT_EQ(t.note, "");
+  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
+            std::vector<std::string>{recording_through_the_fake()});
+}
+
+// A CUPTI that cannot select calls records them all, and the file says which mode ran and why.
+TEST(FeedscopeInjectTest, WhereCuptiCannotSelectCallsTheWholeRuntimeKindIsTracedAndSaid) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_NO_PER_API", "1"}, {"FAKE_CUPTI_LOG", log.string()}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  EXPECT_TRUE(has_line(lines_of(log),
+                       "cuptiActivityEnable " + std::to_string(CUPTI_ACTIVITY_KIND_RUNTIME)));
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  ASSERT_TRUE(gpu.activity.tracing);
+  const TracingMode& t = *gpu.activity.tracing;
+  EXPECT_EQ(t.runtime_calls, TracingMode::Calls::all);
+  EXPECT_EQ(t.driver_calls, TracingMode::Calls::none);
+  EXPECT_TRUE(t.completed_syncs_only);
+  EXPECT_TRUE(t.note.starts_with("every runtime call traced: cuptiActivityEnableRuntimeApi(")) << t.note;
+  EXPECT_NE(t.note.find("the driver's launch calls not traced"), std::string::npos) << t.note;
+  ASSERT_EQ(gpu.activity.runtime.size(), 1u);
+  EXPECT_EQ(gpu.activity.runtime[0].name, "cudaLaunchKernel");
+}
+
+// torch.compile: Triton's kernels launch through the driver, a CUDA graph's through cuGraphLaunch.
+// Both reach the watcher as driver calls, the graph's kernel with its graph id.
+TEST(FeedscopeInjectTest, TheDriversLaunchesAndGraphIdsReachTheWatcher) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_COMPILED", "1"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_TRUE(gpu.errors.empty());
+  ASSERT_EQ(gpu.activity.runtime.size(), 3u);
+  EXPECT_EQ(gpu.activity.runtime[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(gpu.activity.runtime[0].domain, ApiDomain::runtime);
+  EXPECT_EQ(gpu.activity.runtime[1].name, "cuLaunchKernel");
+  EXPECT_EQ(gpu.activity.runtime[1].domain, ApiDomain::driver);
+  EXPECT_EQ(gpu.activity.runtime[1].correlation_id, 50u);
+  EXPECT_EQ(gpu.activity.runtime[2].name, "cuGraphLaunch");
+  EXPECT_EQ(gpu.activity.runtime[2].domain, ApiDomain::driver);
+  ASSERT_EQ(gpu.activity.kernels.size(), 3u);
+  EXPECT_EQ(gpu.activity.kernels[1].name, "triton_poi_fused_add_0");
+  EXPECT_EQ(gpu.activity.kernels[1].graph_id, 0u);
+  EXPECT_EQ(gpu.activity.kernels[2].graph_id, 3u);
+  EXPECT_EQ(gpu.activity.kernels[2].correlation_id, 51u);
+  // Both count as launches in the summary, one each.
+  const GpuTraceSummary s = summarize_gpu_trace(
+      gpu.activity, {{gpu.activity.runtime[0].start_ns - 1, gpu.activity.kernels[2].end_ns + 1}});
+  EXPECT_EQ(s.launch_calls, 3);
+  EXPECT_EQ(s.driver_launch_calls, 1);  // cuLaunchKernel; cuGraphLaunch is a replay
+  EXPECT_EQ(s.launches_without_call, 0);
 }
 
 // 400,000 kernels of a launch-bound step, each with torch's 163-character name: with a copy of

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "loader/detail/crc32c.h"
 #include "tests/support/temp_dir.h"
 
 namespace feedscope {
@@ -16,8 +17,8 @@ GpuActivity every_kind() {
   GpuActivity a;
   a.kernels.push_back({"void gemm<float, \"tile\\128\">(\x01\n)", 100, 200, 1, 7, 11});
   a.kernels.push_back({"", -5, 0, 0, 0, 0});
-  a.kernels.push_back({"void gemm<float, \"tile\\128\">(\x01\n)", 300, 400, 1, 7, 12});
-  a.kernels.push_back({std::string("nul\0inside", 10) + "\xff\xfe ünïcödé", 500, 600, 2, 3, 13});
+  a.kernels.push_back({"void gemm<float, \"tile\\128\">(\x01\n)", 300, 400, 1, 7, 12, 4294967295u});
+  a.kernels.push_back({std::string("nul\0inside", 10) + "\xff\xfe ünïcödé", 500, 600, 2, 3, 13, 5});
   a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pinned, 1 << 20, 10, 20, 0, 13, 10,
                        MemoryKind::device});
   a.memcpys.push_back({MemcpyKind::d2h, MemoryKind::device, 4, 30, 40, 1, 14, 14,
@@ -32,6 +33,7 @@ GpuActivity every_kind() {
     a.syncs.push_back({t, 1000 + static_cast<int>(t), 2000, 4, 17});
   a.runtime.push_back({"cudaLaunchKernel", 90, 95, 1234, 11});
   a.runtime.push_back({"cudaStreamSynchronize", 96, 99, 4294967295u, 4294967295u});
+  a.runtime.push_back({"cuLaunchKernel", 97, 98, 1234, 12, ApiDomain::driver});
   a.dropped = 3;
   a.not_kept = 7;
   a.kept_until_ns = 12345;
@@ -49,6 +51,7 @@ void expect_same(const GpuActivity& a, const GpuActivity& b) {
     EXPECT_EQ(a.kernels[i].device, b.kernels[i].device) << i;
     EXPECT_EQ(a.kernels[i].stream, b.kernels[i].stream) << i;
     EXPECT_EQ(a.kernels[i].correlation_id, b.kernels[i].correlation_id) << i;
+    EXPECT_EQ(a.kernels[i].graph_id, b.kernels[i].graph_id) << i;
   }
   ASSERT_EQ(a.memcpys.size(), b.memcpys.size());
   for (std::size_t i = 0; i < a.memcpys.size(); ++i) {
@@ -90,12 +93,21 @@ void expect_same(const GpuActivity& a, const GpuActivity& b) {
     EXPECT_EQ(x.end_ns, y.end_ns) << i;
     EXPECT_EQ(x.thread_id, y.thread_id) << i;
     EXPECT_EQ(x.correlation_id, y.correlation_id) << i;
+    EXPECT_EQ(x.domain, y.domain) << i;
   }
   EXPECT_EQ(a.dropped, b.dropped);
   EXPECT_EQ(a.not_kept, b.not_kept);
   EXPECT_EQ(a.kept_until_ns, b.kept_until_ns);
   EXPECT_EQ(a.bad_timestamps, b.bad_timestamps);
   EXPECT_EQ(a.incomplete_buffers, b.incomplete_buffers);
+}
+
+// `frame` with its checksum recomputed, as a writer of its (edited) bytes would have written it.
+std::string with_checksum(std::string frame) {
+  std::uint32_t crc = detail::crc32c(frame.data(), 12);
+  crc = detail::crc32c(frame.data() + 16, frame.size() - 16, crc);
+  for (int i = 0; i < 4; ++i) frame[12 + i] = static_cast<char>(crc >> (8 * i));
+  return frame;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& bytes) {
@@ -213,9 +225,70 @@ TEST(GpuActivityWireTest, BadMagicAndAnUnknownVersionAreReportedNotThrown) {
   std::string frame = encode_gpu_status("x");
   frame[4] = 9;
   write_file(dir / "f", frame);
-  EXPECT_NE(read_gpu_activity(dir / "f").error.find("frame version 9"), std::string::npos);
+  EXPECT_EQ(read_gpu_activity(dir / "f").error,
+            (dir / "f").string() + ": frame version 9, this feedscope reads versions 2 to 3 (the "
+                                   "file was written by a newer libfeedscope_inject.so) at byte 0");
+  frame[4] = 1;
+  write_file(dir / "f", frame);
+  EXPECT_NE(read_gpu_activity(dir / "f").error.find("frame version 1, this feedscope reads "
+                                                    "versions 2 to 3 (the file was written by an "
+                                                    "older libfeedscope_inject.so)"),
+            std::string::npos);
   const GpuActivityStream missing = read_gpu_activity(dir / "absent");
   EXPECT_NE(missing.error.find("cannot be opened"), std::string::npos) << missing.error;
+}
+
+// Version 3 added the kernel's graph id and the call's API; the tracing frame says how CUPTI traced.
+TEST(GpuActivityWireTest, GraphIdsDriverCallsAndTheTracingModeRoundTrip) {
+  feedscope::testing::TempDir dir;
+  GpuActivity a;
+  a.kernels.push_back({"triton_poi_fused_add_0", 10, 20, 0, 7, 50, 3});
+  a.runtime.push_back({"cuGraphLaunch", 1, 2, 99, 50, ApiDomain::driver});
+  a.runtime.push_back({"cudaLaunchKernel", 3, 4, 99, 51, ApiDomain::runtime});
+  TracingMode t;
+  t.runtime_calls = TracingMode::Calls::all;
+  t.runtime_callbacks = 0;
+  t.driver_calls = TracingMode::Calls::selected;
+  t.driver_callbacks = 8;
+  t.completed_syncs_only = true;
+  t.note = "every runtime call traced: cuptiActivityEnableRuntimeApi is not in this CUPTI";
+  write_file(dir / "f", encode_gpu_status("recording") + encode_gpu_tracing(t) +
+                            encode_gpu_activity(a));
+  const GpuActivityStream s = read_gpu_activity(dir / "f");
+  EXPECT_EQ(s.error, "");
+  expect_same(a, s.activity);
+  ASSERT_TRUE(s.activity.tracing);
+  EXPECT_EQ(*s.activity.tracing, t);
+  EXPECT_EQ(s.activity.kernels[0].graph_id, 3u);
+  EXPECT_EQ(s.activity.runtime[0].domain, ApiDomain::driver);
+
+  // A file without a tracing frame (a feedscope of version 2) leaves it unsaid.
+  write_file(dir / "g", encode_gpu_activity(a));
+  EXPECT_FALSE(read_gpu_activity(dir / "g").activity.tracing);
+}
+
+TEST(GpuActivityWireTest, ATracingFrameThatDoesNotParseIsReported) {
+  feedscope::testing::TempDir dir;
+  std::string frame = encode_gpu_tracing(TracingMode{});
+  frame[16] = 9;  // runtime_calls: no such value
+  write_file(dir / "f", with_checksum(frame));
+  EXPECT_EQ(read_gpu_activity(dir / "f").error,
+            (dir / "f").string() + ": tracing frame that does not parse at byte 0");
+}
+
+// A version-2 file (no graph ids, every call the runtime's) still reads: version 3 changed only
+// the kernel and runtime records, so a batch without them is the same bytes under either version.
+TEST(GpuActivityWireTest, AVersion2FrameStillReads) {
+  feedscope::testing::TempDir dir;
+  GpuActivity a;
+  a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pinned, 64, 1, 2, 0, 7, 9, MemoryKind::device});
+  std::string frame = encode_gpu_activity(a);
+  frame[4] = 2;
+  write_file(dir / "f", with_checksum(frame));
+  const GpuActivityStream s = read_gpu_activity(dir / "f");
+  EXPECT_EQ(s.error, "");
+  ASSERT_EQ(s.activity.memcpys.size(), 1u);
+  EXPECT_EQ(s.activity.memcpys[0].bytes, 64u);
 }
 
 TEST(GpuActivityWireTest, IncrementalReadsFromTheOffsetSeeEachFrameOnce) {

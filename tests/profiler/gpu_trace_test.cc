@@ -192,6 +192,85 @@ TEST(ActivityTraceTest, SyncCallAndItsSyncRecordCountOnce) {
                                                                  {"cudaStreamSynchronize", 1}}));
 }
 
+KernelRecord launched(std::int64_t start, std::int64_t end, std::uint32_t correlation,
+                      std::uint32_t graph = 0) {
+  KernelRecord k = kernel(start, end);
+  k.correlation_id = correlation;
+  k.graph_id = graph;
+  return k;
+}
+
+// CUDA 13's `<<<>>>` is __cudaLaunchKernel; Triton's launches under torch.compile are the driver's
+// cuLaunchKernel; a CUDA graph's replay is one cuGraphLaunch for all its kernels.
+TEST(ActivityTraceTest, LaunchesCountCuda13sCompiledLaunchDriverLaunchesAndGraphReplaysOnce) {
+  GpuActivity a;
+  a.runtime.push_back(api("__cudaLaunchKernel", 1 * ms, 1 * ms + 4 * us, 1));
+  a.kernels.push_back(launched(1 * ms + 10 * us, 1 * ms + 20 * us, 1));
+  a.runtime.push_back(api("__cudaLaunchKernel_ptsz", 2 * ms, 2 * ms + 4 * us, 2));
+  a.kernels.push_back(launched(2 * ms + 10 * us, 2 * ms + 20 * us, 2));
+  RuntimeApiRecord triton = api("cuLaunchKernel", 3 * ms, 3 * ms + 6 * us, 3);
+  triton.domain = ApiDomain::driver;
+  a.runtime.push_back(triton);
+  a.kernels.push_back(launched(3 * ms + 10 * us, 3 * ms + 20 * us, 3));
+  RuntimeApiRecord replay = api("cuGraphLaunch", 4 * ms, 4 * ms + 10 * us, 4);
+  replay.domain = ApiDomain::driver;
+  a.runtime.push_back(replay);
+  for (int i = 0; i < 5; ++i)
+    a.kernels.push_back(launched(4 * ms + (20 + 10 * i) * us, 4 * ms + (25 + 10 * i) * us, 4, 9));
+  // cudaGetDevice is no launch.
+  a.runtime.push_back(api("cudaGetDevice", 5 * ms, 5 * ms + 1 * us, 5));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  EXPECT_EQ(s.launch_calls, 4);
+  EXPECT_EQ(s.driver_launch_calls, 1) << "cuLaunchKernel; a graph replay is counted in graphs";
+  EXPECT_EQ(s.launches_without_call, 0);
+  EXPECT_NEAR(s.mean_launch_call_us, 6.0, 1e-9);
+  EXPECT_EQ(s.kernels, 8);
+}
+
+// A kernel whose launch the trace did not record (a launch API it did not select, a CUPTI that
+// traced no driver calls) still cost a launch: counted from the kernel, and not timed.
+TEST(ActivityTraceTest, AKernelWithoutALaunchCallCountsAsALaunch) {
+  GpuActivity a;
+  a.runtime.push_back(api("cudaLaunchKernel", 1 * ms, 1 * ms + 5 * us, 1));
+  a.kernels.push_back(launched(1 * ms + 10 * us, 1 * ms + 20 * us, 1));
+  a.kernels.push_back(launched(2 * ms, 2 * ms + 10 * us, 77));  // cuLaunchKernel, not traced
+  a.kernels.push_back(launched(3 * ms, 3 * ms + 10 * us, 0));   // no correlation at all
+  // Launched in the step before (outside the windows), run in this one: its launch is counted
+  // there, not twice.
+  a.runtime.push_back(api("cudaLaunchKernel", 10 * ms + 500 * us, 10 * ms + 505 * us, 2));
+  a.kernels.push_back(launched(20 * ms + 10 * us, 20 * ms + 20 * us, 2));
+  // A sync's call id is not a launch's: the kernel still counts.
+  a.runtime.push_back(api("cudaStreamSynchronize", 4 * ms, 5 * ms, 3));
+  a.kernels.push_back(launched(4 * ms + 10 * us, 4 * ms + 20 * us, 3));
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}, {20 * ms, 30 * ms}});
+  EXPECT_EQ(s.launch_calls, 1 + 3);
+  EXPECT_EQ(s.launches_without_call, 3);
+  EXPECT_EQ(s.driver_launch_calls, 0);
+  EXPECT_NEAR(s.mean_launch_call_us, 5.0, 1e-9) << "the mean is the timed calls'";
+}
+
+TEST(ActivityTraceTest, TheTracingModeReachesTheSummaryAndReadsInWords) {
+  GpuActivity a;
+  EXPECT_FALSE(summarize_gpu_trace(a, {{0, 10 * ms}}).tracing);
+  TracingMode t;
+  t.runtime_calls = TracingMode::Calls::selected;
+  t.runtime_callbacks = 41;
+  t.driver_calls = TracingMode::Calls::selected;
+  t.driver_callbacks = 8;
+  t.completed_syncs_only = true;
+  a.tracing = t;
+  const GpuTraceSummary s = summarize_gpu_trace(a, {{0, 10 * ms}});
+  ASSERT_TRUE(s.tracing);
+  EXPECT_EQ(*s.tracing, t);
+  EXPECT_EQ(describe_tracing(t), "runtime calls: the 41 the summary reads; driver launches: 8 "
+                                 "calls; sync records: completed queries only");
+  TracingMode fallback;
+  fallback.note = "every runtime call traced: cuptiActivityEnableRuntimeApi is not in this CUPTI";
+  EXPECT_EQ(describe_tracing(fallback),
+            "runtime calls: all; driver launches: not traced; sync records: every query (every "
+            "runtime call traced: cuptiActivityEnableRuntimeApi is not in this CUPTI)");
+}
+
 TEST(ActivityTraceTest, SyncsAreNamedByTheCallThatMadeThemOrByTheirKind) {
   GpuActivity a;
   // torch's .item(): an async copy to pageable memory, which CUPTI records as a stream sync.
