@@ -251,12 +251,14 @@ void CommandLine::add_watch(CLI::App& app) {
                     "stop the program after this many seconds (SIGINT, then SIGTERM) [until it exits]");
   watch->add_option("--throughput-pattern", watch_options.throughput_pattern,
                     "regex with one group: the figure in a line the program prints (samples/s, "
-                    "it/s or s/it); its `Time ... Data ...` lines then give the data-wait share");
+                    "it/s or s/it) [its progress lines in a known format: torchvision MetricLogger, "
+                    "timm, ImageNet Time/Data, nanoGPT, word_language_model, tqdm, N samples/s]");
   watch->add_option("--throughput-unit", watch_options.throughput_unit,
                     "the pattern's unit: samples/s, it/s or s/it [what the pattern's text names: "
                     "it/s, s/it or Time; else samples/s]");
   watch->add_option("--batch-size", watch_options.batch_size,
-                    "the program's batch size: turns it/s and s/it into samples/s [not known]")
+                    "the program's batch size: turns it/s and s/it into samples/s [its command "
+                    "line's -b, --batch-size or --batch_size; else not known]")
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   watch->add_option("--record-dir", watch_options.record_dir,
                     "record what the diagnosis read (GPU records, its input, its verdict) for "

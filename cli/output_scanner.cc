@@ -42,7 +42,191 @@ std::optional<std::pair<double, double>> time_and_data_in(std::string_view text)
   return std::pair(*t, *d);
 }
 
+// What a known format's figure is, and whether it is a running figure (tqdm's smoothed rate,
+// whose last value stands for the run) or one interval's (averaged over the lines).
+enum class Figure { samples_per_s, tokens_per_s, iterations_per_s, seconds_per_iteration };
+
+struct Format {
+  KnownFormat known;
+  Figure figure;
+  bool running;
+};
+
+#define FS_NUM "([0-9]*\\.?[0-9]+)"
+// torchvision's MetricLogger line: `Epoch: [0]  [  20/1251]  eta: 0:10:37  ...`; group 1 the batch.
+#define FS_METRIC_LOGGER "\\[\\s*([0-9]+)/[0-9]+\\]\\s+eta:\\s+\\S.*"
+#define FS_TQDM "\\[[0-9:]+(?:<[0-9:?]+)?,\\s+" FS_NUM "([kMG]?)"
+#define FS_TQDM_UNIT(u) "(?:" u "/s|s/" u ")(?=[,\\]])"
+
+enum FormatIndex : std::size_t {
+  kMetricLoggerImg, kMetricLoggerTime, kTimmRate, kImageNetTime, kNanoGpt, kWordLanguageModel,
+  kTqdmIterations, kTqdmSamples, kTqdmTokens, kSamplesRate, kTokensRate, kFormatCount
+};
+
+const std::vector<Format>& formats() {
+  static const std::vector<Format> list = {
+      {{"torchvision MetricLogger `img/s: N`", FS_METRIC_LOGGER "\\bimg/s:\\s+" FS_NUM "(?:\\s|$)"},
+       Figure::samples_per_s, false},
+      {{"torchvision MetricLogger `time: S  data: S` (20-batch means)",
+        FS_METRIC_LOGGER "\\btime:\\s+" FS_NUM "(?:\\s*\\([^)]*\\))?\\s+data:\\s+" FS_NUM "(?:\\s|\\(|$)"},
+       Figure::seconds_per_iteration, false},
+      {{"timm `Time: Ss,  N/s`", "\\bTime:\\s*[0-9.]+s,\\s+" FS_NUM "/s(?:\\s|$)"}, Figure::samples_per_s, false},
+      {{"ImageNet `Time S (S)  Data S (S)`",
+        "\\bTime:?\\s+" FS_NUM "[^\\r\\n]*?\\bData:?\\s+([0-9]*\\.?[0-9]+)"},
+       Figure::seconds_per_iteration, false},
+      {{"nanoGPT `iter N: loss L, time Xms`", "^iter\\s+([0-9]+):\\s+loss\\s+\\S+,\\s+time\\s+" FS_NUM "ms\\b"},
+       Figure::seconds_per_iteration, false},
+      {{"word_language_model `| epoch E | B/N batches | ... | ms/batch X |`",
+        "\\|\\s*epoch\\s+[0-9]+\\s*\\|\\s*[0-9]+/\\s*[0-9]+\\s+batches\\s*\\|.*\\|\\s*ms/batch\\s+" FS_NUM "\\s*\\|"},
+       Figure::seconds_per_iteration, false},
+      {{"tqdm `[elapsed<left, Nit/s]` (or `Ss/it`)", FS_TQDM FS_TQDM_UNIT("(it)")}, Figure::iterations_per_s, true},
+      {{"tqdm `[elapsed<left, Nimg/s]` (img, images, samples)", FS_TQDM FS_TQDM_UNIT("(img|images|samples)")},
+       Figure::samples_per_s, true},
+      {{"tqdm `[elapsed<left, Ntokens/s]`", FS_TQDM FS_TQDM_UNIT("(tokens|tok)")}, Figure::tokens_per_s, true},
+      {{"`N samples/s` (img/s, images/s; /sec)",
+        "(?:^|[\\s:=,(])" FS_NUM " ?(?:samples|img|images)/s(?:ec)?(?![/:\\w])"},
+       Figure::samples_per_s, false},
+      {{"`N tokens/s` (/sec)", "(?:^|[\\s:=,(])" FS_NUM " ?tokens/s(?:ec)?(?![/:\\w])"}, Figure::tokens_per_s, false},
+  };
+  return list;
+}
+
+#undef FS_NUM
+#undef FS_METRIC_LOGGER
+#undef FS_TQDM
+#undef FS_TQDM_UNIT
+
+const std::vector<std::regex>& format_regexes() {
+  static const std::vector<std::regex> list = [] {
+    std::vector<std::regex> out;
+    for (const Format& f : formats()) out.emplace_back(std::string(f.known.pattern));
+    return out;
+  }();
+  return list;
+}
+
+using Match = std::match_results<std::string_view::const_iterator>;
+
+bool search(std::string_view text, std::size_t format, Match& m) {
+  return std::regex_search(text.begin(), text.end(), m, format_regexes()[format]);
+}
+
+// A MetricLogger line's figures are means over the epoch's last 20 batches: before its 20th,
+// the mean holds the epoch's first batch, and with it the loader's start-up.
+constexpr long kMetricLoggerWindow = 20;
+
+bool metric_logger_startup(const Match& m) {
+  return std::strtol(m[1].str().c_str(), nullptr, 10) < kMetricLoggerWindow;
+}
+
+// One line's figure from the first known format it matches, in the format's unit (tqdm's
+// seconds per iteration turned into its rate), and whether it carries start-up.
+struct LineFigure {
+  std::size_t format;
+  double value;
+  bool startup;
+};
+
+double si_scale(const std::string& prefix) {
+  return prefix == "k" ? 1e3 : prefix == "M" ? 1e6 : prefix == "G" ? 1e9 : 1;
+}
+
+std::optional<LineFigure> known_figure(std::string_view text) {
+  Match m;
+  for (std::size_t f = 0; f < kFormatCount; ++f) {
+    if (!search(text, f, m)) continue;
+    switch (f) {
+      case kMetricLoggerImg:
+      case kMetricLoggerTime:
+        if (const auto v = number(m[2].str())) return LineFigure{f, *v, metric_logger_startup(m)};
+        break;
+      case kNanoGpt:
+        if (const auto v = number(m[2].str())) return LineFigure{f, *v / 1000, m[1].str() == "0"};
+        break;
+      case kWordLanguageModel:
+        if (const auto v = number(m[1].str())) return LineFigure{f, *v / 1000, false};
+        break;
+      case kTqdmIterations:
+      case kTqdmSamples:
+      case kTqdmTokens: {
+        const auto v = number(m[1].str());
+        if (!v || !(*v > 0)) break;
+        const double scaled = *v * si_scale(m[2].str());
+        const bool inverse = !m[3].matched;  // `1.25s/it`: seconds per item
+        return LineFigure{f, inverse ? 1 / scaled : scaled, false};
+      }
+      default:
+        if (const auto v = number(m[1].str())) return LineFigure{f, *v, false};
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+// MetricLogger's `time: ... data:` means, with whether they carry start-up.
+std::optional<std::pair<std::pair<double, double>, bool>> metric_logger_time_data(std::string_view text) {
+  Match m;
+  if (!search(text, kMetricLoggerTime, m)) return std::nullopt;
+  const auto t = number(m[2].str()), d = number(m[3].str());
+  if (!t || !d) return std::nullopt;
+  return std::pair(std::pair(*t, *d), metric_logger_startup(m));
+}
+
+std::string count_of(std::size_t n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
 }  // namespace
+
+const std::vector<KnownFormat>& known_formats() {
+  static const std::vector<KnownFormat> list = [] {
+    std::vector<KnownFormat> out;
+    for (const Format& f : formats()) out.push_back(f.known);
+    return out;
+  }();
+  return list;
+}
+
+namespace {
+
+// `--batch-size=12` -> 12 with its flag; `-b 12` over two words.
+std::optional<std::int64_t> positive(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12)
+    return std::nullopt;
+  const std::int64_t v = std::stoll(text);
+  return v > 0 ? std::optional(v) : std::nullopt;
+}
+
+std::optional<std::pair<std::int64_t, std::string>> flag_value(const std::vector<std::string>& command,
+                                                               std::size_t i,
+                                                               std::initializer_list<std::string_view> names) {
+  const std::string& word = command[i];
+  for (const std::string_view name : names) {
+    if (word == name && i + 1 < command.size())
+      if (const auto v = positive(command[i + 1])) return std::pair(*v, word + " " + command[i + 1]);
+    if (word.size() > name.size() && word.starts_with(name) && word[name.size()] == '=')
+      if (const auto v = positive(word.substr(name.size() + 1))) return std::pair(*v, word);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command) {
+  CommandBatchSize b;
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--") break;  // what follows is another program's
+    if (const auto v = flag_value(command, i, {"-b", "--batch-size", "--batch_size"})) {
+      b.batch_size = v->first;
+      b.flag = v->second;
+    } else if (const auto a = flag_value(command, i, {"--gradient_accumulation_steps"})) {
+      b.accumulation = a->first;
+      b.accumulation_flag = a->second;
+    }
+  }
+  if (b.batch_size == 0) return std::nullopt;
+  return b;
+}
 
 ThroughputUnit parse_throughput_unit(const std::string& text) {
   if (text == "samples/s") return ThroughputUnit::samples_per_s;
@@ -87,10 +271,47 @@ void check_throughput_pattern(const std::string& pattern) {
 }
 
 OutputScanner::OutputScanner(const std::string& pattern, ThroughputUnit unit, std::int64_t batch_size)
+    : OutputScanner(pattern, unit, CommandBatchSize{batch_size, "--batch-size", 0, ""}) {}
+
+OutputScanner::OutputScanner(const std::string& pattern, ThroughputUnit unit, const CommandBatchSize& batch)
     : pattern_(pattern),
       re_(pattern.empty() ? std::nullopt : std::optional<std::regex>(std::regex(pattern))),
       unit_(unit),
-      batch_size_(batch_size) {}
+      batch_(batch),
+      known_(kFormatCount) {
+  imagenet_wait_.columns = "`Time ... Data ...`";
+  metric_logger_wait_.columns = "MetricLogger `time: ... data: ...`";
+}
+
+void OutputScanner::Tally::add(double v, bool startup) {
+  if (lines == 0) first = v;
+  else after_first += v;
+  if (lines > 0 && !startup) {
+    clean += v;
+    ++clean_lines;
+  }
+  last = v;
+  ++lines;
+}
+
+std::size_t OutputScanner::Tally::counted() const {
+  return clean_lines > 0 ? clean_lines : lines > 1 ? lines - 1 : lines;
+}
+
+double OutputScanner::Tally::sum() const {
+  return clean_lines > 0 ? clean : lines > 1 ? after_first : first;
+}
+
+double OutputScanner::Tally::mean() const {
+  return lines > 0 ? sum() / static_cast<double>(counted()) : 0;
+}
+
+std::string OutputScanner::Tally::mean_basis() const {
+  if (clean_lines > 0 && clean_lines + 1 < lines)
+    return "the mean of " + count_of(clean_lines, "line") + " past the start-up";
+  if (lines > 1) return "the mean of " + count_of(lines - 1, "line") + " after the first";
+  return "its one line";
+}
 
 void OutputScanner::text(std::string_view text, std::int64_t now_ns) {
   while (!text.empty()) {
@@ -170,7 +391,9 @@ void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
     }
   }
   const std::optional<double> figure = figure_in(text);
+  const std::optional<LineFigure> known = re_ ? std::nullopt : known_figure(text);
   const std::optional<std::pair<double, double>> time_data = time_and_data_in(text);
+  const auto logger_time_data = time_data ? std::nullopt : metric_logger_time_data(text);
   std::lock_guard lock(mutex_);
   if (!first_line_ns_) first_line_ns_ = now_ns;
   if (figure) {
@@ -179,16 +402,14 @@ void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
     last_ = *figure;
     ++matches_;
   }
+  if (known) known_[known->format].add(known->value, known->startup);
   if (time_data) {
-    if (wait_.lines == 0) {
-      first_time_s_ = time_data->first;
-      first_data_s_ = time_data->second;
-    } else {
-      wait_.time_s += time_data->first;
-      wait_.data_s += time_data->second;
-      ++wait_.counted;
-    }
-    ++wait_.lines;
+    imagenet_wait_.time.add(time_data->first, false);
+    imagenet_wait_.data.add(time_data->second, false);
+  } else if (logger_time_data) {
+    const auto [td, startup] = *logger_time_data;
+    metric_logger_wait_.time.add(td.first, startup);
+    metric_logger_wait_.data.add(td.second, startup);
   }
 }
 
@@ -199,6 +420,14 @@ std::vector<LauncherFailure> OutputScanner::launcher_failures() const {
 
 PrintedThroughput OutputScanner::throughput() const {
   std::lock_guard lock(mutex_);
+  return re_ ? pattern_throughput() : known_throughput();
+}
+
+std::string OutputScanner::batch_text() const {
+  return "batch size " + std::to_string(batch_.batch_size) + " from " + batch_.flag;
+}
+
+PrintedThroughput OutputScanner::pattern_throughput() const {
   PrintedThroughput t;
   t.lines = matches_;
   if (matches_ == 0) return t;
@@ -223,30 +452,90 @@ PrintedThroughput OutputScanner::throughput() const {
       break;
     }
   }
-  if (batch_size_ > 0) {
-    if (samples) iterations = *samples / static_cast<double>(batch_size_);
-    else if (iterations) samples = *iterations * static_cast<double>(batch_size_);
-    if (unit_ != ThroughputUnit::samples_per_s)
-      how += ", x batch size " + std::to_string(batch_size_) + " for samples/s";
+  if (batch_.batch_size > 0) {
+    const double batch = static_cast<double>(batch_.batch_size);
+    if (samples) iterations = *samples / batch;
+    else if (iterations) samples = *iterations * batch;
+    if (unit_ != ThroughputUnit::samples_per_s) how += ", x batch size " + std::to_string(batch_.batch_size) + " for samples/s";
   } else if (unit_ != ThroughputUnit::samples_per_s) {
     how += "; samples/s not measured: no batch size ({batch_size} in the command, or --batch-size)";
   }
   t.samples_per_s = samples;
   t.iterations_per_s = iterations;
-  t.basis = "throughput from the program's own lines matching --throughput-pattern '" + pattern_ +
-            "': " + how;
+  t.source = "the program's own lines matching --throughput-pattern '" + pattern_ + "': " + how;
+  t.basis = "throughput from " + t.source;
+  return t;
+}
+
+// The known format with the most lines (the earlier in the list on a tie) gives the figure.
+PrintedThroughput OutputScanner::known_throughput() const {
+  PrintedThroughput t;
+  std::size_t best = kFormatCount;
+  for (std::size_t f = 0; f < kFormatCount; ++f)
+    if (known_[f].lines > 0 && (best == kFormatCount || known_[f].lines > known_[best].lines)) best = f;
+  if (best == kFormatCount) return t;
+  const Format& format = formats()[best];
+  const Tally& tally = known_[best];
+  t.lines = tally.lines;
+  const double value = format.running ? tally.last : tally.mean();
+  std::string how = format.running ? "the last, its running figure" : tally.mean_basis();
+  std::optional<double> samples, iterations;
+  switch (format.figure) {
+    case Figure::samples_per_s:
+      samples = value;
+      how += fixed(", %.4g samples/s", value);
+      break;
+    case Figure::tokens_per_s:
+      t.tokens_per_s = value;
+      how += fixed(", %.4g tokens/s; samples/s not measured (a token is no sample)", value);
+      break;
+    case Figure::iterations_per_s:
+      iterations = value;
+      how += fixed(", %.4g it/s", value);
+      break;
+    case Figure::seconds_per_iteration:
+      if (value > 0) iterations = 1 / value;
+      how += value < 0.1 ? fixed(", %.4g ms/it", value * 1000) : fixed(", %.4g s/it", value);
+      break;
+  }
+  // A nanoGPT iteration is gradient_accumulation_steps micro-batches of --batch_size.
+  const bool nano = best == kNanoGpt;
+  const std::int64_t per_iteration = batch_.batch_size * (nano && batch_.accumulation > 0 ? batch_.accumulation : 1);
+  if (batch_.batch_size > 0 && format.figure != Figure::tokens_per_s) {
+    if (samples) {
+      iterations = *samples / static_cast<double>(per_iteration);
+    } else if (iterations) {
+      samples = *iterations * static_cast<double>(per_iteration);
+      how += ", " + batch_text();
+      if (nano)
+        how += batch_.accumulation > 0
+                   ? " x " + std::to_string(batch_.accumulation) + " micro-batches from " + batch_.accumulation_flag
+                   : " (one micro-batch an iteration: gradient_accumulation_steps is not on the command line)";
+    }
+  } else if (iterations && !samples) {
+    how += "; samples/s not measured: no batch size on the command line (-b, --batch-size, "
+           "--batch_size) or --batch-size";
+  }
+  t.samples_per_s = samples;
+  t.iterations_per_s = iterations;
+  t.source = "the program's own lines: " + std::string(format.known.name) + ", " +
+             count_of(tally.lines, "line") + " (" + how + ")";
+  t.basis = "throughput from " + t.source;
   return t;
 }
 
 PrintedDataWait OutputScanner::data_wait() const {
   std::lock_guard lock(mutex_);
-  PrintedDataWait w = wait_;
-  if (w.lines == 1) {  // one line: it is all there is
-    w.time_s = first_time_s_;
-    w.data_s = first_data_s_;
-    w.counted = 1;
-  }
-  if (w.lines > 0 && w.time_s > 0) w.share = std::min(1.0, w.data_s / w.time_s);
+  const DataTally& d = metric_logger_wait_.time.lines > imagenet_wait_.time.lines ? metric_logger_wait_
+                                                                                  : imagenet_wait_;
+  PrintedDataWait w;
+  w.lines = d.time.lines;
+  if (w.lines == 0) return w;
+  w.counted = d.time.counted();
+  w.time_s = d.time.sum();
+  w.data_s = d.data.sum();
+  w.columns = std::string(d.columns);
+  if (w.time_s > 0) w.share = std::min(1.0, w.data_s / w.time_s);
   return w;
 }
 

@@ -6,6 +6,10 @@
 // `Time  0.547 ( 0.561)  Data  0.301 ( 0.320)`, timm's `Time: 0.547s, ... Data: 0.301 (0.320)`)
 // also give the share of each batch's time spent waiting for data. tqdm redraws its bar with
 // carriage returns: a `\r` ends a line as a `\n` does.
+// Without a pattern the common progress lines are read as they are printed (known_formats()):
+// torchvision's MetricLogger (`img/s:`, `time: ... data:`), timm, pytorch/examples' ImageNet,
+// nanoGPT, word_language_model, tqdm's rate, and an explicit `N samples/s`. A line that matches
+// none of them is not read.
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -36,11 +40,33 @@ const char* to_string(ThroughputUnit unit);
 void check_throughput_pattern(const std::string& pattern);
 
 struct PrintedThroughput {
-  std::size_t lines = 0;  // lines the pattern matched with a number
+  std::size_t lines = 0;  // lines the pattern (or the known format read) matched with a number
   std::optional<double> iterations_per_s;  // null: samples/s figures without a batch size
   std::optional<double> samples_per_s;     // null: it/s or s/it figures without a batch size
-  std::string basis;                       // which lines, in what unit, scaled by what
+  std::optional<double> tokens_per_s;      // a program that counts tokens (`N tokens/s`)
+  // Which lines, in what unit, scaled by what: report.json's throughput.source.
+  std::string source;
+  std::string basis;  // the same, as program.notes says it
 };
+
+// A progress line format read without a flag: its name in the report and what it gives.
+struct KnownFormat {
+  std::string_view name;     // "nanoGPT `iter N: ... time Xms`"
+  std::string_view pattern;  // the regular expression, for the docs and the tests
+};
+// In the order they are tried on each line; the first that matches gives the line's figure.
+const std::vector<KnownFormat>& known_formats();
+
+// The batch size a command line gives: `-b N`, `--batch-size N`, `--batch_size=N` (nanoGPT),
+// `--batch-size=N`, `--batch_size N`; and nanoGPT's `--gradient_accumulation_steps=N`, the
+// micro-batches of one of its iterations. None where no word gives a positive number.
+struct CommandBatchSize {
+  std::int64_t batch_size = 0;
+  std::string flag;  // the words that gave it: "--batch_size=12"
+  std::int64_t accumulation = 0;  // 0: not on the command line
+  std::string accumulation_flag;
+};
+std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command);
 
 // A rank torch.distributed's launcher (torchrun) reported failed, from its closing table
 // ("rank : 1 (local_rank: 1)" then "exitcode : 1 (pid: 812)").
@@ -59,9 +85,10 @@ bool starts_distributed_launcher(const std::vector<std::string>& command);
 // Reads the lines of one program. Thread-safe: its stdout and stderr pumps call text() at once.
 class OutputScanner {
  public:
-  // `pattern` empty: no throughput, only the Time/Data lines and the first line's time.
-  // `batch_size` 0: not known, so it/s and s/it stay iterations.
+  // `pattern` empty: the known formats' throughput. `batch_size` 0: not known, so it/s and s/it
+  // stay iterations; a CommandBatchSize names where it came from (else "--batch-size").
   OutputScanner(const std::string& pattern, ThroughputUnit unit, std::int64_t batch_size);
+  OutputScanner(const std::string& pattern, ThroughputUnit unit, const CommandBatchSize& batch);
 
   // What the program printed, one line or more, at `now_ns`.
   void text(std::string_view text, std::int64_t now_ns);
@@ -69,8 +96,13 @@ class OutputScanner {
   // Rates (samples/s, it/s, and tqdm's per-line it/s or s/it): the last match, a program's own
   // running figure. Seconds per iteration: the mean of the matches after the first (each is one
   // batch's time, and the first batch's includes the loader's start-up); with one match, that one.
+  // Without a pattern: the known format that matched the most lines, its times (and its rates
+  // that are one interval's, not running like tqdm's) the mean of its lines that carry no start-up.
   PrintedThroughput throughput() const;
-  // sum(Data) / sum(Time) over the lines after the first (the first alone where there is one).
+  // sum(Data) / sum(Time) over the lines that carry no start-up: after the first, and for
+  // MetricLogger's 20-batch means, from the 20th batch of an epoch on (else all after the first;
+  // the first alone where there is one). ImageNet's `Time ... Data` or MetricLogger's
+  // `time: ... data:`, whichever the program printed more of.
   PrintedDataWait data_wait() const;
   // When the first non-blank line arrived; null before any.
   std::optional<std::int64_t> first_line_ns() const;
@@ -78,14 +110,36 @@ class OutputScanner {
   std::vector<LauncherFailure> launcher_failures() const;
 
  private:
+  // A series of one format's figures, where the first line(s) carry the start-up.
+  struct Tally {
+    std::size_t lines = 0;
+    double first = 0, last = 0;
+    double after_first = 0;  // summed over the lines after the first
+    double clean = 0;        // summed over the lines that carry no start-up
+    std::size_t clean_lines = 0;
+    void add(double v, bool startup);
+    std::size_t counted() const;  // the lines sum() adds
+    // Over the clean lines, else over those after the first, else the first.
+    double sum() const;
+    double mean() const;
+    std::string mean_basis() const;  // "the mean of 47 lines after the first"
+  };
+  struct DataTally {
+    Tally time, data;
+    std::string_view columns;  // "`Time ... Data ...`"
+  };
+
   void line(std::string_view text, std::int64_t now_ns);
   std::optional<double> figure_in(std::string_view line) const;  // in it/s for per_line
   std::optional<double> iterations_from(double value, std::string_view after) const;
+  PrintedThroughput pattern_throughput() const;
+  PrintedThroughput known_throughput() const;
+  std::string batch_text() const;  // "batch size 12 from --batch_size=12"
 
   const std::string pattern_;
   const std::optional<std::regex> re_;
   const ThroughputUnit unit_;
-  const std::int64_t batch_size_;
+  const CommandBatchSize batch_;
 
   // Below state is shared between the output pumps' threads.
   mutable std::mutex mutex_;
@@ -94,10 +148,10 @@ class OutputScanner {
   double last_ = 0;              // the last match, in unit_ (per_line: converted to it/s)
   double first_ = 0;             // the first match (seconds_per_iteration)
   double sum_after_first_ = 0;   // of the matches after the first (seconds_per_iteration)
-  PrintedDataWait wait_;
+  DataTally imagenet_wait_, metric_logger_wait_;
+  std::vector<Tally> known_;  // one per known_formats() entry, in its figure's unit
   std::vector<LauncherFailure> failures_;
   bool in_root_cause_ = false;
-  double first_time_s_ = 0, first_data_s_ = 0;
 };
 
 }  // namespace feedscope

@@ -61,30 +61,42 @@ void validate(const WatchOptions& o) {
                                         " is out of range; allowed: 1 or more (0: not known)");
 }
 
-// The program's lines are read where a pattern asks for a figure, where they go to a file anyway
-// (a sweep point), or where a torch.distributed launcher prints which ranks failed: then the first
-// line's time and the Time/Data lines come for free.
-std::optional<OutputScanner> output_scanner(const WatchOptions& o) {
-  if (o.throughput_pattern.empty() && !o.keep_output && !starts_distributed_launcher(o.command))
-    return std::nullopt;
+// The program's lines are always read (they pass through to ours as they come): its progress
+// lines in a known format give its throughput and data wait without a flag, and the first line's
+// time where its work began. A pattern picks the throughput's figure instead.
+OutputScanner output_scanner(const WatchOptions& o) {
   const ThroughputUnit unit = o.throughput_unit.empty() ? infer_throughput_unit(o.throughput_pattern)
                                                         : parse_throughput_unit(o.throughput_unit);
-  return std::optional<OutputScanner>(std::in_place, o.throughput_pattern, unit, o.batch_size);
+  CommandBatchSize batch{o.batch_size, "--batch-size", 0, ""};
+  if (const std::optional<CommandBatchSize> given = batch_size_in_command(o.command)) {
+    if (o.batch_size <= 0) batch = *given;
+    batch.accumulation = given->accumulation;
+    batch.accumulation_flag = given->accumulation_flag;
+  }
+  return OutputScanner(o.throughput_pattern, unit, batch);
+}
+
+// torchrun's failure table is read where the lines were read before they always were: a
+// launcher's output, a pattern's or a sweep point's.
+bool reads_launcher_failures(const WatchOptions& o) {
+  return !o.throughput_pattern.empty() || o.keep_output || starts_distributed_launcher(o.command);
 }
 
 // The throughput the program printed, where it sent no spans: samples/s where the batch size
 // allows, iterations per second (batches_per_s) where the figure is one.
 void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o, Report& report,
                              ProgramSummary& program) {
-  if (o.throughput_pattern.empty()) return;
   const PrintedThroughput t = scanner.throughput();
   if (t.lines == 0) {
-    program.notes.push_back("throughput: no line matched --throughput-pattern '" +
-                            o.throughput_pattern + "'");
+    if (!o.throughput_pattern.empty())
+      program.notes.push_back("throughput: no line matched --throughput-pattern '" +
+                              o.throughput_pattern + "'");
     return;
   }
   if (t.samples_per_s) report.throughput.samples_per_s = *t.samples_per_s;
   if (t.iterations_per_s) report.throughput.batches_per_s = *t.iterations_per_s;
+  if (t.tokens_per_s) report.throughput.tokens_per_s = *t.tokens_per_s;
+  report.throughput.source = t.source;
   program.notes.push_back(t.basis);
 }
 
@@ -98,13 +110,13 @@ void note_printed_data_stall(const Diagnosis& d, ProgramSummary& program) {
 
 // Where start-up ends: the first CUDA kernel, else the first line the program printed, unless
 // that came in the last tenth of the run (its closing summary, not the start of its work).
-void note_work_began(std::optional<std::int64_t> first_kernel_ns, const std::optional<OutputScanner>& scanner,
+void note_work_began(std::optional<std::int64_t> first_kernel_ns, const OutputScanner& scanner,
                      std::int64_t begin_ns, double wall_s, WatchOutcome& outcome) {
   const auto since_begin = [begin_ns](std::int64_t ns) { return static_cast<double>(ns - begin_ns) / 1e9; };
   if (first_kernel_ns && *first_kernel_ns >= begin_ns) {
     outcome.work_began_s = since_begin(*first_kernel_ns);
     outcome.work_began_at = "its first CUDA kernel";
-  } else if (const auto line = scanner ? scanner->first_line_ns() : std::nullopt;
+  } else if (const auto line = scanner.first_line_ns();
              line && since_begin(*line) < 0.9 * wall_s) {
     outcome.work_began_s = since_begin(*line);
     outcome.work_began_at = "the first line it printed";
@@ -348,6 +360,9 @@ std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::
                                                std::string& no_injection) {
   std::map<std::string, std::string> env = o.env;
   env[kWatchDirEnv] = channel.string();
+  // Its output goes through a pipe, which Python holds back until exit: unbuffered, each progress
+  // line passes through, and is read, when it is printed.
+  if (std::getenv("PYTHONUNBUFFERED") == nullptr) env.try_emplace("PYTHONUNBUFFERED", "1");
   if (const char* taken = std::getenv("CUDA_INJECTION64_PATH"); taken && *taken) {
     no_injection = std::string("CUDA_INJECTION64_PATH is already set to '") + taken +
                    "' (another tool traces CUDA): no feedscope CUDA trace";
@@ -367,12 +382,12 @@ std::unique_ptr<MetricsExporter> start_metrics(const WatchOptions& o, const Envi
 }
 
 ChildProcess::Options child_options(const WatchOptions& o, std::map<std::string, std::string> env,
-                                    std::optional<OutputScanner>& scanner) {
+                                    OutputScanner& scanner) {
   ChildProcess::Options co;
   co.argv = o.command;
   co.env = std::move(env);
   if (o.keep_output) co.output_path = (fs::path(o.report_dir) / "output.log").string();
-  if (scanner) co.on_line = [&scanner](std::string_view line) { scanner->text(line, now_ns()); };
+  co.on_line = [&scanner](std::string_view line) { scanner.text(line, now_ns()); };
   return co;
 }
 
@@ -496,7 +511,7 @@ std::vector<SessionHandoff> read_sessions(const fs::path& channel, std::vector<s
 // What the program measured of itself, where a feedscope Session inside it sent its spans (the
 // busiest Session's), else what it printed; returns the spans' diagnosis input, if any.
 std::optional<DiagnosisInput> take_program_measurements(const std::vector<SessionHandoff>& sessions,
-                                                        const std::optional<OutputScanner>& scanner,
+                                                        const OutputScanner& scanner,
                                                         const WatchOptions& o, int cpus,
                                                         Report& report, ProgramSummary& program) {
   std::optional<DiagnosisInput> span_input;
@@ -505,13 +520,14 @@ std::optional<DiagnosisInput> take_program_measurements(const std::vector<Sessio
   if (const SessionHandoff* s = busiest(sessions)) {
     program.spans = "session (pid " + std::to_string(s->pid) + ")";
     report.throughput = s->throughput;
+    report.throughput.source = "the spans of a feedscope Session in the program (pid " + std::to_string(s->pid) + ")";
     report.stages = s->stages;
     report.custom_stages = s->custom_stages;
     report.training = s->training;
     report.data_errors = s->data_errors;
     span_input = span_input_of(*s, program.tree.workers, cpus);
-  } else if (scanner) {
-    take_printed_throughput(*scanner, o, report, program);
+  } else {
+    take_printed_throughput(scanner, o, report, program);
   }
   return span_input;
 }
@@ -519,7 +535,7 @@ std::optional<DiagnosisInput> take_program_measurements(const std::vector<Sessio
 WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpus,
                                           const Report& report,
                                           const std::optional<DiagnosisInput>& span_input,
-                                          const std::optional<OutputScanner>& scanner,
+                                          const OutputScanner& scanner,
                                           const DataFilesSeen* data_files) {
   WatchDiagnosisInput wd;
   wd.tree = program.tree;
@@ -531,7 +547,7 @@ WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpu
   wd.ended = program.ended;
   wd.exit = program.exit;
   wd.wall_s = program.wall_s;
-  if (scanner) wd.printed = scanner->data_wait();
+  if (const PrintedDataWait w = scanner.data_wait(); w.lines > 0) wd.printed = w;
   // The files it held open, as the sampler saw them; not the ones its arguments name, which are
   // looked at later, for the loader's try, and may never have been read.
   if (data_files) wd.data_files_seen = data_files->files().size();
@@ -595,7 +611,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   std::string no_injection;
   std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
   const std::unique_ptr<MetricsExporter> metrics = start_metrics(o, report.environment, log);
-  std::optional<OutputScanner> scanner = output_scanner(o);
+  OutputScanner scanner = output_scanner(o);
   ChildProcess::Options co = child_options(o, std::move(env), scanner);
 
   const std::int64_t begin_ns = now_ns();
@@ -639,7 +655,8 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                                                        o.try_loader && sampling.sampler ? &data_files : nullptr);
   report.diagnosis = diagnose_watched(wd);
   const Diagnosis watched = report.diagnosis;
-  const std::vector<LauncherFailure> failures = scanner ? scanner->launcher_failures() : std::vector<LauncherFailure>{};
+  const std::vector<LauncherFailure> failures =
+      reads_launcher_failures(o) ? scanner.launcher_failures() : std::vector<LauncherFailure>{};
   if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
   note_printed_data_stall(report.diagnosis, program);

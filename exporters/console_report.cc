@@ -76,9 +76,16 @@ std::string format_console_report(const Report& r, bool color) {
     out += line("  throughput: %.2f it/s (from the program's own lines; samples/s not measured: "
                 "no batch size) in %.2f s",
                 r.throughput.batches_per_s, r.throughput.wall_s);
+  else if (r.throughput.tokens_per_s > 0)  // a program that counts tokens, not samples
+    out += line("  throughput: %.1f tokens/s (from the program's own lines; samples/s not measured) in %.2f s",
+                r.throughput.tokens_per_s, r.throughput.wall_s);
   else
     out += line("  throughput: not measured in %.2f s (no stage spans%s)", r.throughput.wall_s,
-                r.program ? ": wrap the loop with feedscope, or give --throughput-pattern" : "");
+                r.program ? " and no progress line in a known format: wrap the loop with feedscope, "
+                            "or give --throughput-pattern"
+                          : "");
+  if (r.throughput.steps == 0 && !r.throughput.source.empty())
+    out += line("    read from %s", r.throughput.source.c_str());
   out += line("  device: %s   model: %s", r.environment.device.c_str(), r.training.model.c_str());
   if (r.training.first_loss && r.training.last_loss)
     out += line("  loss: %.4f -> %.4f", *r.training.first_loss, *r.training.last_loss);

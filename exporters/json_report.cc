@@ -245,6 +245,10 @@ std::string report_to_json(const Report& r) {
                      {"steps", t.steps},
                      {"samples", t.samples},
                      {"wall_s", t.wall_s}};
+  if (r.program) {
+    j["throughput"]["tokens_per_s"] = optional_number(t.tokens_per_s > 0 ? std::optional(t.tokens_per_s) : std::nullopt);
+    j["throughput"]["source"] = t.source.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(t.source);
+  }
   j["stages"] = stages_json(r.stages);
   j["custom_stages"] = stages_json(r.custom_stages);
   const Utilization& u = r.utilization;

@@ -33,14 +33,15 @@ struct LoopSpans {
   double h2d_submit_s = 0;
 };
 
-// What a program's own ImageNet-style `Time ... Data ...` progress lines say of its wait for data
-// (cli/output_scanner.h reads them).
+// What a program's own progress lines say of its wait for data (cli/output_scanner.h reads them):
+// ImageNet-style `Time ... Data ...` lines, or torchvision MetricLogger's `time: ... data: ...`.
 struct PrintedDataWait {
-  std::size_t lines = 0;    // `Time ... Data ...` lines read
-  std::size_t counted = 0;  // those summed: all but the first, which carries the start-up
+  std::size_t lines = 0;    // such lines read
+  std::size_t counted = 0;  // those summed: all but the ones that carry the start-up
   double time_s = 0;        // the summed per-batch times (each line's current value)
   double data_s = 0;        // the summed waits for data
   std::optional<double> share;  // data_s / time_s; null without a line
+  std::string columns = "`Time ... Data ...`";  // which lines, as the evidence names them
 };
 
 // How a watched program ended (ProgramSummary's `ended` and `exit`) and after how long.

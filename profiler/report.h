@@ -39,6 +39,10 @@ struct Throughput {
   std::int64_t steps = 0;  // measured steps, warm-up excluded
   std::int64_t samples = 0;
   double wall_s = 0;  // measured wall time, warm-up excluded
+  // A watched program: where the figures came from (a Session's spans, or which of its own lines,
+  // read how); empty: not measured. Its tokens/s where its lines count tokens (0: not measured).
+  std::string source;
+  double tokens_per_s = 0;
 };
 
 struct StageStats {

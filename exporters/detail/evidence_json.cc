@@ -445,7 +445,8 @@ ojson watch_input_json(const WatchDiagnosisInput& in) {
                {"counted", in.printed->counted},
                {"time_s", number_json(in.printed->time_s)},
                {"data_s", number_json(in.printed->data_s)},
-               {"share", optional_json(in.printed->share)}};
+               {"share", optional_json(in.printed->share)},
+               {"columns", in.printed->columns}};
   ojson torch = nullptr;
   if (in.torch) torch = {{"version", in.torch->version}, {"source", in.torch->source}};
   return {{"tree", tree_json(in.tree)},
@@ -474,6 +475,7 @@ WatchDiagnosisInput watch_input_from(const JsonIn& j) {
     w.time_s = p.at("time_s").number();
     w.data_s = p.at("data_s").number();
     w.share = opt_number(p.at("share"));
+    w.columns = p.at("columns").text();
     in.printed = w;
   }
   if (const JsonIn f = j.at("data_files_seen"); !f.is_null()) in.data_files_seen = f.unsigned_integer();

@@ -42,6 +42,9 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_one_thread", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_one_thread},
       {"tree_step_bound", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_step_bound},
       {"tree_cores_full", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_cores_full},
+      // Where the tree names nothing, the program's own lines that say its loop waits for data.
+      {"tree_printed_data_wait", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsPrinted,
+       rules::tree_printed_data_wait},
       {"tree_no_clear_limit", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_no_clear_limit},
       {"tree_processes", S::context, kNeedsTree, rules::tree_processes},
       {"tree_core_waits", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_core_waits},

@@ -174,17 +174,18 @@ bool ended_before_measuring(const Facts& f, Diagnosis& d) {
   return true;
 }
 
-// The program's own `Time ... Data ...` lines measure its data stall where no spans did.
+// The program's own `Time ... Data ...` lines (or MetricLogger's `time: ... data:` columns)
+// measure its data stall where no spans did.
 bool printed_data_stall(const Facts& f, Diagnosis& d) {
   const PrintedDataWait& w = *f.e.printed;
   if (!w.share) return false;
   d.data_stall_ratio = *w.share;
-  d.data_stall_source = "the program's own `Time ... Data ...` lines";
+  d.data_stall_source = "the program's own " + w.columns + " lines";
   d.input_bound = input_bound_class(*w.share);
   d.evidence.push_back(fmt("the program's own lines: waiting for data %.3f s of %.3f s per-batch "
-                           "time (%zu `Time ... Data ...` lines%s): a data-wait share of %.1f%%",
-                           w.data_s, w.time_s, w.counted,
-                           w.lines > w.counted ? " after the first" : "", 100 * *w.share));
+                           "time (%zu %s lines%s): a data-wait share of %.1f%%",
+                           w.data_s, w.time_s, w.counted, w.columns.c_str(),
+                           w.lines > w.counted ? " past the start-up" : "", 100 * *w.share));
   return true;
 }
 

@@ -382,6 +382,33 @@ bool tree_cores_full(const Facts& f, Diagnosis& d) {
   return true;
 }
 
+// Nothing the tree shows holds the program back, but its own lines say its loop waits for data:
+// that wait is the verdict. Its loaders are not busy and do not wait on storage (the rules above
+// would have said so): the time goes where the tree cannot see (a remote source, a lock, a sleep,
+// too few batches asked for ahead).
+bool tree_printed_data_wait(const Facts& f, Diagnosis& d) {
+  const PrintedDataWait& w = *f.e.printed;
+  if (!w.share || *w.share < kHighlyInputBound) return false;
+  const ProcessTreeSummary& t = *f.e.tree;
+  d.bottleneck = "cpu_preprocess";
+  const std::string loaders =
+      t.workers > 0 ? fmt("its %d loader workers are busy %.0f%% of a core each", t.workers, 100 * worker_demand(t))
+                    : std::string("it loads in the training process (num_workers=0)");
+  d.verdict = fmt("Input-bound: the loop waits for data %.0f%% of the time (the program's own %s), "
+                  "though %s and %.1f of the machine's %d cores are idle; the wait is for something "
+                  "the process tree does not show (a remote source, a lock, batches not asked for "
+                  "early enough).",
+                  100 * *w.share, w.columns.c_str(), loaders.c_str(), f.tree->cpu.idle_cores, f.e.cpus);
+  d.recommendations.push_back(advice(
+      t.workers > 0 ? "prefetch_factor" : "num_workers",
+      t.workers > 0 ? "Ask for batches earlier: a larger prefetch_factor (or more workers) keeps more "
+                      "batches in flight while each waits for its source."
+                    : "Load in DataLoader workers (num_workers > 0), so batches are fetched while the "
+                      "step runs.",
+      "no prediction: what the loop waits for is not measured from outside"));
+  return true;
+}
+
 bool tree_no_clear_limit(const Facts& f, Diagnosis& d) {
   const ProcessTreeSummary& t = *f.e.tree;
   d.bottleneck = t.workers > 0 && t.worker_busy >= t.main_thread_busy ? "cpu_preprocess"

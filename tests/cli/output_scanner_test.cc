@@ -119,7 +119,9 @@ TEST(OutputScannerTest, TimmStyleTimeAndDataLinesToo) {
   const PrintedDataWait w = s.data_wait();
   ASSERT_TRUE(w.share) << "one line: that line";
   EXPECT_NEAR(*w.share, 0.25, 1e-12);
-  EXPECT_EQ(s.throughput().lines, 0u) << "no pattern: no throughput";
+  const PrintedThroughput t = s.throughput();
+  ASSERT_TRUE(t.samples_per_s) << "no pattern: timm's own rate, a known format";
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 640.0);
 }
 
 TEST(OutputScannerTest, NoTimeDataLinesNoShareAndBlankLinesAreNotTheFirst) {
@@ -131,6 +133,200 @@ TEST(OutputScannerTest, NoTimeDataLinesNoShareAndBlankLinesAreNotTheFirst) {
   EXPECT_FALSE(s.data_wait().share);
   EXPECT_EQ(s.throughput().lines, 0u);
   EXPECT_FALSE(s.throughput().samples_per_s);
+}
+
+// The progress lines read without a flag.
+OutputScanner known(std::int64_t batch_size = 0) { return OutputScanner("", ThroughputUnit::samples_per_s, batch_size); }
+
+TEST(KnownFormatsTest, TorchvisionMetricLoggerGivesImgPerSecondAndTheDataColumn) {
+  OutputScanner s = known();
+  // Its 20-batch means: the lines before the 20th batch of an epoch hold its first.
+  s.text("Epoch: [0]  [   0/1251]  eta: 2:10:37  lr: 0.1  img/s: 12.0  loss: 6.9 (6.9)  acc1: 0.0 (0.0)  "
+         "time: 6.2500  data: 6.0000  max mem: 1234", 1);
+  s.text("Epoch: [0]  [  10/1251]  eta: 0:12:37  lr: 0.1  img/s: 200.0  loss: 6.9 (6.9)  acc1: 0.0 (0.0)  "
+         "time: 1.5000  data: 1.2000  max mem: 1234", 2);
+  s.text("Epoch: [0]  [  20/1251]  eta: 0:10:37  lr: 0.1  img/s: 241.0  loss: 6.9 (6.9)  acc1: 0.0 (0.0)  "
+         "time: 1.0000  data: 0.5000  max mem: 1234", 3);
+  s.text("Epoch: [0]  [  30/1251]  eta: 0:10:30  lr: 0.1  img/s: 259.0  loss: 6.8 (6.9)  acc1: 0.0 (0.0)  "
+         "time: 1.0000  data: 0.4000  max mem: 1234", 4);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 4u);
+  ASSERT_TRUE(t.samples_per_s);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 250.0) << "the mean of the lines past the start-up";
+  EXPECT_FALSE(t.iterations_per_s) << "no batch size";
+  EXPECT_NE(t.source.find("torchvision MetricLogger `img/s: N`, 4 lines"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("2 lines past the start-up"), std::string::npos) << t.source;
+  const PrintedDataWait w = s.data_wait();
+  EXPECT_EQ(w.lines, 4u);
+  EXPECT_EQ(w.counted, 2u);
+  ASSERT_TRUE(w.share);
+  EXPECT_NEAR(*w.share, 0.45, 1e-12);
+  EXPECT_NE(w.columns.find("MetricLogger"), std::string::npos);
+}
+
+TEST(KnownFormatsTest, MetricLoggerWithoutImgPerSecondGivesItsTimeAndTabsAsDelimiters) {
+  OutputScanner s = known(32);
+  s.text("Epoch: [0]\t[ 0/50]\teta: 0:01:40\tlr: 0.02\tloss: 2.1 (2.1)\ttime: 2.0000\tdata: 1.9000", 1);
+  s.text("Epoch: [0]\t[10/50]\teta: 0:00:20\tlr: 0.02\tloss: 2.0 (2.1)\ttime: 0.5000\tdata: 0.1000", 2);
+  const PrintedThroughput t = s.throughput();
+  ASSERT_TRUE(t.iterations_per_s);
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 2.0) << "no line past the 20th batch: the lines after the first";
+  ASSERT_TRUE(t.samples_per_s);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 64.0);
+  EXPECT_NE(t.source.find("batch size 32 from --batch-size"), std::string::npos) << t.source;
+  EXPECT_NEAR(*s.data_wait().share, 0.2, 1e-12);
+}
+
+TEST(KnownFormatsTest, ImageNetTimeGivesSamplesPerSecondOnlyWithABatchSize) {
+  const std::vector<std::string> command = {"python3", "main.py", "-a", "resnet18", "-b", "64", "/data"};
+  const std::optional<CommandBatchSize> batch = batch_size_in_command(command);
+  ASSERT_TRUE(batch);
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch);
+  s.text("Epoch: [0][  0/100]\tTime  5.000 ( 5.000)\tData  4.800 ( 4.800)\tLoss 6.9e+00 (6.9e+00)", 1);
+  s.text("Epoch: [0][ 10/100]\tTime  0.500 ( 0.950)\tData  0.300 ( 0.700)\tLoss 6.8e+00 (6.9e+00)", 2);
+  s.text("Epoch: [0][ 20/100]\tTime  0.300 ( 0.700)\tData  0.100 ( 0.500)\tLoss 6.7e+00 (6.8e+00)", 3);
+  const PrintedThroughput t = s.throughput();
+  ASSERT_TRUE(t.samples_per_s);
+  EXPECT_NEAR(*t.samples_per_s, 64 / 0.4, 1e-9);
+  EXPECT_NE(t.source.find("ImageNet"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("batch size 64 from -b 64"), std::string::npos) << t.source;
+  EXPECT_NEAR(*s.data_wait().share, 0.5, 1e-12);
+
+  OutputScanner unsized = known();
+  unsized.text("Epoch: [0][ 10/100]\tTime  0.500 ( 0.950)\tData  0.300 ( 0.700)", 1);
+  EXPECT_FALSE(unsized.throughput().samples_per_s) << "256 is main.py's default, never assumed";
+  EXPECT_DOUBLE_EQ(*unsized.throughput().iterations_per_s, 2.0);
+  EXPECT_NE(unsized.throughput().source.find("samples/s not measured"), std::string::npos);
+}
+
+TEST(KnownFormatsTest, NanoGptMillisecondsPerIterationTimesItsBatchAndAccumulation) {
+  const std::vector<std::string> command = {"python", "train.py", "config/train_shakespeare_char.py",
+                                            "--batch_size=12", "--compile=False"};
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch_size_in_command(command));
+  s.text("iter 0: loss 4.2874, time 14011.43ms, mfu -100.00%", 1);  // compiling
+  s.text("iter 10: loss 3.2417, time 10.00ms, mfu 12.30%", 2);
+  s.text("iter 20: loss 2.7913, time 30.00ms, mfu 12.41%", 3);
+  s.text("step 250: train loss 1.9670, val loss 2.0656", 4);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 3u);
+  ASSERT_TRUE(t.iterations_per_s);
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 50.0);
+  ASSERT_TRUE(t.samples_per_s);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 600.0);
+  EXPECT_NE(t.source.find("nanoGPT `iter N: loss L, time Xms`, 3 lines"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("batch size 12 from --batch_size=12"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("gradient_accumulation_steps is not on the command line"), std::string::npos);
+
+  OutputScanner accumulated("", ThroughputUnit::samples_per_s,
+                            *batch_size_in_command({"python", "train.py", "--batch_size=12",
+                                                    "--gradient_accumulation_steps=40"}));
+  accumulated.text("iter 10: loss 3.2417, time 100.00ms, mfu 12.30%", 1);
+  EXPECT_DOUBLE_EQ(*accumulated.throughput().samples_per_s, 10 * 12 * 40.0);
+}
+
+TEST(KnownFormatsTest, WordLanguageModelMillisecondsPerBatch) {
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch_size_in_command({"python", "main.py", "--batch_size", "20"}));
+  s.text("| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 30.00 | loss  7.01 | ppl  1103.31", 1);
+  s.text("| epoch   1 |   400/ 2983 batches | lr 20.00 | ms/batch 20.00 | loss  6.27 | ppl   528.25", 2);
+  s.text("| end of epoch   1 | time: 72.33s | valid loss  5.64 | valid ppl   281.62", 3);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 2u);
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 50.0);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 1000.0);
+  EXPECT_NE(t.source.find("batch size 20 from --batch_size 20"), std::string::npos) << t.source;
+}
+
+TEST(KnownFormatsTest, TqdmRatesInTheirUnitsAndTheLastIsTheRunningFigure) {
+  OutputScanner s = known();
+  s.text("  0%|          | 0/100 [00:00<?, ?it/s]\r 10%|#         | 10/100 [00:01<00:09, 9.87it/s]"
+         "\r 20%|##        | 20/100 [00:02<00:08, 12.34it/s, loss=0.5]", 1);
+  EXPECT_DOUBLE_EQ(*s.throughput().iterations_per_s, 12.34);
+  EXPECT_FALSE(s.throughput().samples_per_s);
+  s.text(" 21/100 [00:09<09:00, 1.25s/it]", 2);
+  EXPECT_DOUBLE_EQ(*s.throughput().iterations_per_s, 0.8) << "tqdm's s/it below 1 it/s";
+
+  OutputScanner images = known();
+  images.text("train: 100%|##########| 50/50 [00:10<00:00, 1.23kimg/s]", 1);
+  EXPECT_DOUBLE_EQ(*images.throughput().samples_per_s, 1230.0);
+  OutputScanner tokens = known();
+  tokens.text(" 5/10 [00:05<00:05, 812.50tokens/s]", 1);
+  EXPECT_DOUBLE_EQ(*tokens.throughput().tokens_per_s, 812.5);
+  EXPECT_FALSE(tokens.throughput().samples_per_s) << "a token is no sample";
+}
+
+TEST(KnownFormatsTest, ExplicitSamplesPerSecondAndTheMostPrintedFormatWins) {
+  OutputScanner s = known();
+  s.text("epoch 0 step 10: 100.0 samples/s", 1);
+  s.text("epoch 0 step 20: throughput=300.0 img/s", 2);
+  s.text("epoch 0 step 30: 500.0 images/sec", 3);
+  s.text(" 9/100 [00:04<00:30, 3.00it/s]", 4);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 3u);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 400.0) << "the mean after the first";
+  EXPECT_NE(t.source.find("`N samples/s`"), std::string::npos) << t.source;
+  OutputScanner tok = known();
+  tok.text("step 5 | 51234 tokens/s", 1);
+  EXPECT_DOUBLE_EQ(*tok.throughput().tokens_per_s, 51234.0);
+}
+
+TEST(KnownFormatsTest, NearMissesAreNotRead) {
+  OutputScanner s = known(16);
+  for (const char* line : {
+           "Epoch: [0]  [  20/1251]  eta: 0:10:37  time: n/a  data: 0.4921",   // time: but no number
+           "Epoch: [0]  [  20/1251]  eta: 0:10:37  img/s: fast",                // img/s: but no number
+           "loading data: /data/imagenet/train (1281167 images)",               // data: in prose
+           "time: 12.5 data: 3.1",                                              // no MetricLogger head
+           "Time to first batch 3.2 s; Data root /data",                       // prose with Time/Data
+           "iteration 10: loss 2.3, time 10ms",                                 // not nanoGPT's `iter N:`
+           "iter 10: loss 2.3, time 10s",                                       // seconds, not ms
+           "| epoch   1 |   200/ 2983 batches | ms/batch ? |",                  // no number
+           "lr 0.1  img/s: 241.3",                                              // img/s: without its head
+           "the target is 100 samples/sec/gpu",                                 // samples/sec/gpu
+           "  0%|          | 0/100 [00:00<?, ?it/s]",                          // tqdm's first draw
+           "processed 10 it/s? not a bar",                                      // it/s outside tqdm's [..]
+       })
+    s.text(line, 1);
+  EXPECT_EQ(s.throughput().lines, 0u) << s.throughput().source;
+  EXPECT_FALSE(s.throughput().samples_per_s);
+  EXPECT_FALSE(s.throughput().iterations_per_s);
+  EXPECT_FALSE(s.throughput().tokens_per_s);
+  EXPECT_EQ(s.data_wait().lines, 0u);
+  EXPECT_FALSE(s.data_wait().share);
+}
+
+TEST(KnownFormatsTest, APatternOverridesTheKnownFormats) {
+  OutputScanner s(R"(speed ([0-9.]+))", ThroughputUnit::samples_per_s, 0);
+  s.text("iter 10: loss 3.2417, time 10.00ms, mfu 12.30% speed 77", 1);
+  s.text("Epoch: [0]  [  20/1251]  eta: 0:10:37  img/s: 241.0  time: 1.0000  data: 0.4000", 2);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 1u);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 77.0);
+  EXPECT_NE(t.source.find("--throughput-pattern"), std::string::npos);
+  EXPECT_NEAR(*s.data_wait().share, 0.4, 1e-12) << "its data: column is read all the same";
+}
+
+TEST(CommandBatchSizeTest, ReadsTheUsualFlagsAndNothingElse) {
+  EXPECT_EQ(batch_size_in_command({"python", "main.py", "-b", "64"})->flag, "-b 64");
+  EXPECT_EQ(batch_size_in_command({"python", "main.py", "--batch-size", "32"})->batch_size, 32);
+  EXPECT_EQ(batch_size_in_command({"python", "main.py", "--batch-size=48"})->batch_size, 48);
+  EXPECT_EQ(batch_size_in_command({"python", "train.py", "--batch_size=12"})->flag, "--batch_size=12");
+  EXPECT_FALSE(batch_size_in_command({"python", "main.py", "-b", "auto"}));
+  EXPECT_FALSE(batch_size_in_command({"python", "main.py", "-b", "0"}));
+  EXPECT_FALSE(batch_size_in_command({"python", "main.py", "--batch-sizes=3"}));
+  EXPECT_FALSE(batch_size_in_command({"python", "main.py", "-b"}));
+  EXPECT_FALSE(batch_size_in_command({"python", "main.py", "--", "-b", "8"})) << "another program's";
+  const auto nano = batch_size_in_command({"train.py", "--gradient_accumulation_steps=4", "--batch_size=8"});
+  ASSERT_TRUE(nano);
+  EXPECT_EQ(nano->accumulation, 4);
+  EXPECT_EQ(nano->accumulation_flag, "--gradient_accumulation_steps=4");
+}
+
+TEST(KnownFormatsTest, EachIsListedWithItsPattern) {
+  EXPECT_GE(known_formats().size(), 8u);
+  for (const KnownFormat& f : known_formats()) {
+    EXPECT_FALSE(f.name.empty());
+    EXPECT_NO_THROW(std::regex(std::string(f.pattern))) << f.name;
+  }
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ Report sample_report() {
               {"dataset", std::string("synthetic:784")}};
   r.environment.cpus = 2;
   r.environment.device = "cpu";
-  r.throughput = {1000.0, 15.6, 100, 6400, 6.4};
+  r.throughput = {1000.0, 15.6, 100, 6400, 6.4, "", 0};
   StageStats wait;
   wait.name = "wait";
   wait.count = 100;

@@ -165,6 +165,13 @@ WatchDiagnosisInput in_memory_program() {
   return in;
 }
 
+// Nothing busy, cores idle, and the program's own MetricLogger lines say its loop waits for data.
+WatchDiagnosisInput idle_tree_waiting_for_data() {
+  WatchDiagnosisInput in = tree_input(0.2, 2, 0.1, 0.1);
+  in.printed = PrintedDataWait{12, 10, 10.0, 4.6, 0.46, "MetricLogger `time: ... data: ...`"};
+  return in;
+}
+
 struct RuleCase {
   const char* rule;
   std::function<Evidence()> evidence;
@@ -258,6 +265,7 @@ std::vector<RuleCase> rule_cases() {
       {"tree_one_thread", [] { return watched(tree_input(0.98, 0, 0, 0.2)); }},
       {"tree_step_bound", [] { return watched(tree_input(0.98, 2, 0.2, 0.4)); }},
       {"tree_cores_full", [] { return watched(tree_input(0.5, 2, 0.6, 0.97)); }},
+      {"tree_printed_data_wait", [] { return watched(idle_tree_waiting_for_data()); }},
       {"tree_no_clear_limit", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
       {"tree_processes", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
       {"tree_core_waits",
@@ -355,6 +363,31 @@ TEST(DiagnosisRulesTest, TheProgramsOwnLinesMeasureTheStallOnlyWithoutSpans) {
   const Diagnosis spans = diagnose(watched(in));
   EXPECT_FALSE(fired(spans, "printed_data_stall"));
   EXPECT_EQ(spans.data_stall_source, "wait spans");
+}
+
+// Where the tree names no limit, the program's own `data:` column decides: the loop waits for data.
+TEST(DiagnosisRulesTest, TheProgramsOwnDataColumnDecidesWhereTheTreeNamesNoLimit) {
+  WatchDiagnosisInput in = idle_tree_waiting_for_data();
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(fired(d, "printed_data_stall"));
+  EXPECT_TRUE(fired(d, "tree_printed_data_wait")) << ::testing::PrintToString(d.rules);
+  EXPECT_FALSE(fired(d, "tree_no_clear_limit"));
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  EXPECT_EQ(d.data_stall_source, "the program's own MetricLogger `time: ... data: ...` lines");
+  EXPECT_EQ(d.verdict.rfind("Input-bound: the loop waits for data 46% of the time (the program's own "
+                            "MetricLogger `time: ... data: ...`)", 0), 0u)
+      << d.verdict;
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations.front().setting, "prefetch_factor");
+  in.printed->share = 0.10;  // moderately input-bound: not the verdict
+  const Diagnosis low = diagnose(watched(in));
+  EXPECT_FALSE(fired(low, "tree_printed_data_wait"));
+  EXPECT_TRUE(fired(low, "tree_no_clear_limit"));
+  WatchDiagnosisInput saturated = tree_input(0.3, 8, 0.95, 0.98);  // the tree decides first
+  saturated.printed = idle_tree_waiting_for_data().printed;
+  const Diagnosis busy = diagnose(watched(saturated));
+  EXPECT_TRUE(fired(busy, "tree_workers_saturated"));
+  EXPECT_FALSE(fired(busy, "tree_printed_data_wait"));
 }
 
 TEST(DiagnosisRulesTest, TheGateEndsTheDiagnosisBeforeAnyOtherRule) {
