@@ -565,14 +565,16 @@ image_and_copy_cases() {
 # (torch.compile: Triton launches through the driver API); imagenet --dummy with resnet50 (the
 # GPU itself); imagenet with 12 workers (no longer input-bound).
 public_programs() {
-  local programs="$root/.device-programs" inet="$work/imagenet" count=2560
+  local programs="$root/.device-programs" inet="$work/imagenet" count=5120
   if [ ! -f "$programs/imagenet/main.py" ] || [ ! -f "$programs/nanogpt/train.py" ]; then
     fail "public programs not run: no $programs (run scripts/device_programs_prepare.sh here and carry .device-programs)"
     return 0
   fi
   [ $gpu_present -eq 1 ] || count=128
   local imagenet=(python3 "$programs/imagenet/main.py" -a resnet18 -b 256 -p 2 --epochs 10)
-  local timed=(--throughput-pattern 'Time\s+([0-9.]+)' --batch-size 256 --duration 25)
+  # No --throughput-pattern: watch reads imagenet's `Time ... Data ...` lines, and the batch size
+  # from its -b, by itself (docs/watch.md).
+  local timed=(--duration 25)
   rm -rf "$inet"
   step make-imagenet 40 bash -c '"$1" make-dataset images --out "$2/train" --count "$3" &&
     "$1" make-dataset images --out "$2/val" --count 256' _ "$fs" "$inet" "$count"
@@ -594,8 +596,8 @@ pickle.dump({"vocab_size": 65, "itos": dict(enumerate(chars)), "stoi": {c: i for
 PY
   step nanogpt-compile 90 bash -c 'cd "$1" && shift && exec "$@"' _ "$ng" \
     "$fs" watch --duration 80 --report-dir "$rep/nanogpt-compile" -- python3 train.py \
-    config/train_shakespeare_char.py --compile=True --max_iters=500 --eval_interval=100000 \
-    --eval_iters=1 --log_interval=10 "--out_dir=$ng/out"
+    config/train_shakespeare_char.py --compile=True --batch_size=64 --max_iters=500 \
+    --eval_interval=100000 --eval_iters=1 --log_interval=10 "--out_dir=$ng/out"
   step imagenet-dummy-r50 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-dummy-r50" -- \
     python3 "$programs/imagenet/main.py" -a resnet50 -b 256 -p 2 -j 8 --dummy
   step imagenet-j12 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-j12" -- "${imagenet[@]}" -j 12 "$inet"
@@ -643,6 +645,8 @@ do_one_call() {
   rm -rf "$rep"
   mkdir -p "$rep"
   record_root="$rep/recordings"
+  # About 0.7 MB a case: enough whole steps for the verdict, small enough to commit as fixtures.
+  export FEEDSCOPE_RECORD_MAX_RECORDS="${FEEDSCOPE_RECORD_MAX_RECORDS:-20000}"
   : >"$steps_tsv"
   local begin=$SECONDS
   run_gpu_tests 100
