@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <ostream>
+#include <string_view>
 #include <thread>
 
 #include "cli/dataset_setup.h"
@@ -143,6 +145,11 @@ GpuTrace open_gpu_trace(const Trainer* trainer) {
       gpu.unavailable = "no CUDA device: " + cuda.unavailable_reason;
     else
       gpu.unavailable = "the step runs on the CPU";
+  } else if (const char* off = std::getenv("FEEDSCOPE_GPU_TRACE");
+             off != nullptr && std::string_view(off) == "0") {
+    // The loop as it runs untraced: what tracing costs it, and the baseline of a prediction
+    // made against the untraced GPU (the device check's).
+    gpu.unavailable = "off (FEEDSCOPE_GPU_TRACE=0)";
   } else {
     gpu.source = make_cupti_source();
   }

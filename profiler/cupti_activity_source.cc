@@ -57,7 +57,7 @@ class CuptiActivitySource final : public GpuActivitySource {
       }
       owner_ = true;
     }
-    if (std::string why = detail::start_cupti_recording(); !why.empty()) {
+    if (std::string why = detail::start_cupti_recording(detail::tracing_request(true)); !why.empty()) {
       // Let a later source try; this one keeps its reason.
       reason_ = std::move(why);
       log_once(reason_);

@@ -193,6 +193,7 @@ void summarize_kernels(const GpuActivity& a, const InStep& in_step, double steps
   for (const KernelRecord& k : a.kernels) {
     if (!in_step(k.start_ns)) continue;
     kernel_us.push_back(static_cast<double>(k.end_ns - k.start_ns) / 1e3);
+    if (k.name.str().starts_with("triton_")) ++s.triton_kernels;
     if (k.graph_id == 0) continue;
     ++s.graph_kernels;
     graphs.insert(k.graph_id);

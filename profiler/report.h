@@ -230,11 +230,13 @@ struct GpuTraceSummary {
   // CUDA graphs and compiled code, over the kernels that started inside a step: kernels a graph's
   // replay launched (CUPTI's graphId not 0), the distinct graphs, and their replays (distinct
   // graph and launch correlation); kernel launches made through the driver API (cuLaunchKernel:
-  // Triton's under torch.compile).
+  // Triton's under torch.compile, and cuBLAS's own in any loop: seen on an H200, 2 a step of a
+  // plain MLP); the kernels Triton generated (named triton_*: torch.compile's code).
   std::int64_t graph_kernels = 0;
   std::int64_t graphs = 0;
   std::int64_t graph_replays = 0;
   std::int64_t driver_launch_calls = 0;
+  std::int64_t triton_kernels = 0;
   // Collectives (NCCL kernels: the name contains "nccl"), inside steps: their union, its share of
   // the steps, and the share in which they alone ran (no other kernel, copy or memset on any
   // device): a rank's wait for the other ranks, with the transfer. gpu_busy_ratio less that share

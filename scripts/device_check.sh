@@ -14,7 +14,7 @@
 #       timeout_s: 560)
 #
 # usage: scripts/device_check.sh [--allow-no-gpu] [--torch-prefix DIR|system] PHASE...
-#   PHASE      one-call | gpu-tests | measure
+#   PHASE      one-call | tracing | gpu-tests | measure
 #     one-call   everything, in one call under the deadline, most important first, each step under
 #                its own budget: build every test and benchmark, the GPU tests; the copy hidden
 #                behind the step (bench/h2d_bench --overlap-only); tracing's cost (the MLP loop
@@ -24,6 +24,9 @@
 #                resnet50, imagenet at 12 workers); the classic cases. Each step records what
 #                feedscope received (FEEDSCOPE_RECORD_DIR) for tests/fixtures/gpu/. Ends with a
 #                table of at most 30 lines.
+#     tracing    a short second call: build feedscope and its injection library; the MLP through
+#                `run`; tracing's cost split by part (FEEDSCOPE_CUPTI_RUNTIME/_DRIVER/_SYNC), with
+#                bare runs, 2 interleaved rounds.
 #     gpu-tests  unpack the .debs into the prefix, configure (Release, CUDA on, sm_90), build every
 #                test with all the machine's cores, print the compiler and where each library came
 #                from; run the tests that need a GPU (ctest -R "$GPU_TESTS": every *Gpu* test and
@@ -81,7 +84,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { usage >&2; exit 2; }
       torch_prefix="$2"
       shift ;;
-    gpu-tests|measure|one-call) phases+=("$1") ;;
+    gpu-tests|measure|one-call|tracing) phases+=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) echo "device_check: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -504,6 +507,9 @@ mlp_cases() {
       --report-dir "$rep/mlp-gpu-batch-$i"
     step "mlp-cpu-$i" 20 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cpu \
       --report-dir "$rep/mlp-cpu-$i"
+    # The CPU prediction's baseline: the GPU loop untraced, as the CPU runs (and as the user's).
+    step "mlp-gpu-untraced-$i" 20 env FEEDSCOPE_GPU_TRACE=0 "$fs" run "${mlp_model[@]}" \
+      --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-$i"
   done
 }
 
@@ -601,6 +607,53 @@ PY
   step imagenet-dummy-r50 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-dummy-r50" -- \
     python3 "$programs/imagenet/main.py" -a resnet50 -b 256 -p 2 -j 8 --dummy
   step imagenet-j12 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-j12" -- "${imagenet[@]}" -j 12 "$inet"
+}
+
+# tracing_parts ROUNDS: what each part of the CUDA trace costs the MLP loop under `watch`, by
+# turning parts off (FEEDSCOPE_CUPTI_RUNTIME, _DRIVER, _SYNC: profiler/detail/cupti_records.h),
+# interleaved with bare runs: the default (the selected runtime calls, the driver's launches,
+# completed syncs), no driver calls, no runtime calls, the device's records alone, and every
+# runtime call (the 2026-11-25 mode).
+tracing_parts() {
+  local rounds="$1" i mlp=(python3 "$gpu_programs" mlp --steps 4000)
+  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
+  local part name
+  for i in $(seq "$rounds"); do
+    step "trace-bare-$i" 25 "${mlp[@]}"
+    for part in "watched" "nodriver FEEDSCOPE_CUPTI_DRIVER=0" \
+                "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0" \
+                "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0" \
+                "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0"; do
+      read -r -a part <<<"$part"
+      name="${part[0]}"
+      step "trace-$name-$i" 30 env "${part[@]:1}" "$fs" watch "${said[@]}" \
+        --report-dir "$rep/trace-$name-$i" -- "${mlp[@]}"
+    done
+  done
+}
+
+# The tracing phase: a short second call, for when the one call left device time: builds only
+# feedscope and its injection library, splits tracing's cost by part (tracing_parts), and runs
+# the MLP through `run` (the in-process trace's mode).
+do_tracing() {
+  strict_budgets=1
+  build feedscope feedscope_inject noop_inject || return 1
+  fs="$build/cli/feedscope" rep="$work/reports" gpu_programs="$root/bench/gpu_programs.py"
+  rm -rf "$rep"
+  mkdir -p "$rep"
+  record_root="$rep/recordings"
+  export FEEDSCOPE_RECORD_MAX_RECORDS="${FEEDSCOPE_RECORD_MAX_RECORDS:-20000}"
+  : >"$steps_tsv"
+  local mlp_model=(--dataset synthetic:3 --synthetic-samples 102400 --classes 3 --model mlp
+                   --hidden 100 --layers 1 --num-workers 1 --steps 3000 --warmup 50)
+  step mlp-gpu 25 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu"
+  step mlp-gpu-untraced-1 20 env FEEDSCOPE_GPU_TRACE=0 "$fs" run "${mlp_model[@]}" \
+    --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-1"
+  step mlp-cpu-1 20 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cpu \
+    --report-dir "$rep/mlp-cpu-1"
+  tracing_parts 1
+  step trace-bare-2 25 python3 "$gpu_programs" mlp --steps 4000
+  return 0
 }
 
 do_measure() {
@@ -798,10 +851,9 @@ EOF
   cp -f "$work"/ctest.xml "$work"/ctest-summary.json "$work"/resolution.txt "$work/reports/" 2>/dev/null
   tar -czf "$tarball" -C "$work" --exclude=reports/recordings reports
   if [ "$(stat -c %s "$tarball")" -gt $((15 * 1024 * 1024)) ]; then
-    echo "device_check: reports.tar.gz is over 15 MiB: leaving out trace.json but mlp-gpu's"
-    tar -czf "$tarball" -C "$work" --exclude=reports/recordings --exclude='*/images-*/trace.json' \
-        --exclude='*/copy-*/trace.json' --exclude='*/imagenet-*/trace.json' --exclude='*/sync-*/trace.json' \
-        --exclude='*/mlp-cpu*/trace.json' --exclude='*/nanogpt-*/trace.json' reports
+    echo "device_check: reports.tar.gz is over 15 MiB: leaving out every trace.json"
+    tar -czf "$tarball" -C "$work" --exclude=reports/recordings --exclude='trace.json' \
+        --exclude='*.html' reports
   fi
   echo "device_check: $tarball: $(($(stat -c %s "$tarball") / 1024)) KiB"
 }
@@ -811,6 +863,7 @@ for phase in "${phases[@]}"; do
     gpu-tests) timed gpu-tests do_gpu_tests ;;
     measure) timed measure do_measure ;;
     one-call) timed one-call do_one_call ;;
+    tracing) timed tracing do_tracing ;;
   esac
 done
 [ -d "$work/reports" ] || mkdir -p "$work/reports"

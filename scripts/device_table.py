@@ -84,9 +84,13 @@ def spread(values):
     return med, f"{med:.2f}x ({min(values):.2f}-{max(values):.2f})"
 
 
-def prediction_row(rs, before, prefix, after, label):
+def prediction_row(rs, before, prefix, after, label, base_runs=None):
+    """The advice of BEFORE's run against the median of AFTER's runs over BEFORE's rate (or the
+    median of BASE_RUNS', where the baseline is measured apart: the GPU untraced, as the CPU runs)."""
     x = rs.advice(before, prefix)
     base = rs.rate(before)
+    if base_runs and rs.runs(base_runs):
+        base = statistics.median([r for r in map(rs.rate, rs.runs(base_runs)) if r] or [None]) or base
     ratios = [rs.rate(n) / base if base and rs.rate(n) else None for n in rs.runs(after)]
     med, text = spread(ratios)
     if x is None:
@@ -120,8 +124,15 @@ def table(work):
         rows.append([label, "", "", text,
                      "" if goal is None else ("yes" if over <= goal else "no") + " (<= +5 %)"])
     bare = {n[len("trace-bare-"):]: rs.printed_rate(n) for n in rs.runs("trace-bare")}
-    for kind, label, goal in (("noop", "watch, no-op injection / bare", None),
-                              ("watched", "watch, CUPTI tracing / bare", 0.97)):
+    parts = (("noop", "watch, no-op injection / bare", None),
+             ("devonly", "watch, device records only / bare", None),
+             ("noruntime", "watch, + sync records / bare", None),
+             ("nodriver", "watch, + selected runtime calls / bare", None),
+             ("allruntime", "watch, every runtime call, no driver / bare", None),
+             ("watched", "watch, CUPTI tracing / bare", 0.97))
+    for kind, label, goal in parts:
+        if kind != "watched" and not rs.runs(f"trace-{kind}"):
+            continue
         ratios = [rs.printed_rate(n) / bare[n.rsplit("-", 1)[1]]
                   if bare.get(n.rsplit("-", 1)[1]) and rs.printed_rate(n) else None
                   for n in rs.runs(f"trace-{kind}")]
@@ -137,7 +148,12 @@ def table(work):
         rows.append(["in-memory MLP under watch", r["diagnosis"]["bottleneck"], ", ".join(settings)[:40] or "-",
                      "", "yes (no num_workers)" if not any(s.startswith("num_workers") for s in settings) else "no"])
     rows.append(prediction_row(rs, "mlp-gpu", "batch_size=", "mlp-gpu-batch", "MLP batch 100 -> advised"))
-    rows.append(prediction_row(rs, "mlp-gpu", "device=cpu", "mlp-cpu", "MLP GPU -> CPU"))
+    rows.append(prediction_row(rs, "mlp-gpu", "device=cpu", "mlp-cpu", "MLP GPU (untraced) -> CPU",
+                               base_runs="mlp-gpu-untraced"))
+    traced, untraced = rs.rate("mlp-gpu"), [rs.rate(n) for n in rs.runs("mlp-gpu-untraced")]
+    if traced and any(untraced):
+        med, text = spread([traced / u for u in untraced if u])
+        rows.append(["`run`'s own trace: traced / untraced", "", "", text, ""])
     rows.append(prediction_row(rs, "imagenet-j2", "num_workers=", "imagenet-advised", "imagenet r18 -j 2 -> advised"))
     for name, expect in (("imagenet-advised", None), ("imagenet-j12", None),
                          ("imagenet-dummy-r50", "gpu_compute"), ("nanogpt-compile", None)):

@@ -423,8 +423,25 @@ void add_note(TracingMode& mode, const std::string& note) {
   mode.note += (mode.note.empty() ? "" : "; ") + note;
 }
 
+std::string enable_all_runtime_calls(const CuptiApi& api, CuptiEnabled& out, const std::string& why) {
+  if (const CUptiResult r = api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME); r != CUPTI_SUCCESS)
+    return failure(r, "cuptiActivityEnable(RUNTIME)");
+  out.kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+  out.mode.runtime_calls = TracingMode::Calls::all;
+  if (!why.empty()) add_note(out.mode, "every runtime call traced: " + why);
+  return "";
+}
+
 // The runtime calls the summary reads, one by one; else the whole kind, and why in the note.
-std::string enable_runtime_calls(const CuptiApi& api, CuptiEnabled& out) {
+std::string enable_runtime_calls(const CuptiApi& api, CuptiEnabled& out,
+                                 const TracingRequest& request) {
+  if (request.runtime == TracingMode::Calls::none) {
+    out.mode.runtime_calls = TracingMode::Calls::none;
+    add_note(out.mode, "no runtime call traced (FEEDSCOPE_CUPTI_RUNTIME=none)");
+    return "";
+  }
+  if (request.runtime == TracingMode::Calls::all)
+    return enable_all_runtime_calls(api, out, request.why);
   std::string why;
   if (api.cuptiActivityEnableRuntimeApi == nullptr) {
     why = "cuptiActivityEnableRuntimeApi is not in this CUPTI";
@@ -443,12 +460,7 @@ std::string enable_runtime_calls(const CuptiApi& api, CuptiEnabled& out) {
     out.mode.runtime_callbacks = static_cast<std::uint32_t>(out.runtime_callbacks.size());
     return "";
   }
-  if (const CUptiResult r = api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME); r != CUPTI_SUCCESS)
-    return failure(r, "cuptiActivityEnable(RUNTIME)");
-  out.kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
-  out.mode.runtime_calls = TracingMode::Calls::all;
-  add_note(out.mode, "every runtime call traced: " + why);
-  return "";
+  return enable_all_runtime_calls(api, out, why);
 }
 
 // The driver's launches (Triton's under torch.compile); else none, and why in the note.
@@ -478,7 +490,28 @@ void enable_driver_launches(const CuptiApi& api, CuptiEnabled& out) {
 
 }  // namespace
 
-std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out) {
+TracingRequest tracing_request(bool in_process) {
+  TracingRequest request;
+  if (in_process) {
+    request.runtime = TracingMode::Calls::all;
+    request.driver_launches = false;
+    request.why = "in a process whose CUDA runs already, CUPTI records none of a per-call selection";
+  }
+  if (const char* v = std::getenv("FEEDSCOPE_CUPTI_RUNTIME"); v != nullptr) {
+    const std::string_view text(v);
+    if (text == "selected") request.runtime = TracingMode::Calls::selected;
+    else if (text == "all") request.runtime = TracingMode::Calls::all;
+    else if (text == "none") request.runtime = TracingMode::Calls::none;
+    request.why = std::string("FEEDSCOPE_CUPTI_RUNTIME=") + v;
+  }
+  if (const char* v = std::getenv("FEEDSCOPE_CUPTI_DRIVER"); v != nullptr)
+    request.driver_launches = std::string_view(v) != "0";
+  if (const char* v = std::getenv("FEEDSCOPE_CUPTI_SYNC"); v != nullptr)
+    request.syncs = std::string_view(v) != "0";
+  return request;
+}
+
+std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out, const TracingRequest& request) {
   out = CuptiEnabled{};
   // Before the SYNCHRONIZATION kind, so that no query of unfinished work is ever recorded.
   if (api.cuptiActivityEnableAllSyncRecords == nullptr) {
@@ -493,19 +526,29 @@ std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out) {
   }
   std::string why;
   for (CUpti_ActivityKind kind : kDeviceKinds) {
+    if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && !request.syncs) {
+      add_note(out.mode, "no synchronization record (FEEDSCOPE_CUPTI_SYNC=0)");
+      continue;
+    }
     if (const CUptiResult r = api.cuptiActivityEnable(kind); r != CUPTI_SUCCESS) {
       why = failure(r, std::string("cuptiActivityEnable(") + kind_name(kind) + ")");
       break;
     }
     out.kinds.push_back(kind);
   }
-  if (why.empty()) why = enable_runtime_calls(api, out);
+  if (why.empty()) why = enable_runtime_calls(api, out, request);
   if (!why.empty()) {
     disable_tracing(api, out);
     out = CuptiEnabled{};
     return why;
   }
-  enable_driver_launches(api, out);
+  if (request.driver_launches) {
+    enable_driver_launches(api, out);
+  } else {
+    out.mode.driver_calls = TracingMode::Calls::none;
+    add_note(out.mode, "the driver's launch calls not traced (their kernels count as launches)" +
+                           (request.why.empty() ? std::string() : ": " + request.why));
+  }
   return "";
 }
 
@@ -525,7 +568,7 @@ std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled) {
   return first;
 }
 
-std::string start_cupti_recording() {
+std::string start_cupti_recording(const TracingRequest& request) {
   const CuptiApi& api = cupti().api;
   if (std::string why = other_subscriber(api); !why.empty()) return why;
   if (std::string why = failure(api.cuptiActivityRegisterCallbacks(buffer_requested,
@@ -536,7 +579,7 @@ std::string start_cupti_recording() {
   Shared& s = shared();
   if (std::string why = set_up_clock(api, s); !why.empty()) return why;
   CuptiEnabled enabled;
-  if (std::string why = enable_tracing(api, enabled); !why.empty()) return why;
+  if (std::string why = enable_tracing(api, enabled, request); !why.empty()) return why;
   std::lock_guard lock(s.mutex);
   s.enabled = std::move(enabled);
   return "";

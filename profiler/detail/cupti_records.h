@@ -45,7 +45,24 @@ struct CuptiEnabled {
 // that is missing, none: their kernels still count as launches); and no synchronization record for
 // a query that found the work unfinished (cuptiActivityEnableAllSyncRecords(0)). Empty on success;
 // otherwise "CUPTI: <call>: <result>", with nothing left enabled.
-std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out);
+// What to trace beyond the device's own records. The injection library (watch) selects the runtime
+// calls one by one; in a process whose CUDA runtime is already running (`run`, a wrapped loop),
+// CUPTI 13 took the per-call switch and recorded none of them (seen on an H200, 2026-11-27), so
+// there the whole RUNTIME kind is traced, and the driver's launches are not (their kernels still
+// count as launches).
+struct TracingRequest {
+  TracingMode::Calls runtime = TracingMode::Calls::selected;  // selected, all or none
+  bool driver_launches = true;
+  bool syncs = true;  // the SYNCHRONIZATION kind
+  std::string why;    // why not the default plan, for the tracing mode's note
+};
+// The request for a source (`in_process`: the CUPTI activity source; else the injection),
+// overridden by FEEDSCOPE_CUPTI_RUNTIME (selected, all, none), FEEDSCOPE_CUPTI_DRIVER (0, 1) and
+// FEEDSCOPE_CUPTI_SYNC (0, 1): what the device check uses to split tracing's cost by part.
+TracingRequest tracing_request(bool in_process);
+
+std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out,
+                           const TracingRequest& request = {});
 // Disables what enable_tracing enabled and restores CUPTI's default of a record for every query.
 // Empty, or the first call that failed.
 std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled);
@@ -54,7 +71,7 @@ std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled);
 // theirs), registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples
 // the offset between the clocks) and enables what enable_tracing enables. Empty on success;
 // otherwise "CUPTI: <call>: <result>", with what it enabled disabled again.
-std::string start_cupti_recording();
+std::string start_cupti_recording(const TracingRequest& request);
 
 // How the records since the last start were traced; none before a start.
 std::optional<TracingMode> cupti_tracing();

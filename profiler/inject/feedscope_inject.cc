@@ -150,7 +150,7 @@ std::string start_cupti() {
   const detail::CuptiLibrary& cupti = detail::cupti();
   if (!cupti.loaded) return "CUPTI: " + cupti.reason;
   if (std::string why = driver_refusal(cupti.version); !why.empty()) return why;
-  return detail::start_cupti_recording();
+  return detail::start_cupti_recording(detail::tracing_request(false));
 }
 
 // The first status of a start that records: which libcupti the program traced with, and on what

@@ -174,8 +174,7 @@ bool graphed(const GpuTraceSummary& g) { return g.kernels > 0 && 2 * g.graph_ker
 // launch_calls counts driver launches too where the tracer names them as launches; either way
 // they are at most all of them.
 bool compiled(const GpuTraceSummary& g) {
-  return g.driver_launch_calls > 0 &&
-         2 * g.driver_launch_calls >= std::max(g.launch_calls, g.driver_launch_calls);
+  return g.triton_kernels > 0 && 2 * g.triton_kernels >= g.kernels;
 }
 
 double launch_host_share(const GpuTraceSummary& g) {

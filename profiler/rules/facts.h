@@ -119,8 +119,9 @@ double gpu_work_share(const GpuTraceSummary& g);
 const GpuTraceSummary::DeviceBusy* busiest_device(const GpuTraceSummary& g);
 const GpuTraceSummary::DeviceBusy* idlest_device(const GpuTraceSummary& g);
 
-// The steps' kernels come mostly from CUDA graph replays, or mostly through the driver API
-// (Triton's, under torch.compile): the Python-side launches a graph would save are gone already.
+// The steps' kernels come mostly from CUDA graph replays, or half or more are Triton's (named
+// triton_*: torch.compile's code). Driver-API launches alone say nothing: cuBLAS makes them in
+// any loop (2 a step of a plain MLP on an H200).
 bool graphed(const GpuTraceSummary& g);
 bool compiled(const GpuTraceSummary& g);
 // The host's time in kernel launch calls, a share of the steps: what a CUDA graph could save.

@@ -365,9 +365,12 @@ std::string launched_how(const GpuTraceSummary& g) {
     out = fmt("%lld of the %lld kernels from %lld CUDA graph(s) (%lld replays)",
               static_cast<long long>(g.graph_kernels), static_cast<long long>(g.kernels),
               static_cast<long long>(g.graphs), static_cast<long long>(g.graph_replays));
+  if (g.triton_kernels > 0)
+    out += fmt("%s%lld of the %lld kernels Triton's (compiled code: torch.compile)",
+               out.empty() ? "" : "; ", static_cast<long long>(g.triton_kernels),
+               static_cast<long long>(g.kernels));
   if (g.driver_launch_calls > 0)
-    out += fmt("%s%lld kernel launches through the driver API (compiled code: Triton under "
-               "torch.compile)",
+    out += fmt("%s%lld kernel launches through the driver API (Triton's, cuBLAS's)",
                out.empty() ? "" : "; ", static_cast<long long>(g.driver_launch_calls));
   return out;
 }

@@ -132,6 +132,7 @@ TEST(JsonReportTest, GpuTraceCarriesGraphsCollectivesDevicesAndBlockingCopies) {
   g.graphs = 2;
   g.graph_replays = 20;
   g.driver_launch_calls = 7;
+  g.triton_kernels = 5;
   g.collective_s = 0.5;
   g.collective_share = 0.6;
   g.collective_alone_share = 0.4;
@@ -144,6 +145,7 @@ TEST(JsonReportTest, GpuTraceCarriesGraphsCollectivesDevicesAndBlockingCopies) {
   EXPECT_EQ(t["graphs"]["graphs"], 2);
   EXPECT_EQ(t["graphs"]["replays"], 20);
   EXPECT_EQ(t["graphs"]["driver_launch_calls"], 7);
+  EXPECT_EQ(t["graphs"]["triton_kernels"], 5);
   EXPECT_DOUBLE_EQ(t["collectives"]["share"].get<double>(), 0.6);
   EXPECT_DOUBLE_EQ(t["collectives"]["alone_share"].get<double>(), 0.4);
   EXPECT_EQ(t["syncs"]["after_h2d"]["count"], 20);

@@ -497,13 +497,19 @@ TEST(DiagnosisRulesTest, AGraphedStepIsNotToldToUseCudaGraphs) {
   EXPECT_TRUE(advises(d, "batch_size=")) << "the host's work per step is the same at any batch";
   EXPECT_TRUE(says(d, "4000 of the 4000 kernels from 1 CUDA graph(s) (100 replays)"))
       << ::testing::PrintToString(d.evidence);
-  // Compiled code (Triton through the driver API) with cheap launches reads the same.
+  // Compiled code (Triton's kernels) with cheap launches reads the same.
   Evidence compiled = graphed_loop_idle_gpu();
   compiled.gpu_trace->graph_kernels = 0;
-  compiled.gpu_trace->driver_launch_calls = 100;
+  compiled.gpu_trace->triton_kernels = compiled.gpu_trace->kernels;
   const Diagnosis c = diagnose(compiled);
   EXPECT_TRUE(fired(c, "gpu_host_between_launches")) << ::testing::PrintToString(c.rules);
   EXPECT_NE(c.verdict.find("compiled code"), std::string::npos) << c.verdict;
+  // Driver-API launches alone are not compiled code: cuBLAS makes them in a plain eager loop
+  // (2 a step of the MLP on an H200, 2026-11-27).
+  Evidence cublas = graphed_loop_idle_gpu();
+  cublas.gpu_trace->graph_kernels = 0;
+  cublas.gpu_trace->driver_launch_calls = 200;
+  EXPECT_FALSE(fired(diagnose(cublas), "gpu_host_between_launches"));
   // Its launch calls taking most of the step, a graphed step is launch-bound after all.
   Evidence launching = graphed_loop_idle_gpu();
   launching.gpu_trace->launch_calls = 4000;
