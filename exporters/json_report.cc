@@ -55,7 +55,9 @@ nlohmann::ordered_json tracing_json(const std::optional<TracingMode>& t) {
           {"runtime_callbacks", t->runtime_callbacks},
           {"driver_calls", to_string(t->driver_calls)},
           {"driver_callbacks", t->driver_callbacks},
-          {"sync_records", t->completed_syncs_only ? "completed only" : "all"},
+          {"sync_records", !t->sync_records         ? "none"
+                           : t->completed_syncs_only ? "completed only"
+                                                     : "all"},
           {"note", t->note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t->note)}};
 }
 

@@ -108,6 +108,10 @@ struct TracingMode {
   // CUPTI writes no record for a cudaEventQuery or cudaStreamQuery that found the work unfinished
   // (cuptiActivityEnableAllSyncRecords(0)); false: a record for every query.
   bool completed_syncs_only = false;
+  // False: no synchronization record at all. Where the runtime's calls are traced, their blocking
+  // syncs (cudaStreamSynchronize, ...) carry the host's waits, and the SYNCHRONIZATION kind cost a
+  // launch-bound loop 14 points of its speed under watch (H200, 2026-11-27): off by default there.
+  bool sync_records = true;
   std::string note;  // why a part fell back from the plan; empty when none did
 
   friend bool operator==(const TracingMode&, const TracingMode&) = default;

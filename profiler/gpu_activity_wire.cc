@@ -286,7 +286,7 @@ std::string tracing_payload(const TracingMode& t) {
   w.u32(t.runtime_callbacks);
   w.u8(static_cast<std::uint8_t>(t.driver_calls));
   w.u32(t.driver_callbacks);
-  w.u8(t.completed_syncs_only ? 1 : 0);
+  w.u8(!t.sync_records ? 2 : t.completed_syncs_only ? 1 : 0);  // 2: none at all
   w.u32(static_cast<std::uint32_t>(t.note.size()));
   w.bytes(t.note);
   return std::move(w.str());
@@ -302,10 +302,11 @@ bool decode_tracing(std::string_view payload, TracingMode& out) {
   t.driver_callbacks = r.u32();
   const std::uint8_t completed = r.u8();
   t.note = r.bytes(r.u32());
-  if (!runtime || !driver || completed > 1 || r.failed() || !r.done()) return false;
+  if (!runtime || !driver || completed > 2 || r.failed() || !r.done()) return false;
   t.runtime_calls = *runtime;
   t.driver_calls = *driver;
   t.completed_syncs_only = completed == 1;
+  t.sync_records = completed != 2;
   out = std::move(t);
   return true;
 }

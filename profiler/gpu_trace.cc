@@ -99,8 +99,9 @@ std::string describe_tracing(const TracingMode& t) {
   out += t.driver_calls == TracingMode::Calls::selected
              ? fmt("; driver launches: %u calls", t.driver_callbacks)
              : std::string("; driver launches: not traced");
-  out += t.completed_syncs_only ? "; sync records: completed queries only"
-                                : "; sync records: every query";
+  out += !t.sync_records          ? "; sync records: none (the runtime's sync calls carry the waits)"
+         : t.completed_syncs_only ? "; sync records: completed queries only"
+                                  : "; sync records: every query";
   if (!t.note.empty()) out += " (" + t.note + ")";
   return out;
 }

@@ -56,7 +56,7 @@ TEST(CuptiActivitySourceTest, AFailedSourceDoesNotBlockTheNextOne) {
 
 #if FEEDSCOPE_WITH_CUDA
 
-TEST(CuptiActivitySourceTest, GpuRecordsCopiesMemsetsAndSyncsOnTheNowNsClock) {
+TEST(CuptiActivitySourceTest, GpuRecordsCopiesMemsetsAndCallsOnTheNowNsClock) {
   const DeviceProbe probe = probe_cuda();
   if (!probe.available()) GTEST_SKIP() << "no CUDA device: " << probe.unavailable_reason;
   constexpr std::size_t kBytes = 8u << 20;
@@ -103,7 +103,10 @@ TEST(CuptiActivitySourceTest, GpuRecordsCopiesMemsetsAndSyncsOnTheNowNsClock) {
   ASSERT_TRUE(a.tracing);
   RecordProperty("cupti_tracing", describe_tracing(*a.tracing));
   EXPECT_NE(a.tracing->runtime_calls, TracingMode::Calls::none);
-  EXPECT_FALSE(a.syncs.empty());
+  // The host's wait is the runtime's cudaDeviceSynchronize record; no SYNCHRONIZATION kind by
+  // default (cupti_records.h's tracing_request).
+  EXPECT_FALSE(a.tracing->sync_records);
+  EXPECT_TRUE(a.syncs.empty());
   // Converted to now_ns(): inside the window measured around the calls, give or take the
   // clock-offset sampling error.
   constexpr std::int64_t kSlack = 1'000'000;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -207,6 +208,45 @@ TEST(CuptiRecordsTest, CallbackIdsGoPastTheHeadersCountWhileTheLibraryNamesThem)
       callback_ids(api, CUPTI_CB_DOMAIN_RUNTIME_API, size, +any);
   EXPECT_EQ(ids, (std::vector<std::uint32_t>{CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
                                              size + 2}));
+}
+
+// Unset while the test runs, so a FEEDSCOPE_CUPTI_* in the caller's environment changes nothing.
+void clear_tracing_env() {
+  for (const char* name :
+       {"FEEDSCOPE_CUPTI_RUNTIME", "FEEDSCOPE_CUPTI_DRIVER", "FEEDSCOPE_CUPTI_SYNC"})
+    ::unsetenv(name);
+}
+
+TEST(CuptiRecordsTest, TheRequestSelectsCallsInTheInjectionTakesThemAllInProcessAndNoSyncKind) {
+  clear_tracing_env();
+  const TracingRequest injection = tracing_request(false);
+  EXPECT_EQ(injection.runtime, TracingMode::Calls::selected);
+  EXPECT_TRUE(injection.driver_launches);
+  EXPECT_FALSE(injection.syncs) << "the runtime's sync calls carry the waits";
+  const TracingRequest in_process = tracing_request(true);
+  EXPECT_EQ(in_process.runtime, TracingMode::Calls::all);
+  EXPECT_FALSE(in_process.driver_launches);
+  EXPECT_FALSE(in_process.syncs);
+  EXPECT_NE(in_process.why.find("per-call selection"), std::string::npos) << in_process.why;
+  // The device check's parts: no runtime call brings the sync records back, unless they are off.
+  ::setenv("FEEDSCOPE_CUPTI_RUNTIME", "none", 1);
+  EXPECT_TRUE(tracing_request(false).syncs);
+  ::setenv("FEEDSCOPE_CUPTI_SYNC", "0", 1);
+  EXPECT_FALSE(tracing_request(false).syncs);
+  ::setenv("FEEDSCOPE_CUPTI_DRIVER", "0", 1);
+  EXPECT_FALSE(tracing_request(false).driver_launches);
+  clear_tracing_env();
+}
+
+TEST(CuptiRecordsTest, WithoutTheSyncKindTheModeSaysSoAndTheKindStaysOff) {
+  const CuptiApi api = fake_api();
+  CuptiEnabled enabled;
+  TracingRequest request;
+  request.syncs = false;
+  ASSERT_EQ(enable_tracing(api, enabled, request), "");
+  EXPECT_FALSE(enabled.mode.sync_records);
+  EXPECT_FALSE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  EXPECT_TRUE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 }
 
 }  // namespace

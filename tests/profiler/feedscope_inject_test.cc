@@ -465,7 +465,10 @@ TEST(FeedscopeInjectTest, OnlyTheCallsTheSummaryReadsAreRecordedAndTheFileSaysSo
   EXPECT_EQ(t.runtime_callbacks, 5u);
   EXPECT_EQ(t.driver_calls, TracingMode::Calls::selected);
   EXPECT_EQ(t.driver_callbacks, 2u);
-  EXPECT_TRUE(t.completed_syncs_only);
+  // No SYNCHRONIZATION kind: the runtime's sync calls carry the host's waits.
+  EXPECT_FALSE(t.sync_records);
+  EXPECT_FALSE(has_line(calls, "cuptiActivityEnable " +
+                                   std::to_string(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)));
   EXPECT_EQ(t.note, "");
   EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
             std::vector<std::string>{recording_through_the_fake()});
@@ -487,7 +490,7 @@ TEST(FeedscopeInjectTest, WhereCuptiCannotSelectCallsTheWholeRuntimeKindIsTraced
   const TracingMode& t = *gpu.activity.tracing;
   EXPECT_EQ(t.runtime_calls, TracingMode::Calls::all);
   EXPECT_EQ(t.driver_calls, TracingMode::Calls::none);
-  EXPECT_TRUE(t.completed_syncs_only);
+  EXPECT_FALSE(t.sync_records);
   EXPECT_TRUE(t.note.starts_with("every runtime call traced: cuptiActivityEnableRuntimeApi(")) << t.note;
   EXPECT_NE(t.note.find("the driver's launch calls not traced"), std::string::npos) << t.note;
   ASSERT_EQ(gpu.activity.runtime.size(), 1u);
