@@ -62,7 +62,9 @@ class WatchTest(unittest.TestCase):
         self.assertIn("loss ", r.stdout)  # the program's output passes through
         tree = report["program"]["tree"]
         self.assertEqual(tree["workers"], 1, tree)
-        self.assertGreater(tree["worker_busy"], 0.6, tree)
+        # The worker wants its core all along: running, or runnable and waiting for it on a
+        # machine busy with other work (0.60 busy + 0.35 waiting seen under a parallel build).
+        self.assertGreater(tree["worker_busy"] + tree["worker_run_wait"], 0.6, tree)
         self.assertEqual(report["program"]["ended"], "exited")
         self.assertEqual(report["config"]["mode"], "watch")
         d = report["diagnosis"]
@@ -87,7 +89,9 @@ class WatchTest(unittest.TestCase):
         self.assertIn(tree["trainer_name"], ("python3", os.path.basename(sys.executable)[:15]))
         self.assertEqual(tree["workers"], 1, tree)
         self.assertIn("loader_worker", roles.values())
-        self.assertGreater(tree["worker_busy"], 0.6, tree)
+        # The worker wants its core all along: running, or runnable and waiting for it on a
+        # machine busy with other work (0.60 busy + 0.35 waiting seen under a parallel build).
+        self.assertGreater(tree["worker_busy"] + tree["worker_run_wait"], 0.6, tree)
         self.assertEqual(report["diagnosis"]["bottleneck"], "cpu_preprocess", report["diagnosis"])
         self.assertTrue(any(n.startswith("trainer: ") for n in program["notes"]), program["notes"])
 
