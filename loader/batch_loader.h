@@ -13,6 +13,7 @@
 #include "loader/autotune.h"
 #include "loader/dataset.h"
 #include "loader/index_sampler.h"
+#include "loader/sample_costs.h"
 #include "loader/sharded_dataset.h"
 #include "loader/span_recorder.h"
 #include "pinned_memory/pinned_pool.h"
@@ -194,6 +195,9 @@ class BatchLoader {
   std::shared_ptr<const PinnedPool> shared_pool() const;
   // Bad samples so far; thread-safe.
   DataErrors data_errors() const;
+  // Every sample's load time so far (all epochs), the slowest named by their file (index mode;
+  // a stream's samples are counted but not named), and the consumer's waits: thread-safe.
+  SampleCostSnapshot sample_costs() const;
   // Byte offset of the labels within a slab.
   std::size_t labels_offset() const;
 
