@@ -11,6 +11,7 @@
 #include "profiler/gpu_trace.h"
 #include "profiler/rules/loop_advice.h"
 #include "profiler/rules/rules.h"
+#include "profiler/slow_samples.h"
 #include "profiler/watch_diagnosis.h"
 
 namespace feedscope {
@@ -262,6 +263,104 @@ bool remove_host_syncs(const Facts& f, Diagnosis& d) {
   const LoopFacts& L = *f.loop;
   if (L.gpu == nullptr || L.input_side || other_syncs_per_step(*L.gpu) < 1) return false;
   d.recommendations.push_back(remove_syncs(f.e, *L.gpu, L.c, L.loader_rate, L.measured));
+  return true;
+}
+
+namespace {
+
+// "class_0003/img_00000049.jpg": enough of a path to find the file, short enough for a line.
+std::string short_name(const std::string& path) {
+  const std::size_t last = path.rfind('/');
+  if (last == std::string::npos || last == 0) return path;
+  const std::size_t before = path.rfind('/', last - 1);
+  return before == std::string::npos ? path : path.substr(before + 1);
+}
+
+// "152 ms (4000x3000, 2.3 MB jpeg)"
+std::string what_it_is(const SlowSample& s) {
+  std::string out = fmt("%.0f ms", s.ms);
+  std::string parts;
+  if (s.width && s.height) parts = fmt("%dx%d", *s.width, *s.height);
+  if (s.bytes) parts += (parts.empty() ? "" : ", ") + fmt("%.1f MB", static_cast<double>(*s.bytes) / 1e6);
+  if (!s.format.empty()) parts += (parts.empty() ? "" : " ") + s.format;
+  return parts.empty() ? out : out + " (" + parts + ")";
+}
+
+// The shorter side the advice names: the pipeline's crop scaled as its eval Resize scales it
+// (224 -> 256), so a re-encoded file still covers every crop the pipeline takes at full detail.
+int advised_side(int image_size) { return (image_size * 256 + 223) / 224; }
+
+}  // namespace
+
+bool slow_samples(const Facts& f, Diagnosis& d) {
+  const SampleCosts& s = *f.e.samples;
+  if (s.count < kSlowSamplesMinCount || s.total_s <= 0 || s.slow_count == 0) return false;
+  const double slow_share = static_cast<double>(s.slow_count) / static_cast<double>(s.count);
+  const double cost = s.slow_excess_s / s.total_s;
+  if (slow_share > kSlowSamplesMaxShare || cost < kSlowSamplesCost) return false;
+
+  std::string files;
+  std::size_t named = 0;
+  bool big = false;  // a named file larger than the size advised
+  const int side = s.image_size > 0 ? advised_side(s.image_size) : 0;
+  for (const SlowSample& slow : s.slowest) {
+    if (slow.ms < s.slow_threshold_ms) break;
+    if (side > 0 && slow.width && slow.height && std::min(*slow.width, *slow.height) > side) big = true;
+    if (named++ < 3) files += (files.empty() ? "" : "; ") + short_name(slow.file) + " " + what_it_is(slow);
+  }
+  d.evidence.push_back(fmt("a few slow samples cost %.0f%% of loading (%s): %.1f%% of samples (%llu "
+                           "of %llu) took %.0fx the median or more; p50 %.1f ms, p90 %.1f ms, p99 "
+                           "%.1f ms, max %.0f ms; the slowest 1%% took %.0f%% of all load time, the "
+                           "slowest 5%% %.0f%%%s",
+                           100 * cost, s.measured_by.c_str(), 100 * slow_share,
+                           static_cast<unsigned long long>(s.slow_count),
+                           static_cast<unsigned long long>(s.count), kSlowSampleFactor, s.p50_ms,
+                           s.p90_ms, s.p99_ms, s.max_ms, 100 * s.slowest_1pct_share,
+                           100 * s.slowest_5pct_share,
+                           files.empty() ? "" : ("; slowest: " + files).c_str()));
+  if (s.wait_s && *s.wait_s > 0 && s.wait_on_slowest_s)
+    d.evidence.push_back(fmt("the loop waited %.2f s in the loader, %.0f%% of it while the batch it "
+                             "waited for loaded its slowest sample",
+                             *s.wait_s, 100 * *s.wait_on_slowest_s / *s.wait_s));
+
+  Recommendation r;
+  const std::string count = fmt("%llu", static_cast<unsigned long long>(s.slow_count));
+  if (big) {
+    r.setting = fmt("slow files: shorter side %d px", side);
+    r.action = fmt("Pre-resize (re-encode) the %s slow files so their shorter side is %d px, from "
+                   "the pipeline's %d crop, or cache them decoded: report.json's samples.slowest "
+                   "lists them.",
+                   count.c_str(), side, s.image_size);
+  } else {
+    r.setting = "slow files: re-encoded or cached decoded";
+    r.action = fmt("Re-encode the %s slow files (a smaller size or a cheaper format) or cache them "
+                   "decoded: report.json's samples.slowest lists them.",
+                   count.c_str());
+  }
+  // Those samples at the median's cost, through the same model as the num_workers prediction.
+  if (!f.loop || f.loop->c.worker <= 0) {
+    r.basis = "no prediction: loading per batch was not measured beside the step (feedscope's "
+              "decoder alone); at the median's cost loading would take " +
+              fmt("%.0f%% less", 100 * cost);
+    d.recommendations.push_back(std::move(r));
+    return true;
+  }
+  const LoopSpans& in = *f.e.loop;
+  const LoopFacts& l = *f.loop;
+  // Of the loader's work per batch, the part the per-sample times cover (collate is apart).
+  const double load_busy = busy(in, Stage::read) + busy(in, Stage::decode) + busy(in, Stage::transform);
+  const double load_part = l.loader.busy_s > 0 && load_busy > 0 ? std::min(1.0, load_busy / l.loader.busy_s) : 1.0;
+  Costs after = l.c;
+  after.worker = l.c.worker * (1 - cost * load_part);
+  const int workers = std::max(0, in.num_workers);
+  const double before_rate = predicted_batches_per_s(l.c, workers, f.e.cpus, in.on_gpu);
+  const double after_rate = predicted_batches_per_s(after, workers, f.e.cpus, in.on_gpu);
+  if (before_rate > 0) r = with_prediction(std::move(r), l.measured * after_rate / before_rate, l.measured);
+  r.basis = fmt("what-if: the %s slow samples at the median's %.1f ms, loading %.1f -> %.1f ms per "
+                "batch of one core, through the num_workers model (min(workers / load time, 1 / "
+                "step time, cores / CPU time per batch)) at %d workers",
+                count.c_str(), s.p50_ms, l.c.worker * 1e3, after.worker * 1e3, workers);
+  d.recommendations.push_back(std::move(r));
   return true;
 }
 
