@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exporters/detail/evidence_json.h"
 #include "exporters/detail/rank_json.h"
 
 namespace feedscope {
@@ -319,6 +320,7 @@ std::string report_to_json(const Report& r) {
                       {"attempted", de.attempted},
                       {"ratio", de.ratio},
                       {"examples", examples}};
+  j["samples"] = r.samples ? detail::samples_json(*r.samples) : nlohmann::ordered_json(nullptr);
   j["spans_dropped"] = r.spans_dropped;
   const TraceSummary& tr = r.trace;
   j["trace"] = {{"max_spans", tr.max_spans},
