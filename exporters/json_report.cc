@@ -357,6 +357,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
 }
 
+std::string samples_to_json(const SampleCosts& samples) {
+  return detail::samples_json(samples).dump();
+}
+
 std::string autotune_to_json(const std::optional<AutotuneSummary>& autotune) {
   return autotune_json(autotune).dump();
 }

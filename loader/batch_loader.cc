@@ -984,9 +984,9 @@ const DataSource& BatchLoader::dataset() const { return *impl_->source; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }
 std::shared_ptr<const PinnedPool> BatchLoader::shared_pool() const { return impl_->pool; }
 DataErrors BatchLoader::data_errors() const { return impl_->errors->snapshot(); }
-SampleCostSnapshot BatchLoader::sample_costs() const {
+SampleCostSnapshot BatchLoader::sample_costs(bool name_files) const {
   SampleCostSnapshot out = impl_->costs->snapshot();
-  if (impl_->dataset)
+  if (impl_->dataset && name_files)
     for (SlowSampleCost& s : out.slowest) s.file = impl_->dataset->sample_file(s.index);
   return out;
 }

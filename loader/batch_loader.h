@@ -197,7 +197,8 @@ class BatchLoader {
   DataErrors data_errors() const;
   // Every sample's load time so far (all epochs), the slowest named by their file (index mode;
   // a stream's samples are counted but not named), and the consumer's waits: thread-safe.
-  SampleCostSnapshot sample_costs() const;
+  // `name_files` false: the slowest by index only (SampleFile empty), for a caller that names them.
+  SampleCostSnapshot sample_costs(bool name_files = true) const;
   // Byte offset of the labels within a slab.
   std::size_t labels_offset() const;
 

@@ -333,6 +333,17 @@ class SessionTest(DataLoaderTestBase):
         self.assertEqual((config["num_workers"], config["batch_size"]), (2, 8))
         on_disk = json.loads((report_dir / "report.json").read_text())
         self.assertGreater(on_disk["stages"]["decode"]["busy_s"], 0)
+        # Each sample's load time: the session reports what the loader measured, files named.
+        samples = report["samples"]
+        self.assertEqual(samples["measured_by"], "feedscope's loader")
+        # Every delivered sample, and any the workers loaded ahead for the next epoch.
+        self.assertGreaterEqual(samples["count"], 2 * 48)
+        self.assertGreater(samples["load_ms"]["p50"], 0)
+        self.assertLessEqual(samples["load_ms"]["p50"], samples["load_ms"]["max"])
+        slowest = samples["slowest"][0]
+        self.assertTrue(slowest["file"].startswith(str(self.images)), slowest)
+        self.assertEqual((slowest["width"], slowest["height"], slowest["pixels"]), (96, 72, 96 * 72))
+        self.assertGreaterEqual(loader.sample_costs()["count"], samples["count"])
         for _ in loader:  # the session is gone: the loader goes on, forwarding nothing
             pass
 
