@@ -197,12 +197,12 @@ struct BatchLoader::Impl {
       const std::size_t index = job.indexes[i];
       job.attempted = i + 1;
       try {
-        const std::int64_t begin = now_ns();
+        const std::int64_t begin = options.record_sample_costs ? now_ns() : 0;
         // A bad sample's slot is overwritten by the next good one: the batch stays compact.
         labels[filled] =
             dataset->load(index, slab.subspan(filled * sample_bytes, sample_bytes), ctx);
         ++filled;
-        timed_sample(job, ctx.worker, index, begin, now_ns());
+        if (options.record_sample_costs) timed_sample(job, ctx.worker, index, begin, now_ns());
       } catch (const SampleError& e) {
         if (!bad_sample(job, e, std::current_exception())) break;
       } catch (const std::exception& e) {
@@ -222,7 +222,7 @@ struct BatchLoader::Impl {
       if (stopping.load(std::memory_order_relaxed)) break;
       ++job.attempted;
       try {
-        const std::int64_t begin = now_ns();
+        const std::int64_t begin = options.record_sample_costs ? now_ns() : 0;
         const std::optional<std::int64_t> label =
             reader.next(slab.subspan(filled * sample_bytes, sample_bytes), ctx);
         if (!label) {
@@ -231,7 +231,8 @@ struct BatchLoader::Impl {
           break;
         }
         labels[filled++] = *label;
-        timed_sample(job, ctx.worker, SampleCostRecorder::kNoIndex, begin, now_ns());
+        if (options.record_sample_costs)
+          timed_sample(job, ctx.worker, SampleCostRecorder::kNoIndex, begin, now_ns());
       } catch (const SampleError& e) {
         if (!bad_sample(job, e, std::current_exception())) break;
       } catch (const std::exception& e) {

@@ -53,6 +53,9 @@ struct LoaderOptions {
   double max_bad_ratio = 0.01;
   std::size_t bad_ratio_floor = 1000;
   std::size_t error_examples = 10;  // bad samples whose index, file and message are kept
+  // Each sample's load time into sample_costs() (two clock reads a sample); off: none recorded,
+  // for the benchmark that measures what recording costs.
+  bool record_sample_costs = true;
 };
 
 // One sample that failed to load.

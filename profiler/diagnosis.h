@@ -37,7 +37,7 @@ inline constexpr double kMinUsefulSpeedup = 1.05;
 inline constexpr double kStorageReadBytesPerS = 10e6;
 inline constexpr double kStorageIoPressure = 0.10;
 
-// slow_samples: the samples that take kSlowSampleFactor (profiler/slow_samples.h) x the median or
+// slow_samples: the samples that take kSlowSampleFactor (profiler/slow_samples.h) x the p90 or
 // more are at most this share of all samples, and their time beyond the median's cost is at least
 // this share of all load time: a few samples cost a large part of loading. Below kSlowSamplesMinCount
 // measured samples, no tail is told apart.

@@ -322,7 +322,7 @@ struct SampleCosts {
   double max_ms = 0;
   double slowest_1pct_share = 0;  // of all load time, the slowest 1 % of samples
   double slowest_5pct_share = 0;
-  // The slow samples: those that took kSlowSampleFactor x the median or more. How many, and the
+  // The slow samples: those that took kSlowSampleFactor x the p90 or more. How many, and the
   // load time they took beyond the median's cost (what they would save at the median's cost).
   double slow_threshold_ms = 0;
   std::uint64_t slow_count = 0;

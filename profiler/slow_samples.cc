@@ -20,7 +20,7 @@ SampleCosts sample_costs_of(const SampleCostSnapshot& s, std::string measured_by
   c.slowest_1pct_share = s.slowest_share(0.01);
   c.slowest_5pct_share = s.slowest_share(0.05);
   if (s.count > 0) {
-    const auto threshold = static_cast<std::int64_t>(std::llround(kSlowSampleFactor * c.p50_ms * 1e6));
+    const auto threshold = static_cast<std::int64_t>(std::llround(kSlowSampleFactor * c.p90_ms * 1e6));
     // Whole buckets from the one holding the threshold: the count is exact to a bucket's width.
     c.slow_threshold_ms = static_cast<double>(threshold) / 1e6;
     c.slow_count = s.count_at_least(threshold);

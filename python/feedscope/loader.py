@@ -263,7 +263,7 @@ class DataLoader:
     def sample_costs(self):
         """Each sample's load time so far, as report.json's `samples`: count, load_ms (p50, p90, p99,
         max, the share of load time the slowest 1 % and 5 % took), slow (the samples at 4x the
-        median or more), slowest (the 20 slowest files: file, ms, bytes, width, height, pixels,
+        p90 or more), slowest (the 20 slowest files: file, ms, bytes, width, height, pixels,
         format) and the loop's wait on a batch's slowest sample. A wrapping Session reports the
         same, and its diagnosis names a few slow files that cost much of the loading."""
         self._check_open("sample_costs")

@@ -431,6 +431,16 @@ class TryLoaderTest(DataLoaderTestBase):
                         "--steps", "40", "--batch-size", "8"],
                        check=True, capture_output=True, timeout=300)
         report = json.loads((report_dir / "report.json").read_text())
+        # The program's files' per-sample costs, whatever the bottleneck: feedscope's decoder on
+        # each of the 64 files once, after it ended, and said to be that, not the program's times.
+        samples = report["samples"]
+        if "--no-try-loader" in options:
+            self.assertIsNone(samples)
+        else:
+            self.assertIn("feedscope's decoder", samples["measured_by"])
+            self.assertEqual(samples["count"], 64)
+            self.assertTrue(samples["slowest"][0]["file"].startswith(str(self.large)), samples["slowest"][0])
+            self.assertEqual(samples["slowest"][0]["pixels"], 480 * 360)
         if report["diagnosis"]["bottleneck"] != "cpu_preprocess":
             self.skipTest(f"the plain loop was {report['diagnosis']['bottleneck']} here, not "
                           "cpu_preprocess: no loader to offer")
