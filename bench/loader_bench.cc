@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/batch_loader.h"
+#include "loader/sample_costs.h"
 #include "loader/synthetic_dataset.h"
 
 namespace {
@@ -64,6 +65,18 @@ void BM_LoaderSynthetic(benchmark::State& state) {
 BENCHMARK(BM_LoaderSynthetic)
     ->Args({0, 0})->Args({0, 1})->Args({1, 0})->Args({1, 1})->Args({2, 0})->Args({2, 1})
     ->UseRealTime();
+
+// What recording costs one sample: the two clock reads around its load and the recorder's update
+// (a bucket's count and sum; the slowest list only for a sample slower than its 20th).
+void BM_SampleCostRecord(benchmark::State& state) {
+  SampleCostRecorder recorder(1);
+  std::size_t index = 0;
+  for (auto _ : state) {
+    const std::int64_t begin = now_ns();
+    recorder.record(0, index++ % 4096, now_ns() - begin + 1'000'000);
+  }
+}
+BENCHMARK(BM_SampleCostRecord);
 
 }  // namespace
 
