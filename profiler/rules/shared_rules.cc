@@ -324,6 +324,11 @@ bool slow_samples(const Facts& f, Diagnosis& d) {
   const double slow_share = static_cast<double>(s.slow_count) / static_cast<double>(s.count);
   const double cost = s.slow_excess_s / s.total_s;
   if (slow_share > kSlowSamplesMaxShare || cost < kSlowSamplesCost) return false;
+  // The advice is about files and their pixels: a records or shard dataset's slow samples (a cold
+  // read) are storage's, which input_storage weighs.
+  const bool images = std::any_of(s.slowest.begin(), s.slowest.end(),
+                                  [](const SlowSample& x) { return x.width && x.height; });
+  if (!images) return false;
 
   std::string files;
   std::size_t named = 0;

@@ -662,6 +662,10 @@ TEST(DiagnosisRulesTest, SlowSamplesStayQuietOnAUniformOrAnOrdinaryFolder) {
   }
   const SampleCosts mixed = folder_costs(Folder::mixed);
   EXPECT_GT(mixed.p99_ms / mixed.p50_ms, 2.0) << "the ordinary folder does spread";
+  // The same tail in a records dataset (no pixels: a cold read's, not a file's size): storage's.
+  DiagnosisInput records = loading_folder(Folder::skewed);
+  for (SlowSample& slow : records.samples->slowest) slow.width = slow.height = std::nullopt;
+  EXPECT_FALSE(fired(diagnose(evidence_of(records)), "slow_samples"));
 }
 
 // Where the step sets the pace on a GPU, cheaper loading gains nothing: the advice is weighed and
