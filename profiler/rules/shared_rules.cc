@@ -358,10 +358,13 @@ bool slow_samples(const Facts& f, Diagnosis& d) {
   const std::string count = fmt("%llu", static_cast<unsigned long long>(s.slow_count));
   if (big) {
     r.setting = fmt("slow files: shorter side %d px", side);
-    r.action = fmt("Pre-resize (re-encode) the %s slow files so their shorter side is %d px, from "
-                   "the pipeline's %d crop, or cache them decoded: report.json's samples.slowest "
-                   "lists them.",
-                   count.c_str(), side, s.image_size);
+    // Under watch the crop is feedscope's decoder's, 224: the program's own is not seen.
+    const std::string from = fmt(f.e.loop ? "the pipeline's %d crop x 256/224"
+                                          : "a %d crop x 256/224: the program's own crop is not seen from outside",
+                                 s.image_size);
+    r.action = fmt("Pre-resize (re-encode) the %s slow files so their shorter side is %d px (%s), "
+                   "or cache them decoded: report.json's samples.slowest lists them.",
+                   count.c_str(), side, from.c_str());
   } else {
     r.setting = "slow files: re-encoded or cached decoded";
     r.action = fmt("Re-encode the %s slow files (a smaller size or a cheaper format) or cache them "
