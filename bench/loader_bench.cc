@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/batch_loader.h"
+#include "loader/sample_costs.h"
 #include "loader/synthetic_dataset.h"
 
 namespace {
@@ -39,9 +40,13 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->UseRealTime();
 
+// Arg 1 (1 by default): each sample's load time recorded (LoaderOptions::record_sample_costs); the
+// pairs with it 0 and 1 side by side are what the recording costs on the cheapest samples there are
+// (a 48 KiB copy each).
 void BM_LoaderSynthetic(benchmark::State& state) {
   LoaderOptions o;
   o.num_workers = static_cast<int>(state.range(0));
+  o.record_sample_costs = state.range(1) != 0;
   o.batch_size = kBatch;
   BatchLoader loader(dataset(), std::make_shared<SequentialSampler>(dataset()->size()), o);
   std::uint64_t epoch = 0;
@@ -57,7 +62,21 @@ void BM_LoaderSynthetic(benchmark::State& state) {
   }
   state.SetBytesProcessed(bytes);
 }
-BENCHMARK(BM_LoaderSynthetic)->Arg(0)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_LoaderSynthetic)
+    ->Args({0, 0})->Args({0, 1})->Args({1, 0})->Args({1, 1})->Args({2, 0})->Args({2, 1})
+    ->UseRealTime();
+
+// What recording costs one sample: the two clock reads around its load and the recorder's update
+// (a bucket's count and sum; the slowest list only for a sample slower than its 20th).
+void BM_SampleCostRecord(benchmark::State& state) {
+  SampleCostRecorder recorder(1);
+  std::size_t index = 0;
+  for (auto _ : state) {
+    const std::int64_t begin = now_ns();
+    recorder.record(0, index++ % 4096, now_ns() - begin + 1'000'000);
+  }
+}
+BENCHMARK(BM_SampleCostRecord);
 
 }  // namespace
 

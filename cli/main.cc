@@ -264,7 +264,8 @@ void CommandLine::add_watch(CLI::App& app) {
                     "record what the diagnosis read (GPU records, its input, its verdict) for "
                     "`feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
   watch->add_flag("--no-try-loader", no_try_loader,
-                  "a cpu_preprocess program: do not measure feedscope's loader on its files after it ends");
+                  "do not measure the program's files after it ends: feedscope's loader on a "
+                  "cpu_preprocess program's, each image's load time with feedscope's decoder");
 }
 
 void CommandLine::add_merge(CLI::App& app) {

@@ -23,6 +23,25 @@ namespace feedscope {
 
 namespace {
 
+std::pair<int, int> parse_size(const std::string& text);
+
+// "0.02:4000x3000" -> a share and a size; empty: no skew. Anything else is a ConfigError naming --skew.
+void parse_skew(const std::string& text, ImageDatasetOptions& o) {
+  if (text.empty()) return;
+  const std::size_t colon = text.find(':');
+  double share = -1;
+  const char* end = text.data() + (colon == std::string::npos ? text.size() : colon);
+  const bool ok = colon != std::string::npos && std::from_chars(text.data(), end, share).ptr == end &&
+                  share > 0 && share <= 1;
+  if (!ok) throw ConfigError("skew", "--skew: '" + text + "' is not SHARE:WxH with a share over 0 and at most 1; allowed: e.g. 0.02:4000x3000");
+  try {
+    std::tie(o.skew_width, o.skew_height) = parse_size(text.substr(colon + 1));
+  } catch (const ConfigError&) {
+    throw ConfigError("skew", "--skew: '" + text + "': the size is not WxH; allowed: e.g. 0.02:4000x3000");
+  }
+  o.skew_share = share;
+}
+
 // "500x375" -> (500, 375); anything else is a ConfigError naming --size.
 std::pair<int, int> parse_size(const std::string& text) {
   const std::size_t x = text.find('x');
@@ -51,6 +70,7 @@ struct MakeDatasetCommand::Impl {
   struct Images {
     ImageDatasetOptions options;
     std::string size = "500x375";
+    std::string skew;  // SHARE:WxH, empty: none
   } images;
 
   // webdataset and tfrecord: the images' JPEGs in shards.
@@ -145,9 +165,13 @@ struct MakeDatasetCommand::Impl {
         ->capture_default_str();
     c->add_option("--quality", images.options.quality, "JPEG quality [1 to 100]")->capture_default_str();
     c->add_option("--seed", images.options.seed, "same seed, byte-identical files")->capture_default_str();
+    c->add_option("--skew", images.skew,
+                  "SHARE:WxH: that share of the images at that size, spread evenly (a few huge "
+                  "photos among ordinary ones), e.g. 0.02:4000x3000");
     kinds.push_back({c, [this](std::ostream& out) {
                        ImageDatasetOptions o = images.options;
                        std::tie(o.width, o.height) = parse_size(images.size);
+                       parse_skew(images.skew, o);
                        ImageDatasetSummary s;
                        try {
                          s = make_image_dataset(o);
@@ -161,7 +185,11 @@ struct MakeDatasetCommand::Impl {
                            << s.classes.size() << " classes to " << o.out << "\n"
                            << "load it with: feedscope run --dataset images:" << o.out << "\n";
                      },
-                     [this] { parse_size(images.size); }});
+                     [this] {
+                       parse_size(images.size);
+                       ImageDatasetOptions o;
+                       parse_skew(images.skew, o);
+                     }});
   }
 };
 

@@ -1,5 +1,7 @@
 #include "cli/run.h"
 
+#include "profiler/slow_samples.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +30,7 @@
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
 #include "loader/device_feeder.h"
+#include "profiler/slow_samples.h"
 #include "loader/image_folder_dataset.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/cupti_activity_source.h"
@@ -606,6 +609,8 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   record_training(report, trainer.get(), pipeline.engine.get(), loop.submitted());
   report.spans_dropped = pipeline.spans.dropped();
   record_data_errors(report, config, pipeline);
+  report.samples = sample_costs_of(loader.sample_costs(), "feedscope's loader",
+                                   config.dataset.starts_with("images:") ? static_cast<int>(config.image_size) : 0);
   // --- GPU activity trace: summary over the measured `step` spans, and trace.json ---------------
   const SpanDigest::Steps steps = digest.steps(window.begin_ns, window.end_ns);
   const GpuActivity gpu_activity =

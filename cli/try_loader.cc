@@ -6,6 +6,7 @@
 
 #include "cli/dataset_setup.h"
 #include "loader/span_recorder.h"
+#include "profiler/slow_samples.h"
 
 namespace feedscope {
 
@@ -39,6 +40,39 @@ double measure_feedscope_loader(const std::string& dataset, int num_workers,
     if (now_ns() - begin >= deadline_ns) break;
   }
   return static_cast<double>(samples) / (static_cast<double>(now_ns() - begin) / 1e9);
+}
+
+std::optional<SampleCosts> measure_program_sample_costs(const DataFilesSeen& seen, double seconds,
+                                                        std::size_t max_samples,
+                                                        std::vector<std::string>& notes) {
+  const std::optional<std::string> dataset = seen.dataset();
+  if (!dataset || !dataset->starts_with("images:")) return std::nullopt;
+  RunConfig c;
+  c.dataset = *dataset;
+  c.num_workers = 0;  // in this thread: each sample's time is its own, no worker beside it
+  c.batch_size = 16;
+  c.rank = 0;
+  c.world_size = 1;
+  try {
+    const auto source = open_dataset(c);
+    const auto loader = make_batch_loader(c, source, loader_options(c), nullptr);
+    const auto deadline = now_ns() + static_cast<std::int64_t>(seconds * 1e9);
+    std::size_t samples = 0;
+    // One epoch at most: every file once, in a random order, so a folder too large for the time
+    // is measured on an even share of it.
+    while (samples < max_samples && now_ns() < deadline) {
+      const std::optional<Batch> batch = loader->next();
+      if (!batch) break;
+      samples += static_cast<std::size_t>(batch->size);
+    }
+    return sample_costs_of(loader->sample_costs(),
+                           "feedscope's decoder on the program's files after it ended, not the "
+                           "program's own loading",
+                           static_cast<int>(c.image_size));
+  } catch (const std::exception& e) {
+    notes.push_back("per-sample costs not measured: " + *dataset + ": " + e.what());
+    return std::nullopt;
+  }
 }
 
 namespace {

@@ -5,7 +5,9 @@
 // worker count. The report says what was measured and on which files (program.try_loader), and the
 // recommendation gives the rate beside the num_workers advice.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "profiler/data_files.h"
 #include "profiler/report.h"
@@ -26,6 +28,15 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
 
 // Samples per second of feedscope's loader on `dataset` (train pipeline, `image_size`), over
 // `seconds` after one warm-up batch. Throws what opening the dataset throws.
+// Each sample's load time on a watched program's files, measured with feedscope's decoder in one
+// thread (no worker beside it) once the program has ended, the files in a seeded random order,
+// for up to `seconds` or `max_samples` (a small folder: each file once): the program's own
+// per-sample times are not visible from outside. Only for an images:DIR that `seen` found; none
+// otherwise, or where the folder does not open (said in `notes`).
+std::optional<SampleCosts> measure_program_sample_costs(const DataFilesSeen& seen, double seconds,
+                                                        std::size_t max_samples,
+                                                        std::vector<std::string>& notes);
+
 double measure_feedscope_loader(const std::string& dataset, int num_workers,
                                 std::int64_t batch_size, std::int64_t image_size, double seconds);
 

@@ -41,6 +41,11 @@ namespace feedscope {
 
 namespace {
 
+// The per-sample costs of a watched program's files: up to 2 s of feedscope's decoder after it
+// ended, and no more than 1000 files (a folder of tens of thousands is measured on a random share).
+constexpr double kSampleCostSeconds = 2.0;
+constexpr std::size_t kSampleCostMaxSamples = 1000;
+
 namespace fs = std::filesystem;
 
 void validate(const WatchOptions& o) {
@@ -651,8 +656,16 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
 
   const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
   const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
-  const WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner,
-                                                       o.try_loader && sampling.sampler ? &data_files : nullptr);
+  WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner,
+                                                 o.try_loader && sampling.sampler ? &data_files : nullptr);
+  // The program's per-sample times are not visible from outside; its files' are, with feedscope's
+  // decoder, now that it has ended.
+  if (o.try_loader) {
+    if (data_files.files().empty()) data_files.look_at_arguments(program.command);
+    wd.samples = measure_program_sample_costs(data_files, kSampleCostSeconds, kSampleCostMaxSamples,
+                                              program.notes);
+    report.samples = wd.samples;
+  }
   report.diagnosis = diagnose_watched(wd);
   const Diagnosis watched = report.diagnosis;
   const std::vector<LauncherFailure> failures =

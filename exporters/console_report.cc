@@ -112,6 +112,7 @@ std::string format_console_report(const Report& r, bool color) {
   if (r.gpu_trace && r.gpu_trace->tracing)
     out += "  CUDA trace: " + describe_tracing(*r.gpu_trace->tracing) + "\n";
   out += describe_data_errors(r.data_errors);
+  if (r.samples) out += describe_samples(*r.samples);
   out += describe_ranks(r);
   if (r.autotune) out += describe_autotune(*r.autotune);
   out += "\n  evidence:\n";
@@ -158,6 +159,29 @@ std::string describe_data_errors(const DataErrorsSummary& e, std::size_t shown) 
     out += line("    (%llu more; report.json lists the first %zu under data_errors)",
                 static_cast<unsigned long long>(e.count - std::min<std::uint64_t>(shown, e.examples.size())),
                 e.examples.size());
+  return out;
+}
+
+std::string describe_samples(const SampleCosts& c, std::size_t shown) {
+  if (c.count == 0) return "";
+  std::string out = line("\n  samples: %llu loaded (%s): p50 %.2f ms, p90 %.2f, p99 %.2f, max %.1f; the "
+                         "slowest 1%% took %.0f%% of load time, the slowest 5%% %.0f%%",
+                         static_cast<unsigned long long>(c.count), c.measured_by.c_str(), c.p50_ms,
+                         c.p90_ms, c.p99_ms, c.max_ms, 100 * c.slowest_1pct_share,
+                         100 * c.slowest_5pct_share);
+  if (c.wait_s && c.wait_on_slowest_s && *c.wait_s > 0)
+    out += line("    the loop waited %.2f s in the loader, %.0f%% of it on a batch's slowest sample",
+                *c.wait_s, 100 * *c.wait_on_slowest_s / *c.wait_s);
+  for (std::size_t i = 0; i < c.slowest.size() && i < shown; ++i) {
+    const SlowSample& s = c.slowest[i];
+    std::string what;
+    if (s.width && s.height) what = line("%dx%d", *s.width, *s.height);
+    if (!what.empty()) what.pop_back();  // line() ends with a newline
+    if (s.bytes) what += (what.empty() ? "" : ", ") + line("%.1f MB", static_cast<double>(*s.bytes) / 1e6);
+    if (!what.empty() && what.back() == '\n') what.pop_back();
+    if (!s.format.empty()) what += (what.empty() ? "" : " ") + s.format;
+    out += line("    - %.1f ms %s%s", s.ms, s.file.c_str(), what.empty() ? "" : (" (" + what + ")").c_str());
+  }
   return out;
 }
 

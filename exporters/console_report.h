@@ -18,4 +18,8 @@ std::string describe_trace_cap(const TraceSummary& trace);
 // when there were none.
 std::string describe_data_errors(const DataErrorsSummary& errors, std::size_t shown = 5);
 
+// Each sample's load time, for the terminal: the distribution, the share the slowest took, and the
+// `shown` slowest files; empty where nothing was measured.
+std::string describe_samples(const SampleCosts& samples, std::size_t shown = 3);
+
 }  // namespace feedscope

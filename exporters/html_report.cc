@@ -404,6 +404,37 @@ void write_stages(std::ostream& h, const Report& r) {
   h << "</table>\n";
 }
 
+// Each sample's load time: its quantiles as bars on a log scale (the tail is what matters, and it
+// is orders of magnitude past the median), then the slowest files with what they are.
+void write_samples(std::ostream& h, const Report& r) {
+  if (!r.samples || r.samples->count == 0) return;
+  const SampleCosts& c = *r.samples;
+  h << "<h2>Samples</h2>\n<p>" << c.count << " samples loaded (" << esc(c.measured_by)
+    << "); the slowest 1 % took " << std::lround(100 * c.slowest_1pct_share)
+    << " % of all load time, the slowest 5 % " << std::lround(100 * c.slowest_5pct_share) << " %.</p>\n";
+  const std::pair<const char*, double> bars[] = {
+      {"p50", c.p50_ms}, {"p90", c.p90_ms}, {"p99", c.p99_ms}, {"max", c.max_ms}};
+  const double low = std::log10(std::max(1e-3, c.p50_ms / 10)), high = std::log10(std::max(c.max_ms, 1e-3)) + 0.1;
+  h << "<svg width=\"640\" height=\"" << 24 * std::size(bars) + 8 << "\" role=\"img\">\n";
+  double y = 4;
+  for (const auto& [name, ms] : bars) {
+    const double w = 480 * std::clamp((std::log10(std::max(ms, 1e-3)) - low) / (high - low), 0.0, 1.0);
+    h << "<text x=\"0\" y=\"" << y + 14 << "\">" << name << "</text><rect x=\"40\" y=\"" << y
+      << "\" width=\"" << w << "\" height=\"18\" fill=\"#0072B2\"/><text x=\"" << 46 + w << "\" y=\""
+      << y + 14 << "\">" << fmt("%.2f", ms) << " ms</text>\n";
+    y += 24;
+  }
+  h << "</svg>\n";
+  if (c.slowest.empty()) return;
+  h << "<table><tr><th>slowest files</th><th>ms</th><th>pixels</th><th>bytes</th><th>format</th></tr>\n";
+  for (const SlowSample& s : c.slowest)
+    h << "<tr><td>" << esc(s.file) << "</td><td>" << fmt("%.1f", s.ms) << "</td><td>"
+      << (s.width && s.height ? std::to_string(*s.width) + "x" + std::to_string(*s.height) : std::string())
+      << "</td><td>" << (s.bytes ? std::to_string(*s.bytes) : std::string()) << "</td><td>"
+      << esc(s.format) << "</td></tr>\n";
+  h << "</table>\n";
+}
+
 // The sampler's readings as chart lines, by what they measure.
 struct UsageLines {
   Line system{"CPU, all cores", {}}, process{"CPU, this process", {}}, io{"I/O pressure", {}};
@@ -550,6 +581,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   if (r.autotune) h << autotune_section(*r.autotune);
   write_recommendations(h, r.diagnosis);
   write_stages(h, r);
+  write_samples(h, r);
   write_utilization(h, r, series, run_begin_ns);
   write_gpu_trace(h, r);
   write_environment(h, r);

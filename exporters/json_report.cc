@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exporters/detail/evidence_json.h"
 #include "exporters/detail/rank_json.h"
 
 namespace feedscope {
@@ -326,6 +327,7 @@ std::string report_to_json(const Report& r) {
                       {"attempted", de.attempted},
                       {"ratio", de.ratio},
                       {"examples", examples}};
+  j["samples"] = r.samples ? detail::samples_json(*r.samples) : nlohmann::ordered_json(nullptr);
   j["spans_dropped"] = r.spans_dropped;
   const TraceSummary& tr = r.trace;
   j["trace"] = {{"max_spans", tr.max_spans},
@@ -360,6 +362,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+}
+
+std::string samples_to_json(const SampleCosts& samples) {
+  return detail::samples_json(samples).dump();
 }
 
 std::string autotune_to_json(const std::optional<AutotuneSummary>& autotune) {

@@ -204,6 +204,7 @@ DiagnosisInput diagnosis_input(const Report& report, const DiagnosisSetup& setup
   if (report.h2d_submit) in.h2d_submit_s = report.h2d_submit->busy_s;
   in.trials = report.trials;
   in.autotune = report.autotune;
+  in.samples = report.samples;
   return in;
 }
 

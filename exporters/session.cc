@@ -111,6 +111,7 @@ struct Session::Impl final : LoopListener {
   mutable std::mutex setup_mutex;
   DiagnosisSetup live_setup;
   std::optional<AutotuneSummary> autotune;  // a loader that tunes itself: set_autotune()
+  std::optional<SampleCosts> samples;         // feedscope's loader: set_sample_costs()
   // Declared in dependency order: each member may use those above it, and they stop in reverse.
   SpanRegistry spans;
   std::unique_ptr<MetricsExporter> metrics;
@@ -310,6 +311,12 @@ void Session::set_autotune(AutotuneSummary autotune, std::int64_t start_ns) {
   s.live_setup.num_workers = a.final.num_workers;
 }
 
+void Session::set_sample_costs(SampleCosts samples) {
+  Impl& s = *impl_;
+  if (s.report) return;
+  s.samples = std::move(samples);
+}
+
 SpanRegistry& Session::spans() noexcept { return impl_->spans; }
 
 std::string Session::metrics_address() const {
@@ -357,6 +364,7 @@ const Report& Session::finish() {
                     usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
   report.custom_stages = s.loop->custom_stage_stats(window.begin_ns, window.end_ns);
   report.autotune = s.autotune;
+  report.samples = s.samples;
   report.training.model = "user loop (feedscope::Session)";
   report.spans_dropped = s.spans.dropped();
   const GpuActivity activity =

@@ -100,6 +100,10 @@ class Session {
   // bad value (a negative num_workers, a prefetch_factor under 1), std::logic_error once finished.
   // Called by the training thread, as wrap() is.
   void set_loader_settings(const LoaderSettings& settings);
+  // Each sample's load time and the slowest files of feedscope's loader (wrapped from Python):
+  // report.json's samples, and the diagnosis' slow_samples. The latest call wins; ignored once
+  // finished.
+  void set_sample_costs(SampleCosts samples);
   // Tells the session its loader tunes itself (feedscope's loader at num_workers=auto, wrapped from
   // Python): report.json's autotune, feedscope_loader_workers/prefetch on the metrics endpoint,
   // and a diagnosis that starts from where the tuner ended. The moves' t_s count from `start_ns`

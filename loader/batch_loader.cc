@@ -75,6 +75,10 @@ struct BatchLoader::Impl {
     std::size_t stream = 0;
     std::int64_t seq = 0;
     bool end = false;
+    // Its slowest sample's load: when the consumer waits for this batch, the part of the wait
+    // in this span is the wait for that one sample.
+    std::int64_t slowest_begin_ns = 0;
+    std::int64_t slowest_end_ns = 0;
   };
 
   std::shared_ptr<const DataSource> source;  // the one below that is set
@@ -142,6 +146,8 @@ struct BatchLoader::Impl {
   std::uint64_t generations = 0;
   int in_flight = 0;  // jobs of either Schedule, and of abandoned ones still finishing
   std::unique_ptr<DataErrorLog> errors;
+  std::unique_ptr<SampleCostRecorder> costs;
+  std::int64_t wait_begin_ns = 0;  // next()'s start while it may wait for a worker; 0 otherwise
   std::exception_ptr over_ratio;  // sticky BadDataError: the data is beyond tolerance for good
 
   // Stream mode: one per worker, rebuilt by each epoch (after drain(), so no task holds one).
@@ -173,6 +179,15 @@ struct BatchLoader::Impl {
     return false;
   }
 
+  // One sample's load time, into the worker's recording and the job's slowest.
+  void timed_sample(Job& job, int worker, std::size_t index, std::int64_t begin, std::int64_t end) noexcept {
+    costs->record(worker, index, end - begin);
+    if (end - begin > job.slowest_end_ns - job.slowest_begin_ns) {
+      job.slowest_begin_ns = begin;
+      job.slowest_end_ns = end;
+    }
+  }
+
   void fill(Job& job, LoadContext& ctx) {
     const std::span<std::byte> slab = job.slab.bytes();
     auto* labels = reinterpret_cast<std::int64_t*>(slab.data() + labels_offset);
@@ -182,10 +197,12 @@ struct BatchLoader::Impl {
       const std::size_t index = job.indexes[i];
       job.attempted = i + 1;
       try {
+        const std::int64_t begin = options.record_sample_costs ? now_ns() : 0;
         // A bad sample's slot is overwritten by the next good one: the batch stays compact.
         labels[filled] =
             dataset->load(index, slab.subspan(filled * sample_bytes, sample_bytes), ctx);
         ++filled;
+        if (options.record_sample_costs) timed_sample(job, ctx.worker, index, begin, now_ns());
       } catch (const SampleError& e) {
         if (!bad_sample(job, e, std::current_exception())) break;
       } catch (const std::exception& e) {
@@ -205,6 +222,7 @@ struct BatchLoader::Impl {
       if (stopping.load(std::memory_order_relaxed)) break;
       ++job.attempted;
       try {
+        const std::int64_t begin = options.record_sample_costs ? now_ns() : 0;
         const std::optional<std::int64_t> label =
             reader.next(slab.subspan(filled * sample_bytes, sample_bytes), ctx);
         if (!label) {
@@ -213,6 +231,8 @@ struct BatchLoader::Impl {
           break;
         }
         labels[filled++] = *label;
+        if (options.record_sample_costs)
+          timed_sample(job, ctx.worker, SampleCostRecorder::kNoIndex, begin, now_ns());
       } catch (const SampleError& e) {
         if (!bad_sample(job, e, std::current_exception())) break;
       } catch (const std::exception& e) {
@@ -254,6 +274,7 @@ struct BatchLoader::Impl {
     job.stream = stream;
     job.seq = st.next_schedule++;
     job.end = false;
+    job.slowest_begin_ns = job.slowest_end_ns = 0;
   }
 
   // Runs the stream's queued jobs one after another until none is left.
@@ -416,6 +437,7 @@ struct BatchLoader::Impl {
     job.slab = std::move(slab);
     job.error = nullptr;
     job.bad.clear();
+    job.slowest_begin_ns = job.slowest_end_ns = 0;
   }
 
   // A worker's load of one job, timed for the tuner under kAuto.
@@ -617,6 +639,13 @@ struct BatchLoader::Impl {
   // Accounts the job's bad samples, then hands out its batch; nullopt when skipping left it empty.
   std::optional<Batch> deliver(int id) {
     Job& job = jobs[static_cast<std::size_t>(id)];
+    if (wait_begin_ns != 0) {
+      const std::int64_t now = now_ns();
+      const std::int64_t on_slowest = std::min(now, job.slowest_end_ns) -
+                                      std::max(wait_begin_ns, job.slowest_begin_ns);
+      costs->add_wait(now - wait_begin_ns, std::max<std::int64_t>(0, on_slowest));
+      wait_begin_ns = 0;
+    }
     const bool had_bad = !job.bad.empty();
     errors->add(job.attempted, job.bad);
     if (job.error) {
@@ -756,6 +785,8 @@ void BatchLoader::start(LoaderOptions options, SpanRegistry* spans) {
         static_cast<std::size_t>(most.num_workers) + 1);
     s.arena = std::make_unique<tbb::task_arena>(most.num_workers + 1, 1);
   }
+  // One recording per arena slot (the workers' and the submitting thread's); slot 0 at 0 workers.
+  s.costs = std::make_unique<SampleCostRecorder>(most.num_workers + 1);
   s.target_runners = options.num_workers;
   if (s.capacity.tuned) s.start_tuning();
   begin_epoch(0);
@@ -837,6 +868,8 @@ std::optional<Batch> BatchLoader::try_next() {
 std::optional<Batch> BatchLoader::next_batch(bool wait) {
   Impl& s = *impl_;
   if (s.over_ratio) std::rethrow_exception(s.over_ratio);
+  // Loading in this thread is no wait for a worker.
+  s.wait_begin_ns = wait && s.options.num_workers > 0 ? now_ns() : 0;
   if (s.sharded) return s.next_stream(wait);
 
   if (s.options.num_workers == 0) {
@@ -952,6 +985,12 @@ const DataSource& BatchLoader::dataset() const { return *impl_->source; }
 const PinnedPool& BatchLoader::pool() const { return *impl_->pool; }
 std::shared_ptr<const PinnedPool> BatchLoader::shared_pool() const { return impl_->pool; }
 DataErrors BatchLoader::data_errors() const { return impl_->errors->snapshot(); }
+SampleCostSnapshot BatchLoader::sample_costs(bool name_files) const {
+  SampleCostSnapshot out = impl_->costs->snapshot();
+  if (impl_->dataset && name_files)
+    for (SlowSampleCost& s : out.slowest) s.file = impl_->dataset->sample_file(s.index);
+  return out;
+}
 std::size_t BatchLoader::labels_offset() const { return impl_->labels_offset; }
 
 }  // namespace feedscope

@@ -13,6 +13,7 @@
 #include "loader/autotune.h"
 #include "loader/dataset.h"
 #include "loader/index_sampler.h"
+#include "loader/sample_costs.h"
 #include "loader/sharded_dataset.h"
 #include "loader/span_recorder.h"
 #include "pinned_memory/pinned_pool.h"
@@ -52,6 +53,9 @@ struct LoaderOptions {
   double max_bad_ratio = 0.01;
   std::size_t bad_ratio_floor = 1000;
   std::size_t error_examples = 10;  // bad samples whose index, file and message are kept
+  // Each sample's load time into sample_costs() (two clock reads a sample); off: none recorded,
+  // for the benchmark that measures what recording costs.
+  bool record_sample_costs = true;
 };
 
 // One sample that failed to load.
@@ -194,6 +198,10 @@ class BatchLoader {
   std::shared_ptr<const PinnedPool> shared_pool() const;
   // Bad samples so far; thread-safe.
   DataErrors data_errors() const;
+  // Every sample's load time so far (all epochs), the slowest named by their file (index mode;
+  // a stream's samples are counted but not named), and the consumer's waits: thread-safe.
+  // `name_files` false: the slowest by index only (SampleFile empty), for a caller that names them.
+  SampleCostSnapshot sample_costs(bool name_files = true) const;
   // Byte offset of the labels within a slab.
   std::size_t labels_offset() const;
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/sample_costs.h"
 #include "loader/span_recorder.h"
 
 namespace feedscope {
@@ -57,6 +58,9 @@ class Dataset : public DataSource {
   virtual std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const = 0;
   // Where sample `index` comes from (a file name), for error messages.
   virtual std::string describe(std::size_t index) const = 0;
+  // describe() and, where the dataset knows them, the sample's bytes on disk and pixels: for the
+  // report's slowest samples, called a few times per report, never per load.
+  virtual SampleFile sample_file(std::size_t index) const { return SampleFile{describe(index), {}, {}, {}, {}}; }
 };
 
 // Drops one open file's pages from the page cache, for evict_page_cache(). Flushes first:

@@ -210,6 +210,17 @@ void validate(const ImageDatasetOptions& o) {
     throw DatasetError("classes: " + std::to_string(o.classes) + " is not allowed; allowed: 1 to 100000");
   if (o.quality < 1 || o.quality > 100)
     throw DatasetError("quality: " + std::to_string(o.quality) + " is not allowed; allowed: 1 to 100");
+  if (!(o.skew_share >= 0 && o.skew_share <= 1))
+    throw DatasetError("skew: share " + std::to_string(o.skew_share) + " is not allowed; allowed: 0 to 1");
+  if (o.skew_share > 0 && (o.skew_width < 16 || o.skew_height < 16 || o.skew_width > 16384 || o.skew_height > 16384))
+    throw DatasetError("skew: " + std::to_string(o.skew_width) + "x" + std::to_string(o.skew_height) +
+                       " is not allowed; allowed: WxH with each side 16 to 16384");
+}
+
+std::pair<int, int> image_size_of(const ImageDatasetOptions& o, std::int64_t index) {
+  if (o.skew_share <= 0) return {o.width, o.height};
+  const auto at = [&](std::int64_t i) { return static_cast<std::int64_t>(std::floor(static_cast<double>(i) * o.skew_share)); };
+  return at(index + 1) > at(index) ? std::pair{o.skew_width, o.skew_height} : std::pair{o.width, o.height};
 }
 
 void prepare_dataset_dir(const ImageDatasetOptions& o) {
@@ -242,9 +253,10 @@ std::vector<std::uint8_t> synthetic_jpeg(const ImageDatasetOptions& o, std::int6
   const int label = static_cast<int>(index % o.classes);
   JpegEncodeOptions jpeg;
   jpeg.quality = o.quality;
+  const auto [width, height] = image_size_of(o, index);
   return encode_jpeg(
-      synthetic_photo(o.width, o.height, label, o.classes, o.seed, static_cast<std::uint64_t>(index)),
-      o.width, o.height, jpeg);
+      synthetic_photo(width, height, label, o.classes, o.seed, static_cast<std::uint64_t>(index)),
+      width, height, jpeg);
 }
 
 void for_each_in_parallel(std::int64_t n, const std::function<void(std::int64_t)>& work) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace feedscope {
@@ -17,7 +18,16 @@ struct ImageDatasetOptions {
   int classes = 10;
   int quality = 90;
   std::uint64_t seed = 0;
+  // A share of the images at another size (make-dataset images --skew SHARE:WxH): real folders
+  // hold a few huge photos among ordinary ones. Image i is one of them where floor((i + 1) x share)
+  // passes floor(i x share), so they are spread evenly and the same at any count. 0: none.
+  double skew_share = 0;
+  int skew_width = 0;
+  int skew_height = 0;
 };
+
+// The size of image `index`: the skew's for the share --skew names, else width x height.
+std::pair<int, int> image_size_of(const ImageDatasetOptions& options, std::int64_t index);
 
 struct ImageDatasetSummary {
   std::int64_t files = 0;

@@ -206,6 +206,10 @@ std::string ImageFolderDataset::describe(std::size_t index) const {
   return index < paths_.size() ? paths_[index] : name() + "#" + std::to_string(index);
 }
 
+SampleFile ImageFolderDataset::sample_file(std::size_t index) const {
+  return index < paths_.size() ? probe_image_file(paths_[index]) : Dataset::sample_file(index);
+}
+
 std::string ImageFolderDataset::name() const { return "images:" + options_.root; }
 
 std::uint64_t ImageFolderDataset::evict_page_cache() const {

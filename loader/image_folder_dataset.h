@@ -47,6 +47,7 @@ class ImageFolderDataset final : public Dataset {
   // that is not one (the format is sniffed from the bytes, never taken from the name).
   std::int64_t load(std::size_t index, std::span<std::byte> out, LoadContext& ctx) const override;
   std::string describe(std::size_t index) const override;
+  SampleFile sample_file(std::size_t index) const override;
   std::string name() const override;
 
   const std::vector<std::string>& classes() const { return classes_; }

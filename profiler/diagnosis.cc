@@ -11,7 +11,8 @@ bool has(const Evidence& e, unsigned needs) {
   return (!(needs & kNeedsLoop) || e.loop) && (!(needs & kNeedsTree) || e.tree) &&
          (!(needs & kNeedsGpuTrace) || e.gpu_trace) && (!(needs & kNeedsEnd) || e.end) &&
          (!(needs & kNeedsAutotune) || e.autotune) && (!(needs & kNeedsPrinted) || e.printed) &&
-         (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen);
+         (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen) &&
+         (!(needs & kNeedsSamples) || e.samples);
 }
 
 }  // namespace
@@ -30,6 +31,7 @@ Evidence evidence_of(const DiagnosisInput& in) {
   e.gpu_trace = in.gpu_trace;
   e.trials = in.trials;
   e.autotune = in.autotune;
+  e.samples = in.samples;
   return e;
 }
 

@@ -37,6 +37,14 @@ inline constexpr double kMinUsefulSpeedup = 1.05;
 inline constexpr double kStorageReadBytesPerS = 10e6;
 inline constexpr double kStorageIoPressure = 0.10;
 
+// slow_samples: the samples that take kSlowSampleFactor (profiler/slow_samples.h) x the p90 or
+// more are at most this share of all samples, and their time beyond the median's cost is at least
+// this share of all load time: a few samples cost a large part of loading. Below kSlowSamplesMinCount
+// measured samples, no tail is told apart.
+inline constexpr double kSlowSamplesMaxShare = 0.05;
+inline constexpr double kSlowSamplesCost = 0.20;
+inline constexpr std::uint64_t kSlowSamplesMinCount = 200;
+
 // What `run` and a wrapped loop measured, as they hand it over: the loop's spans and the
 // run's own readings. diagnose() files it into the one Evidence every path shares.
 struct DiagnosisInput : LoopSpans {
@@ -47,6 +55,7 @@ struct DiagnosisInput : LoopSpans {
   // gpu_compute, as the CPU-side spans cannot tell launch-bound from compute-bound.
   std::optional<GpuTraceSummary> gpu_trace;
   std::optional<AutotuneSummary> autotune;
+  std::optional<SampleCosts> samples;
 };
 
 Evidence evidence_of(const DiagnosisInput& input);

@@ -302,6 +302,47 @@ struct DataErrorsSummary {
   std::vector<DataErrorExample> examples;  // the first few
 };
 
+// One of the slowest samples: its file (or shard and key), its load time, and what it is where
+// that is known (unset otherwise: a shard member's bytes, a file that is not an image).
+struct SlowSample {
+  std::string file;
+  double ms = 0;
+  std::optional<std::uint64_t> bytes;
+  std::optional<int> width;
+  std::optional<int> height;
+  std::string format;  // "jpeg", "png", ...; empty where not known
+};
+
+// Each sample's load time (read, decode and transform together): its distribution, the share of
+// all load time the slowest took, and the slowest files. report.json's `samples`.
+struct SampleCosts {
+  // "feedscope's loader" (run, feedscope.DataLoader); under watch, "feedscope's decoder on the
+  // program's files": the program's own per-sample times are not visible from outside.
+  std::string measured_by;
+  std::uint64_t count = 0;
+  double total_s = 0;
+  double mean_ms = 0;
+  double p50_ms = 0;
+  double p90_ms = 0;
+  double p99_ms = 0;
+  double max_ms = 0;
+  double slowest_1pct_share = 0;  // of all load time, the slowest 1 % of samples
+  double slowest_5pct_share = 0;
+  // The slow samples: those that took kSlowSampleFactor x the p90 or more. How many, and the
+  // load time they took beyond the median's cost (what they would save at the median's cost).
+  double slow_threshold_ms = 0;
+  std::uint64_t slow_count = 0;
+  double slow_excess_s = 0;
+  std::vector<SlowSample> slowest;  // up to 20, slowest first
+  // The loop's wait in the loader for its batches, and the part of it in which the batch it waited
+  // for was loading its slowest sample; unset where nothing waited in feedscope's loader.
+  std::optional<double> wait_s;
+  std::optional<double> wait_on_slowest_s;
+  // The pipeline's output side (images:DIR's --image-size), for the size the advice names; 0
+  // where the dataset is not images.
+  int image_size = 0;
+};
+
 // An argv as one line, the words joined by spaces (for people to read, not to run).
 inline std::string command_line(const std::vector<std::string>& argv) {
   std::string out;
@@ -411,6 +452,9 @@ struct Report {
   std::vector<RankSummary> ranks;
   std::optional<JobSummary> job;
   std::optional<AutotuneSummary> autotune;  // a run whose loader tuned itself
+  // Each sample's load time and the slowest files: feedscope's loader (run, a Session over
+  // feedscope.DataLoader), or under watch its decoder on the program's files afterwards.
+  std::optional<SampleCosts> samples;
 };
 
 }  // namespace feedscope

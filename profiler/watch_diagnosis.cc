@@ -12,10 +12,12 @@ Evidence evidence_of(const WatchDiagnosisInput& in) {
   e.end = ProgramEnd{in.ended, in.exit, in.wall_s};
   e.printed = in.printed;
   e.data_files_seen = in.data_files_seen;
+  e.samples = in.samples;
   if (!in.spans) return e;
   e.loop = static_cast<const LoopSpans&>(*in.spans);
   e.trials = in.spans->trials;
   e.autotune = in.spans->autotune;
+  if (!e.samples) e.samples = in.spans->samples;  // a Session over feedscope.DataLoader
   // The trace has one window, the CUDA-active time: its per-step figures are per the program's
   // measured steps, which cover about the same time.
   if (e.gpu_trace && e.loop->batches > 0) {

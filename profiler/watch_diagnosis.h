@@ -49,6 +49,9 @@ struct WatchDiagnosisInput {
   // How many data files (images, shards) the program was seen holding open (profiler/data_files.h);
   // unset where watch did not look.
   std::optional<std::size_t> data_files_seen;
+  // The per-sample cost of the program's files, measured with feedscope's decoder after it ended
+  // (try_loader); unset where not measured.
+  std::optional<SampleCosts> samples;
   // How it ended (ProgramSummary's `ended` and `exit`) and after how long.
   std::string ended;
   std::string exit;

@@ -20,8 +20,8 @@ extern "C" {
  * binds any other function. 2 added feedscope_loader_settings and the options pin_memory,
  * prefetch_factor and persistent_workers; 3 the loader (feedscope_loader_*, feedscope_batch) and
  * the DLPack helpers; 4 feedscope_loader_autotune and the loader options num_workers/prefetch
- * "auto", max_workers, ram_budget_mib. */
-#define FEEDSCOPE_C_ABI_VERSION 4
+ * "auto", max_workers, ram_budget_mib; 5 feedscope_loader_sample_costs. */
+#define FEEDSCOPE_C_ABI_VERSION 5
 
 typedef struct feedscope_session feedscope_session;
 
@@ -106,6 +106,11 @@ const char* feedscope_loader_data_errors(feedscope_loader* loader);
  * prefetch (where it runs now), autotune (report.json's autotune object: moves, final, bounds),
  * lines (the console lines of the moves judged since the last call)}. Owned as describe's. */
 const char* feedscope_loader_autotune(feedscope_loader* loader);
+/* JSON: report.json's samples object: each sample's load time so far (load_ms: p50, p90, p99, max,
+ * the slowest 1 % and 5 %'s share of load time), the slow samples, the 20 slowest files (file, ms,
+ * bytes, width, height, pixels, format), the loop's wait on a batch's slowest sample. Owned as
+ * describe's. */
+const char* feedscope_loader_sample_costs(feedscope_loader* loader);
 /* Starts `epoch` (it seeds the order and the augmentation), dropping what is left of the last. */
 int feedscope_loader_begin_epoch(feedscope_loader* loader, int64_t epoch);
 /* The next batch of the epoch into *out: 1, or 0 at the end of the epoch, or -1 and the last error

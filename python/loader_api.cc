@@ -83,6 +83,13 @@ const char* feedscope_loader_data_errors(feedscope_loader* l) {
   return rc == 0 ? l->text.c_str() : nullptr;
 }
 
+const char* feedscope_loader_sample_costs(feedscope_loader* l) {
+  if (!usable(l)) return nullptr;
+  const std::lock_guard lock(l->mutex);
+  const int rc = guarded([&] { l->text = l->loader->sample_costs().dump(); });
+  return rc == 0 ? l->text.c_str() : nullptr;
+}
+
 const char* feedscope_loader_autotune(feedscope_loader* l) {
   if (!usable(l)) return nullptr;
   const std::lock_guard lock(l->mutex);

@@ -13,6 +13,7 @@
 #include "exporters/session.h"
 #include "loader/image_folder_dataset.h"
 #include "loader/sharded_dataset.h"
+#include "profiler/slow_samples.h"
 #include "pinned_memory/detail/cuda_ops.h"
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
@@ -43,6 +44,11 @@ void SpanSink::forward(const std::vector<Span>& spans, const std::vector<LaneInf
 void SpanSink::forward_autotune(const AutotuneSummary& autotune, std::int64_t start_ns) {
   const std::lock_guard lock(mutex_);
   if (session_ != nullptr && !session_->finished()) session_->set_autotune(autotune, start_ns);
+}
+
+void SpanSink::forward_samples(SampleCosts samples) {
+  const std::lock_guard lock(mutex_);
+  if (session_ != nullptr && !session_->finished()) session_->set_sample_costs(std::move(samples));
 }
 
 void SpanSink::close() {
@@ -393,6 +399,7 @@ bool PyLoader::next(void* stream, HandedBatch& out) {
   }
   forward_spans();
   forward_autotune();
+  if (!current || ++batches_since_samples_ >= kSamplesEvery) forward_samples();
   if (!current) return false;
   export_batch(std::move(*current), stream, out);
   return true;
@@ -440,7 +447,28 @@ void PyLoader::attach(std::shared_ptr<SpanSink> sink) {
   sink_ = std::move(sink);
   session_told_.reset();
   forward_autotune();
+  forward_samples();
 }
+
+SampleCosts PyLoader::costs() {
+  SampleCostSnapshot snapshot = loader_->sample_costs(false);
+  if (const auto* indexed = dynamic_cast<const Dataset*>(dataset_.get()))
+    for (SlowSampleCost& s : snapshot.slowest) {
+      auto it = named_.find(s.index);
+      if (it == named_.end()) it = named_.emplace(s.index, indexed->sample_file(s.index)).first;
+      s.file = it->second;
+    }
+  const RunConfig& c = options_.config;
+  return sample_costs_of(snapshot, "feedscope's loader",
+                         c.dataset.starts_with("images:") ? static_cast<int>(c.image_size) : 0);
+}
+
+void PyLoader::forward_samples() {
+  batches_since_samples_ = 0;
+  if (sink_) sink_->forward_samples(costs());
+}
+
+nlohmann::json PyLoader::sample_costs() { return nlohmann::json::parse(samples_to_json(costs())); }
 
 void PyLoader::forward_autotune() {
   if (!sink_ || !loader_->autotuned()) return;

@@ -6,6 +6,7 @@
 // feedscope_c.h drives it (python/loader_api.cc); tests drive it directly, on a simulated device.
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +43,8 @@ class SpanSink {
   void forward(const std::vector<Span>& spans, const std::vector<LaneInfo>& lanes);
   // A loader at num_workers=auto: its moves so far, timed from start_ns (Session::set_autotune).
   void forward_autotune(const AutotuneSummary& autotune, std::int64_t start_ns);
+  // The loader's per-sample costs so far (Session::set_sample_costs).
+  void forward_samples(SampleCosts samples);
   void close();
 
  private:
@@ -110,6 +113,8 @@ class PyLoader {
   // What Python shows: samples, classes, batches_per_epoch, sample shape and dtype, device, ...
   nlohmann::json describe() const;
   nlohmann::json data_errors() const;
+  // Each sample's load time so far: report.json's `samples` object.
+  nlohmann::json sample_costs();
   // num_workers/prefetch "auto": {"num_workers", "prefetch": where it runs now, "autotune": the
   // report's autotune object, "lines": the console lines of the moves judged since the last call};
   // null for a loader at fixed settings.
@@ -130,6 +135,11 @@ class PyLoader {
   void export_batch(Ahead batch, void* stream, HandedBatch& out);
   void forward_spans();
   void forward_autotune();
+  // Every kSamplesEvery batches, at an epoch's end and on attach: often enough that a session
+  // finishing at any moment reports nearly all of the run.
+  void forward_samples();
+  SampleCosts costs();
+  static constexpr std::int64_t kSamplesEvery = 64;
 
   PyLoaderOptions options_;
   std::string pin_note_;
@@ -148,6 +158,8 @@ class PyLoader {
   using TunedState = std::tuple<std::size_t, bool, LoaderSetting>;
   std::optional<TunedState> session_told_;
   std::size_t lines_told_ = 0;
+  std::int64_t batches_since_samples_ = 0;
+  std::map<std::size_t, SampleFile> named_;  // the slowest files, each probed once
   // The epoch being delivered, and whether any of it was asked for: a fresh one (the workers
   // loading it already) need not be started again.
   std::uint64_t epoch_ = 0;

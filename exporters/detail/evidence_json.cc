@@ -397,6 +397,78 @@ ojson number_json(double v) {
 
 ojson optional_json(const std::optional<double>& v) { return v ? number_json(*v) : ojson(nullptr); }
 
+ojson samples_json(const SampleCosts& c) {
+  ojson slowest = ojson::array();
+  for (const SlowSample& s : c.slowest) {
+    std::optional<std::uint64_t> pixels;
+    if (s.width && s.height) pixels = static_cast<std::uint64_t>(*s.width) * static_cast<std::uint64_t>(*s.height);
+    slowest.push_back({{"file", s.file},
+                       {"ms", number_json(s.ms)},
+                       {"bytes", optional_plain(s.bytes)},
+                       {"width", optional_plain(s.width)},
+                       {"height", optional_plain(s.height)},
+                       {"pixels", optional_plain(pixels)},
+                       {"format", s.format.empty() ? ojson(nullptr) : ojson(s.format)}});
+  }
+  std::optional<double> wait_share;
+  if (c.wait_s && c.wait_on_slowest_s && *c.wait_s > 0) wait_share = *c.wait_on_slowest_s / *c.wait_s;
+  return {{"measured_by", c.measured_by},
+          {"count", c.count},
+          {"total_s", number_json(c.total_s)},
+          {"load_ms", {{"mean", number_json(c.mean_ms)},
+                       {"p50", number_json(c.p50_ms)},
+                       {"p90", number_json(c.p90_ms)},
+                       {"p99", number_json(c.p99_ms)},
+                       {"max", number_json(c.max_ms)},
+                       {"slowest_1pct_share", number_json(c.slowest_1pct_share)},
+                       {"slowest_5pct_share", number_json(c.slowest_5pct_share)}}},
+          {"slow", {{"threshold_ms", number_json(c.slow_threshold_ms)},
+                    {"count", c.slow_count},
+                    {"excess_s", number_json(c.slow_excess_s)}}},
+          {"slowest", slowest},
+          {"wait_s", optional_json(c.wait_s)},
+          {"wait_on_slowest_s", optional_json(c.wait_on_slowest_s)},
+          {"wait_on_slowest_share", optional_json(wait_share)},
+          {"image_size", c.image_size}};
+}
+
+SampleCosts samples_from(const JsonIn& j) {
+  SampleCosts c;
+  c.measured_by = j.at("measured_by").text();
+  c.count = j.at("count").unsigned_integer();
+  c.total_s = j.at("total_s").number();
+  const JsonIn ms = j.at("load_ms");
+  c.mean_ms = ms.at("mean").number();
+  c.p50_ms = ms.at("p50").number();
+  c.p90_ms = ms.at("p90").number();
+  c.p99_ms = ms.at("p99").number();
+  c.max_ms = ms.at("max").number();
+  c.slowest_1pct_share = ms.at("slowest_1pct_share").number();
+  c.slowest_5pct_share = ms.at("slowest_5pct_share").number();
+  const JsonIn slow = j.at("slow");
+  c.slow_threshold_ms = slow.at("threshold_ms").number();
+  c.slow_count = slow.at("count").unsigned_integer();
+  c.slow_excess_s = slow.at("excess_s").number();
+  const JsonIn slowest = j.at("slowest");
+  for (std::size_t i = 0; i < slowest.size(); ++i) {
+    const JsonIn s = slowest.at(i);
+    SlowSample out{s.at("file").text(), s.at("ms").number(), {}, opt_int(s.at("width")), opt_int(s.at("height")), {}};
+    if (const JsonIn b = s.at("bytes"); !b.is_null()) out.bytes = b.unsigned_integer();
+    if (const JsonIn f = s.at("format"); !f.is_null()) out.format = f.text();
+    c.slowest.push_back(std::move(out));
+  }
+  c.wait_s = opt_number(j.at("wait_s"));
+  c.wait_on_slowest_s = opt_number(j.at("wait_on_slowest_s"));
+  c.image_size = static_cast<int>(j.at("image_size").integer());
+  return c;
+}
+
+// A recording made before samples were measured has no key: nothing measured.
+static std::optional<SampleCosts> optional_samples_from(const JsonIn& j) {
+  if (!j.json().contains("samples") || j.json()["samples"].is_null()) return std::nullopt;
+  return samples_from(j.at("samples"));
+}
+
 ojson diagnosis_input_json(const DiagnosisInput& in) {
   ojson stages = ojson::array();
   for (const StageStats& s : in.stages) stages.push_back(stage_json(s));
@@ -414,7 +486,8 @@ ojson diagnosis_input_json(const DiagnosisInput& in) {
           {"cpus", in.cpus},
           {"trials", optional_of(in.trials, trials_json)},
           {"utilization", utilization_json(in.utilization)},
-          {"autotune", optional_of(in.autotune, autotune_json)}};
+          {"autotune", optional_of(in.autotune, autotune_json)},
+          {"samples", optional_of(in.samples, samples_json)}};
 }
 
 DiagnosisInput diagnosis_input_from(const JsonIn& j) {
@@ -435,6 +508,7 @@ DiagnosisInput diagnosis_input_from(const JsonIn& j) {
   if (const JsonIn t = j.at("trials"); !t.is_null()) in.trials = trials_from(t);
   in.utilization = utilization_from(j.at("utilization"));
   if (const JsonIn a = j.at("autotune"); !a.is_null()) in.autotune = autotune_from(a);
+  in.samples = optional_samples_from(j);
   return in;
 }
 
@@ -456,6 +530,7 @@ ojson watch_input_json(const WatchDiagnosisInput& in) {
           {"torch", torch},
           {"printed", printed},
           {"data_files_seen", in.data_files_seen ? ojson(*in.data_files_seen) : ojson(nullptr)},
+          {"samples", optional_of(in.samples, samples_json)},
           {"ended", in.ended},
           {"exit", in.exit},
           {"wall_s", number_json(in.wall_s)}};
@@ -479,6 +554,7 @@ WatchDiagnosisInput watch_input_from(const JsonIn& j) {
     in.printed = w;
   }
   if (const JsonIn f = j.at("data_files_seen"); !f.is_null()) in.data_files_seen = f.unsigned_integer();
+  in.samples = optional_samples_from(j);
   in.ended = j.at("ended").text();
   in.exit = j.at("exit").text();
   in.wall_s = j.at("wall_s").number();

@@ -52,6 +52,10 @@ class JsonIn {
 nlohmann::ordered_json number_json(double v);
 nlohmann::ordered_json optional_json(const std::optional<double>& v);
 
+// report.json's `samples` and the recordings' alike.
+nlohmann::ordered_json samples_json(const SampleCosts& c);
+SampleCosts samples_from(const JsonIn& j);
+
 nlohmann::ordered_json diagnosis_input_json(const DiagnosisInput& in);  // gpu_trace left out
 DiagnosisInput diagnosis_input_from(const JsonIn& j);
 nlohmann::ordered_json watch_input_json(const WatchDiagnosisInput& in);  // gpu_trace left out

@@ -52,6 +52,7 @@ const std::vector<Rule>& diagnosis_rules() {
       {"copy_beside_gpu_limit", S::context, kNeedsLoop | kNeedsGpuTrace, rules::copy_beside_gpu_limit},
       {"blocking_input_copy", S::advice, kNeedsGpuTrace, rules::blocking_input_copy},
       {"remove_host_syncs", S::advice, kNeedsLoop | kNeedsGpuTrace, rules::remove_host_syncs},
+      {"slow_samples", S::advice, kNeedsSamples, rules::slow_samples},
       {"autotune_tried", S::advice, kNeedsAutotune, rules::autotune_tried},
       // Last: it weighs every recommendation the rules above made.
       {"drop_unhelpful", S::advice, kNeedsNothing, rules::drop_unhelpful},
@@ -75,7 +76,8 @@ std::string needs_text(unsigned needs) {
       {kNeedsLoop, "loop spans"},      {kNeedsTree, "process tree"},
       {kNeedsGpuTrace, "CUDA trace"},  {kNeedsEnd, "program's end"},
       {kNeedsAutotune, "autotune"},    {kNeedsPrinted, "printed lines"},
-      {kNeedsNoLoop, "no loop spans"}, {kNeedsDataFiles, "data files looked for"}};
+      {kNeedsNoLoop, "no loop spans"}, {kNeedsDataFiles, "data files looked for"},
+      {kNeedsSamples, "sample costs"}};
   std::string out;
   for (const auto& [bit, name] : names)
     if (needs & bit) out += (out.empty() ? "" : ", ") + std::string(name);

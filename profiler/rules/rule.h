@@ -36,6 +36,7 @@ enum RuleNeeds : unsigned {
   kNeedsNoLoop = 1u << 5,
   kNeedsPrinted = 1u << 6,  // the program's own progress lines
   kNeedsDataFiles = 1u << 7,  // a watch that looked for the data files the program holds open
+  kNeedsSamples = 1u << 8,    // each sample's load time (feedscope's loader, or its decoder)
 };
 
 struct Rule {

@@ -50,6 +50,7 @@ bool copy_beside_gpu_limit(const Facts& f, Diagnosis& d);
 // advice (shared_rules.cc)
 bool blocking_input_copy(const Facts& f, Diagnosis& d);
 bool remove_host_syncs(const Facts& f, Diagnosis& d);
+bool slow_samples(const Facts& f, Diagnosis& d);
 bool autotune_tried(const Facts& f, Diagnosis& d);
 bool drop_unhelpful(const Facts& f, Diagnosis& d);
 

@@ -11,6 +11,7 @@
 #include "profiler/gpu_trace.h"
 #include "profiler/rules/loop_advice.h"
 #include "profiler/rules/rules.h"
+#include "profiler/slow_samples.h"
 #include "profiler/watch_diagnosis.h"
 
 namespace feedscope {
@@ -263,6 +264,156 @@ bool remove_host_syncs(const Facts& f, Diagnosis& d) {
   const LoopFacts& L = *f.loop;
   if (L.gpu == nullptr || L.input_side || other_syncs_per_step(*L.gpu) < 1) return false;
   d.recommendations.push_back(remove_syncs(f.e, *L.gpu, L.c, L.loader_rate, L.measured));
+  return true;
+}
+
+namespace {
+
+// "class_0003/img_00000049.jpg": enough of a path to find the file, short enough for a line.
+std::string short_name(const std::string& path) {
+  const std::size_t last = path.rfind('/');
+  if (last == std::string::npos || last == 0) return path;
+  const std::size_t before = path.rfind('/', last - 1);
+  return before == std::string::npos ? path : path.substr(before + 1);
+}
+
+// "152 ms (4000x3000, 2.3 MB jpeg)"
+std::string what_it_is(const SlowSample& s) {
+  std::string out = fmt("%.0f ms", s.ms);
+  std::string parts;
+  if (s.width && s.height) parts = fmt("%dx%d", *s.width, *s.height);
+  if (s.bytes) parts += (parts.empty() ? "" : ", ") + fmt("%.1f MB", static_cast<double>(*s.bytes) / 1e6);
+  if (!s.format.empty()) parts += (parts.empty() ? "" : " ") + s.format;
+  return parts.empty() ? out : out + " (" + parts + ")";
+}
+
+// A CPU run's loading and step per batch in CPU seconds, from the sampler's per-thread busy shares
+// ("training", "worker N"), and the cores the process got (its CPU share of the machine).
+struct CpuCosts {
+  double worker = 0;
+  double step = 0;
+  double cores = 0;
+  bool measured = false;
+};
+
+CpuCosts cpu_costs(const Evidence& e) {
+  CpuCosts c;
+  if (!e.loop || e.loop->on_gpu || e.loop->batches <= 0 || e.loop->loader_only) return c;
+  const auto& threads = e.utilization.threads;
+  const auto training = threads.find("training");
+  double workers = 0;
+  for (const auto& [name, busy_share] : threads)
+    if (name.starts_with("worker ")) workers += busy_share;
+  c.cores = e.utilization.cpu_process_ratio * e.cpus;
+  if (training == threads.end() || training->second <= 0 || workers <= 0 || c.cores <= 0) return c;
+  const double per_batch = e.loop->wall_s / static_cast<double>(e.loop->batches);
+  c.step = training->second * per_batch;
+  c.worker = workers * per_batch;
+  c.measured = true;
+  return c;
+}
+
+// The shorter side the advice names: the pipeline's crop scaled as its eval Resize scales it
+// (224 -> 256), so a re-encoded file still covers every crop the pipeline takes at full detail.
+int advised_side(int image_size) { return (image_size * 256 + 223) / 224; }
+
+}  // namespace
+
+bool slow_samples(const Facts& f, Diagnosis& d) {
+  const SampleCosts& s = *f.e.samples;
+  if (s.count < kSlowSamplesMinCount || s.total_s <= 0 || s.slow_count == 0) return false;
+  const double slow_share = static_cast<double>(s.slow_count) / static_cast<double>(s.count);
+  const double cost = s.slow_excess_s / s.total_s;
+  if (slow_share > kSlowSamplesMaxShare || cost < kSlowSamplesCost) return false;
+  // The advice is about files and their pixels: a records or shard dataset's slow samples (a cold
+  // read) are storage's, which input_storage weighs.
+  const bool images = std::any_of(s.slowest.begin(), s.slowest.end(),
+                                  [](const SlowSample& x) { return x.width && x.height; });
+  if (!images) return false;
+
+  std::string files;
+  std::size_t named = 0;
+  bool big = false;  // a named file larger than the size advised
+  const int side = s.image_size > 0 ? advised_side(s.image_size) : 0;
+  for (const SlowSample& slow : s.slowest) {
+    if (slow.ms < s.slow_threshold_ms) break;
+    if (side > 0 && slow.width && slow.height && std::min(*slow.width, *slow.height) > side) big = true;
+    if (named++ < 3) files += (files.empty() ? "" : "; ") + short_name(slow.file) + " " + what_it_is(slow);
+  }
+  d.evidence.push_back(fmt("a few slow samples cost %.0f%% of loading (%s): %.1f%% of samples (%llu "
+                           "of %llu) took %.0fx the p90 or more; p50 %.1f ms, p90 %.1f ms, p99 "
+                           "%.1f ms, max %.0f ms; the slowest 1%% took %.0f%% of all load time, the "
+                           "slowest 5%% %.0f%%%s",
+                           100 * cost, s.measured_by.c_str(), 100 * slow_share,
+                           static_cast<unsigned long long>(s.slow_count),
+                           static_cast<unsigned long long>(s.count), kSlowSampleFactor, s.p50_ms,
+                           s.p90_ms, s.p99_ms, s.max_ms, 100 * s.slowest_1pct_share,
+                           100 * s.slowest_5pct_share,
+                           files.empty() ? "" : ("; slowest: " + files).c_str()));
+  if (s.wait_s && *s.wait_s > 0 && s.wait_on_slowest_s)
+    d.evidence.push_back(fmt("the loop waited %.2f s in the loader, %.0f%% of it while the batch it "
+                             "waited for loaded its slowest sample",
+                             *s.wait_s, 100 * *s.wait_on_slowest_s / *s.wait_s));
+
+  Recommendation r;
+  const std::string count = fmt("%llu", static_cast<unsigned long long>(s.slow_count));
+  if (big) {
+    r.setting = fmt("slow files: shorter side %d px", side);
+    // Under watch the crop is feedscope's decoder's, 224: the program's own is not seen.
+    const std::string from = fmt(f.e.loop ? "the pipeline's %d crop x 256/224"
+                                          : "a %d crop x 256/224: the program's own crop is not seen from outside",
+                                 s.image_size);
+    r.action = fmt("Pre-resize (re-encode) the %s slow files so their shorter side is %d px (%s), "
+                   "or cache them decoded: report.json's samples.slowest lists them.",
+                   count.c_str(), side, from.c_str());
+  } else {
+    r.setting = "slow files: re-encoded or cached decoded";
+    r.action = fmt("Re-encode the %s slow files (a smaller size or a cheaper format) or cache them "
+                   "decoded: report.json's samples.slowest lists them.",
+                   count.c_str());
+  }
+  // Those samples at the median's cost, through the same model as the num_workers prediction.
+  if (!f.loop || f.loop->c.worker <= 0) {
+    r.basis = "no prediction: loading per batch was not measured beside the step (feedscope's "
+              "decoder alone); at the median's cost loading would take " +
+              fmt("%.0f%% less", 100 * cost);
+    d.recommendations.push_back(std::move(r));
+    return true;
+  }
+  const LoopSpans& in = *f.e.loop;
+  const LoopFacts& l = *f.loop;
+  // Of the loader's work per batch, the part the per-sample times cover (collate is apart).
+  const double load_busy = busy(in, Stage::read) + busy(in, Stage::decode) + busy(in, Stage::transform);
+  const double load_part = l.loader.busy_s > 0 && load_busy > 0 ? std::min(1.0, load_busy / l.loader.busy_s) : 1.0;
+  const double kept = 1 - cost * load_part;  // of the loading per batch, what stays
+  const int workers = std::max(0, in.num_workers);
+  // A CPU step beside busy workers: the spans' wall times are swollen by the wait for a core (the
+  // heavy files' decoding takes the step's core too), so the model runs on CPU time, where the
+  // sampler read the threads': the loading and the step per batch in CPU seconds, the process's
+  // cores as it got them. Cheaper loading gives the step its core back.
+  const CpuCosts cpu = cpu_costs(f.e);
+  Costs before = l.c, after = l.c;
+  double cores = f.e.cpus;
+  std::string basis = "the num_workers model (min(workers / load time, 1 / step time, cores / CPU "
+                      "time per batch)) on the spans' times";
+  if (cpu.measured && workers > 0) {
+    before = Costs{cpu.worker, cpu.step};
+    after = before;
+    cores = cpu.cores;
+    basis = fmt("the num_workers model (min(workers / load time, 1 / step time, cores / CPU time "
+                "per batch)) on CPU time: the step %.1f ms of CPU a batch (its span %.1f ms, "
+                "waiting for a core beside the workers), %.2f cores the process got",
+                cpu.step * 1e3, l.c.step * 1e3, cpu.cores);
+  }
+  after.worker = before.worker * kept;
+  const double before_rate = predicted_batches_per_s(before, workers, cores, in.on_gpu);
+  const double after_rate = predicted_batches_per_s(after, workers, cores, in.on_gpu);
+  if (before_rate > 0) r = with_prediction(std::move(r), l.measured * after_rate / before_rate, l.measured);
+  r.basis = fmt("what-if: the %s slow samples at the median's %.1f ms, loading %.1f -> %.1f ms per "
+                "batch of one core, at %d workers, through ",
+                count.c_str(), s.p50_ms, before.worker * 1e3, after.worker * 1e3, workers) +
+            basis;
+  d.recommendations.push_back(std::move(r));
   return true;
 }
 

@@ -21,7 +21,7 @@ import time
 
 __all__ = ["Session", "DataLoader", "FeedscopeError", "library_path"]
 
-_ABI_VERSION = 4  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
+_ABI_VERSION = 5  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
 
 
 class FeedscopeError(RuntimeError):

@@ -38,6 +38,7 @@ def _bind():
         "feedscope_loader_describe": (ctypes.c_char_p, [p]),
         "feedscope_loader_data_errors": (ctypes.c_char_p, [p]),
         "feedscope_loader_autotune": (ctypes.c_char_p, [p]),
+        "feedscope_loader_sample_costs": (ctypes.c_char_p, [p]),
         "feedscope_loader_begin_epoch": (ctypes.c_int, [p, i64]),
         "feedscope_loader_next": (ctypes.c_int, [p, p, ctypes.POINTER(_Batch)]),
         "feedscope_loader_attach": (ctypes.c_int, [p, p]),
@@ -258,6 +259,15 @@ class DataLoader:
         (bad_sample="skip" leaves them out of their batches and counts them here)."""
         self._check_open("data_errors")
         return json.loads(_lib.feedscope_loader_data_errors(self._handle).decode())
+
+    def sample_costs(self):
+        """Each sample's load time so far, as report.json's `samples`: count, load_ms (p50, p90, p99,
+        max, the share of load time the slowest 1 % and 5 % took), slow (the samples at 4x the
+        p90 or more), slowest (the 20 slowest files: file, ms, bytes, width, height, pixels,
+        format) and the loop's wait on a batch's slowest sample. A wrapping Session reports the
+        same, and its diagnosis names a few slow files that cost much of the loading."""
+        self._check_open("sample_costs")
+        return json.loads(_lib.feedscope_loader_sample_costs(self._handle).decode())
 
     def set_epoch(self, epoch):
         """The epoch the next iter() starts, as DistributedSampler.set_epoch: it seeds that

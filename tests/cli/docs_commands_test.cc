@@ -52,6 +52,7 @@ const std::map<std::string, std::string> kPlaceholders = {
     {"HOST:PORT", "127.0.0.1:9464"},
     {"SECONDS", "10"},
     {"WxH", "64x48"},
+    {"SHARE:WxH", "0.02:128x96"},
     {"REGEX", "([0-9.]+) samples/s"},
     {"FILE.yaml", "configs/demo.yaml"},
     {"synthetic:SHAPE", "synthetic:3x32x32"},

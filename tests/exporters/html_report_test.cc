@@ -141,3 +141,28 @@ TEST(HtmlReportTest, AGpuWhoseUtilizationNvmlCouldNotReadHasNoPointsAndSaysSo) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+TEST(HtmlReportTest, SamplesDrawTheirQuantilesAndListTheSlowestFiles) {
+  Report r;
+  SampleCosts c;
+  c.measured_by = "feedscope's loader";
+  c.count = 1000;
+  c.p50_ms = 1.1;
+  c.p90_ms = 8;
+  c.p99_ms = 95;
+  c.max_ms = 330;
+  c.slowest = {{"/d/class_0009/img_<249>.jpg", 329.5, 6'300'000, 4000, 3000, "JPEG"}};
+  r.samples = c;
+  const std::string html = report_to_html(r, {}, 0);
+  EXPECT_NE(html.find("<h2>Samples</h2>"), std::string::npos);
+  EXPECT_NE(html.find("95.00 ms"), std::string::npos);
+  EXPECT_NE(html.find("/d/class_0009/img_&lt;249&gt;.jpg"), std::string::npos);
+  EXPECT_NE(html.find("4000x3000"), std::string::npos);
+  EXPECT_EQ(report_to_html(Report{}, {}, 0).find("<h2>Samples</h2>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedscope

@@ -345,3 +345,33 @@ TEST(JsonReportTest, AWatchedProgramsUnmeasuredFiguresAreNull) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+TEST(JsonReportTest, SamplesAreNullUntilMeasuredThenTheirTailAndFiles) {
+  Report r = sample_report();
+  EXPECT_TRUE(nlohmann::json::parse(report_to_json(r))["samples"].is_null());
+  SampleCosts c;
+  c.measured_by = "feedscope's loader";
+  c.count = 1000;
+  c.p50_ms = 3;
+  c.p99_ms = 150;
+  c.slowest_1pct_share = 0.45;
+  c.slowest = {{"/d/a.jpg", 190, 9'800'000, 8000, 6000, "JPEG"}, {"/d/b.bin", 20, {}, {}, {}, ""}};
+  c.wait_s = 2.0;
+  c.wait_on_slowest_s = 1.5;
+  r.samples = c;
+  const auto j = nlohmann::json::parse(report_to_json(r))["samples"];
+  EXPECT_EQ(j["measured_by"], "feedscope's loader");
+  EXPECT_DOUBLE_EQ(j["load_ms"]["p99"].get<double>(), 150.0);
+  EXPECT_DOUBLE_EQ(j["load_ms"]["slowest_1pct_share"].get<double>(), 0.45);
+  EXPECT_EQ(j["slowest"][0]["pixels"], 48'000'000);
+  EXPECT_EQ(j["slowest"][0]["bytes"], 9'800'000);
+  EXPECT_TRUE(j["slowest"][1]["pixels"].is_null());
+  EXPECT_TRUE(j["slowest"][1]["format"].is_null());
+  EXPECT_DOUBLE_EQ(j["wait_on_slowest_share"].get<double>(), 0.75);
+}
+
+}  // namespace
+}  // namespace feedscope

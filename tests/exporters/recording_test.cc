@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -144,6 +145,37 @@ TEST(RecordingTest, ARunWithoutAGpuTraceReplaysWithoutOneAndSaysWhy) {
   const std::string text = format_replay(dir.path(), r, replayed, read_expectation(dir.path()));
   EXPECT_NE(text.find("no GPU trace (no CUDA device (CPU run))"), std::string::npos) << text;
   EXPECT_NE(text.find("expect.json: the same"), std::string::npos) << text;
+}
+
+// slow_samples reads the per-sample costs: a replay must see the files and the tail the run saw.
+TEST(RecordingTest, ARunsSampleCostsReplayToTheSameSlowSamples) {
+  DiagnosisInput in = scenario(3.0, 100, 0.001, 0.029, 0.020, 0.010, 1, 4, false);
+  SampleCosts c;
+  c.measured_by = "feedscope's loader";
+  c.count = 2000;
+  c.total_s = 8.2;
+  c.p50_ms = 3;
+  c.slow_threshold_ms = 12;
+  c.slow_count = 40;
+  c.slow_excess_s = 4.4;
+  c.slowest = {{"/d/class_0001/img_49.jpg", 180, 9'800'000, 8000, 6000, "JPEG"}, {"/d/x.bin", 170, {}, {}, {}, ""}};
+  c.wait_s = 1.0;
+  c.image_size = 224;
+  in.samples = c;
+  Recording rec;
+  rec.run = in;
+  const Replayed produced{diagnose(in), std::nullopt};
+  ASSERT_NE(std::find(produced.diagnosis.rules.begin(), produced.diagnosis.rules.end(), "slow_samples"),
+            produced.diagnosis.rules.end());
+  const TempDir dir;
+  const RecordingWritten w = write_recording(dir.path(), rec, produced, kRecordMaxRecords);
+  EXPECT_TRUE(w.replay_differences.empty()) << w.replay_differences.front();
+  const SampleCosts back = *read_recording(dir.path()).run->samples;
+  EXPECT_EQ(back.slowest.size(), 2u);
+  EXPECT_EQ(back.slowest[0].width, 8000);
+  EXPECT_FALSE(back.slowest[1].bytes);
+  EXPECT_FALSE(back.wait_on_slowest_s);
+  EXPECT_EQ(back.image_size, 224);
 }
 
 TEST(RecordingTest, ALaterRecordingInTheSameDirectoryLeavesNoFileOfTheEarlierOne) {

@@ -115,5 +115,32 @@ TEST(ImageDatasetMakerTest, BadOptionsNameTheOption) {
   EXPECT_EQ(error(o).rfind("out:", 0), 0u) << error(o);
 }
 
+// --skew 0.25:160x120: every 4th image (3, 7, ...) at that size, the others as --size says; and
+// the folder loads, its slowest files named with their pixels.
+TEST(ImageDatasetMakerTest, ASkewMakesAnEvenlySpreadShareAnotherSize) {
+  TempDir dir;
+  ImageDatasetOptions o = small(dir.path() / "skew");
+  o.count = 8;
+  o.skew_share = 0.25;
+  o.skew_width = 160;
+  o.skew_height = 120;
+  make_image_dataset(o);
+  ImageFolderDataset::Options fo;
+  fo.root = o.out;
+  const ImageFolderDataset d(fo);
+  int big = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const SampleFile f = d.sample_file(i);
+    ASSERT_TRUE(f.width && f.height && f.bytes) << f.file;
+    const bool skewed = d.path(i).ends_with("img_00000003.jpg") || d.path(i).ends_with("img_00000007.jpg");
+    EXPECT_EQ(*f.width, skewed ? 160 : 96) << f.file;
+    EXPECT_EQ(*f.height, skewed ? 120 : 64) << f.file;
+    big += skewed;
+  }
+  EXPECT_EQ(big, 2);
+  o.skew_width = 8;
+  EXPECT_THROW(validate(o), DatasetError);
+}
+
 }  // namespace
 }  // namespace feedscope

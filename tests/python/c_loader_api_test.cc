@@ -15,7 +15,7 @@ std::string last_error() { return feedscope_last_error(); }
 
 TEST(CLoaderApiTest, ABadOptionIsNullAndTheLastErrorNamesTheKey) {
   EXPECT_EQ(feedscope_abi_version(), FEEDSCOPE_C_ABI_VERSION);
-  EXPECT_EQ(feedscope_abi_version(), 4);
+  EXPECT_EQ(feedscope_abi_version(), 5);
   EXPECT_EQ(feedscope_loader_autotune(nullptr), nullptr);
   EXPECT_EQ(feedscope_loader_create(R"({"dataset": "synthetic:3x4x4", "prefetch": 0})"), nullptr);
   EXPECT_EQ(last_error().rfind("prefetch: '0' (from feedscope.DataLoader) is out of range", 0), 0u)

@@ -333,6 +333,17 @@ class SessionTest(DataLoaderTestBase):
         self.assertEqual((config["num_workers"], config["batch_size"]), (2, 8))
         on_disk = json.loads((report_dir / "report.json").read_text())
         self.assertGreater(on_disk["stages"]["decode"]["busy_s"], 0)
+        # Each sample's load time: the session reports what the loader measured, files named.
+        samples = report["samples"]
+        self.assertEqual(samples["measured_by"], "feedscope's loader")
+        # Every delivered sample, and any the workers loaded ahead for the next epoch.
+        self.assertGreaterEqual(samples["count"], 2 * 48)
+        self.assertGreater(samples["load_ms"]["p50"], 0)
+        self.assertLessEqual(samples["load_ms"]["p50"], samples["load_ms"]["max"])
+        slowest = samples["slowest"][0]
+        self.assertTrue(slowest["file"].startswith(str(self.images)), slowest)
+        self.assertEqual((slowest["width"], slowest["height"], slowest["pixels"]), (96, 72, 96 * 72))
+        self.assertGreaterEqual(loader.sample_costs()["count"], samples["count"])
         for _ in loader:  # the session is gone: the loader goes on, forwarding nothing
             pass
 
@@ -420,6 +431,16 @@ class TryLoaderTest(DataLoaderTestBase):
                         "--steps", "40", "--batch-size", "8"],
                        check=True, capture_output=True, timeout=300)
         report = json.loads((report_dir / "report.json").read_text())
+        # The program's files' per-sample costs, whatever the bottleneck: feedscope's decoder on
+        # each of the 64 files once, after it ended, and said to be that, not the program's times.
+        samples = report["samples"]
+        if "--no-try-loader" in options:
+            self.assertIsNone(samples)
+        else:
+            self.assertIn("feedscope's decoder", samples["measured_by"])
+            self.assertEqual(samples["count"], 64)
+            self.assertTrue(samples["slowest"][0]["file"].startswith(str(self.large)), samples["slowest"][0])
+            self.assertEqual(samples["slowest"][0]["pixels"], 480 * 360)
         if report["diagnosis"]["bottleneck"] != "cpu_preprocess":
             self.skipTest(f"the plain loop was {report['diagnosis']['bottleneck']} here, not "
                           "cpu_preprocess: no loader to offer")
