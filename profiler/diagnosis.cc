@@ -11,7 +11,8 @@ bool has(const Evidence& e, unsigned needs) {
   return (!(needs & kNeedsLoop) || e.loop) && (!(needs & kNeedsTree) || e.tree) &&
          (!(needs & kNeedsGpuTrace) || e.gpu_trace) && (!(needs & kNeedsEnd) || e.end) &&
          (!(needs & kNeedsAutotune) || e.autotune) && (!(needs & kNeedsPrinted) || e.printed) &&
-         (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen);
+         (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen) &&
+         (!(needs & kNeedsMemory) || (e.tree && e.tree->memory && e.tree->memory->rollup_readings > 0));
 }
 
 }  // namespace

@@ -103,6 +103,10 @@ struct UtilizationSampler::Reading {
   const double dt;
   const double ticks;
   const std::string proc;  // /proc/<pid> of the process read thread by thread
+  // Whether this reading reads smaps_rollup, and the wall time that took (its cost sets the next).
+  const bool rollup;
+  std::int64_t rollup_cost_ns = 0;
+  std::optional<MemoryRollup> read_rollup(const std::string& dir);
 
  private:
   std::optional<ThreadCpu> read_thread(const std::string& entry,
@@ -120,7 +124,8 @@ UtilizationSampler::Reading::Reading(UtilizationSampler& sampler, std::int64_t n
       have_previous(previous.time_ns != 0 && now_ns > previous.time_ns),
       dt(have_previous ? static_cast<double>(now_ns - previous.time_ns) / 1e9 : 0),
       ticks(static_cast<double>(clock_ticks_per_second())),
-      proc("/proc/" + u.proc_) {
+      proc("/proc/" + u.proc_),
+      rollup(u.options_.memory_hz > 0 && now_ns >= u.next_rollup_ns_) {
   s.time_ns = now_ns;
   s.pid = u.target_pid_;
   next.time_ns = now_ns;
@@ -191,6 +196,14 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   return t;
 }
 
+std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::string& dir) {
+  if (!rollup) return std::nullopt;
+  const std::int64_t begin = steady_now_ns();
+  const auto text = fs.read(dir + "/smaps_rollup");
+  rollup_cost_ns += steady_now_ns() - begin;
+  return text ? parse_smaps_rollup(*text) : std::nullopt;
+}
+
 // CPU: descendant processes (a DataLoader's workers), each with all its threads.
 void UtilizationSampler::Reading::read_descendants() {
   bool children_readable = false;
@@ -250,6 +263,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.rss_bytes = task->rss_bytes;
   if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
   p.run_wait = run_wait;
+  p.memory = read_rollup(dir);
   return p;
 }
 
@@ -264,6 +278,10 @@ void UtilizationSampler::Reading::read_memory() {
     }
   }
   if (!s.rss_bytes && !followed) u.note_unavailable("rss", proc + "/status is missing or malformed");
+  s.memory = read_rollup(proc);
+  if (rollup && !s.memory && !followed)
+    u.note_unavailable("memory_rollup", proc + "/smaps_rollup is missing or malformed (Linux 4.14+): "
+                                        "private and shared memory are not measured");
   if (u.options_.pinned_bytes) s.pinned_bytes = u.options_.pinned_bytes();
 }
 
@@ -335,6 +353,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   reading.read_pressures();
   reading.read_gpus();
   const bool have_previous = reading.have_previous;
+  if (reading.rollup)
+    next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
+                                        50 * reading.rollup_cost_ns);
   previous_ = std::move(reading.next);
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);

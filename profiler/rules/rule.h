@@ -36,6 +36,7 @@ enum RuleNeeds : unsigned {
   kNeedsNoLoop = 1u << 5,
   kNeedsPrinted = 1u << 6,  // the program's own progress lines
   kNeedsDataFiles = 1u << 7,  // a watch that looked for the data files the program holds open
+  kNeedsMemory = 1u << 8,     // the tree's smaps_rollup readings (private and shared memory)
 };
 
 struct Rule {
