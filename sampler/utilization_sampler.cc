@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <utility>
 
@@ -27,6 +28,9 @@ std::string trim_newline(std::string s) {
 }
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
+// smaps_rollup at most 5 % of a core: a round is never sooner than 20 times its CPU time after the
+// last (a torch process's map costs the kernel ~7 ms to walk, so 5 of them are read every 0.7 s).
+constexpr std::int64_t kRollupCostFactor = 20;
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -196,11 +200,21 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   return t;
 }
 
+// The sampling thread's CPU time: what reading smaps_rollup costs (the kernel's page-table walk),
+// which the wall clock of a loaded machine overstates.
+namespace {
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
 std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::string& dir) {
   if (!rollup) return std::nullopt;
-  const std::int64_t begin = steady_now_ns();
+  const std::int64_t begin = thread_cpu_ns();
   const auto text = fs.read(dir + "/smaps_rollup");
-  rollup_cost_ns += steady_now_ns() - begin;
+  rollup_cost_ns += thread_cpu_ns() - begin;
   return text ? parse_smaps_rollup(*text) : std::nullopt;
 }
 
@@ -355,7 +369,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   const bool have_previous = reading.have_previous;
   if (reading.rollup)
     next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
-                                        50 * reading.rollup_cost_ns);
+                                        kRollupCostFactor * reading.rollup_cost_ns);
   previous_ = std::move(reading.next);
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);

@@ -48,7 +48,7 @@ class UtilizationSampler {
     double hz = 10;               // samples per second; GPU readings at most 10 Hz
     // smaps_rollup of the process and each descendant at most this often: the kernel walks every
     // page table to answer it (milliseconds on a map of gigabytes), so a round is also never
-    // sooner than 50 times its own cost after the last. 0: never.
+    // sooner than 20 times its own CPU time after the last (5 % of a core at most). 0: never.
     double memory_hz = 2;
     std::size_t ring_capacity = 1024;
     std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")

@@ -308,7 +308,7 @@ std::vector<RuleCase> rule_cases() {
       {"copy_beside_gpu_limit", copy_beside_a_busy_gpu},
       {"memory_copy_on_access", [] { return watched(memory_input(8, 0)); }},
       {"memory_leak_one_process", [] { return watched(memory_input(0, 6)); }},
-      {"memory_workers_exceed_headroom", [] { return watched(memory_input(8, 0, 1ull << 30)); }},
+      {"memory_workers_exceed_headroom", [] { return watched(memory_input(8, 0, 512ull << 20)); }},
       {"blocking_input_copy", blocking_copies},
       {"remove_host_syncs", launch_bound_with_syncs},
       {"autotune_tried",
