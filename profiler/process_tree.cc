@@ -1,6 +1,7 @@
 #include "profiler/process_tree.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <set>
 
@@ -712,12 +713,16 @@ void ProcessTreeDigest::View::read_memory() {
   m.available_min_bytes = d.available_min_.value_or(0);
   m.workers_private_peak_bytes = d.workers_private_peak_;
   m.bucket_s = d.memory_bucket_s_;
+  // A bucket without a reading is not measured: NaN, null in report.json, a gap in the chart.
+  const auto per = [](double sum, std::size_t n) {
+    return n == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(n);
+  };
   for (const MemoryBucket& b : d.memory_buckets_) {
-    m.trainer_private_bytes.push_back(mean(b.trainer, b.readings));
-    m.workers_private_bytes.push_back(mean(b.workers, b.readings));
-    m.workers_shared_bytes.push_back(mean(b.workers_shared, b.readings));
-    m.other_private_bytes.push_back(mean(b.other, b.readings));
-    m.available_bytes.push_back(mean(b.available, b.available_readings));
+    m.trainer_private_bytes.push_back(per(b.trainer, b.readings));
+    m.workers_private_bytes.push_back(per(b.workers, b.readings));
+    m.workers_shared_bytes.push_back(per(b.workers_shared, b.readings));
+    m.other_private_bytes.push_back(per(b.other, b.readings));
+    m.available_bytes.push_back(per(b.available, b.available_readings));
   }
   out.memory = std::move(m);
 }

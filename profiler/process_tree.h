@@ -60,7 +60,7 @@ struct MemoryTrend {
 };
 
 // The tree's memory over the run, by role: each a mean of `bucket_s` seconds of smaps_rollup
-// readings (at most kTimelineBuckets), and the machine's MemAvailable.
+// readings (at most kTimelineBuckets; NaN for a bucket without one), and the machine's MemAvailable.
 struct TreeMemory {
   double rollup_period_s = 0;  // the mean interval of the smaps_rollup readings
   std::size_t rollup_readings = 0;

@@ -149,7 +149,12 @@ bool memory_workers_exceed_headroom(const Facts& f, Diagnosis& d) {
   const TreeMemory& tm = *t.memory;
   if (t.workers == 0 || tm.workers_private_bytes.empty() || !m.headroom_bytes) return false;
   const double held_peak = static_cast<double>(tm.workers_private_peak_bytes);
-  const double held_now = tm.workers_private_bytes.back();
+  double held_now = 0;  // the latest bucket with a reading
+  for (auto it = tm.workers_private_bytes.rbegin(); it != tm.workers_private_bytes.rend(); ++it)
+    if (std::isfinite(*it)) {
+      held_now = *it;
+      break;
+    }
   const double lowest = static_cast<double>(tm.available_min_bytes);
   // The workers hold as much private memory as the machine has left, or their copies of the
   // parent, once whole, need more than it has.

@@ -114,7 +114,7 @@ def main():
     torch.set_num_threads(1)
     with SelfReport(a.self_report):
         if a.leak:
-            model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
+            model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
             losses = []
             for step in range(a.steps):
                 loss = model(torch.randn(64, 256)).pow(2).mean()

@@ -73,7 +73,7 @@ class WatchMemoryTest(unittest.TestCase):
 
     def test_strings_in_a_list_are_copied_by_each_worker_and_a_numpy_array_is_not(self):
         report, own = self.watch("strings", "--data", "strings", "--items", "2000000",
-                                 "--pace-s", "0.045")
+                                 "--pace-s", "0.06")
         tree = report["program"]["tree"]
         memory = tree["memory"]
         self.assertEqual(memory["source"], "smaps_rollup")
@@ -104,14 +104,14 @@ class WatchMemoryTest(unittest.TestCase):
             self.assertLess(rates[p][1], 0, "the program saw its workers' shared memory fall too")
 
         report, own = self.watch("numpy", "--data", "numpy", "--items", "2000000",
-                                 "--pace-s", "0.045", "--epochs", "1")
+                                 "--pace-s", "0.06", "--epochs", "1")
         self.assertEqual(report["diagnosis"]["memory"], [], report["diagnosis"])
         for p in report["program"]["tree"]["processes"]:
             if p["role"] == "loader_worker" and p["memory"] and p["memory"]["private_bytes_per_s"]:
                 self.assertLess(p["memory"]["private_bytes_per_s"], 1 << 20, p)
 
     def test_a_loop_that_keeps_each_loss_tensor_is_a_leak_in_the_trainer(self):
-        report, own = self.watch("leak", "--leak", "--steps", "300", "--pace-s", "0.04")
+        report, own = self.watch("leak", "--leak", "--steps", "400", "--pace-s", "0.04")
         findings = report["diagnosis"]["memory"]
         self.assertEqual([f["kind"] for f in findings], ["memory_leak_one_process"], report["diagnosis"])
         leak = findings[0]
