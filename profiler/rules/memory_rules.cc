@@ -81,8 +81,8 @@ bool memory_copy_on_access(const Facts& f, Diagnosis& d) {
       exhaustion_text(finding).c_str());
   finding.fix = "keep the dataset's objects in numpy arrays, Arrow or a memory-mapped file instead "
                 "of Python lists, dicts and strings (reading a Python object writes its reference "
-                "count, which copies its page into the worker); or feedscope.DataLoader, whose "
-                "workers are threads of one process; " +
+                "count, which copies its page into the worker); or, for data in files, "
+                "feedscope.DataLoader, whose workers are threads of one process; " +
                 fewer_workers_text(t);
   d.evidence.push_back("memory: " + finding.summary);
   for (std::size_t i = 0; i < m.copying.size() && i < 4; ++i) {
