@@ -532,9 +532,17 @@ MemoryTrend memory_trend(const MemoryPoints& pts, double from_s, std::uint64_t p
   m.private_peak_bytes = private_peak;
   std::size_t begin = 0;
   while (begin < pts.size() && pts[begin].t_s < from_s) ++begin;
-  const std::size_t end = pts.size();
+  std::size_t end = pts.size();
+  // A process that frees what it held as it ends (its teardown, a loop's list let go) falls after
+  // its peak: the trend is the one up to the peak.
+  if (begin < end) {
+    std::size_t peak = begin;
+    for (std::size_t i = begin; i < end; ++i)
+      if (pts[i].private_bytes >= pts[peak].private_bytes) peak = i;
+    if (pts.back().private_bytes < 0.95 * pts[peak].private_bytes) end = peak + 1;
+  }
   if (end - std::min(begin, end) < kTrendReadings) return m;
-  m.window_s = pts.back().t_s - pts[begin].t_s;
+  m.window_s = pts[end - 1].t_s - pts[begin].t_s;
   if (m.window_s < kTrendSeconds) return m;
   const auto priv = [](const auto& p) { return p.private_bytes; };
   const auto shared = [](const auto& p) { return p.shared_bytes; };

@@ -42,8 +42,8 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
 
 // A process's memory over its smaps_rollup readings (sampler/utilization_sample.h's MemoryRollup).
 // The rates are least-squares slopes over its readings after its start-up (the first third of its
-// life; the trainer's from its first loader worker on, its data built by then), none with fewer
-// than 4 readings or 2 s: a forked worker whose private memory rises as its shared falls is copying
+// life; the trainer's from its first loader worker on, its data built by then; up to its peak where
+// it fell 5 % below it by its end, a teardown), none with fewer than 4 readings or 2 s: a forked worker whose private memory rises as its shared falls is copying
 // pages of its parent's that it reads.
 struct MemoryTrend {
   std::uint64_t private_bytes = 0;  // at its last reading
