@@ -182,6 +182,49 @@ std::string program_section(const ProgramSummary& p) {
   return h.str();
 }
 
+// `feedscope watch`: memory by role over time (smaps_rollup), the machine's MemAvailable, each
+// process's private growth, and the memory findings.
+std::string memory_section(const ProgramSummary& p, const Diagnosis& d) {
+  if (!p.tree.memory) return "";
+  const TreeMemory& m = *p.tree.memory;
+  std::ostringstream h;
+  h << "<h2>Memory</h2>\n";
+  for (const MemoryFinding& f : d.memory)
+    h << "<p class=\"warn\"><b>" << esc(f.kind) << "</b>: " << esc(f.summary) << ". Fix: " << esc(f.fix)
+      << ".</p>\n";
+  if (d.memory.empty()) h << "<p>No memory finding: no process's private memory grew steadily.</p>\n";
+  const auto line = [&m](const char* name, const std::vector<double>& v) {
+    Line l{name, {}};
+    for (std::size_t i = 0; i < v.size(); ++i)
+      l.points.emplace_back(m.bucket_s * (static_cast<double>(i) + 0.5), v[i] / (1 << 20));
+    return l;
+  };
+  h << line_chart("memory by role (smaps_rollup every " + fmt("%.1f", m.rollup_period_s) + " s)",
+                  {line("trainer private", m.trainer_private_bytes),
+                   line("workers private", m.workers_private_bytes),
+                   line("workers shared", m.workers_shared_bytes),
+                   line("others private", m.other_private_bytes),
+                   line("MemAvailable", m.available_bytes)},
+                  0, false, "MiB");
+  h << "<table><tr><th>pid</th><th>role</th><th>private MiB</th><th>shared MiB</th><th>PSS MiB</th>"
+       "<th>private MiB/s</th><th>shared MiB/s</th><th>over s</th></tr>\n";
+  const auto rate = [](const std::optional<double>& v) {
+    return v ? fmt("%.2f", *v / (1 << 20)) : std::string("not measured");
+  };
+  for (const WatchedProcess& w : p.tree.processes) {
+    if (!w.memory) continue;
+    const MemoryTrend& t = *w.memory;
+    h << "<tr><td class=\"n\">" << w.pid << "</td><td>" << to_string(w.role) << "</td><td class=\"n\">"
+      << fmt("%.0f", static_cast<double>(t.private_bytes) / (1 << 20)) << "</td><td class=\"n\">"
+      << fmt("%.0f", static_cast<double>(t.shared_bytes) / (1 << 20)) << "</td><td class=\"n\">"
+      << fmt("%.0f", static_cast<double>(t.pss_bytes) / (1 << 20)) << "</td><td class=\"n\">"
+      << rate(t.private_bytes_per_s) << "</td><td class=\"n\">" << rate(t.shared_bytes_per_s)
+      << "</td><td class=\"n\">" << fmt("%.0f", t.window_s) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  return h.str();
+}
+
 std::string percent_or_not(const std::optional<double>& v) {
   return v ? fmt("%.0f%%", 100 * *v) : std::string("not measured");
 }
@@ -577,7 +620,7 @@ std::string report_to_html(const Report& r, const std::vector<UtilizationSample>
   write_verdict(h, r);
   write_evidence(h, r.diagnosis);
   h << ranks_section(r);
-  if (r.program) h << program_section(*r.program);
+  if (r.program) h << program_section(*r.program) << memory_section(*r.program, r.diagnosis);
   if (r.autotune) h << autotune_section(*r.autotune);
   write_recommendations(h, r.diagnosis);
   write_stages(h, r);

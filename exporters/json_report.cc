@@ -163,6 +163,57 @@ nlohmann::ordered_json autotune_json(const std::optional<AutotuneSummary>& a) {
                       {"tunes_prefetch", a->tunes_prefetch}}}};
 }
 
+nlohmann::ordered_json memory_findings_json(const std::vector<MemoryFinding>& findings) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const MemoryFinding& m : findings)
+    out.push_back({{"kind", m.kind},
+                   {"role", m.role},
+                   {"pids", m.pids},
+                   {"summary", m.summary},
+                   {"private_bytes_per_s", optional_number(m.private_bytes_per_s)},
+                   {"shared_bytes_per_s", optional_number(m.shared_bytes_per_s)},
+                   {"headroom_bytes", optional_number(m.headroom_bytes)},
+                   {"exhausted_in_s", optional_number(m.exhausted_in_s)},
+                   {"fix", m.fix}});
+  return out;
+}
+
+nlohmann::ordered_json memory_trend_json(const std::optional<MemoryTrend>& m) {
+  if (!m) return nullptr;
+  return {{"private_bytes", m->private_bytes},
+          {"shared_bytes", m->shared_bytes},
+          {"pss_bytes", m->pss_bytes},
+          {"private_peak_bytes", m->private_peak_bytes},
+          {"readings", m->readings},
+          {"window_s", m->window_s},
+          {"private_bytes_per_s", optional_number(m->private_bytes_per_s)},
+          {"shared_bytes_per_s", optional_number(m->shared_bytes_per_s)},
+          {"steady", m->steady}};
+}
+
+// The tree's memory by role over time, and the machine's headroom; null where nothing was read.
+nlohmann::ordered_json tree_memory_json(const ProcessTreeSummary& t) {
+  if (!t.memory) return nullptr;
+  const TreeMemory& m = *t.memory;
+  nlohmann::ordered_json workers = nlohmann::ordered_json::object();
+  for (const WatchedProcess& w : t.processes)
+    if (w.role == ProcessRole::loader_worker && w.memory)
+      workers[std::to_string(w.pid)] = optional_number(w.memory->private_bytes_per_s);
+  return {{"source", "smaps_rollup"},
+          {"rollup_period_s", m.rollup_period_s},
+          {"rollup_readings", m.rollup_readings},
+          {"available_last_bytes", m.available_last_bytes},
+          {"available_min_bytes", m.available_min_bytes},
+          {"workers_private_peak_bytes", m.workers_private_peak_bytes},
+          {"worker_private_bytes_per_s", workers},
+          {"timeline", {{"bucket_s", m.bucket_s},
+                        {"trainer_private_bytes", m.trainer_private_bytes},
+                        {"workers_private_bytes", m.workers_private_bytes},
+                        {"workers_shared_bytes", m.workers_shared_bytes},
+                        {"other_private_bytes", m.other_private_bytes},
+                        {"available_bytes", m.available_bytes}}}};
+}
+
 nlohmann::ordered_json program_json(const ProgramSummary& p) {
   const ProcessTreeSummary& t = p.tree;
   nlohmann::ordered_json processes = nlohmann::ordered_json::array();
@@ -182,7 +233,8 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                          {"rss_peak_bytes", w.rss_peak_bytes},
                          {"read_bytes", w.read_bytes},
                          {"gpu_memory_peak_bytes", w.gpu_memory_peak_bytes},
-                         {"gpu_sm_util", optional_number(w.gpu_sm_util)}});
+                         {"gpu_sm_util", optional_number(w.gpu_sm_util)},
+                         {"memory", memory_trend_json(w.memory)}});
   return {{"command", p.command},
           {"pid", p.pid},
           {"exit", p.exit},
@@ -223,6 +275,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"on_gpu", t.on_gpu},
             {"gpu_memory_peak_bytes", t.gpu_memory_peak_bytes},
             {"trainer_gpu_sm_util", optional_number(t.trainer_gpu_sm_util)},
+            {"memory", tree_memory_json(t)},
             {"processes", processes}}}};
 }
 
@@ -316,7 +369,8 @@ std::string report_to_json(const Report& r) {
                     {"evidence", d.evidence},
                     {"recommendations", recs},
                     {"straggler", detail::straggler_to_json(d.straggler)},
-                    {"rules", d.rules}};
+                    {"rules", d.rules},
+                    {"memory", memory_findings_json(d.memory)}};
   const DataErrorsSummary& de = r.data_errors;
   nlohmann::ordered_json examples = nlohmann::ordered_json::array();
   for (const DataErrorExample& ex : de.examples)

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@
 
 #include "exporters/detail/http_server.h"
 #include "profiler/bottleneck_names.h"
+#include "profiler/process_tree.h"
 
 namespace feedscope {
 namespace {
@@ -174,6 +176,8 @@ struct MetricsExporter::Impl {
   Family<Gauge>* thread_cpu = nullptr;
   Family<Gauge>* memory_rss = nullptr;
   Family<Gauge>* memory_available = nullptr;
+  Family<Gauge>* memory_private = nullptr;
+  Family<Gauge>* memory_shared = nullptr;
   Family<Counter>* disk_read = nullptr;
   Family<Gauge>* disk_busy = nullptr;
   Family<Gauge>* io_pressure = nullptr;
@@ -224,6 +228,9 @@ struct MetricsExporter::Impl {
   }
 
   void update_utilization(const UtilizationSample& sample);
+  // feedscope_memory_{private,shared}_bytes by role, on the readings that read smaps_rollup: the
+  // sampled process is the trainer, its descendants classified as `watch` does.
+  void update_memory_by_role(const UtilizationSample& sample);
   // Serves /metrics, and a page that links it, at `parsed` (`address_given`, as the user wrote it).
   void serve(const ParsedAddress& parsed, const std::string& address_given);
 };
@@ -329,6 +336,14 @@ MetricsExporter::MetricsExporter(Options options) : impl_(std::make_unique<Impl>
     m.memory_available = &m.family(prometheus::BuildGauge(), "feedscope_memory_available_bytes",
                                    "Memory available for new allocations without swapping "
                                    "(MemAvailable), in bytes.");
+    m.memory_private = &m.family(prometheus::BuildGauge(), "feedscope_memory_private_bytes",
+                                 "Private memory (smaps_rollup Private_Clean + Private_Dirty) of "
+                                 "the processes of a role together, in bytes; read at most twice a "
+                                 "second.");
+    m.memory_shared = &m.family(prometheus::BuildGauge(), "feedscope_memory_shared_bytes",
+                                "Shared memory (smaps_rollup Shared_Clean + Shared_Dirty) of the "
+                                "processes of a role together, in bytes: a forked loader worker's "
+                                "falls as it copies its parent's pages.");
     m.disk_read = &m.family(prometheus::BuildCounter(), "feedscope_disk_read_bytes_total",
                             "Bytes read from a block device since boot, as the kernel counts "
                             "them (all processes).");
@@ -439,6 +454,28 @@ void MetricsExporter::update_utilization(const UtilizationSample& sample) {
   impl_->changed();
 }
 
+void MetricsExporter::Impl::update_memory_by_role(const UtilizationSample& sample) {
+  if (!sample.memory) return;  // not a reading of smaps_rollup
+  const int trainer = sample.pid > 0 ? sample.pid : static_cast<int>(::getpid());
+  std::string trainer_name;
+  for (const ThreadCpu& t : sample.threads)
+    if (t.tid == trainer) trainer_name = t.name;
+  std::map<std::string, std::pair<double, double>> by_role = {
+      {"trainer", {static_cast<double>(sample.memory->private_bytes()),
+                   static_cast<double>(sample.memory->shared_bytes())}},
+      {"loader_worker", {0, 0}}};
+  for (const ProcessCpu& p : sample.children) {
+    if (!p.memory) continue;
+    auto& [private_bytes, shared_bytes] = by_role[to_string(classify_descendant(p, trainer, trainer_name))];
+    private_bytes += static_cast<double>(p.memory->private_bytes());
+    shared_bytes += static_cast<double>(p.memory->shared_bytes());
+  }
+  for (const auto& [role, bytes] : by_role) {
+    memory_private->Add({{"role", role}}).Set(bytes.first);
+    memory_shared->Add({{"role", role}}).Set(bytes.second);
+  }
+}
+
 void MetricsExporter::Impl::update_utilization(const UtilizationSample& sample) {
   std::lock_guard lock(utilization_mutex);
   pinned_bytes->Set(static_cast<double>(sample.pinned_bytes));
@@ -476,6 +513,7 @@ void MetricsExporter::Impl::update_utilization(const UtilizationSample& sample) 
   if (sample.rss_bytes) memory_rss->Add({}).Set(static_cast<double>(*sample.rss_bytes));
   if (sample.memory_available_bytes)
     memory_available->Add({}).Set(static_cast<double>(*sample.memory_available_bytes));
+  update_memory_by_role(sample);
 
   for (const DiskSample& disk : sample.disks) {
     // The kernel's counter is cumulative and prometheus-cpp's only increments: add the

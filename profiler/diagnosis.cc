@@ -12,7 +12,8 @@ bool has(const Evidence& e, unsigned needs) {
          (!(needs & kNeedsGpuTrace) || e.gpu_trace) && (!(needs & kNeedsEnd) || e.end) &&
          (!(needs & kNeedsAutotune) || e.autotune) && (!(needs & kNeedsPrinted) || e.printed) &&
          (!(needs & kNeedsNoLoop) || !e.loop) && (!(needs & kNeedsDataFiles) || e.data_files_seen) &&
-         (!(needs & kNeedsSamples) || e.samples);
+         (!(needs & kNeedsSamples) || e.samples) &&
+         (!(needs & kNeedsMemory) || (e.tree && e.tree->memory && e.tree->memory->rollup_readings > 0));
 }
 
 }  // namespace

@@ -44,6 +44,12 @@ inline constexpr double kStorageIoPressure = 0.10;
 inline constexpr double kSlowSamplesMaxShare = 0.05;
 inline constexpr double kSlowSamplesCost = 0.20;
 inline constexpr std::uint64_t kSlowSamplesMinCount = 200;
+// Memory (profiler/rules/memory_rules.cc): a process's private memory that grows steadily at
+// this rate or more, by this much or more over its window, is growing; a loader worker whose
+// shared memory falls by this share of that rise or more is copying its parent's pages.
+inline constexpr double kMemoryGrowthBytesPerS = 256.0 * 1024;
+inline constexpr double kMemoryGrowthBytes = 32.0 * 1024 * 1024;
+inline constexpr double kMemoryCopiedShare = 0.25;
 
 // What `run` and a wrapped loop measured, as they hand it over: the loop's spans and the
 // run's own readings. diagnose() files it into the one Evidence every path shares.

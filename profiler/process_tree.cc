@@ -1,6 +1,7 @@
 #include "profiler/process_tree.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <set>
 
@@ -61,12 +62,13 @@ struct ProcessTreeDigest::Reading {
   void tally_descendants();
   void read_ranks();
   void read_gpus();
+  void read_memory();
   int next_pid();
 
  private:
   void account(Accumulated& a, double cores, char state, std::uint64_t rss,
                std::optional<std::uint64_t> read, std::optional<double> run_wait,
-               std::optional<double> main_thread) const;
+               std::optional<double> main_thread, const std::optional<MemoryRollup>& memory) const;
   void read_child(const ProcessCpu& p);
   void read_rank(std::map<int, RankReading>& latest, int rank_pid, double cores,
                  std::optional<double> main);
@@ -92,9 +94,30 @@ struct ProcessTreeDigest::Reading {
   double busiest_cores = -1;
   int busiest_rank = 0;
   double busiest_rank_cores = -1;
+  // Private and shared memory by role, where this reading read smaps_rollup.
+  bool rollup = false;
+  double trainer_private = 0, workers_private = 0, workers_shared = 0, others_private = 0;
 };
 
 namespace {
+
+constexpr std::size_t kMemoryPoints = 256;
+
+// The bucket of t_s seconds after the first reading: past kTimelineBuckets, pairs of buckets
+// become one first.
+template <class Bucket>
+Bucket& bucket_at(std::vector<Bucket>& buckets, double& bucket_s, double t_s) {
+  auto index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
+  while (index >= kTimelineBuckets) {  // halve the resolution: pairs of buckets become one
+    std::vector<Bucket> halved((buckets.size() + 1) / 2);
+    for (std::size_t i = 0; i < buckets.size(); ++i) halved[i / 2].merge(buckets[i]);
+    buckets = std::move(halved);
+    bucket_s *= 2;
+    index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
+  }
+  if (index >= buckets.size()) buckets.resize(index + 1);
+  return buckets[index];
+}
 
 // Seconds since the previous reading (0 for the first), the digest's clock moved on to `now_ns`.
 double advance_clock(std::int64_t now_ns, std::int64_t& first_ns, std::int64_t& last_ns,
@@ -146,7 +169,24 @@ void ProcessTreeDigest::Reading::read_threads() {
 void ProcessTreeDigest::Reading::account(Accumulated& a, double cores, char state,
                                          std::uint64_t rss, std::optional<std::uint64_t> read,
                                          std::optional<double> run_wait,
-                                         std::optional<double> main_thread) const {
+                                         std::optional<double> main_thread,
+                                         const std::optional<MemoryRollup>& memory) const {
+  if (memory) {
+    if (a.memory.size() >= kMemoryPoints) {  // pairs of readings become one: a long run stays small
+      std::vector<MemoryPoint> halved(a.memory.size() / 2);
+      for (std::size_t i = 0; i < halved.size(); ++i) {
+        const auto& x = a.memory[2 * i];
+        const auto& y = a.memory[2 * i + 1];
+        halved[i] = {(x.t_s + y.t_s) / 2, (x.private_bytes + y.private_bytes) / 2,
+                     (x.shared_bytes + y.shared_bytes) / 2, (x.pss_bytes + y.pss_bytes) / 2};
+      }
+      a.memory = std::move(halved);
+    }
+    a.memory.push_back({since_first_s, static_cast<double>(memory->private_bytes()),
+                        static_cast<double>(memory->shared_bytes()),
+                        static_cast<double>(memory->pss_bytes)});
+    a.private_peak = std::max(a.private_peak, memory->private_bytes());
+  }
   if (a.process.samples == 0) a.process.first_seen_s = since_first_s;
   a.process.last_seen_s = since_first_s;
   ++a.process.samples;
@@ -176,8 +216,12 @@ void ProcessTreeDigest::Reading::read_self() {
   self_cores = s.cpu_process_ratio.value_or(0) * cpus;
   if (!baseline_only)
     account(self, self_cores, main_state, s.rss_bytes.value_or(0), s.process_read_bytes_total,
-            main_run_wait, main_busy);
+            main_run_wait, main_busy, s.memory);
   tree = baseline_only ? 0 : self_cores;
+  if (s.memory) {
+    rollup = true;
+    trainer_private += static_cast<double>(s.memory->private_bytes());
+  }
 }
 
 void ProcessTreeDigest::Reading::read_children() {
@@ -215,8 +259,21 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   // torch 2.x's workers name themselves a moment after they start.
   if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
   a.process.name = p.name;
-  account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy);
+  account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy,
+          p.memory);
   tree += p.cores;
+  if (p.memory) {
+    rollup = true;
+    const auto private_bytes = static_cast<double>(p.memory->private_bytes());
+    if (a.process.role == ProcessRole::loader_worker) {
+      workers_private += private_bytes;
+      workers_shared += static_cast<double>(p.memory->shared_bytes());
+    } else if (a.process.role == ProcessRole::rank) {
+      trainer_private += private_bytes;
+    } else {
+      others_private += private_bytes;
+    }
+  }
   if (a.process.role != ProcessRole::loader_worker) {
     others += p.cores;
     if (p.ppid == pid && p.cores > busiest_cores) {
@@ -322,6 +379,29 @@ void ProcessTreeDigest::Reading::read_gpus() {
   d.tree_gpu_memory_peak_ = std::max(d.tree_gpu_memory_peak_, gpu_memory);
 }
 
+// MemAvailable at every reading; the memory by role at those that read smaps_rollup.
+void ProcessTreeDigest::Reading::read_memory() {
+  if (!s.memory_available_bytes && !rollup) return;
+  ProcessTreeDigest::MemoryBucket& b = bucket_at(d.memory_buckets_, d.memory_bucket_s_, since_first_s);
+  if (s.memory_available_bytes) {
+    const std::uint64_t available = *s.memory_available_bytes;
+    d.available_last_ = available;
+    d.available_min_ = std::min(d.available_min_.value_or(available), available);
+    b.available += static_cast<double>(available);
+    ++b.available_readings;
+  }
+  if (!rollup) return;
+  if (d.rollup_readings_++ == 0) d.first_rollup_ns_ = s.time_ns;
+  d.last_rollup_ns_ = s.time_ns;
+  d.workers_private_peak_ =
+      std::max(d.workers_private_peak_, static_cast<std::uint64_t>(workers_private));
+  b.trainer += trainer_private;
+  b.workers += workers_private;
+  b.workers_shared += workers_shared;
+  b.other += others_private;
+  ++b.readings;
+}
+
 // A launcher's work is its child's: read that child, with its threads, from the next sample on;
 // a process that started ranks is one, and its busiest rank the child.
 int ProcessTreeDigest::Reading::next_pid() {
@@ -344,6 +424,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   reading.tally_descendants();
   reading.read_ranks();
   reading.read_gpus();
+  reading.read_memory();
   return reading.next_pid();
 }
 
@@ -374,16 +455,17 @@ void ProcessTreeDigest::Timeline::Bucket::merge(const Bucket& b) {
 }
 
 ProcessTreeDigest::Timeline::Bucket& ProcessTreeDigest::Timeline::at(double t_s) {
-  auto index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
-  while (index >= kTimelineBuckets) {  // halve the resolution: pairs of buckets become one
-    std::vector<Bucket> halved((buckets.size() + 1) / 2);
-    for (std::size_t i = 0; i < buckets.size(); ++i) halved[i / 2].merge(buckets[i]);
-    buckets = std::move(halved);
-    bucket_s *= 2;
-    index = static_cast<std::size_t>(std::max(t_s, 0.0) / bucket_s);
-  }
-  if (index >= buckets.size()) buckets.resize(index + 1);
-  return buckets[index];
+  return bucket_at(buckets, bucket_s, t_s);
+}
+
+void ProcessTreeDigest::MemoryBucket::merge(const MemoryBucket& b) {
+  trainer += b.trainer;
+  workers += b.workers;
+  workers_shared += b.workers_shared;
+  other += b.other;
+  readings += b.readings;
+  available += b.available;
+  available_readings += b.available_readings;
 }
 
 void ProcessTreeDigest::add_live_window(int pid, std::int64_t end_ns, double wall_s, double wait_s) {
@@ -415,6 +497,65 @@ namespace {
 
 double mean(double sum, std::size_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); }
 
+using MemoryPoints = std::vector<ProcessTreeDigest::MemoryPoint>;
+
+// Least-squares slope of `value` over t, in units per second; none under 2 points or no spread.
+template <class Value>
+std::optional<double> slope(const MemoryPoints& pts, std::size_t begin, std::size_t end, Value value) {
+  if (end < begin + 2) return std::nullopt;
+  const double n = static_cast<double>(end - begin);
+  double st = 0, sv = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    st += pts[i].t_s;
+    sv += value(pts[i]);
+  }
+  const double mt = st / n, mv = sv / n;
+  double stt = 0, stv = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    stt += (pts[i].t_s - mt) * (pts[i].t_s - mt);
+    stv += (pts[i].t_s - mt) * (value(pts[i]) - mv);
+  }
+  if (stt <= 0) return std::nullopt;
+  return stv / stt;
+}
+
+constexpr std::size_t kTrendReadings = 4;
+constexpr double kTrendSeconds = 2.0;
+
+// A process's memory trend over its readings from `from_s` on (its start-up left out).
+MemoryTrend memory_trend(const MemoryPoints& pts, double from_s, std::uint64_t private_peak) {
+  MemoryTrend m;
+  m.readings = pts.size();
+  m.private_bytes = static_cast<std::uint64_t>(pts.back().private_bytes);
+  m.shared_bytes = static_cast<std::uint64_t>(pts.back().shared_bytes);
+  m.pss_bytes = static_cast<std::uint64_t>(pts.back().pss_bytes);
+  m.private_peak_bytes = private_peak;
+  std::size_t begin = 0;
+  while (begin < pts.size() && pts[begin].t_s < from_s) ++begin;
+  std::size_t end = pts.size();
+  // A process that frees what it held as it ends (its teardown, a loop's list let go) falls after
+  // its peak: the trend is the one up to the peak.
+  if (begin < end) {
+    std::size_t peak = begin;
+    for (std::size_t i = begin; i < end; ++i)
+      if (pts[i].private_bytes >= pts[peak].private_bytes) peak = i;
+    if (pts.back().private_bytes < 0.95 * pts[peak].private_bytes) end = peak + 1;
+  }
+  if (end - std::min(begin, end) < kTrendReadings) return m;
+  m.window_s = pts[end - 1].t_s - pts[begin].t_s;
+  if (m.window_s < kTrendSeconds) return m;
+  const auto priv = [](const auto& p) { return p.private_bytes; };
+  const auto shared = [](const auto& p) { return p.shared_bytes; };
+  m.private_bytes_per_s = slope(pts, begin, end, priv);
+  m.shared_bytes_per_s = slope(pts, begin, end, shared);
+  const std::size_t middle = begin + (end - begin) / 2;
+  const auto first = slope(pts, begin, middle + 1, priv);
+  const auto second = slope(pts, middle, end, priv);
+  m.steady = m.private_bytes_per_s && *m.private_bytes_per_s > 0 && first && second &&
+             *first >= *m.private_bytes_per_s / 3 && *second >= *m.private_bytes_per_s / 3;
+  return m;
+}
+
 }  // namespace
 
 // One view()'s steps, on the digest's totals (its mutex held): the trainer's threads, the
@@ -425,6 +566,7 @@ struct ProcessTreeDigest::View {
   void read_workers();
   void read_processes();
   void read_timeline();
+  void read_memory();
   ProcessTreeSummary finish();
 
  private:
@@ -517,6 +659,21 @@ WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated&
   }
   if (a.run_wait_readings > 0) p.run_wait_share = mean(a.run_wait_sum, a.run_wait_readings);
   if (a.sm_seconds > 0) p.gpu_sm_util = a.sm_sum / a.sm_seconds;
+  if (!a.memory.empty()) {
+    const MemoryPoints& pts = a.memory;
+    // Start-up is left out: a third of its life, and a trainer's data is built before its first
+    // loader worker starts.
+    double from_s = pts.front().t_s + (pts.back().t_s - pts.front().t_s) / 3;
+    if (p.role == ProcessRole::trainer || p.role == ProcessRole::rank) {
+      double first_worker = -1;
+      for (const auto& [wpid, w] : d.processes_)
+        if (w.process.role == ProcessRole::loader_worker && w.process.ppid == pid &&
+            (first_worker < 0 || w.process.first_seen_s < first_worker))
+          first_worker = w.process.first_seen_s;
+      if (first_worker >= 0) from_s = first_worker;
+    }
+    p.memory = memory_trend(pts, from_s, a.private_peak);
+  }
   if (!a.job.empty() && out.job.empty()) out.job = a.job;
   if (a.world_size && !out.world_size) out.world_size = a.world_size;
   if (p.role == ProcessRole::trainer) {
@@ -553,6 +710,31 @@ void ProcessTreeDigest::View::read_timeline() {
   }
 }
 
+void ProcessTreeDigest::View::read_memory() {
+  if (d.memory_buckets_.empty()) return;
+  TreeMemory m;
+  m.rollup_readings = d.rollup_readings_;
+  if (d.rollup_readings_ > 1)
+    m.rollup_period_s = static_cast<double>(d.last_rollup_ns_ - d.first_rollup_ns_) / 1e9 /
+                        static_cast<double>(d.rollup_readings_ - 1);
+  m.available_last_bytes = d.available_last_.value_or(0);
+  m.available_min_bytes = d.available_min_.value_or(0);
+  m.workers_private_peak_bytes = d.workers_private_peak_;
+  m.bucket_s = d.memory_bucket_s_;
+  // A bucket without a reading is not measured: NaN, null in report.json, a gap in the chart.
+  const auto per = [](double sum, std::size_t n) {
+    return n == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(n);
+  };
+  for (const MemoryBucket& b : d.memory_buckets_) {
+    m.trainer_private_bytes.push_back(per(b.trainer, b.readings));
+    m.workers_private_bytes.push_back(per(b.workers, b.readings));
+    m.workers_shared_bytes.push_back(per(b.workers_shared, b.readings));
+    m.other_private_bytes.push_back(per(b.other, b.readings));
+    m.available_bytes.push_back(per(b.available, b.available_readings));
+  }
+  out.memory = std::move(m);
+}
+
 ProcessTreeSummary ProcessTreeDigest::View::finish() {
   // The job's other ranks and their workers are this rank's "other processes".
   if (rank_view)
@@ -575,6 +757,7 @@ ProcessTreeSummary ProcessTreeDigest::view(int trainer) const {
   v.read_workers();
   v.read_processes();
   v.read_timeline();
+  v.read_memory();
   return v.finish();
 }
 

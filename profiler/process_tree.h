@@ -40,6 +40,41 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
                                 bool parent_is_rank = false, std::optional<int> parent_rank = std::nullopt,
                                 const std::string& parent_name = "");
 
+// A process's memory over its smaps_rollup readings (sampler/utilization_sample.h's MemoryRollup).
+// The rates are least-squares slopes over its readings after its start-up (the first third of its
+// life; the trainer's from its first loader worker on, its data built by then; up to its peak where
+// it fell 5 % below it by its end, a teardown), none with fewer than 4 readings or 2 s: a forked worker whose private memory rises as its shared falls is copying
+// pages of its parent's that it reads.
+struct MemoryTrend {
+  std::uint64_t private_bytes = 0;  // at its last reading
+  std::uint64_t shared_bytes = 0;
+  std::uint64_t pss_bytes = 0;
+  std::uint64_t private_peak_bytes = 0;
+  std::size_t readings = 0;
+  double window_s = 0;  // the stretch the rates cover
+  std::optional<double> private_bytes_per_s;
+  std::optional<double> shared_bytes_per_s;
+  // Its private memory grew in both halves of the window, each at a third of the whole's rate or
+  // more: a trend, not a step at start-up.
+  bool steady = false;
+};
+
+// The tree's memory over the run, by role: each a mean of `bucket_s` seconds of smaps_rollup
+// readings (at most kTimelineBuckets; NaN for a bucket without one), and the machine's MemAvailable.
+struct TreeMemory {
+  double rollup_period_s = 0;  // the mean interval of the smaps_rollup readings
+  std::size_t rollup_readings = 0;
+  std::uint64_t available_last_bytes = 0;  // MemAvailable: at the last reading, and at its lowest
+  std::uint64_t available_min_bytes = 0;
+  std::uint64_t workers_private_peak_bytes = 0;  // the loader workers' private together, at most
+  double bucket_s = 0;
+  std::vector<double> trainer_private_bytes;  // the trainer (the sampled process) and the ranks
+  std::vector<double> workers_private_bytes;  // the loader workers together
+  std::vector<double> workers_shared_bytes;
+  std::vector<double> other_private_bytes;    // the other descendants together
+  std::vector<double> available_bytes;
+};
+
 // One process over the samples it was seen in.
 struct WatchedProcess {
   int pid = 0;
@@ -68,6 +103,7 @@ struct WatchedProcess {
   // NVML's samples covered.
   std::uint64_t gpu_memory_peak_bytes = 0;
   std::optional<double> gpu_sm_util;
+  std::optional<MemoryTrend> memory;  // none where smaps_rollup was never read for it
 };
 
 struct ProcessTreeSummary {
@@ -119,6 +155,7 @@ struct ProcessTreeSummary {
   std::vector<double> timeline_main_busy;
   std::vector<std::optional<double>> timeline_data_stall;
   std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
+  std::optional<TreeMemory> memory;  // none where neither smaps_rollup nor MemAvailable was read
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
 
@@ -144,6 +181,10 @@ struct RankReading {
 // Thread-safe: add() on the sampling thread, summary() from any thread.
 class ProcessTreeDigest {
  public:
+  struct MemoryPoint {  // one smaps_rollup reading of a process, for its trend
+    double t_s = 0;
+    double private_bytes = 0, shared_bytes = 0, pss_bytes = 0;
+  };
   // `started_pid`: the process watch started; `parent_pid`: who started it (the watcher).
   ProcessTreeDigest(int started_pid, int parent_pid) : started_pid_(started_pid), parent_pid_(parent_pid) {}
   // A reading of a UtilizationSampler whose Options::pid is the started process (a sample's pid
@@ -190,6 +231,8 @@ class ProcessTreeDigest {
     std::optional<std::uint64_t> first_read, last_read;
     double sm_sum = 0;      // SM share x seconds of NVML's windows
     double sm_seconds = 0;  // the windows' length
+    std::vector<MemoryPoint> memory;  // its smaps_rollup readings; pairs merge past 256
+    std::uint64_t private_peak = 0;
   };
   // Loader workers of one parent (a rank, or the trainer): a rank's view counts its own.
   struct Workers {
@@ -240,6 +283,20 @@ class ProcessTreeDigest {
     Bucket& at(double t_s);
   };
   std::map<int, Timeline> timelines_;  // by rank pid
+  // The tree's memory by role over time, summed per bucket as Timeline's.
+  struct MemoryBucket {
+    double trainer = 0, workers = 0, workers_shared = 0, other = 0;
+    std::size_t readings = 0;  // smaps_rollup readings
+    double available = 0;
+    std::size_t available_readings = 0;
+    void merge(const MemoryBucket& b);
+  };
+  std::vector<MemoryBucket> memory_buckets_;
+  double memory_bucket_s_ = 1;
+  std::size_t rollup_readings_ = 0;
+  std::int64_t first_rollup_ns_ = 0, last_rollup_ns_ = 0;
+  std::optional<std::uint64_t> available_last_, available_min_;
+  std::uint64_t workers_private_peak_ = 0;
   double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples
   std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
   std::set<int> launcher_pids_;    // processes that started ranks

@@ -101,6 +101,21 @@ struct Straggler {
   std::vector<std::string> evidence;
 };
 
+// A memory finding (profiler/rules/memory_rules.cc), beside the bottleneck: what grows, how fast,
+// when the machine runs out where the trend holds, and the fix. Figures none where not measured.
+struct MemoryFinding {
+  std::string kind;  // the rule's name: memory_copy_on_access, memory_leak_one_process, ...
+  std::string role;  // whose memory: "loader_worker", "trainer", "rank", "other"
+  std::vector<int> pids;
+  std::string summary;  // one sentence a person reads first
+  // The processes' private memory together, and their shared, per second (a copy: shared falls).
+  std::optional<double> private_bytes_per_s;
+  std::optional<double> shared_bytes_per_s;
+  std::optional<double> headroom_bytes;  // MemAvailable at the last reading
+  std::optional<double> exhausted_in_s;  // headroom / growth, where memory grows
+  std::string fix;
+};
+
 struct Diagnosis {
   std::string bottleneck;  // one of DESIGN.md's names
   double data_stall_ratio = 0;
@@ -116,6 +131,7 @@ struct Diagnosis {
   // The rules that fired, in their order (profiler/rules/registry.cc): which one named the
   // bottleneck, and what else weighed in.
   std::vector<std::string> rules;
+  std::vector<MemoryFinding> memory;  // none found: empty
 };
 
 // One rank of a torch.distributed job, as `feedscope watch` saw it (profiler/rank_digest.h).

@@ -197,6 +197,18 @@ std::optional<ProcessMemory> parse_process_status(const std::string& status) {
   return ProcessMemory{*rss, *hwm};
 }
 
+std::optional<MemoryRollup> parse_smaps_rollup(const std::string& text) {
+  const auto rss = kb_field(text, "Rss");
+  const auto pss = kb_field(text, "Pss");
+  const auto private_clean = kb_field(text, "Private_Clean");
+  const auto private_dirty = kb_field(text, "Private_Dirty");
+  const auto shared_clean = kb_field(text, "Shared_Clean");
+  const auto shared_dirty = kb_field(text, "Shared_Dirty");
+  if (!rss || !pss || !private_clean || !private_dirty || !shared_clean || !shared_dirty)
+    return std::nullopt;
+  return MemoryRollup{*rss, *pss, *private_clean, *private_dirty, *shared_clean, *shared_dirty};
+}
+
 int online_cpus(const ProcFs& fs) {
   if (fs.root() == "/") {
     const unsigned n = std::thread::hardware_concurrency();

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sampler/utilization_sample.h"
+
 namespace feedscope {
 
 // Thread-safe: stateless apart from the root.
@@ -70,6 +72,9 @@ struct ProcessMemory {
   std::uint64_t rss_peak_bytes = 0;
 };
 std::optional<ProcessMemory> parse_process_status(const std::string& status);
+
+// /proc/<pid>/smaps_rollup (Linux 4.14+): Rss, Pss and the four Private_/Shared_ lines, in bytes.
+std::optional<MemoryRollup> parse_smaps_rollup(const std::string& text);
 
 int online_cpus(const ProcFs& fs);
 // Whole block devices from /sys/block, without loop and ram devices.

@@ -20,6 +20,20 @@ struct ThreadCpu {
   std::optional<double> run_wait = std::nullopt;
 };
 
+// /proc/<pid>/smaps_rollup: a process's resident memory as the kernel accounts it, split into the
+// pages only it maps (private) and those it shares with other processes (a forked worker's view of
+// its parent's heap stays shared until one of them writes a page), and its proportional share.
+struct MemoryRollup {
+  std::uint64_t rss_bytes = 0;
+  std::uint64_t pss_bytes = 0;
+  std::uint64_t private_clean_bytes = 0;
+  std::uint64_t private_dirty_bytes = 0;
+  std::uint64_t shared_clean_bytes = 0;
+  std::uint64_t shared_dirty_bytes = 0;
+  std::uint64_t private_bytes() const { return private_clean_bytes + private_dirty_bytes; }
+  std::uint64_t shared_bytes() const { return shared_clean_bytes + shared_dirty_bytes; }
+};
+
 // A descendant process (a PyTorch DataLoader's worker is one), all its threads together.
 struct ProcessCpu {
   int pid = 0;
@@ -43,6 +57,8 @@ struct ProcessCpu {
   // one core, where a rank's training loop runs (its other threads are intra-op pools, gloo's,
   // NCCL's). None for other processes, which are not read thread by thread.
   std::optional<double> main_thread_busy = std::nullopt;
+  // Its smaps_rollup, on the readings that read it (UtilizationSampler::Options::memory_hz).
+  std::optional<MemoryRollup> memory = std::nullopt;
 };
 
 struct DiskSample {
@@ -101,6 +117,8 @@ struct UtilizationSample {
   std::optional<std::uint64_t> memory_available_bytes;
   std::optional<std::uint64_t> rss_bytes;
   std::optional<std::uint64_t> rss_peak_bytes;
+  // The sampled process's smaps_rollup, on the readings that read it (its descendants' are theirs).
+  std::optional<MemoryRollup> memory;
   std::uint64_t pinned_bytes = 0;          // from the slab pool, set by the caller
   std::vector<DiskSample> disks;
   std::optional<std::uint64_t> process_read_bytes_total;  // /proc/<process>/io read_bytes

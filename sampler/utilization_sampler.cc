@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <utility>
 
@@ -27,6 +28,9 @@ std::string trim_newline(std::string s) {
 }
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
+// smaps_rollup at most 5 % of a core: a round is never sooner than 20 times its CPU time after the
+// last (a torch process's map costs the kernel ~7 ms to walk, so 5 of them are read every 0.7 s).
+constexpr std::int64_t kRollupCostFactor = 20;
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -103,6 +107,10 @@ struct UtilizationSampler::Reading {
   const double dt;
   const double ticks;
   const std::string proc;  // /proc/<pid> of the process read thread by thread
+  // Whether this reading reads smaps_rollup, and the wall time that took (its cost sets the next).
+  const bool rollup;
+  std::int64_t rollup_cost_ns = 0;
+  std::optional<MemoryRollup> read_rollup(const std::string& dir);
 
  private:
   std::optional<ThreadCpu> read_thread(const std::string& entry,
@@ -120,7 +128,8 @@ UtilizationSampler::Reading::Reading(UtilizationSampler& sampler, std::int64_t n
       have_previous(previous.time_ns != 0 && now_ns > previous.time_ns),
       dt(have_previous ? static_cast<double>(now_ns - previous.time_ns) / 1e9 : 0),
       ticks(static_cast<double>(clock_ticks_per_second())),
-      proc("/proc/" + u.proc_) {
+      proc("/proc/" + u.proc_),
+      rollup(u.options_.memory_hz > 0 && now_ns >= u.next_rollup_ns_) {
   s.time_ns = now_ns;
   s.pid = u.target_pid_;
   next.time_ns = now_ns;
@@ -191,6 +200,24 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   return t;
 }
 
+// The sampling thread's CPU time: what reading smaps_rollup costs (the kernel's page-table walk),
+// which the wall clock of a loaded machine overstates.
+namespace {
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::string& dir) {
+  if (!rollup) return std::nullopt;
+  const std::int64_t begin = thread_cpu_ns();
+  const auto text = fs.read(dir + "/smaps_rollup");
+  rollup_cost_ns += thread_cpu_ns() - begin;
+  return text ? parse_smaps_rollup(*text) : std::nullopt;
+}
+
 // CPU: descendant processes (a DataLoader's workers), each with all its threads.
 void UtilizationSampler::Reading::read_descendants() {
   bool children_readable = false;
@@ -250,6 +277,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.rss_bytes = task->rss_bytes;
   if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
   p.run_wait = run_wait;
+  p.memory = read_rollup(dir);
   return p;
 }
 
@@ -264,6 +292,10 @@ void UtilizationSampler::Reading::read_memory() {
     }
   }
   if (!s.rss_bytes && !followed) u.note_unavailable("rss", proc + "/status is missing or malformed");
+  s.memory = read_rollup(proc);
+  if (rollup && !s.memory && !followed)
+    u.note_unavailable("memory_rollup", proc + "/smaps_rollup is missing or malformed (Linux 4.14+): "
+                                        "private and shared memory are not measured");
   if (u.options_.pinned_bytes) s.pinned_bytes = u.options_.pinned_bytes();
 }
 
@@ -335,6 +367,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   reading.read_pressures();
   reading.read_gpus();
   const bool have_previous = reading.have_previous;
+  if (reading.rollup)
+    next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
+                                        kRollupCostFactor * reading.rollup_cost_ns);
   previous_ = std::move(reading.next);
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);

@@ -46,6 +46,10 @@ class UtilizationSampler {
     // names the program it started.
     int pid = 0;
     double hz = 10;               // samples per second; GPU readings at most 10 Hz
+    // smaps_rollup of the process and each descendant at most this often: the kernel walks every
+    // page table to answer it (milliseconds on a map of gigabytes), so a round is also never
+    // sooner than 20 times its own CPU time after the last (5 % of a core at most). 0: never.
+    double memory_hz = 2;
     std::size_t ring_capacity = 1024;
     std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")
     // Names for thread ids (loader lanes); other threads keep their kernel name.
@@ -101,6 +105,7 @@ class UtilizationSampler {
   std::vector<std::string> block_devices_;
   Previous previous_;              // sampling thread only
   std::int64_t last_gpu_ns_ = 0;   // sampling thread only
+  std::int64_t next_rollup_ns_ = 0;  // sampling thread only: when smaps_rollup is due again
   std::vector<GpuSample> last_gpu_;
   std::map<int, std::string> kernel_names_;  // sampling thread only: comm by tid, read once
   // Sampling thread only: cmdline by descendant pid, read once (its comm is read every time: a

@@ -194,6 +194,66 @@ ProcessRole role_from(const JsonIn& j) {
   j.fail("unknown process role '" + name + "'");
 }
 
+ojson memory_trend_json(const std::optional<MemoryTrend>& m) {
+  if (!m) return nullptr;
+  return {{"private_bytes", m->private_bytes},
+          {"shared_bytes", m->shared_bytes},
+          {"pss_bytes", m->pss_bytes},
+          {"private_peak_bytes", m->private_peak_bytes},
+          {"readings", m->readings},
+          {"window_s", number_json(m->window_s)},
+          {"private_bytes_per_s", optional_json(m->private_bytes_per_s)},
+          {"shared_bytes_per_s", optional_json(m->shared_bytes_per_s)},
+          {"steady", m->steady}};
+}
+
+std::optional<MemoryTrend> memory_trend_from(const JsonIn& j) {
+  if (j.is_null()) return std::nullopt;
+  MemoryTrend m;
+  m.private_bytes = j.at("private_bytes").unsigned_integer();
+  m.shared_bytes = j.at("shared_bytes").unsigned_integer();
+  m.pss_bytes = j.at("pss_bytes").unsigned_integer();
+  m.private_peak_bytes = j.at("private_peak_bytes").unsigned_integer();
+  m.readings = j.at("readings").unsigned_integer();
+  m.window_s = j.at("window_s").number();
+  m.private_bytes_per_s = opt_number(j.at("private_bytes_per_s"));
+  m.shared_bytes_per_s = opt_number(j.at("shared_bytes_per_s"));
+  m.steady = j.at("steady").boolean();
+  return m;
+}
+
+ojson tree_memory_json(const std::optional<TreeMemory>& m) {
+  if (!m) return nullptr;
+  return {{"rollup_period_s", number_json(m->rollup_period_s)},
+          {"rollup_readings", m->rollup_readings},
+          {"available_last_bytes", m->available_last_bytes},
+          {"available_min_bytes", m->available_min_bytes},
+          {"workers_private_peak_bytes", m->workers_private_peak_bytes},
+          {"bucket_s", number_json(m->bucket_s)},
+          {"trainer_private_bytes", numbers_json(m->trainer_private_bytes)},
+          {"workers_private_bytes", numbers_json(m->workers_private_bytes)},
+          {"workers_shared_bytes", numbers_json(m->workers_shared_bytes)},
+          {"other_private_bytes", numbers_json(m->other_private_bytes)},
+          {"available_bytes", numbers_json(m->available_bytes)}};
+}
+
+std::optional<TreeMemory> tree_memory_from(const JsonIn& j) {
+  if (j.is_null()) return std::nullopt;
+  TreeMemory m;
+  m.rollup_period_s = j.at("rollup_period_s").number();
+  m.rollup_readings = j.at("rollup_readings").unsigned_integer();
+  m.available_last_bytes = j.at("available_last_bytes").unsigned_integer();
+  m.available_min_bytes = j.at("available_min_bytes").unsigned_integer();
+  m.workers_private_peak_bytes = j.at("workers_private_peak_bytes").unsigned_integer();
+  m.bucket_s = j.at("bucket_s").number();
+  m.trainer_private_bytes = numbers_from(j.at("trainer_private_bytes"));
+  m.workers_private_bytes = numbers_from(j.at("workers_private_bytes"));
+  m.workers_shared_bytes = numbers_from(j.at("workers_shared_bytes"));
+  m.other_private_bytes = numbers_from(j.at("other_private_bytes"));
+  m.available_bytes = numbers_from(j.at("available_bytes"));
+  return m;
+}
+
 ojson process_json(const WatchedProcess& p) {
   return {{"pid", p.pid},
           {"ppid", p.ppid},
@@ -213,7 +273,8 @@ ojson process_json(const WatchedProcess& p) {
           {"first_seen_s", number_json(p.first_seen_s)},
           {"last_seen_s", number_json(p.last_seen_s)},
           {"gpu_memory_peak_bytes", p.gpu_memory_peak_bytes},
-          {"gpu_sm_util", optional_json(p.gpu_sm_util)}};
+          {"gpu_sm_util", optional_json(p.gpu_sm_util)},
+          {"memory", memory_trend_json(p.memory)}};
 }
 
 WatchedProcess process_from(const JsonIn& j) {
@@ -237,6 +298,7 @@ WatchedProcess process_from(const JsonIn& j) {
   p.last_seen_s = j.at("last_seen_s").number();
   p.gpu_memory_peak_bytes = j.at("gpu_memory_peak_bytes").unsigned_integer();
   p.gpu_sm_util = opt_number(j.at("gpu_sm_util"));
+  if (j.json().contains("memory")) p.memory = memory_trend_from(j.at("memory"));
   return p;
 }
 
@@ -275,6 +337,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"timeline_main_busy", numbers_json(t.timeline_main_busy)},
           {"timeline_data_stall", stall},
           {"job", t.job},
+          {"memory", tree_memory_json(t.memory)},
           {"processes", processes}};
 }
 
@@ -311,6 +374,7 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
   const JsonIn stall = j.at("timeline_data_stall");
   for (std::size_t i = 0; i < stall.size(); ++i) t.timeline_data_stall.push_back(opt_number(stall.at(i)));
   t.job = j.at("job").text();
+  if (j.json().contains("memory")) t.memory = tree_memory_from(j.at("memory"));  // since #40
   const JsonIn processes = j.at("processes");
   for (std::size_t i = 0; i < processes.size(); ++i) t.processes.push_back(process_from(processes.at(i)));
   return t;

@@ -104,7 +104,41 @@ TreeFacts tree_facts(const Evidence& e) {
   return f;
 }
 
+MemoryFacts memory_facts(const ProcessTreeSummary& t) {
+  MemoryFacts m;
+  if (t.memory && t.memory->available_last_bytes > 0)
+    m.headroom_bytes = static_cast<double>(t.memory->available_last_bytes);
+  double private_sum = 0, shared_sum = 0;
+  for (const WatchedProcess& p : t.processes) {
+    if (!p.memory) continue;
+    if (p.role == ProcessRole::trainer) m.trainer = &p;
+    if (!p.memory->private_bytes_per_s) continue;
+    if (p.role == ProcessRole::loader_worker) m.workers.push_back(&p);
+    if (!memory_grows(p)) continue;
+    m.growing.push_back(&p);
+    const double shared = p.memory->shared_bytes_per_s.value_or(0);
+    if (p.role == ProcessRole::loader_worker &&
+        -shared >= kMemoryCopiedShare * *p.memory->private_bytes_per_s) {
+      m.copying.push_back(&p);
+      private_sum += *p.memory->private_bytes_per_s;
+      shared_sum += shared;
+    }
+  }
+  if (!m.copying.empty()) {
+    const double alive = std::max(t.workers, 1);
+    m.copy_private_bytes_per_s = private_sum / static_cast<double>(m.copying.size()) * alive;
+    m.copy_shared_bytes_per_s = shared_sum / static_cast<double>(m.copying.size()) * alive;
+  }
+  return m;
+}
+
 }  // namespace
+
+bool memory_grows(const WatchedProcess& p) {
+  if (!p.memory || !p.memory->private_bytes_per_s || !p.memory->steady) return false;
+  const double rate = *p.memory->private_bytes_per_s;
+  return rate >= kMemoryGrowthBytesPerS && rate * p.memory->window_s >= kMemoryGrowthBytes;
+}
 
 double busy(const LoopSpans& in, Stage stage) {
   const StageStats* st = find_stage(in.stages, stage);
@@ -201,9 +235,10 @@ std::string syncs_by_call(const GpuTraceSummary& g) {
 }
 
 Facts facts_of(const Evidence& e) {
-  Facts f{e, std::nullopt, std::nullopt};
+  Facts f{e, std::nullopt, std::nullopt, std::nullopt};
   if (e.loop) f.loop = loop_facts(e);
   if (e.tree) f.tree = tree_facts(e);
+  if (e.tree && e.tree->memory && e.tree->memory->rollup_readings > 0) f.memory = memory_facts(*e.tree);
   return f;
 }
 

@@ -84,10 +84,25 @@ struct TreeFacts {
   bool storage = false;   // in I/O wait while reading from storage
 };
 
+// What the tree's memory readings give the memory rules (processes with a MemoryTrend).
+struct MemoryFacts {
+  std::vector<const WatchedProcess*> workers;  // loader workers whose rate was measured
+  // Processes whose private memory grew steadily, kMemoryGrowthBytesPerS and kMemoryGrowthBytes or
+  // more: any role; and of those, the loader workers whose shared memory fell as it grew.
+  std::vector<const WatchedProcess*> growing;
+  std::vector<const WatchedProcess*> copying;
+  // The copying workers' mean rates times the workers alive at once: the tree's copy per second.
+  double copy_private_bytes_per_s = 0;
+  double copy_shared_bytes_per_s = 0;
+  const WatchedProcess* trainer = nullptr;  // with its memory read
+  std::optional<double> headroom_bytes;     // MemAvailable at the last reading
+};
+
 struct Facts {
   const Evidence& e;
   std::optional<LoopFacts> loop;
   std::optional<TreeFacts> tree;
+  std::optional<MemoryFacts> memory;  // with the tree's smaps_rollup readings
 };
 
 Facts facts_of(const Evidence& e);
@@ -103,6 +118,9 @@ double mean_s(const LoopSpans& in, Stage stage);
 
 // The mean of a utilization series, where the sampler recorded it.
 std::optional<double> series_mean(const Utilization& u, const char* name);
+
+// Whether the process's private memory grew steadily by the kMemoryGrowth* thresholds.
+bool memory_grows(const WatchedProcess& p);
 
 // What a worker would take of a core it had to itself: its busy share and the time it was ready to
 // run but waited for a core (a worker on a full machine reads 60 % busy and 40 % waiting).

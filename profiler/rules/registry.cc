@@ -50,6 +50,10 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_core_waits", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_core_waits},
       {"gpu_trace_evidence", S::context, kNeedsGpuTrace, rules::gpu_trace_evidence},
       {"copy_beside_gpu_limit", S::context, kNeedsLoop | kNeedsGpuTrace, rules::copy_beside_gpu_limit},
+      {"memory_copy_on_access", S::context, kNeedsTree | kNeedsMemory, rules::memory_copy_on_access},
+      {"memory_leak_one_process", S::context, kNeedsTree | kNeedsMemory, rules::memory_leak_one_process},
+      {"memory_workers_exceed_headroom", S::context, kNeedsTree | kNeedsMemory,
+       rules::memory_workers_exceed_headroom},
       {"blocking_input_copy", S::advice, kNeedsGpuTrace, rules::blocking_input_copy},
       {"remove_host_syncs", S::advice, kNeedsLoop | kNeedsGpuTrace, rules::remove_host_syncs},
       {"slow_samples", S::advice, kNeedsSamples, rules::slow_samples},
@@ -77,7 +81,8 @@ std::string needs_text(unsigned needs) {
       {kNeedsGpuTrace, "CUDA trace"},  {kNeedsEnd, "program's end"},
       {kNeedsAutotune, "autotune"},    {kNeedsPrinted, "printed lines"},
       {kNeedsNoLoop, "no loop spans"}, {kNeedsDataFiles, "data files looked for"},
-      {kNeedsSamples, "sample costs"}};
+      {kNeedsSamples, "sample costs"},
+      {kNeedsMemory, "memory readings"}};
   std::string out;
   for (const auto& [bit, name] : names)
     if (needs & bit) out += (out.empty() ? "" : ", ") + std::string(name);

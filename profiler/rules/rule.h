@@ -37,6 +37,7 @@ enum RuleNeeds : unsigned {
   kNeedsPrinted = 1u << 6,  // the program's own progress lines
   kNeedsDataFiles = 1u << 7,  // a watch that looked for the data files the program holds open
   kNeedsSamples = 1u << 8,    // each sample's load time (feedscope's loader, or its decoder)
+  kNeedsMemory = 1u << 9,     // the tree's smaps_rollup readings (private and shared memory)
 };
 
 struct Rule {

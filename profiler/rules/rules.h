@@ -47,6 +47,11 @@ bool tree_core_waits(const Facts& f, Diagnosis& d);
 bool gpu_trace_evidence(const Facts& f, Diagnosis& d);
 bool copy_beside_gpu_limit(const Facts& f, Diagnosis& d);
 
+// context, memory (memory_rules.cc)
+bool memory_copy_on_access(const Facts& f, Diagnosis& d);
+bool memory_leak_one_process(const Facts& f, Diagnosis& d);
+bool memory_workers_exceed_headroom(const Facts& f, Diagnosis& d);
+
 // advice (shared_rules.cc)
 bool blocking_input_copy(const Facts& f, Diagnosis& d);
 bool remove_host_syncs(const Facts& f, Diagnosis& d);

@@ -319,6 +319,31 @@ TEST(MetricsExporterTest, UtilizationSampleLandsOnItsSeries) {
                    0.4);
 }
 
+// smaps_rollup's split by role, from a reading that read it: the sampled process is the trainer,
+// a forked copy of it a loader worker (as watch tells them apart); a Session's and a watch's alike.
+TEST(MetricsExporterTest, PrivateAndSharedMemoryAreSeriesByRole) {
+  MetricsExporter m(loopback_any_port());
+  UtilizationSample s = full_sample();
+  s.pid = 100;
+  s.threads = {{100, "python3", 0.5}};
+  s.memory = MemoryRollup{0, 0, 1 << 20, 3 << 20, 0, 2 << 20};
+  for (int pid : {101, 102}) {
+    ProcessCpu w;
+    w.pid = pid;
+    w.ppid = 100;
+    w.name = "python3";
+    w.cmdline = "python3 train.py";
+    w.memory = MemoryRollup{0, 0, 0, 5 << 20, 1 << 20, 7 << 20};
+    s.children.push_back(w);
+  }
+  m.update_utilization(s);
+  const auto e = parse_exposition(m.scrape_text());
+  EXPECT_EQ(value_of(e, "feedscope_memory_private_bytes", {{"role", "trainer"}}), 4 << 20);
+  EXPECT_EQ(value_of(e, "feedscope_memory_shared_bytes", {{"role", "trainer"}}), 2 << 20);
+  EXPECT_EQ(value_of(e, "feedscope_memory_private_bytes", {{"role", "loader_worker"}}), 10 << 20);
+  EXPECT_EQ(value_of(e, "feedscope_memory_shared_bytes", {{"role", "loader_worker"}}), 16 << 20);
+}
+
 TEST(MetricsExporterTest, AbsentSourcesAddNoSeries) {
   MetricsExporter m(loopback_any_port());
   m.update_utilization(UtilizationSample{});

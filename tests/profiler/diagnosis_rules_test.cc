@@ -207,6 +207,44 @@ DiagnosisInput loading_folder(Folder folder) {
   return in;
 }
 
+// A watched program with two loader workers read by smaps_rollup over 20 s: each worker's private
+// memory growing `worker_mib_s` as its shared falls as fast, and the trainer's `trainer_mib_s`;
+// `one_worker`: only the first worker grows, and its shared memory stays.
+WatchDiagnosisInput memory_input(double worker_mib_s, double trainer_mib_s,
+                                 std::uint64_t available = 8ull << 30, bool one_worker = false) {
+  constexpr double kMiB = 1 << 20;
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.5, 0.3);
+  TreeMemory m;
+  m.rollup_readings = 40;
+  m.rollup_period_s = 0.5;
+  m.available_last_bytes = m.available_min_bytes = available;
+  m.bucket_s = 10;
+  m.workers_private_bytes = {40 * kMiB, (40 + 2 * worker_mib_s * 20) * kMiB};
+  m.workers_private_peak_bytes = static_cast<std::uint64_t>(m.workers_private_bytes.back());
+  in.tree.memory = m;
+  const auto process = [&](int pid, ProcessRole role, double mib_s, double shared_mib_s) {
+    WatchedProcess p;
+    p.pid = pid;
+    p.ppid = pid == 100 ? 1 : 100;
+    p.name = "python3";
+    p.role = role;
+    MemoryTrend t;
+    t.private_bytes = static_cast<std::uint64_t>((role == ProcessRole::trainer ? 640 : 20 + mib_s * 20) * kMiB);
+    t.private_peak_bytes = t.private_bytes;
+    t.readings = 40;
+    t.window_s = 13;
+    t.private_bytes_per_s = mib_s * kMiB;
+    t.shared_bytes_per_s = shared_mib_s * kMiB;
+    t.steady = mib_s > 0;
+    p.memory = t;
+    in.tree.processes.push_back(p);
+  };
+  process(100, ProcessRole::trainer, trainer_mib_s, 0);
+  process(101, ProcessRole::loader_worker, worker_mib_s, one_worker ? 0 : -worker_mib_s);
+  process(102, ProcessRole::loader_worker, one_worker ? 0 : worker_mib_s, one_worker ? 0 : -worker_mib_s);
+  return in;
+}
+
 struct RuleCase {
   const char* rule;
   std::function<Evidence()> evidence;
@@ -311,6 +349,9 @@ std::vector<RuleCase> rule_cases() {
        }},
       {"gpu_trace_evidence", launch_bound_with_syncs},
       {"copy_beside_gpu_limit", copy_beside_a_busy_gpu},
+      {"memory_copy_on_access", [] { return watched(memory_input(8, 0)); }},
+      {"memory_leak_one_process", [] { return watched(memory_input(0, 6)); }},
+      {"memory_workers_exceed_headroom", [] { return watched(memory_input(8, 0, 512ull << 20)); }},
       {"blocking_input_copy", blocking_copies},
       {"remove_host_syncs", launch_bound_with_syncs},
       {"slow_samples", [] { return evidence_of(loading_folder(Folder::skewed)); }},
@@ -741,6 +782,28 @@ TEST(DiagnosisRulesTest, SlowSamplesBesideACpuStepArePredictedOnCpuTime) {
   ASSERT_TRUE(r->predicted_speedup.has_value()) << r->basis;
   EXPECT_NEAR(*r->predicted_speedup, 1.37, 0.05) << r->basis;
   EXPECT_NE(r->basis.find("on CPU time"), std::string::npos) << r->basis;
+}
+
+TEST(DiagnosisRulesTest, MemoryFindingsStandBesideTheBottleneck) {
+  const Diagnosis copy = diagnose(watched(memory_input(8, 0)));
+  ASSERT_EQ(copy.memory.size(), 1u);
+  EXPECT_EQ(copy.memory[0].kind, "memory_copy_on_access");
+  EXPECT_NEAR(*copy.memory[0].private_bytes_per_s / (1 << 20), 16, 1e-9) << "2 workers x 8 MiB/s";
+  EXPECT_NEAR(*copy.memory[0].exhausted_in_s, 8.0 * 1024 / 16, 1e-6);
+  EXPECT_NE(copy.memory[0].summary.find("copy-on-access"), std::string::npos);
+  EXPECT_FALSE(copy.bottleneck.empty());
+  // The workers' figures give the cost of fewer workers: two busy half a core each are a core of
+  // work, more than one worker carries with a margin.
+  EXPECT_NE(copy.memory[0].fix.find("num_workers=1 loads at about 1/2"), std::string::npos)
+      << copy.memory[0].fix;
+
+  const Diagnosis one = diagnose(watched(memory_input(8, 0, 8ull << 30, true)));
+  ASSERT_EQ(one.memory.size(), 1u) << ::testing::PrintToString(one.evidence);
+  EXPECT_EQ(one.memory[0].kind, "memory_leak_one_process");
+  EXPECT_EQ(one.memory[0].pids, std::vector<int>{101}) << "one worker alone grows";
+
+  EXPECT_TRUE(diagnose(watched(memory_input(0, 0))).memory.empty()) << "flat memory";
+  EXPECT_TRUE(diagnose(watched(memory_input(0.1, 0.1))).memory.empty()) << "under the thresholds";
 }
 
 }  // namespace

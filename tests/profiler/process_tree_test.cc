@@ -576,5 +576,119 @@ TEST(WatchDiagnosisTest, SpansFromTheProgramDecideAndTheTreeAddsEvidence) {
   EXPECT_TRUE(tree_line);
 }
 
+
+// Memory: smaps_rollup readings every half second (the CPU ones at 10 Hz), a forked program with
+// two workers for 20 s. `worker_mib_s`: each worker's private growth, its shared memory falling
+// as fast (copy-on-access); `trainer_mib_s`: the trainer's own.
+ProcessTreeSummary memory_program(double worker_mib_s, double trainer_mib_s,
+                                  std::uint64_t available = 8ull << 30) {
+  constexpr double kMiB = 1 << 20;
+  ProcessTreeDigest digest(kTrainer, 1);
+  for (int ms = 0; ms <= 20'000; ms += 100) {
+    const double t = ms / 1000.0;
+    const bool rollup = ms % 500 == 0;
+    std::vector<ProcessCpu> workers;
+    for (int pid : {101, 102}) {
+      ProcessCpu w = child(pid, "python3", "python3 train.py", 0.5);
+      if (rollup) {
+        MemoryRollup m;
+        m.private_dirty_bytes = static_cast<std::uint64_t>((20 + worker_mib_s * t) * kMiB);
+        m.shared_dirty_bytes = static_cast<std::uint64_t>((600 - worker_mib_s * t) * kMiB);
+        m.rss_bytes = m.private_dirty_bytes + m.shared_dirty_bytes;
+        m.pss_bytes = m.private_dirty_bytes + m.shared_dirty_bytes / 3;
+        w.memory = m;
+      }
+      workers.push_back(w);
+    }
+    UtilizationSample s = sample(ms, 0.3, workers);
+    s.memory_available_bytes = available - static_cast<std::uint64_t>((2 * worker_mib_s + trainer_mib_s) * t * kMiB);
+    if (rollup) {
+      MemoryRollup m;
+      m.private_dirty_bytes = static_cast<std::uint64_t>((640 + trainer_mib_s * t) * kMiB);
+      m.shared_dirty_bytes = 4 * static_cast<std::uint64_t>(kMiB);
+      s.memory = m;
+    }
+    digest.add(s);
+  }
+  return digest.summary();
+}
+
+TEST(ProcessTreeTest, MemoryTrendsAreSlopesOfEachProcessAfterItsStartUp) {
+  const ProcessTreeSummary t = memory_program(8, 0);
+  ASSERT_TRUE(t.memory);
+  EXPECT_NEAR(t.memory->rollup_period_s, 0.5, 1e-9);
+  EXPECT_EQ(t.memory->rollup_readings, 41u);
+  EXPECT_EQ(t.memory->available_last_bytes, (8ull << 30) - (320ull << 20));
+  EXPECT_EQ(t.memory->available_min_bytes, t.memory->available_last_bytes);
+  for (const WatchedProcess& p : t.processes) {
+    ASSERT_TRUE(p.memory) << p.pid;
+    ASSERT_TRUE(p.memory->private_bytes_per_s) << p.pid;
+    if (p.role == ProcessRole::loader_worker) {
+      EXPECT_NEAR(*p.memory->private_bytes_per_s / (1 << 20), 8, 0.01) << p.pid;
+      EXPECT_NEAR(*p.memory->shared_bytes_per_s / (1 << 20), -8, 0.01) << p.pid;
+      EXPECT_TRUE(p.memory->steady);
+      EXPECT_GT(p.memory->window_s, 12);  // its first third left out
+    } else {
+      EXPECT_NEAR(*p.memory->private_bytes_per_s, 0, 1) << "the trainer is flat";
+      EXPECT_FALSE(p.memory->steady);
+    }
+  }
+  // The timeline by role: the workers' private memory together rises, their shared falls.
+  const auto& w = t.memory->workers_private_bytes;
+  ASSERT_GE(w.size(), 20u);
+  EXPECT_NEAR(w.front() / (1 << 20), 40, 8);
+  EXPECT_NEAR(w.back() / (1 << 20), 40 + 2 * 8 * 20, 16);
+  EXPECT_GT(t.memory->workers_shared_bytes.front(), t.memory->workers_shared_bytes.back());
+  EXPECT_NEAR(t.memory->trainer_private_bytes.back() / (1 << 20), 640, 1);
+}
+
+TEST(ProcessTreeTest, WorkersCopyingTheirParentAreCopyOnAccessWithTheTimeToRunOut) {
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.5, 0.3);
+  in.tree = memory_program(8, 0);
+  const Diagnosis d = diagnose_watched(in);
+  ASSERT_EQ(d.memory.size(), 1u) << ::testing::PrintToString(d.evidence);
+  const MemoryFinding& m = d.memory[0];
+  EXPECT_EQ(m.kind, "memory_copy_on_access");
+  EXPECT_EQ(m.role, "loader_worker");
+  EXPECT_EQ(m.pids, (std::vector<int>{101, 102}));
+  ASSERT_TRUE(m.private_bytes_per_s && m.exhausted_in_s && m.headroom_bytes);
+  EXPECT_NEAR(*m.private_bytes_per_s / (1 << 20), 16, 0.05) << "two workers at 8 MiB/s";
+  EXPECT_LT(*m.shared_bytes_per_s, 0);
+  EXPECT_NEAR(*m.exhausted_in_s, *m.headroom_bytes / *m.private_bytes_per_s, 1e-6);
+  EXPECT_NE(m.fix.find("numpy"), std::string::npos) << m.fix;
+  EXPECT_NE(m.fix.find("feedscope.DataLoader"), std::string::npos) << m.fix;
+  EXPECT_FALSE(d.bottleneck.empty()) << "beside the bottleneck, not instead of it";
+}
+
+TEST(ProcessTreeTest, ATrainerThatGrowsAloneIsALeakInOneProcess) {
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.5, 0.3);
+  in.tree = memory_program(0, 6);
+  const Diagnosis d = diagnose_watched(in);
+  ASSERT_EQ(d.memory.size(), 1u) << ::testing::PrintToString(d.evidence);
+  EXPECT_EQ(d.memory[0].kind, "memory_leak_one_process");
+  EXPECT_EQ(d.memory[0].role, "trainer");
+  EXPECT_EQ(d.memory[0].pids, std::vector<int>{kTrainer});
+  EXPECT_NEAR(*d.memory[0].private_bytes_per_s / (1 << 20), 6, 0.05);
+}
+
+TEST(ProcessTreeTest, FlatMemoryOrAMachineWithRoomIsNoMemoryFinding) {
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.5, 0.3);
+  in.tree = memory_program(0, 0);
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_TRUE(d.memory.empty()) << ::testing::PrintToString(d.evidence);
+  // Slow growth, under the thresholds over a 20 s window, is no finding either.
+  in.tree = memory_program(0.2, 0.2);
+  EXPECT_TRUE(diagnose_watched(in).memory.empty());
+}
+
+TEST(ProcessTreeTest, WorkersWhoseWholeCopiesDoNotFitAreTooManyForTheMemory) {
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.5, 0.3);
+  in.tree = memory_program(8, 0, 1ull << 30);  // 1 GiB available, 640 MiB of parent per worker
+  const Diagnosis d = diagnose_watched(in);
+  ASSERT_EQ(d.memory.size(), 2u) << ::testing::PrintToString(d.evidence);
+  EXPECT_EQ(d.memory[1].kind, "memory_workers_exceed_headroom");
+  EXPECT_NE(d.memory[1].summary.find("1 fit"), std::string::npos) << d.memory[1].summary;
+}
+
 }  // namespace
 }  // namespace feedscope

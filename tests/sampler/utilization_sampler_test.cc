@@ -399,3 +399,64 @@ TEST(UtilizationSamplerTest, BackgroundThreadSamplesTheRealProcAndStops) {
 
 }  // namespace
 }  // namespace feedscope
+
+namespace feedscope {
+namespace {
+
+std::string rollup(int private_dirty_kb, int shared_dirty_kb) {
+  return "00400000-7fff00000000 ---p 00000000 00:00 0                          [rollup]\n"
+         "Rss:            " + std::to_string(private_dirty_kb + shared_dirty_kb + 8) + " kB\n"
+         "Pss:            " + std::to_string(private_dirty_kb + shared_dirty_kb / 3) + " kB\n"
+         "Shared_Clean:         8 kB\n"
+         "Shared_Dirty:   " + std::to_string(shared_dirty_kb) + " kB\n"
+         "Private_Clean:        0 kB\n"
+         "Private_Dirty:  " + std::to_string(private_dirty_kb) + " kB\n"
+         "Referenced:     100 kB\nAnonymous:      100 kB\nSwap:             0 kB\n";
+}
+
+// smaps_rollup of the process and of each worker, at most memory_hz: the CPU readings go on at
+// their own rate, and the readings between carry no memory split.
+TEST(UtilizationSamplerTest, SmapsRollupIsReadAtTheMemoryRateForTheProcessAndItsWorkers) {
+  FakeProc proc;
+  proc.baseline();
+  fs::create_directories(proc.root() / "proc/200/task/200");
+  proc.write("proc/self/task/101/children", "200 ");
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", 0));
+  proc.write("proc/200/comm", "pt_data_worker\n");
+  proc.write("proc/self/smaps_rollup", rollup(1000, 0));
+  proc.write("proc/200/smaps_rollup", rollup(100, 900));
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.hz = 10;
+  o.memory_hz = 2;
+  UtilizationSampler sampler(std::move(o));
+  const UtilizationSample first = sampler.sample(1 * kSecond);
+  ASSERT_TRUE(first.memory);
+  EXPECT_EQ(first.memory->private_dirty_bytes, 1000u * 1024);
+  const UtilizationSample between = sampler.sample(1 * kSecond + kSecond / 10);
+  EXPECT_FALSE(between.memory) << "0.1 s after the last: not due at 2 Hz";
+  ASSERT_EQ(between.children.size(), 1u);
+  EXPECT_FALSE(between.children[0].memory);
+  proc.write("proc/200/smaps_rollup", rollup(300, 700));
+  const UtilizationSample due = sampler.sample(1 * kSecond + kSecond / 2);
+  ASSERT_TRUE(due.memory);
+  ASSERT_EQ(due.children.size(), 1u);
+  ASSERT_TRUE(due.children[0].memory);
+  EXPECT_EQ(due.children[0].memory->private_bytes(), 300u * 1024);
+  EXPECT_EQ(due.children[0].memory->shared_bytes(), (700u + 8) * 1024);
+  EXPECT_EQ(sampler.summary().unavailable.count("memory_rollup"), 0u);
+}
+
+TEST(UtilizationSamplerTest, WithoutSmapsRollupTheSplitIsUnavailable) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  EXPECT_FALSE(sampler.sample(1 * kSecond).memory);
+  EXPECT_FALSE(sampler.sample(3 * kSecond).memory);
+  EXPECT_EQ(sampler.summary().unavailable.count("memory_rollup"), 1u);
+}
+
+}  // namespace
+}  // namespace feedscope
