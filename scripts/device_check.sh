@@ -636,14 +636,8 @@ tracing_parts() {
 # feedscope and its injection library, splits tracing's cost by part (tracing_parts), and runs
 # the MLP through `run` (the in-process trace's mode).
 do_tracing() {
-  strict_budgets=1
   build feedscope feedscope_inject noop_inject || return 1
-  fs="$build/cli/feedscope" rep="$work/reports" gpu_programs="$root/bench/gpu_programs.py"
-  rm -rf "$rep"
-  mkdir -p "$rep"
-  record_root="$rep/recordings"
-  export FEEDSCOPE_RECORD_MAX_RECORDS="${FEEDSCOPE_RECORD_MAX_RECORDS:-20000}"
-  : >"$steps_tsv"
+  start_budgeted_steps
   local mlp_model=(--dataset synthetic:3 --synthetic-samples 102400 --classes 3 --model mlp
                    --hidden 100 --layers 1 --num-workers 1 --steps 3000 --warmup 50)
   step mlp-gpu 25 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu"
@@ -683,6 +677,18 @@ report_torch_cupti() {
     done
 }
 
+# The steps of one-call and tracing: each stopped at its own budget, each recorded. About 0.7 MB
+# a recording: enough whole steps for the verdict, small enough to commit as fixtures.
+start_budgeted_steps() {
+  strict_budgets=1
+  fs="$build/cli/feedscope" rep="$work/reports" gpu_programs="$root/bench/gpu_programs.py"
+  rm -rf "$rep"
+  mkdir -p "$rep"
+  record_root="$rep/recordings"
+  export FEEDSCOPE_RECORD_MAX_RECORDS="${FEEDSCOPE_RECORD_MAX_RECORDS:-20000}"
+  : >"$steps_tsv"
+}
+
 # --- one call -------------------------------------------------------------------------------------
 # Everything a lent machine is for, in one call from a bare machine, most important first, each
 # step stopped at its own budget so that a slow one cannot starve the rest: the GPU tests; what
@@ -691,16 +697,9 @@ report_torch_cupti() {
 # classic cases. Every step records what feedscope received under reports' recordings/, and the
 # call ends with a table of at most 30 lines (scripts/device_table.py).
 do_one_call() {
-  strict_budgets=1
   build all feedscope_inject h2d_bench item_sync_bench noop_inject || return 1
   report_torch_cupti
-  fs="$build/cli/feedscope" rep="$work/reports" gpu_programs="$root/bench/gpu_programs.py"
-  rm -rf "$rep"
-  mkdir -p "$rep"
-  record_root="$rep/recordings"
-  # About 0.7 MB a case: enough whole steps for the verdict, small enough to commit as fixtures.
-  export FEEDSCOPE_RECORD_MAX_RECORDS="${FEEDSCOPE_RECORD_MAX_RECORDS:-20000}"
-  : >"$steps_tsv"
+  start_budgeted_steps
   local begin=$SECONDS
   run_gpu_tests 100
   printf 'gpu-tests\t%s\t%s\n' "$?" "$((SECONDS - begin))" >>"$steps_tsv"
