@@ -274,6 +274,9 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"storage_read_bytes_per_s", optional_number(t.storage_read_bytes_per_s)},
             {"on_gpu", t.on_gpu},
             {"gpu_memory_peak_bytes", t.gpu_memory_peak_bytes},
+            {"gpu_share_unmeasured", t.gpu_share_unmeasured.empty()
+                                         ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(t.gpu_share_unmeasured)},
             {"trainer_gpu_sm_util", optional_number(t.trainer_gpu_sm_util)},
             {"memory", tree_memory_json(t)},
             {"processes", processes}}}};

@@ -5,6 +5,8 @@
 #include <tuple>
 #include <set>
 
+#include "sampler/proc_fs.h"
+
 namespace feedscope {
 
 const char* to_string(ProcessRole role) {
@@ -356,6 +358,7 @@ void ProcessTreeDigest::Reading::read_gpus() {
         new_window ? static_cast<double>(g.sm_window_end_us - g.sm_window_begin_us) / 1e6 : 0;
     if (new_window) counted_until = g.sm_window_end_us;
     for (const GpuProcessSample& p : g.processes) {
+      d.gpu_processes_listed_ = true;
       const auto it = d.processes_.find(p.pid);
       if (it == d.processes_.end()) continue;
       if (const auto rank = d.latest_ranks_.find(p.pid); rank != d.latest_ranks_.end()) {
@@ -743,6 +746,11 @@ ProcessTreeSummary ProcessTreeDigest::View::finish() {
   out.ranks = static_cast<int>(d.rank_pids_.size());
   out.on_gpu = d.on_gpu_;
   out.gpu_memory_peak_bytes = d.tree_gpu_memory_peak_;
+  if (d.gpu_processes_listed_ && !d.on_gpu_ &&
+      in_nested_pid_namespace(ProcFs().read("/proc/self/status").value_or("")))
+    out.gpu_share_unmeasured =
+        "NVML names the GPU's processes by the host's PIDs, and feedscope runs in a PID namespace "
+        "of its own (a container): the program's GPU share is not measured";
   out.workers_io_wait = mean(static_cast<double>(worker_io_wait), worker_readings);
   if (read_known && out.sampled_s > 0)
     out.storage_read_bytes_per_s = static_cast<double>(read_bytes) / out.sampled_s;

@@ -138,6 +138,10 @@ struct ProcessTreeSummary {
   bool on_gpu = false;
   std::uint64_t gpu_memory_peak_bytes = 0;
   std::optional<double> trainer_gpu_sm_util;
+  // Why the tree's GPU share is not measured though NVML listed processes on a GPU, none of them
+  // the tree's: NVML names them by the host's PIDs, and feedscope runs in a PID namespace of its
+  // own (a container). Empty otherwise.
+  std::string gpu_share_unmeasured;
   // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
   std::optional<double> storage_read_bytes_per_s;
   // A torch.distributed job: the ranks seen, and the trainer's rank. The trainer is the busiest
@@ -263,6 +267,7 @@ class ProcessTreeDigest {
   std::uint64_t tree_gpu_memory_peak_ = 0;
   std::map<int, std::uint64_t> sm_counted_until_us_;  // by GPU index: the newest window's end
   bool on_gpu_ = false;
+  bool gpu_processes_listed_ = false;  // NVML listed a process on some GPU, the tree's or not
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
   std::map<int, Workers> workers_by_parent_;

@@ -190,6 +190,20 @@ std::optional<MemInfo> parse_meminfo(const std::string& meminfo) {
   return MemInfo{*total, *available};
 }
 
+bool in_nested_pid_namespace(const std::string& status) {
+  const std::size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return false;
+  const std::size_t end = std::min(status.find('\n', at + 1), status.size());
+  int pids = 0;
+  bool in_pid = false;
+  for (std::size_t i = at + 7; i < end; ++i) {
+    const bool digit = status[i] >= '0' && status[i] <= '9';
+    if (digit && !in_pid) ++pids;
+    in_pid = digit;
+  }
+  return pids > 1;
+}
+
 std::optional<ProcessMemory> parse_process_status(const std::string& status) {
   const auto rss = kb_field(status, "VmRSS");
   const auto hwm = kb_field(status, "VmHWM");

@@ -72,6 +72,9 @@ struct ProcessMemory {
   std::uint64_t rss_peak_bytes = 0;
 };
 std::optional<ProcessMemory> parse_process_status(const std::string& status);
+// Whether a /proc/PID/status is a process in a PID namespace nested in another (its NSpid line
+// names more than one PID): inside a container, where NVML's PIDs, the host's, are not its.
+bool in_nested_pid_namespace(const std::string& status);
 
 // /proc/<pid>/smaps_rollup (Linux 4.14+): Rss, Pss and the four Private_/Shared_ lines, in bytes.
 std::optional<MemoryRollup> parse_smaps_rollup(const std::string& text);

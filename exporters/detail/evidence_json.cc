@@ -327,6 +327,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"other_processes_cores", number_json(t.other_processes_cores)},
           {"on_gpu", t.on_gpu},
           {"gpu_memory_peak_bytes", t.gpu_memory_peak_bytes},
+          {"gpu_share_unmeasured", t.gpu_share_unmeasured},
           {"trainer_gpu_sm_util", optional_json(t.trainer_gpu_sm_util)},
           {"storage_read_bytes_per_s", optional_json(t.storage_read_bytes_per_s)},
           {"ranks", t.ranks},
@@ -363,6 +364,8 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
   t.other_processes_cores = j.at("other_processes_cores").number();
   t.on_gpu = j.at("on_gpu").boolean();
   t.gpu_memory_peak_bytes = j.at("gpu_memory_peak_bytes").unsigned_integer();
+  if (j.json().contains("gpu_share_unmeasured"))  // since 2026-11-27
+    t.gpu_share_unmeasured = j.at("gpu_share_unmeasured").text();
   t.trainer_gpu_sm_util = opt_number(j.at("trainer_gpu_sm_util"));
   t.storage_read_bytes_per_s = opt_number(j.at("storage_read_bytes_per_s"));
   t.ranks = static_cast<int>(j.at("ranks").integer());

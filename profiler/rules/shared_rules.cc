@@ -63,6 +63,8 @@ void add_tree_evidence(const Evidence& in, Diagnosis& d) {
     d.evidence.push_back(fmt("the program's processes read %.1f MB/s from storage (page-cache "
                              "hits are not reads)",
                              *t.storage_read_bytes_per_s / 1e6));
+  if (!t.on_gpu && !t.gpu_share_unmeasured.empty())
+    d.evidence.push_back("NVML: " + t.gpu_share_unmeasured);
   if (t.on_gpu)
     d.evidence.push_back(fmt("NVML: the program held %.2f GiB of GPU memory at most%s",
                              static_cast<double>(t.gpu_memory_peak_bytes) / (1u << 30),

@@ -806,5 +806,16 @@ TEST(DiagnosisRulesTest, MemoryFindingsStandBesideTheBottleneck) {
   EXPECT_TRUE(diagnose(watched(memory_input(0.1, 0.1))).memory.empty()) << "under the thresholds";
 }
 
+// NVML lists the GPU's processes by the host's PIDs; from inside a container none is the tree's.
+TEST(DiagnosisRulesTest, AGpuShareNvmlCannotMatchInAContainerIsSaidNotMeasured) {
+  WatchDiagnosisInput in = tree_input(0.97, 0, 0, 0.2);
+  in.tree.gpu_share_unmeasured =
+      "NVML names the GPU's processes by the host's PIDs, and feedscope runs in a PID namespace "
+      "of its own (a container): the program's GPU share is not measured";
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(says(d, "NVML: NVML names the GPU's processes by the host's PIDs"))
+      << ::testing::PrintToString(d.evidence);
+}
+
 }  // namespace
 }  // namespace feedscope

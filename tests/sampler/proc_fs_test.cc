@@ -49,6 +49,14 @@ TEST(ProcFsTest, ParsesMemory) {
   EXPECT_EQ(self->rss_peak_bytes, 204800ull * 1024);
 }
 
+// NVML's PIDs are the host's: inside a container (a nested PID namespace) they are not ours.
+TEST(ProcFsTest, ANestedPidNamespaceIsToldByItsNSpidLine) {
+  EXPECT_FALSE(in_nested_pid_namespace("Name:\tpython3\nNSpid:\t1234\nVmRSS:\t1 kB\n"));
+  EXPECT_TRUE(in_nested_pid_namespace("Name:\tpython3\nNSpid:\t81234\t17\nVmRSS:\t1 kB\n"));
+  EXPECT_TRUE(in_nested_pid_namespace("Name:\tx\nNSpid:\t9\t8\t1"));  // the last line
+  EXPECT_FALSE(in_nested_pid_namespace("Name:\tx\nPid:\t12\n"));  // a kernel before 4.1
+}
+
 TEST(ProcFsTest, MalformedFilesAreUnavailableNotACrash) {
   const ProcFs fs(kFixtures + "/malformed");
   EXPECT_FALSE(parse_cpu_times(*fs.read("/proc/stat")));
