@@ -513,24 +513,37 @@ mlp_cases() {
   done
 }
 
-# tracing_cost PAIRS: what watching costs a launch-bound program, the MLP loop as an unmodified
-# PyTorch program: bare, under `feedscope watch` with an injection library that does nothing
-# (bench/noop_inject.cc: the sampler's cost), and under watch with feedscope's CUPTI tracing,
-# interleaved PAIRS times. Each figure is the program's own printed rate. The watched runs are
-# also the in-memory loop's verdict: no DataLoader, data made on the GPU.
-tracing_cost() {
-  local pairs="$1" i mlp=(python3 "$gpu_programs" mlp --steps 4000)
+# watched_rounds ROUNDS PART...: the MLP loop as an unmodified PyTorch program, ROUNDS times: bare,
+# then under `feedscope watch` once per PART ("NAME [VAR=VALUE...]": the part's environment), each
+# figure the program's own printed rate. The part named `watched` (feedscope's tracing as it
+# ships) has its CUDA libraries read from /proc (watch_maps into watch-mlp.maps).
+watched_rounds() {
+  local rounds="$1" i part name maps mlp=(python3 "$gpu_programs" mlp --steps 4000)
   local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
-  rm -f "$rep/watch-mlp.maps"
-  for i in $(seq "$pairs"); do
+  shift
+  for i in $(seq "$rounds"); do
     step "trace-bare-$i" 25 "${mlp[@]}"
-    step "trace-noop-$i" 30 env "FEEDSCOPE_INJECTION_LIBRARY=$build/bench/libnoop_inject.so" \
-      "$fs" watch "${said[@]}" --report-dir "$rep/trace-noop-$i" -- "${mlp[@]}"
-    step "trace-watched-$i" 30 bash -c 'watch_maps "$@"' _ "$rep/watch-mlp.maps" \
-      "$fs" watch "${said[@]}" --report-dir "$rep/trace-watched-$i" -- "${mlp[@]}"
+    for part in "$@"; do
+      read -r -a part <<<"$part"
+      name="${part[0]}"
+      maps=()
+      [ "$name" != watched ] || maps=(bash -c 'watch_maps "$@"' _ "$rep/watch-mlp.maps")
+      step "trace-$name-$i" 30 "${maps[@]}" env "${part[@]:1}" "$fs" watch "${said[@]}" \
+        --report-dir "$rep/trace-$name-$i" -- "${mlp[@]}"
+    done
   done
+}
+
+# tracing_cost PAIRS: what watching costs a launch-bound program: bare, under `watch` with an
+# injection library that does nothing (bench/noop_inject.cc: the sampler's cost), and under watch
+# with feedscope's CUPTI tracing, interleaved PAIRS times. The watched runs are also the in-memory
+# loop's verdict: no DataLoader, data made on the GPU.
+tracing_cost() {
+  rm -f "$rep/watch-mlp.maps"
+  watched_rounds "$1" "noop FEEDSCOPE_INJECTION_LIBRARY=$build/bench/libnoop_inject.so" watched
   report_maps "$rep/watch-mlp.maps" python3
-  step watch-mlp-cpu 30 "$fs" watch "${said[@]}" --report-dir "$rep/watch-mlp-cpu" -- "${mlp[@]}" --device cpu
+  step watch-mlp-cpu 30 "$fs" watch --throughput-pattern 'throughput: ([0-9.]+) samples/s' \
+    --report-dir "$rep/watch-mlp-cpu" -- python3 "$gpu_programs" mlp --steps 4000 --device cpu
 }
 
 # A 1000x1000 matmul loop with an .item() in every iteration, against one at the end: through the
@@ -611,25 +624,14 @@ PY
 
 # tracing_parts ROUNDS: what each part of the CUDA trace costs the MLP loop under `watch`, by
 # turning parts off (FEEDSCOPE_CUPTI_RUNTIME, _DRIVER, _SYNC: profiler/detail/cupti_records.h),
-# interleaved with bare runs: the default (the selected runtime calls, the driver's launches,
-# completed syncs), no driver calls, no runtime calls, the device's records alone, and every
-# runtime call (the 2026-11-25 mode).
+# interleaved with bare runs: the default (the selected runtime calls, the driver's launches),
+# no driver calls, no runtime calls (synchronization records instead), the device's records
+# alone, and every runtime call.
 tracing_parts() {
-  local rounds="$1" i mlp=(python3 "$gpu_programs" mlp --steps 4000)
-  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
-  local part name
-  for i in $(seq "$rounds"); do
-    step "trace-bare-$i" 25 "${mlp[@]}"
-    for part in "watched" "nodriver FEEDSCOPE_CUPTI_DRIVER=0" \
-                "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0" \
-                "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0" \
-                "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0"; do
-      read -r -a part <<<"$part"
-      name="${part[0]}"
-      step "trace-$name-$i" 30 env "${part[@]:1}" "$fs" watch "${said[@]}" \
-        --report-dir "$rep/trace-$name-$i" -- "${mlp[@]}"
-    done
-  done
+  watched_rounds "$1" watched "nodriver FEEDSCOPE_CUPTI_DRIVER=0" \
+    "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0" \
+    "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0" \
+    "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0"
 }
 
 # The tracing phase: a short second call, for when the one call left device time: builds only
