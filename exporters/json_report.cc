@@ -256,6 +256,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"main_thread_busy", t.main_thread_busy},
             {"main_thread_io_wait", t.main_thread_io_wait},
             {"main_thread_run_wait", optional_number(t.main_thread_run_wait)},
+            {"main_thread_waits", detail::main_thread_waits_json(t.main_thread_waits)},
             {"other_threads_cores", t.other_threads_cores},
             {"busiest_thread", t.busiest_thread},
             {"busiest_thread_busy", t.busiest_thread_busy},

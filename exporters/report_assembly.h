@@ -106,6 +106,8 @@ struct SamplingOptions {
   std::function<void(const UtilizationSample&)> on_sample{};
   // UtilizationSampler::Options::retarget: feedscope watch follows a launcher to its program.
   std::function<int(const UtilizationSample&)> retarget{};
+  // UtilizationSampler::Options::wait_probe_hz: where the watched program's main thread waits.
+  double wait_probe_hz = 0;
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

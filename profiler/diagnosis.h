@@ -50,6 +50,12 @@ inline constexpr std::uint64_t kSlowSamplesMinCount = 200;
 inline constexpr double kMemoryGrowthBytesPerS = 256.0 * 1024;
 inline constexpr double kMemoryGrowthBytes = 32.0 * 1024 * 1024;
 inline constexpr double kMemoryCopiedShare = 0.25;
+// The data stall measured from outside (sampler/thread_wait.h) needs this many looks at the
+// training thread while its workers were alive: at 50 looks a second, 4 s of them; its error is
+// then at most sqrt(0.25 / 200) = 3.5 points.
+inline constexpr std::size_t kMinQueueLooks = 200;
+// report.json's data_stall_source for that stall.
+inline constexpr const char* kQueueStallSource = "blocked on the DataLoader queue";
 
 // What `run` and a wrapped loop measured, as they hand it over: the loop's spans and the
 // run's own readings. diagnose() files it into the one Evidence every path shares.

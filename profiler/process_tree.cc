@@ -65,6 +65,7 @@ struct ProcessTreeDigest::Reading {
   void read_ranks();
   void read_gpus();
   void read_memory();
+  void read_main_thread_waits();
   int next_pid();
 
  private:
@@ -316,6 +317,14 @@ void ProcessTreeDigest::Reading::tally_descendants() {
   }
 }
 
+// A look at the main thread counts where its own loader workers were alive: before the first and
+// between epochs (workers not persistent) its waits are no loader's.
+void ProcessTreeDigest::Reading::read_main_thread_waits() {
+  if (!s.main_thread_waits || baseline_only) return;
+  const auto own = alive_by_parent.find(pid);
+  if (own != alive_by_parent.end() && own->second.first > 0) me.waits += *s.main_thread_waits;
+}
+
 void ProcessTreeDigest::Reading::read_ranks() {
   std::map<int, RankReading> latest;
   if (d.rank_pids_.contains(pid) && !baseline_only) read_rank(latest, pid, self_cores, main_busy);
@@ -428,6 +437,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   reading.read_ranks();
   reading.read_gpus();
   reading.read_memory();
+  reading.read_main_thread_waits();
   return reading.next_pid();
 }
 
@@ -603,6 +613,7 @@ void ProcessTreeDigest::View::read_trainer() {
     out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
     out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
     out.other_threads_cores = mean(t.other_threads_sum, t.readings);
+    if (t.waits.looks > 0) out.main_thread_waits = t.waits;
     for (const auto& [tid, thread] : t.threads) {
       const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
       if (busy > out.busiest_thread_busy) {

@@ -116,6 +116,10 @@ struct ProcessTreeSummary {
   double main_thread_io_wait = 0;
   // Share of the time the main thread was runnable but had no core (schedstat); none unmeasured.
   std::optional<double> main_thread_run_wait;
+  // Where the main thread was at the looks taken while its loader workers were alive
+  // (sampler/thread_wait.h): those blocked on the workers' pipe, directly or through pin_memory's
+  // thread, are its wait for data. None where it was not looked at, or had no workers.
+  std::optional<MainThreadWaits> main_thread_waits;
   // Mean cores the trainer's other threads took together, and the busiest one by name.
   double other_threads_cores = 0;
   std::string busiest_thread;
@@ -221,6 +225,7 @@ class ProcessTreeDigest {
     std::size_t main_io_wait = 0, main_samples = 0;
     double other_threads_sum = 0;
     std::map<int, Thread> threads;  // its other threads, by tid
+    MainThreadWaits waits;  // the looks at its main thread while its loader workers were alive
   };
   struct Accumulated {
     WatchedProcess process;

@@ -9,6 +9,26 @@
 
 namespace feedscope {
 
+// Looks at a process's main thread over a window, counted by what it was doing: on a core,
+// blocked on a loader's pipe (directly, or through a thread of its own that reads it), or blocked
+// on anything else. sampler/thread_wait.h takes them.
+struct MainThreadWaits {
+  std::size_t looks = 0;  // readable looks
+  std::size_t running = 0;
+  std::size_t loader_queue = 0;
+  std::size_t loader_thread = 0;
+  std::size_t other_wait = 0;
+  std::size_t on_loader() const { return loader_queue + loader_thread; }
+  MainThreadWaits& operator+=(const MainThreadWaits& o) {
+    looks += o.looks;
+    running += o.running;
+    loader_queue += o.loader_queue;
+    loader_thread += o.loader_thread;
+    other_wait += o.other_wait;
+    return *this;
+  }
+};
+
 struct ThreadCpu {
   int tid = 0;
   std::string name;     // "worker 0", "training", or the kernel's comm for other threads
@@ -126,6 +146,9 @@ struct UtilizationSample {
   std::optional<PressureSample> io_pressure;
   std::optional<PressureSample> memory_pressure;
   std::vector<GpuSample> gpus;
+  // Where the sampled process's main thread was at each look since the previous sample
+  // (sampler/thread_wait.h): a watched program's; none where it was not looked at.
+  std::optional<MainThreadWaits> main_thread_waits;
 };
 
 }  // namespace feedscope

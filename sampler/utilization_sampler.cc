@@ -69,6 +69,11 @@ UtilizationSampler::UtilizationSampler(Options options)
     throw std::invalid_argument("sample_hz: " + std::to_string(options_.hz) +
                                 " is out of range; allowed: greater than 0, at most 1000");
   ring_.resize(std::max<std::size_t>(options_.ring_capacity, 1));
+  if (options_.wait_probe_hz < 0 || options_.wait_probe_hz > 1000)
+    throw std::invalid_argument("wait_probe_hz: " + std::to_string(options_.wait_probe_hz) +
+                                " is out of range; allowed: 0 (never) to 1000");
+  if (options_.wait_probe_hz > 0 && options_.pid > 0)
+    wait_probe_ = std::make_unique<ThreadWaitProbe>(options_.fs);
   if (!options_.gpu) {
     note_unavailable("gpu", "GPU sampling not requested");
   } else if (const std::string why = options_.gpu->unavailable_reason(); !why.empty()) {
@@ -367,6 +372,12 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   reading.read_pressures();
   reading.read_gpus();
   const bool have_previous = reading.have_previous;
+  if (wait_probe_) {
+    look_at_main_thread();
+    reading.s.main_thread_waits = std::exchange(pending_waits_, MainThreadWaits{});
+    probe_descendants_.clear();
+    for (const ProcessCpu& p : reading.s.children) probe_descendants_.push_back(p.pid);
+  }
   if (reading.rollup)
     next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
                                         kRollupCostFactor * reading.rollup_cost_ns);
@@ -464,9 +475,18 @@ void UtilizationSampler::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void UtilizationSampler::look_at_main_thread() {
+  add_look(pending_waits_, wait_probe_->look(target_pid_, probe_descendants_));
+  if (!wait_probe_->why_not().empty()) note_unavailable("main_thread_wait", wait_probe_->why_not());
+}
+
 void UtilizationSampler::run() {
+  using Clock = std::chrono::steady_clock;
   const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / options_.hz));
-  auto next = std::chrono::steady_clock::now();
+  const auto look_period = wait_probe_ ? std::chrono::nanoseconds(static_cast<std::int64_t>(
+                                             1e9 / options_.wait_probe_hz))
+                                       : period;
+  auto next = Clock::now();
   std::unique_lock lock(run_mutex_);
   while (!stopping_) {
     lock.unlock();
@@ -480,6 +500,14 @@ void UtilizationSampler::run() {
     }
     lock.lock();
     next += period;
+    // The looks between two samples, evenly spaced; none where the sample ran late.
+    for (auto look = Clock::now() + look_period; wait_probe_ && look + look_period / 2 < next;
+         look += look_period) {
+      if (run_cv_.wait_until(lock, look, [this] { return stopping_; })) return;
+      lock.unlock();
+      look_at_main_thread();
+      lock.lock();
+    }
     run_cv_.wait_until(lock, next, [this] { return stopping_; });
   }
 }

@@ -15,6 +15,7 @@
 #include "sampler/gpu_source.h"
 #include "sampler/log_histogram.h"
 #include "sampler/proc_fs.h"
+#include "sampler/thread_wait.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
@@ -62,6 +63,10 @@ class UtilizationSampler {
     // launcher (a shell script that does not exec) to the program it runs. The descendants read
     // stay those of `pid` (every rank of a job), less the one followed.
     std::function<int(const UtilizationSample&)> retarget;
+    // Looks per second at where the sampled process's main thread waits (sampler/thread_wait.h),
+    // between the samples and at each; counted into each sample's main_thread_waits. 0: never.
+    // Only for another process (pid > 0): a look costs tens of microseconds.
+    double wait_probe_hz = 0;
   };
 
   explicit UtilizationSampler(Options options);
@@ -96,6 +101,7 @@ class UtilizationSampler {
   void record(const UtilizationSample& s);
   void note_unavailable(const std::string& source, const std::string& reason);
   void follow(int pid);  // read `pid` from the next sample on
+  void look_at_main_thread();  // sampling thread: one look, into pending_waits_
   struct Reading;  // one sample()'s steps, in the .cc
 
   Options options_;
@@ -112,6 +118,11 @@ class UtilizationSampler {
   // torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
+  // Sampling thread only: where the main thread waits, the looks since the last sample, and the
+  // descendants (by the last sample) whose pipes count as a loader's.
+  std::unique_ptr<ThreadWaitProbe> wait_probe_;
+  MainThreadWaits pending_waits_;
+  std::vector<int> probe_descendants_;
 
   // Below state is shared with reader threads, guarded by mutex_.
   mutable std::mutex mutex_;

@@ -194,6 +194,17 @@ ProcessRole role_from(const JsonIn& j) {
   j.fail("unknown process role '" + name + "'");
 }
 
+std::optional<MainThreadWaits> main_thread_waits_from(const JsonIn& j) {
+  if (j.is_null()) return std::nullopt;
+  MainThreadWaits w;
+  w.looks = j.at("looks").unsigned_integer();
+  w.running = j.at("running").unsigned_integer();
+  w.loader_queue = j.at("loader_queue").unsigned_integer();
+  w.loader_thread = j.at("loader_thread").unsigned_integer();
+  w.other_wait = j.at("other_wait").unsigned_integer();
+  return w;
+}
+
 ojson memory_trend_json(const std::optional<MemoryTrend>& m) {
   if (!m) return nullptr;
   return {{"private_bytes", m->private_bytes},
@@ -314,6 +325,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"main_thread_busy", number_json(t.main_thread_busy)},
           {"main_thread_io_wait", number_json(t.main_thread_io_wait)},
           {"main_thread_run_wait", optional_json(t.main_thread_run_wait)},
+          {"main_thread_waits", main_thread_waits_json(t.main_thread_waits)},
           {"other_threads_cores", number_json(t.other_threads_cores)},
           {"busiest_thread", t.busiest_thread},
           {"busiest_thread_busy", number_json(t.busiest_thread_busy)},
@@ -351,6 +363,8 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
   t.main_thread_busy = j.at("main_thread_busy").number();
   t.main_thread_io_wait = j.at("main_thread_io_wait").number();
   t.main_thread_run_wait = opt_number(j.at("main_thread_run_wait"));
+  if (j.json().contains("main_thread_waits"))  // since 2026-11-27
+    t.main_thread_waits = main_thread_waits_from(j.at("main_thread_waits"));
   t.other_threads_cores = j.at("other_threads_cores").number();
   t.busiest_thread = j.at("busiest_thread").text();
   t.busiest_thread_busy = j.at("busiest_thread_busy").number();
@@ -497,6 +511,15 @@ ojson samples_json(const SampleCosts& c) {
           {"wait_on_slowest_s", optional_json(c.wait_on_slowest_s)},
           {"wait_on_slowest_share", optional_json(wait_share)},
           {"image_size", c.image_size}};
+}
+
+ojson main_thread_waits_json(const std::optional<MainThreadWaits>& w) {
+  if (!w) return nullptr;
+  return {{"looks", w->looks},
+          {"running", w->running},
+          {"loader_queue", w->loader_queue},
+          {"loader_thread", w->loader_thread},
+          {"other_wait", w->other_wait}};
 }
 
 SampleCosts samples_from(const JsonIn& j) {

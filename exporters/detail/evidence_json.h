@@ -51,6 +51,8 @@ class JsonIn {
 // A double as JSON: a number, or "nan", "inf", "-inf".
 nlohmann::ordered_json number_json(double v);
 nlohmann::ordered_json optional_json(const std::optional<double>& v);
+// ProcessTreeSummary's main_thread_waits (sampler/thread_wait.h's looks), null where none.
+nlohmann::ordered_json main_thread_waits_json(const std::optional<MainThreadWaits>& w);
 
 // report.json's `samples` and the recordings' alike.
 nlohmann::ordered_json samples_json(const SampleCosts& c);

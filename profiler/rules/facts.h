@@ -82,6 +82,12 @@ struct TreeFacts {
   bool workers_busy = false;
   double io_wait = 0;     // the loaders' (workers', else the main thread's) share in I/O wait
   bool storage = false;   // in I/O wait while reading from storage
+  // The data stall measured from outside: the share of the looks at the training thread that found
+  // it blocked on its loader workers' queue (kMinQueueLooks or more); none otherwise.
+  std::optional<double> queue_stall;
+  // The loop's share of time not waiting for data where queue_stall measured it, else the main
+  // thread's working share: how much faster the loop could go if batches came at once is 1/this.
+  double not_waiting = 0;
 };
 
 // What the tree's memory readings give the memory rules (processes with a MemoryTrend).

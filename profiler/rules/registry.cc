@@ -13,6 +13,9 @@ const std::vector<Rule>& diagnosis_rules() {
       {"ended_before_measuring", S::gate, kNeedsEnd, rules::ended_before_measuring},
       {"loop_data_stall", S::measure, kNeedsLoop, rules::loop_data_stall},
       {"printed_data_stall", S::measure, kNeedsPrinted | kNeedsNoLoop, rules::printed_data_stall},
+      // From outside, the training thread's waits on its workers' queue: measured over the whole
+      // window, it stands over the printed lines' figure where both are there.
+      {"queue_data_stall", S::measure, kNeedsTree | kNeedsNoLoop, rules::queue_data_stall},
       // The loop's spans decide first: they measure what the tree can only infer.
       {"copy_on_training_thread", S::bottleneck, kNeedsLoop, rules::copy_on_training_thread},
       {"input_copy", S::bottleneck, kNeedsLoop, rules::input_copy},
@@ -42,7 +45,9 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_one_thread", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_one_thread},
       {"tree_step_bound", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_step_bound},
       {"tree_cores_full", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_cores_full},
-      // Where the tree names nothing, the program's own lines that say its loop waits for data.
+      // Where the tree names nothing, the training thread's waits on its workers' queue, then the
+      // program's own lines that say its loop waits for data.
+      {"tree_queue_data_wait", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_queue_data_wait},
       {"tree_printed_data_wait", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsPrinted,
        rules::tree_printed_data_wait},
       {"tree_no_clear_limit", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_no_clear_limit},

@@ -48,8 +48,13 @@ std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpu
 
 // Loader workers at their limit: more of them where cores are idle, with a speed-up from their
 // measured rate and the cores they would get; cheaper preprocessing where none are.
-void workers_saturated(const Evidence& in, const CpuBudget& cpu, double working,
-                       Diagnosis& d) {
+void workers_saturated(const Evidence& in, const TreeFacts& T, Diagnosis& d) {
+  const CpuBudget& cpu = T.cpu;
+  // What the training thread does beside waiting for data: measured where its waits on the
+  // queue were looked at, else its busy share.
+  const double working = T.not_waiting;
+  const std::string working_basis = T.queue_stall ? "measured: the rest of its time it was blocked on the DataLoader queue"
+                                                  : "its busy share";
   const ProcessTreeSummary& t = *in.tree;
   d.bottleneck = "cpu_preprocess";
   // Samples/s grows with the workers until the training thread is full (it works `working` of
@@ -68,11 +73,11 @@ void workers_saturated(const Evidence& in, const CpuBudget& cpu, double working,
             "are idle.",
             t.workers, workers, 100 * worker_demand(t), cpu.usable_idle()),
         fmt("what-if: samples/s grows with the workers (%d/%d = %.2fx) until the training thread, "
-            "working %.0f%% of its time now, is full (%.2fx) or the cores are (the program's %.2f "
-            "cores and the %.2f idle: %.2fx); sure to the extent each worker keeps its measured "
-            "rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
-            workers, t.workers, by_workers, 100 * working, by_trainer, cpu.program_cores,
-            cpu.usable_idle(), by_cores));
+            "working %.0f%% of its time now (%s), is full (%.2fx) or the cores are (the program's "
+            "%.2f cores and the %.2f idle: %.2fx); sure to the extent each worker keeps its "
+            "measured rate: medium (no spans: the rate is inferred from CPU, not counted in samples)",
+            workers, t.workers, by_workers, 100 * working, working_basis.c_str(), by_trainer,
+            cpu.program_cores, cpu.usable_idle(), by_cores));
     r.predicted_speedup = predicted;
     d.verdict = fmt("Input-bound: the %d loader workers are busy while the training thread waits; "
                     "raise num_workers to %d (predicted %.2fx).",
@@ -342,7 +347,70 @@ bool tree_gpu_nvml(const Facts& f, Diagnosis& d) {
 bool tree_workers_saturated(const Facts& f, Diagnosis& d) {
   const TreeFacts& T = *f.tree;
   if (!T.workers_busy || T.trainer_pinned) return false;
-  workers_saturated(f.e, T.cpu, T.working, d);
+  // Busy workers that keep up: the training thread seldom waits for them.
+  if (T.queue_stall && *T.queue_stall < kModeratelyInputBound) {
+    d.evidence.push_back(fmt("the loader workers are busy (%.0f%% of a core each) and keep up: the "
+                             "training thread waits for them %.1f%% of the time",
+                             100 * worker_demand(*f.e.tree), 100 * *T.queue_stall));
+    return false;
+  }
+  workers_saturated(f.e, T, d);
+  return true;
+}
+
+// The training thread's looks that found it blocked on its loader workers' queue
+// (sampler/thread_wait.h): the data stall measured from outside, for every later rule.
+bool queue_data_stall(const Facts& f, Diagnosis& d) {
+  const auto& waits = f.e.tree->main_thread_waits;
+  if (!f.tree->queue_stall) {
+    if (waits && f.e.tree->workers > 0)
+      d.evidence.push_back(fmt("the training thread was looked at %zu times while its loader workers "
+                               "were alive, fewer than the %zu a data stall needs: not measured",
+                               waits->looks, kMinQueueLooks));
+    return false;
+  }
+  const double stall = *f.tree->queue_stall;
+  d.data_stall_ratio = stall;
+  d.data_stall_source = kQueueStallSource;
+  d.input_bound = input_bound_class(stall);
+  d.evidence.push_back(fmt("the training thread was blocked on its loader workers' queue at %zu of "
+                           "%zu looks while they were alive%s: a data stall of %.1f%%, measured "
+                           "from outside",
+                           waits->on_loader(), waits->looks,
+                           waits->loader_thread > 0
+                               ? fmt(" (%zu of them through pin_memory's thread)", waits->loader_thread).c_str()
+                               : "",
+                           100 * stall));
+  return true;
+}
+
+// The training thread waits on its workers' queue, though they are not busy: each waits on
+// something that takes time without CPU (a remote source, a slow disk's latency, a sleep, a
+// lock). Where that is latency, workers wait in parallel: more of them fetch more at once.
+bool tree_queue_data_wait(const Facts& f, Diagnosis& d) {
+  const TreeFacts& T = *f.tree;
+  if (!T.queue_stall || *T.queue_stall < kHighlyInputBound) return false;
+  const ProcessTreeSummary& t = *f.e.tree;
+  const double stall = *T.queue_stall;
+  d.bottleneck = T.storage ? "storage" : "cpu_preprocess";
+  d.verdict = fmt("Input-bound: the training thread waits for its loader workers %.0f%% of the "
+                  "time (blocked on the DataLoader queue, measured from outside), though the %d "
+                  "workers are busy only %.0f%% of a core each: they wait on something that is not "
+                  "CPU (a remote source, storage latency, a sleep, a lock).",
+                  100 * stall, t.workers, 100 * worker_demand(t));
+  const double by_trainer = 1.0 / std::max(T.not_waiting, 0.05);
+  const int workers = static_cast<int>(std::ceil(t.workers * by_trainer - 1e-9));
+  Recommendation r = advice(
+      "num_workers=" + std::to_string(workers),
+      fmt("Raise num_workers from %d to %d (or prefetch_factor): workers that wait without "
+          "using a core wait side by side.",
+          t.workers, workers),
+      fmt("what-if: batches come %d/%d times as often until the training thread, waiting for "
+          "data %.0f%% of its time now, no longer waits (%.2fx); sure to the extent what the "
+          "workers wait for serves several at once (latency, not bandwidth): low",
+          workers, t.workers, 100 * stall, by_trainer));
+  r.predicted_speedup = by_trainer;
+  d.recommendations.push_back(std::move(r));
   return true;
 }
 

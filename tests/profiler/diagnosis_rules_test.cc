@@ -168,6 +168,16 @@ WatchDiagnosisInput in_memory_program() {
 }
 
 // Nothing busy, cores idle, and the program's own MetricLogger lines say its loop waits for data.
+// `looks` at the training thread, `on_queue` of them blocked on its workers' queue.
+WatchDiagnosisInput with_queue_looks(WatchDiagnosisInput in, std::size_t looks, std::size_t on_queue) {
+  MainThreadWaits w;
+  w.looks = looks;
+  w.loader_queue = on_queue;
+  w.running = looks - on_queue;
+  in.tree.main_thread_waits = w;
+  return in;
+}
+
 WatchDiagnosisInput idle_tree_waiting_for_data() {
   WatchDiagnosisInput in = tree_input(0.2, 2, 0.1, 0.1);
   in.printed = PrintedDataWait{12, 10, 10.0, 4.6, 0.46, "MetricLogger `time: ... data: ...`"};
@@ -338,6 +348,9 @@ std::vector<RuleCase> rule_cases() {
       {"tree_one_thread", [] { return watched(tree_input(0.98, 0, 0, 0.2)); }},
       {"tree_step_bound", [] { return watched(tree_input(0.98, 2, 0.2, 0.4)); }},
       {"tree_cores_full", [] { return watched(tree_input(0.5, 2, 0.6, 0.97)); }},
+      {"queue_data_stall", [] { return watched(with_queue_looks(tree_input(0.3, 2, 0.9, 0.5), 500, 200)); }},
+      {"tree_queue_data_wait",
+       [] { return watched(with_queue_looks(tree_input(0.2, 2, 0.1, 0.1), 500, 300)); }},
       {"tree_printed_data_wait", [] { return watched(idle_tree_waiting_for_data()); }},
       {"tree_no_clear_limit", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
       {"tree_processes", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
@@ -465,6 +478,46 @@ TEST(DiagnosisRulesTest, TheProgramsOwnDataColumnDecidesWhereTheTreeNamesNoLimit
   const Diagnosis busy = diagnose(watched(saturated));
   EXPECT_TRUE(fired(busy, "tree_workers_saturated"));
   EXPECT_FALSE(fired(busy, "tree_printed_data_wait"));
+}
+
+// The training thread's looks on its workers' queue measure the stall from outside: over the
+// program's own lines where both are there; not with too few looks; and the workers' advice
+// builds on it: busy workers that keep up are no bottleneck, and a wait on idle workers is one.
+TEST(DiagnosisRulesTest, TheQueueLooksMeasureTheStallAndTheVerdictBuildsOnIt) {
+  WatchDiagnosisInput in = with_queue_looks(tree_input(0.3, 2, 0.9, 0.5), 500, 200);
+  in.printed = PrintedDataWait{11, 10, 2.0, 0.9, 0.45};
+  Diagnosis d = diagnose(watched(in));
+  EXPECT_TRUE(fired(d, "printed_data_stall"));
+  EXPECT_NEAR(d.data_stall_ratio, 0.40, 1e-12);
+  EXPECT_EQ(d.data_stall_source, "blocked on the DataLoader queue");
+  EXPECT_EQ(d.input_bound, "highly");
+  ASSERT_TRUE(fired(d, "tree_workers_saturated")) << ::testing::PrintToString(d.rules);
+  // The training thread does other things 60 % of its time: at most 1/0.6 = 1.67x faster.
+  ASSERT_FALSE(d.recommendations.empty());
+  ASSERT_TRUE(d.recommendations.front().predicted_speedup);
+  EXPECT_LE(*d.recommendations.front().predicted_speedup, 1.0 / 0.6 + 1e-9);
+  EXPECT_NE(d.recommendations.front().basis.find("blocked on the DataLoader queue"), std::string::npos);
+
+  const Diagnosis few = diagnose(watched(with_queue_looks(tree_input(0.3, 2, 0.9, 0.5), 150, 60)));
+  EXPECT_FALSE(fired(few, "queue_data_stall"));
+  EXPECT_TRUE(few.data_stall_source.empty());
+  EXPECT_TRUE(std::any_of(few.evidence.begin(), few.evidence.end(),
+                          [](const std::string& e) { return e.find("fewer than the 200") != std::string::npos; }));
+
+  // Busy workers, but the training thread waits for them 1 % of the time: they keep up.
+  const Diagnosis keep_up = diagnose(watched(with_queue_looks(tree_input(0.3, 8, 0.95, 0.98), 500, 5)));
+  EXPECT_FALSE(fired(keep_up, "tree_workers_saturated"));
+  for (const Recommendation& r : keep_up.recommendations)
+    EXPECT_EQ(r.setting.rfind("num_workers", 0), std::string::npos) << r.action;
+
+  // Idle workers, the training thread waiting on them 60 % of the time: more workers, predicted
+  // to the point it no longer waits.
+  const Diagnosis idle = diagnose(watched(with_queue_looks(tree_input(0.2, 2, 0.1, 0.1), 500, 300)));
+  ASSERT_TRUE(fired(idle, "tree_queue_data_wait")) << ::testing::PrintToString(idle.rules);
+  EXPECT_FALSE(fired(idle, "tree_no_clear_limit"));
+  ASSERT_FALSE(idle.recommendations.empty());
+  EXPECT_EQ(idle.recommendations.front().setting, "num_workers=5");
+  EXPECT_NEAR(*idle.recommendations.front().predicted_speedup, 2.5, 1e-9);
 }
 
 TEST(DiagnosisRulesTest, TheGateEndsTheDiagnosisBeforeAnyOtherRule) {
