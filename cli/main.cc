@@ -158,6 +158,7 @@ struct CommandLine {
   explicit CommandLine(CLI::App& app);
   void add_searches(CLI::App& app);
   void add_watch(CLI::App& app);
+  void add_attach(CLI::App& app);
   void add_merge(CLI::App& app);
   void add_replay(CLI::App& app);
 
@@ -177,6 +178,8 @@ struct CommandLine {
   CLI::App* watch = nullptr;
   WatchOptions watch_options;
   bool no_try_loader = false;
+  CLI::App* attach = nullptr;
+  WatchOptions attach_options;
   CLI::App* merge = nullptr;
   std::string merge_out;
   std::vector<std::string> merge_dirs;
@@ -200,6 +203,7 @@ CommandLine::CommandLine(CLI::App& app) {
   add_searches(app);
   make_dataset.emplace(app);
   add_watch(app);
+  add_attach(app);
   add_merge(app);
   add_replay(app);
 }
@@ -266,6 +270,25 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_flag("--no-try-loader", no_try_loader,
                   "do not measure the program's files after it ends: feedscope's loader on a "
                   "cpu_preprocess program's, each image's load time with feedscope's decoder");
+}
+
+void CommandLine::add_attach(CLI::App& app) {
+  attach = app.add_subcommand(
+      "attach", "read a training program that is already running and diagnose it, without "
+                "stopping, restarting or changing it: feedscope attach [options] PID");
+  attach_options.report_dir = "feedscope-attach";
+  attach_options.duration_s = 30;
+  attach->add_option("pid", attach_options.attach_pid, "the training process (or its launcher: torchrun)")
+      ->required();
+  attach->add_option("--duration", attach_options.duration_s,
+                     "seconds to read it; 0: until it ends (a sidecar with --metrics-addr) [30]")
+      ->check(CLI::Range(0.0, 1e9));
+  attach->add_option("--report-dir", attach_options.report_dir, "report directory [feedscope-attach]");
+  attach->add_option("--metrics-addr", attach_options.metrics_addr,
+                     "HOST:PORT of a Prometheus endpoint while it is read");
+  attach->add_option("--sample-hz", attach_options.sample_hz, "utilization samples per second [10]");
+  attach->add_option("--record-dir", attach_options.record_dir,
+                     "record what the diagnosis read for `feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
 }
 
 void CommandLine::add_merge(CLI::App& app) {
@@ -354,6 +377,11 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
     cl.watch_options.record_dir = recording_dir(cl.watch_options.record_dir);
     if (mode.check_only) return validate_watch_options(cl.watch_options), kDone;
     return watch_command(cl.watch_options);
+  }
+  if (*cl.attach) {
+    cl.attach_options.record_dir = recording_dir(cl.attach_options.record_dir);
+    if (mode.check_only) return validate_watch_options(cl.attach_options), kDone;
+    return attach_command(cl.attach_options);
   }
   if (*cl.merge) {
     if (mode.check_only) return kDone;

@@ -12,12 +12,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <optional>
 
+#include "cli/attached_process.h"
 #include "cli/child_process.h"
+#include "cli/interrupt.h"
 #include "cli/config.h"
 #include "cli/output_scanner.h"
 #include "cli/try_loader.h"
@@ -50,7 +54,13 @@ constexpr double kWaitLooksPerSecond = 50;
 namespace fs = std::filesystem;
 
 void validate(const WatchOptions& o) {
-  if (o.command.empty())
+  if (o.attach_pid != 0 && !o.command.empty())
+    throw ConfigError("command", "attach: takes a PID, not a command (`feedscope attach PID`); to "
+                                 "start a program and watch it: feedscope watch -- COMMAND");
+  if (o.attach_pid != 0 && o.try_loader)
+    throw ConfigError("try_loader", "attach: feedscope's loader is not tried on the files of a "
+                                    "program that runs on (it would take its cores)");
+  if (o.command.empty() && o.attach_pid == 0)
     throw ConfigError("command", "watch: no program to run; usage: feedscope watch [options] -- "
                                  "COMMAND [ARGS...]");
   if (!(o.sample_hz > 0) || o.sample_hz > 1000)
@@ -605,60 +615,69 @@ void record_watch(const WatchOptions& o, const WatchDiagnosisInput& wd, const Di
   }
 }
 
-}  // namespace
-
-WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
-  validate(o);
-  make_report_dir(o.report_dir);
+// What a watch holds while the program runs, and reads once it has ended or the window is over:
+// the same for a program watch started and one it attached to.
+struct Watching {
+  const WatchOptions& o;
+  std::ostream& log;
   Report report;
-  report.environment = gather_environment("");
-  const int cpus = std::max(report.environment.cpus, 1);
   ProgramSummary program;
-  program.command = o.command;
-
-  const ChannelDir channel;
-  std::string no_injection;
-  std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
-  const std::unique_ptr<MetricsExporter> metrics = start_metrics(o, report.environment, log);
-  OutputScanner scanner = output_scanner(o);
-  ChildProcess::Options co = child_options(o, std::move(env), scanner);
-
-  const std::int64_t begin_ns = now_ns();
-  const double begin_unix_s = unix_now_s();
-  const double cpu_begin_s = own_cpu_s();
-  ChildProcess child(std::move(co));
-  program.pid = child.pid();
-  const SignalForwarder forwarder(child.pid());
-  ProcessTreeDigest tree(child.pid(), ::getpid());
-  SpanRegistry no_spans;
+  int cpus = 1;
+  std::string no_injection;  // why there is no CUDA trace, where there is none by design
+  std::unique_ptr<MetricsExporter> metrics;
+  std::int64_t begin_ns = 0;
+  double begin_unix_s = 0;
+  double cpu_begin_s = 0;
+  std::optional<ProcessTreeDigest> tree;  // from start_sampling on
   ProgramTorchProbe torch;
   DataFilesSeen data_files;
-  Sampling sampling =
-      start_sampling(sampling_options(o, child.pid(), {tree, torch, data_files, metrics.get(), channel.path}),
-                     o.report_dir, begin_ns, no_spans, metrics.get());
+  SpanRegistry no_spans;
+  Sampling sampling;
 
-  const bool duration_ran_out = stop_after_duration(child, o, log);
-  child.wait_exited(std::nullopt);
-  const std::int64_t end_ns = now_ns();
-  // The last readings while its /proc entry is still there, then let it go.
-  if (sampling.sampler) sampling.sampler->stop();
-  const ChildExit exit = child.reap();
-  program.watcher_cpu_s = own_cpu_s() - cpu_begin_s;
-  program.wall_s = static_cast<double>(end_ns - begin_ns) / 1e9;
-  record_exit(exit, forwarder.received(), duration_ran_out, program, report);
+  Watching(const WatchOptions& options, std::ostream& out) : o(options), log(out) {
+    make_report_dir(o.report_dir);
+    report.environment = gather_environment("");
+    cpus = std::max(report.environment.cpus, 1);
+    metrics = start_metrics(o, report.environment, log);
+  }
+  // When the program's time begins: just before watch starts it, or when attach begins to read.
+  void mark_begin() {
+    begin_ns = now_ns();
+    begin_unix_s = unix_now_s();
+    cpu_begin_s = own_cpu_s();
+  }
+  // `pid`: the program; `parent`: whoever started it (the watcher, or its own parent).
+  void start_sampling_at(int pid, int parent, const fs::path& channel) {
+    program.pid = pid;
+    tree.emplace(pid, parent);
+    sampling = start_sampling(sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel}),
+                              o.report_dir, begin_ns, no_spans, metrics.get());
+  }
+  // The sampler's last readings, taken while the program's /proc entry is still there.
+  void stop_sampling() {
+    if (sampling.sampler) sampling.sampler->stop();
+    program.watcher_cpu_s = own_cpu_s() - cpu_begin_s;
+    program.wall_s = static_cast<double>(now_ns() - begin_ns) / 1e9;
+  }
+  // Everything read, diagnosed, and written to the report directory.
+  WatchOutcome finish(const fs::path& channel, const OutputScanner& scanner);
+};
+
+WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scanner) {
   fill_sampled_utilization(sampling, report.utilization);
-  program.tree = tree.summary();
+  program.tree = tree->summary();
   program.torch = torch.found();
   const bool followed = take_tree_view(program, cpus, report.utilization, program.notes);
 
-  const std::vector<SessionHandoff> sessions = read_sessions(channel.path, program.notes);
+  const std::vector<SessionHandoff> sessions = read_sessions(channel, program.notes);
   const std::optional<DiagnosisInput> span_input =
       take_program_measurements(sessions, scanner, o, cpus, report, program);
   if (report.training.model.empty())
     report.training.model = "the program's own (" +
-                            (followed && !program.tree.trainer_name.empty() ? program.tree.trainer_name : o.command[0]) + ")";
+                            (followed && !program.tree.trainer_name.empty() ? program.tree.trainer_name
+                                                                             : program.command.at(0)) + ")";
 
-  const WatchedGpu gpu = read_watch_gpu_dir(channel.path);
+  const WatchedGpu gpu = read_watch_gpu_dir(channel);
   const std::optional<std::int64_t> first_kernel_ns = fill_gpu_trace(gpu, no_injection, report, program, begin_ns);
   WatchDiagnosisInput wd = watch_diagnosis_input(program, cpus, report, span_input, scanner,
                                                  o.try_loader && sampling.sampler ? &data_files : nullptr);
@@ -674,7 +693,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   const Diagnosis watched = report.diagnosis;
   const std::vector<LauncherFailure> failures =
       reads_launcher_failures(o) ? scanner.launcher_failures() : std::vector<LauncherFailure>{};
-  if (const int shown = digest_ranks(tree, sessions, gpu, failures, wd, report))
+  if (const int shown = digest_ranks(*tree, sessions, gpu, failures, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
   note_printed_data_stall(report.diagnosis, program);
   if (report.job) {
@@ -693,6 +712,113 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
   record_watch(o, wd, watched, gpu, report.gpu_trace_unavailable, log);
   outcome.report = std::move(report);
+  return outcome;
+}
+
+constexpr const char* kAttachedNoTrace =
+    "attached to a running program: a CUDA trace is injected only when a program starts "
+    "(CUDA_INJECTION64_PATH, as `feedscope watch` starts it); the GPU is read through NVML's "
+    "per-process readings instead";
+
+int parent_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  int ppid = 0;
+  if (close != std::string::npos) std::istringstream(line.substr(close + 2)) >> std::skipws >> ppid >> ppid;
+  return ppid;
+}
+
+// The channel a watch gave the program (its environment's FEEDSCOPE_WATCH_DIR), where its
+// Sessions hand their spans; none for a program started outside feedscope.
+std::optional<fs::path> watch_dir_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = std::string(kWatchDirEnv) + "=";
+  for (std::string var; std::getline(in, var, '\0');)
+    if (var.rfind(prefix, 0) == 0 && fs::is_directory(var.substr(prefix.size()))) return var.substr(prefix.size());
+  return std::nullopt;
+}
+
+std::string attach_ended(AttachEnd end) {
+  switch (end) {
+    case AttachEnd::duration: return "duration";
+    case AttachEnd::interrupted: return "interrupted";
+    case AttachEnd::program_ended: return "ended";
+  }
+  return "?";
+}
+
+// What `watch` would have measured that a program already running does not give.
+void note_unmeasured_when_attached(ProgramSummary& program, bool sessions) {
+  program.unmeasured.push_back(std::string("CUDA trace: ") + kAttachedNoTrace);
+  program.unmeasured.push_back(
+      "its output: attach does not read what it prints (watch reads its progress lines for "
+      "throughput and data wait); throughput is not measured unless a Session sends spans");
+  if (!sessions)
+    program.unmeasured.push_back(
+        "a feedscope Session's spans: one hands them over only to the watch that started the "
+        "program (FEEDSCOPE_WATCH_DIR)");
+  program.unmeasured.push_back(
+      "its start-up and its end: the window is the stretch attach read, not the whole run");
+}
+
+// `feedscope attach`: the program runs on; the window ends with --duration, Ctrl-C or its end.
+WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
+  const AttachedProcess target(o.attach_pid);
+  const InterruptGuard interrupts;
+  Watching w(o, log);
+  w.program.command = target.command();
+  w.program.attached = true;
+  w.no_injection = kAttachedNoTrace;
+  // A Session inside it hands its spans to the directory a watch gave it, if one did.
+  const std::optional<fs::path> sessions_dir = watch_dir_of(target.pid());
+  const ChannelDir none;
+  const fs::path channel = sessions_dir ? *sessions_dir : none.path;
+  log << "feedscope attach: reading " << target.what() << ", pid " << target.pid() << ", "
+      << (o.duration_s > 0 ? "for " + (std::ostringstream() << o.duration_s).str() + " s"
+                           : std::string("until it ends"))
+      << " (Ctrl-C ends the window with the report); it is not stopped, signalled or traced" << std::endl;
+  w.mark_begin();
+  w.start_sampling_at(target.pid(), parent_of(target.pid()), channel);
+  const AttachEnd end = target.wait(o.duration_s);
+  w.stop_sampling();
+  w.program.ended = attach_ended(end);
+  w.program.exit = end == AttachEnd::program_ended ? "ended during the window (its exit status is its "
+                                                     "parent's to read)"
+                                                   : "still running";
+  if (end == AttachEnd::interrupted) w.report.interrupted = interrupt_signal_name(interrupt_signal());
+  note_unmeasured_when_attached(w.program, sessions_dir.has_value());
+  WatchOutcome outcome = w.finish(channel, OutputScanner("", ThroughputUnit{}, {}));
+  outcome.exit_code = 0;
+  return outcome;
+}
+
+}  // namespace
+
+WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
+  validate(o);
+  if (o.attach_pid != 0) return attach_to(o, log);
+  const ChannelDir channel;
+  std::string no_injection;
+  std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
+  OutputScanner scanner = output_scanner(o);
+  ChildProcess::Options co = child_options(o, std::move(env), scanner);
+
+  Watching w(o, log);
+  w.program.command = o.command;
+  w.no_injection = no_injection;
+  w.mark_begin();
+  ChildProcess child(std::move(co));
+  const SignalForwarder forwarder(child.pid());
+  w.start_sampling_at(child.pid(), ::getpid(), channel.path);
+
+  const bool duration_ran_out = stop_after_duration(child, o, log);
+  child.wait_exited(std::nullopt);
+  w.stop_sampling();
+  const ChildExit exit = child.reap();
+  record_exit(exit, forwarder.received(), duration_ran_out, w.program, w.report);
+  WatchOutcome outcome = w.finish(channel.path, scanner);
   outcome.exit_code = duration_ran_out ? 0 : exit.shell_code();
   return outcome;
 }
@@ -712,5 +838,17 @@ int watch_command(const WatchOptions& options) {
 }
 
 void validate_watch_options(const WatchOptions& options) { validate(options); }
+
+int attach_command(const WatchOptions& options) {
+  const WatchOutcome outcome = watch_program(options, std::cerr);
+  const ProgramSummary& p = *outcome.report.program;
+  std::cerr << "\nfeedscope attach: pid " << p.pid << " (" << command_line(p.command) << "): read for "
+            << p.wall_s << " s, " << (p.ended == "ended" ? "until it ended" : "it runs on")
+            << "; reading took " << p.watcher_cpu_s << " CPU-s ("
+            << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0) << " % of one core)\n"
+            << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
+            << "feedscope: report in " << options.report_dir << std::endl;
+  return outcome.exit_code;
+}
 
 }  // namespace feedscope

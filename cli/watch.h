@@ -20,6 +20,9 @@ namespace feedscope {
 
 struct WatchOptions {
   std::vector<std::string> command;
+  // `feedscope attach PID`: read this running program instead of starting `command` (empty then);
+  // duration_s 0 reads it until it ends.
+  int attach_pid = 0;
   std::string report_dir = "feedscope-watch";
   std::string metrics_addr;  // HOST:PORT of a Prometheus endpoint while it runs; empty: none
   double sample_hz = 10;
@@ -67,5 +70,9 @@ void validate_watch_options(const WatchOptions& options);
 
 // The `watch` subcommand: watch_program, the console report, the program's exit code.
 int watch_command(const WatchOptions& options);
+
+// The `attach` subcommand (options.attach_pid): watch_program of the running program, the console
+// report; 0 once the report is written, the program's end included.
+int attach_command(const WatchOptions& options);
 
 }  // namespace feedscope

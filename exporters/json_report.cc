@@ -240,6 +240,8 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
           {"exit", p.exit},
           {"exit_code", p.exit_code},
           {"ended", p.ended},
+          {"attached", p.attached},
+          {"unmeasured", p.unmeasured},
           {"wall_s", p.wall_s},
           {"spans", p.spans.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.spans)},
           {"notes", p.notes},

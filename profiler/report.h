@@ -392,7 +392,13 @@ struct ProgramSummary {
   int exit_code = 0;   // the shell's: the status, or 128 + the signal
   // How it ended: "exited", "failed" (non-zero status), "crashed" (a signal nobody sent it),
   // "interrupted" (a signal feedscope received and passed on), "duration" (--duration ran out).
+  // Attached to (`feedscope attach`), how the window ended: "duration", "interrupted" (feedscope
+  // was; the program runs on) or "ended" (the program ended during it).
   std::string ended;
+  // `feedscope attach`: read while it ran, not started by feedscope; and what `watch` would have
+  // measured that attach could not ("CUDA trace: ...").
+  bool attached = false;
+  std::vector<std::string> unmeasured;
   double wall_s = 0;
   std::string spans;  // "session (pid N)" when a feedscope Session inside it sent its spans
   std::vector<std::string> notes;  // what the watcher could not read, and why

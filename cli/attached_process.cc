@@ -1,0 +1,139 @@
+#include "cli/attached_process.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/config.h"
+#include "cli/interrupt.h"
+
+namespace feedscope {
+
+namespace {
+
+std::string proc(int pid, const char* file) { return "/proc/" + std::to_string(pid) + "/" + file; }
+
+std::optional<std::string> read_file(const std::string& path, int* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = errno;
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+char state_of(int pid) {
+  int error = 0;
+  const auto stat = read_file(proc(pid, "stat"), &error);
+  if (!stat) return 0;
+  const auto close = stat->rfind(')');
+  return close != std::string::npos && close + 2 < stat->size() ? (*stat)[close + 2] : '?';
+}
+
+std::vector<std::string> command_of(const std::string& cmdline) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char c : cmdline) {
+    if (c != '\0') {
+      word += c;
+    } else {
+      out.push_back(word);
+      word.clear();
+    }
+  }
+  if (!word.empty()) out.push_back(word);
+  return out;
+}
+
+// "Python, libtorch" from the files mapped into it; empty where neither is.
+std::string runtimes_in(const std::string& maps) {
+  const bool python = maps.find("/libpython3") != std::string::npos ||
+                      maps.find("/python3") != std::string::npos;
+  const bool torch = maps.find("/libtorch") != std::string::npos ||
+                     maps.find("/libc10") != std::string::npos;
+  if (python && torch) return "Python, libtorch";
+  if (python) return "Python";
+  return torch ? "libtorch" : "";
+}
+
+}  // namespace
+
+std::string ptrace_right_missing() {
+  int error = 0;
+  std::string scope = "no Yama ptrace_scope on this kernel";
+  if (const auto text = read_file("/proc/sys/kernel/yama/ptrace_scope", &error))
+    scope = "kernel.yama.ptrace_scope is " + text->substr(0, text->find('\n')) +
+            " (0 lets a user read their own processes; 1 only a parent its children; 2 and 3 only "
+            "CAP_SYS_PTRACE)";
+  return "reading another process's /proc/PID/environ, io and syscall needs ptrace access: run as "
+         "the program's user with ptrace_scope 0, or with CAP_SYS_PTRACE (sudo, or docker "
+         "--cap-add SYS_PTRACE); " + scope;
+}
+
+AttachedProcess::AttachedProcess(int pid) : pid_(pid) {
+  if (pid <= 0)
+    throw ConfigError("pid", "attach: '" + std::to_string(pid) + "' is no process id; allowed: a "
+                             "running process's PID (ps, pgrep -f train.py)");
+  if (pid == ::getpid())
+    throw ConfigError("pid", "attach: " + std::to_string(pid) + " is feedscope itself");
+  int error = 0;
+  const auto cmdline = read_file(proc(pid, "cmdline"), &error);
+  if (!cmdline || state_of(pid) == 0)
+    throw ConfigError("pid", "attach: no process " + std::to_string(pid) + " (/proc/" +
+                                 std::to_string(pid) + " does not exist: it ended, or never ran)");
+  if (state_of(pid) == 'Z')
+    throw ConfigError("pid", "attach: process " + std::to_string(pid) +
+                                 " has ended (a zombie its parent has not reaped): nothing to read");
+  command_ = command_of(*cmdline);
+  const std::string name = command_.empty() ? "pid " + std::to_string(pid) : command_[0];
+  if (!read_file(proc(pid, "environ"), &error) && (error == EACCES || error == EPERM))
+    throw ConfigError("pid", "attach: no right to read process " + std::to_string(pid) + " (" + name +
+                                 "): " + ptrace_right_missing());
+  const auto maps = read_file(proc(pid, "maps"), &error);
+  if (!maps)
+    throw ConfigError("pid", "attach: cannot read " + proc(pid, "maps") + ": " + std::strerror(error) +
+                                 "; " + ptrace_right_missing());
+  const std::string runtimes = runtimes_in(*maps);
+  // A launcher (torchrun's agent is Python too; a shell script is not) is attached to for its
+  // children: the program is whichever of them is Python or libtorch.
+  if (runtimes.empty() && state_of(pid) != 0) {
+    const std::string tasks = "task/" + std::to_string(pid) + "/children";
+    std::ifstream children(proc(pid, tasks.c_str()));
+    bool any = false;
+    for (int child; children >> child;)
+      if (const auto m = read_file(proc(child, "maps"), &error); m && !runtimes_in(*m).empty()) any = true;
+    if (!any)
+      throw ConfigError("pid", "attach: process " + std::to_string(pid) + " (" + name +
+                                   ") is not a Python or libtorch program, nor runs one (no "
+                                   "libpython, python3 or libtorch mapped in it or its children): "
+                                   "attach to the training process or its launcher");
+    what_ = name + " (a launcher of a Python or libtorch program)";
+    return;
+  }
+  what_ = name + " (" + runtimes + ")";
+}
+
+bool AttachedProcess::ended() const {
+  const char state = state_of(pid_);
+  return state == 0 || state == 'Z' || state == 'X';
+}
+
+AttachEnd AttachedProcess::wait(double duration_s) const {
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    if (ended()) return AttachEnd::program_ended;
+    if (interrupt_signal() != 0) return AttachEnd::interrupted;
+    if (duration_s > 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(duration_s))
+      return AttachEnd::duration;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace feedscope
