@@ -40,6 +40,7 @@ class BackgroundProcess {
   BackgroundProcess& operator=(const BackgroundProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // True while it has not exited.
   bool running() {
     if (pid_ <= 0 || exited_) return false;
