@@ -56,6 +56,8 @@ inline constexpr double kMemoryCopiedShare = 0.25;
 inline constexpr std::size_t kMinQueueLooks = 200;
 // report.json's data_stall_source for that stall.
 inline constexpr const char* kQueueStallSource = "blocked on the DataLoader queue";
+// And at num_workers=0, where the training thread's Python stack said it was loading.
+inline constexpr const char* kLoadingStackSource = "the training thread in torch.utils.data (its Python stack)";
 
 // What `run` and a wrapped loop measured, as they hand it over: the loop's spans and the
 // run's own readings. diagnose() files it into the one Evidence every path shares.

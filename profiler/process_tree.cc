@@ -318,9 +318,10 @@ void ProcessTreeDigest::Reading::tally_descendants() {
 }
 
 // A look at the main thread counts where its own loader workers were alive: before the first and
-// between epochs (workers not persistent) its waits are no loader's.
+// between epochs (workers not persistent) its waits are no loader's. Without workers, every look.
 void ProcessTreeDigest::Reading::read_main_thread_waits() {
   if (!s.main_thread_waits || baseline_only) return;
+  me.waits_all += *s.main_thread_waits;
   const auto own = alive_by_parent.find(pid);
   if (own != alive_by_parent.end() && own->second.first > 0) me.waits += *s.main_thread_waits;
 }
@@ -595,6 +596,7 @@ struct ProcessTreeDigest::View {
   std::size_t worker_readings = 0, worker_io_wait = 0;
   std::uint64_t read_bytes = 0;
   bool read_known = false;
+  MainThreadWaits main_waits_all;  // the trainer's every look, for a program with no workers
 };
 
 ProcessTreeDigest::View::View(const ProcessTreeDigest& digest, int trainer_pid)
@@ -614,6 +616,7 @@ void ProcessTreeDigest::View::read_trainer() {
     out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
     out.other_threads_cores = mean(t.other_threads_sum, t.readings);
     if (t.waits.looks > 0) out.main_thread_waits = t.waits;
+    main_waits_all = t.waits_all;
     for (const auto& [tid, thread] : t.threads) {
       const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
       if (busy > out.busiest_thread_busy) {
@@ -750,6 +753,7 @@ void ProcessTreeDigest::View::read_memory() {
 }
 
 ProcessTreeSummary ProcessTreeDigest::View::finish() {
+  if (out.workers == 0 && main_waits_all.looks > 0) out.main_thread_waits = main_waits_all;
   // The job's other ranks and their workers are this rank's "other processes".
   if (rank_view)
     out.other_processes_cores =

@@ -116,9 +116,10 @@ struct ProcessTreeSummary {
   double main_thread_io_wait = 0;
   // Share of the time the main thread was runnable but had no core (schedstat); none unmeasured.
   std::optional<double> main_thread_run_wait;
-  // Where the main thread was at the looks taken while its loader workers were alive
-  // (sampler/thread_wait.h): those blocked on the workers' pipe, directly or through pin_memory's
-  // thread, are its wait for data. None where it was not looked at, or had no workers.
+  // Where the main thread was at the looks taken while its loader workers were alive, or at every
+  // look where it had none (sampler/thread_wait.h): those blocked on the workers' pipe, directly or
+  // through pin_memory's thread, or in torch.utils.data's code by its Python stack, are its time
+  // for data. None where it was not looked at.
   std::optional<MainThreadWaits> main_thread_waits;
   // Mean cores the trainer's other threads took together, and the busiest one by name.
   double other_threads_cores = 0;
@@ -226,6 +227,7 @@ class ProcessTreeDigest {
     double other_threads_sum = 0;
     std::map<int, Thread> threads;  // its other threads, by tid
     MainThreadWaits waits;  // the looks at its main thread while its loader workers were alive
+    MainThreadWaits waits_all;  // every look at it
   };
   struct Accumulated {
     WatchedProcess process;

@@ -96,15 +96,17 @@ std::optional<std::uint64_t> unix_peer(int netlink, std::uint64_t inode) {
 
 }  // namespace
 
-void add_look(MainThreadWaits& w, MainThreadState state) {
+void add_look(MainThreadWaits& w, MainThreadState state, bool stack_read) {
   switch (state) {
     case MainThreadState::running: ++w.running; break;
     case MainThreadState::loader_queue: ++w.loader_queue; break;
     case MainThreadState::loader_thread: ++w.loader_thread; break;
+    case MainThreadState::loading: ++w.loading; break;
     case MainThreadState::other_wait: ++w.other_wait; break;
     case MainThreadState::unreadable: return;
   }
   ++w.looks;
+  w.stack_looks += stack_read;
 }
 
 std::optional<BlockedCall> parse_blocked_call(const std::string& text) {
@@ -293,7 +295,29 @@ MainThreadState ThreadWaitProbe::through_thread(int pid, const std::vector<int>&
   return MainThreadState::other_wait;
 }
 
+bool ThreadWaitProbe::in_loader_code(int pid) {
+  if (pid != stack_pid_) {
+    stack_pid_ = pid;
+    std::string why;
+    stack_reader_ = PythonStackReader::open(pid, &why);
+  }
+  if (!stack_reader_) return false;
+  std::string why;
+  stack_read_ = stack_reader_->read_main_thread(stack_, &why);
+  return stack_read_ && is_loading_frame(stack_);
+}
+
+// Where the main thread is, by its system call; where that is no loader's pipe, by its Python
+// stack (a thread loading at num_workers=0 runs, or reads a file).
 MainThreadState ThreadWaitProbe::look(int pid, const std::vector<int>& descendants) {
+  stack_read_ = false;
+  const MainThreadState state = look_at_call(pid, descendants);
+  if (state == MainThreadState::running || state == MainThreadState::other_wait)
+    if (in_loader_code(pid)) return MainThreadState::loading;
+  return state;
+}
+
+MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& descendants) {
   if (pid <= 0) return MainThreadState::unreadable;
   const auto stat = fs_.read(task_path(pid, pid, "stat"));
   if (!stat) {

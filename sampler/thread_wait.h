@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sampler/proc_fs.h"
+#include "sampler/python_stack.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
@@ -35,12 +36,15 @@ enum class MainThreadState : std::uint8_t {
   loader_queue,   // blocked reading a pipe one of its descendants holds (a loader worker's)
   loader_thread,  // blocked on a lock while its thread that reads such a pipe waits on it, and
                   // none of its threads runs (pin_memory's thread between the workers and it)
+  loading,        // in torch.utils.data's code by its Python stack (the DataLoader loading in
+                  // this thread at num_workers=0, or taking a worker's batch in): running or not
   other_wait,     // blocked on anything else (a CUDA sync that sleeps, a file, a lock, a sleep)
   unreadable,     // the look failed (the process ended, no right to read it)
 };
 
 // Counts one look (MainThreadWaits is in sampler/utilization_sample.h); an unreadable one is not.
-void add_look(MainThreadWaits& waits, MainThreadState state);
+// `stack_read`: the look read the thread's Python stack.
+void add_look(MainThreadWaits& waits, MainThreadState state, bool stack_read = false);
 
 // One system call a blocked thread is in, from /proc/PID/task/TID/syscall ("202 0x7f.. ... sp pc";
 // "running" for a thread on a core; "-1 sp pc" for one blocked outside a system call).
@@ -64,6 +68,9 @@ class ThreadWaitProbe {
   // One look at process `pid`'s main thread; `descendants` are the processes whose pipes count as
   // a loader's (its loader workers). Where the look fails, why_not() says why.
   MainThreadState look(int pid, const std::vector<int>& descendants);
+  // Whether the last look read the main thread's Python stack (a CPython program whose stack
+  // the reader could follow, sampler/python_stack.h).
+  bool stack_read() const { return stack_read_; }
   // The first reason a look failed ("no right to read /proc/12/task/12/syscall: ..."); empty if
   // none did.
   const std::string& why_not() const { return why_not_; }
@@ -80,7 +87,10 @@ class ThreadWaitProbe {
   // Whether one of `descendants` holds one of `inodes` (its fd table is read once, and again where
   // an inode is not found, at most once a second).
   bool held_by(const std::set<std::uint64_t>& inodes, const std::vector<int>& descendants, bool socket);
+  MainThreadState look_at_call(int pid, const std::vector<int>& descendants);
   MainThreadState through_thread(int pid, const std::vector<int>& descendants);
+  // Whether the main thread's Python stack is in torch.utils.data's code (sets stack_read_).
+  bool in_loader_code(int pid);
   void fail(const std::string& why);
 
   ProcFs fs_;
@@ -95,6 +105,12 @@ class ThreadWaitProbe {
   std::map<int, Holder> holders_;  // by descendant pid
   // The pid's thread last seen blocked on a loader's pipe (pin_memory's): looked at first.
   std::map<int, int> reader_thread_;
+  // The Python stack's reader of the pid looked at, opened at its first look; none where it is no
+  // CPython the reader follows (then not tried again for it).
+  int stack_pid_ = 0;
+  std::optional<PythonStackReader> stack_reader_;
+  PythonStack stack_;
+  bool stack_read_ = false;
 };
 
 }  // namespace feedscope

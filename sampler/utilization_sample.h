@@ -17,14 +17,19 @@ struct MainThreadWaits {
   std::size_t running = 0;
   std::size_t loader_queue = 0;
   std::size_t loader_thread = 0;
+  std::size_t loading = 0;  // in torch.utils.data's code, by its Python stack (running or not)
   std::size_t other_wait = 0;
-  std::size_t on_loader() const { return loader_queue + loader_thread; }
+  std::size_t stack_looks = 0;  // looks that read its Python stack
+  // Looks at the training thread busy with data: waiting for workers' batches, or loading itself.
+  std::size_t on_loader() const { return loader_queue + loader_thread + loading; }
   MainThreadWaits& operator+=(const MainThreadWaits& o) {
     looks += o.looks;
     running += o.running;
     loader_queue += o.loader_queue;
     loader_thread += o.loader_thread;
+    loading += o.loading;
     other_wait += o.other_wait;
+    stack_looks += o.stack_looks;
     return *this;
   }
 };

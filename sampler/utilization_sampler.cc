@@ -476,7 +476,8 @@ void UtilizationSampler::stop() {
 }
 
 void UtilizationSampler::look_at_main_thread() {
-  add_look(pending_waits_, wait_probe_->look(target_pid_, probe_descendants_));
+  const MainThreadState state = wait_probe_->look(target_pid_, probe_descendants_);
+  add_look(pending_waits_, state, wait_probe_->stack_read());
   if (!wait_probe_->why_not().empty()) note_unavailable("main_thread_wait", wait_probe_->why_not());
 }
 

@@ -101,9 +101,11 @@ TreeFacts tree_facts(const Evidence& e) {
   f.io_wait = t.workers > 0 ? t.workers_io_wait : t.main_thread_io_wait;
   f.storage = f.io_wait >= kIoWaitHigh && t.storage_read_bytes_per_s &&
               *t.storage_read_bytes_per_s >= kStorageReadBytesPerS;
-  if (t.workers > 0 && t.main_thread_waits && t.main_thread_waits->looks >= kMinQueueLooks)
-    f.queue_stall = static_cast<double>(t.main_thread_waits->on_loader()) /
-                    static_cast<double>(t.main_thread_waits->looks);
+  // With workers, the queue's waits measure it; without, only the Python stack tells loading
+  // from stepping, so most looks must have read it.
+  if (const auto& w = t.main_thread_waits;
+      w && w->looks >= kMinQueueLooks && (t.workers > 0 || 2 * w->stack_looks >= w->looks))
+    f.queue_stall = static_cast<double>(w->on_loader()) / static_cast<double>(w->looks);
   f.not_waiting = f.queue_stall ? 1.0 - *f.queue_stall : f.working;
   return f;
 }

@@ -172,6 +172,33 @@ void loads_and_steps_in_one_thread(const Evidence& in, const CpuBudget& cpu, Dia
 }
 
 
+// num_workers=0, its loading measured by its Python stack: DataLoader workers take the loading off
+// the training thread, as many as keep up with the step that is left.
+void loading_share_measured(const TreeFacts& T, Diagnosis& d) {
+  const double load = *T.queue_stall;
+  d.bottleneck = "cpu_preprocess";
+  const double by_thread = 1.0 / std::max(1.0 - load, 0.05);
+  const double by_cores = T.cpu.growth();
+  const double predicted = std::min(by_thread, by_cores);
+  const int workers = std::max(1, static_cast<int>(std::ceil(load / std::max(1.0 - load, 0.05) - 1e-9)));
+  d.verdict = fmt("Input-bound: the training thread loads its own data (num_workers=0) %.0f%% of the "
+                  "time (its Python stack in torch.utils.data, measured from outside); DataLoader "
+                  "workers would load while it steps.",
+                  100 * load);
+  Recommendation r = advice(
+      "num_workers=" + std::to_string(workers),
+      fmt("Set num_workers=%d: %s load%s while the training thread steps.", workers,
+          workers == 1 ? "a worker process" : fmt("%d worker processes", workers).c_str(),
+          workers == 1 ? "s" : ""),
+      fmt("what-if: the step alone is %.0f%% of the thread's time now: %.2fx once the loading is "
+          "off it, or what the cores allow (the program's %.2f cores and the %.2f idle: %.2fx); "
+          "sure to the extent the loading moves whole into workers (each batch is then also "
+          "pickled across): medium",
+          100 * (1 - load), by_thread, T.cpu.program_cores, T.cpu.usable_idle(), by_cores));
+  r.predicted_speedup = predicted;
+  d.recommendations.push_back(std::move(r));
+}
+
 // Nothing pinned, nothing saturated by itself, but the machine's cores are full: the processes
 // share them, and the one that needs more cannot get it.
 void cores_full(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
@@ -358,29 +385,43 @@ bool tree_workers_saturated(const Facts& f, Diagnosis& d) {
   return true;
 }
 
-// The training thread's looks that found it blocked on its loader workers' queue
-// (sampler/thread_wait.h): the data stall measured from outside, for every later rule.
+// The training thread's looks that found it busy with data (sampler/thread_wait.h): blocked on
+// its loader workers' queue, or in torch.utils.data's code by its Python stack. The data stall
+// measured from outside, for every later rule.
 bool queue_data_stall(const Facts& f, Diagnosis& d) {
-  const auto& waits = f.e.tree->main_thread_waits;
+  const ProcessTreeSummary& t = *f.e.tree;
+  const auto& waits = t.main_thread_waits;
   if (!f.tree->queue_stall) {
-    if (waits && f.e.tree->workers > 0)
+    if (waits && t.workers > 0)
       d.evidence.push_back(fmt("the training thread was looked at %zu times while its loader workers "
                                "were alive, fewer than the %zu a data stall needs: not measured",
                                waits->looks, kMinQueueLooks));
+    else if (waits && waits->looks >= kMinQueueLooks)
+      d.evidence.push_back(fmt("the training thread's Python stack was read at %zu of %zu looks: too "
+                               "few to tell its loading from its step (a CPython 3.11 to 3.13 "
+                               "program's can be read): not measured",
+                               waits->stack_looks, waits->looks));
     return false;
   }
   const double stall = *f.tree->queue_stall;
   d.data_stall_ratio = stall;
-  d.data_stall_source = kQueueStallSource;
   d.input_bound = input_bound_class(stall);
-  d.evidence.push_back(fmt("the training thread was blocked on its loader workers' queue at %zu of "
-                           "%zu looks while they were alive%s: a data stall of %.1f%%, measured "
+  if (t.workers == 0) {
+    d.data_stall_source = kLoadingStackSource;
+    d.evidence.push_back(fmt("the training thread was in torch.utils.data's code (loading its own "
+                             "data, num_workers=0) at %zu of %zu looks at its Python stack: a data "
+                             "stall of %.1f%%, measured from outside",
+                             waits->loading, waits->looks, 100 * stall));
+    return true;
+  }
+  d.data_stall_source = kQueueStallSource;
+  std::string how = fmt("%zu blocked on their queue", waits->loader_queue);
+  if (waits->loader_thread > 0) how += fmt(", %zu through pin_memory's thread", waits->loader_thread);
+  if (waits->loading > 0) how += fmt(", %zu taking a batch in (torch.utils.data's code)", waits->loading);
+  d.evidence.push_back(fmt("the training thread was waiting for its loader workers at %zu of %zu "
+                           "looks while they were alive (%s): a data stall of %.1f%%, measured "
                            "from outside",
-                           waits->on_loader(), waits->looks,
-                           waits->loader_thread > 0
-                               ? fmt(" (%zu of them through pin_memory's thread)", waits->loader_thread).c_str()
-                               : "",
-                           100 * stall));
+                           waits->on_loader(), waits->looks, how.c_str(), 100 * stall));
   return true;
 }
 
@@ -420,6 +461,8 @@ bool tree_queue_data_wait(const Facts& f, Diagnosis& d) {
 bool tree_data_in_memory(const Facts& f, Diagnosis& d) {
   const ProcessTreeSummary& t = *f.e.tree;
   const double reads = t.storage_read_bytes_per_s.value_or(0);
+  // Its Python stack measured its loading: that decides (tree_one_thread), in memory or not.
+  if (f.tree->queue_stall) return false;
   if (t.workers != 0 || !f.tree->trainer_pinned || *f.e.data_files_seen > 0 ||
       reads >= kInMemoryReadBytesPerS)
     return false;
@@ -432,7 +475,18 @@ bool tree_data_in_memory(const Facts& f, Diagnosis& d) {
 }
 
 bool tree_one_thread(const Facts& f, Diagnosis& d) {
-  if (f.e.tree->workers != 0 || !f.tree->trainer_pinned) return false;
+  if (f.e.tree->workers != 0) return false;
+  if (f.tree->queue_stall) {
+    if (*f.tree->queue_stall < kModeratelyInputBound) {
+      step_bound(f.e, f.tree->cpu, d);
+      d.verdict += fmt(" It loads its own data (num_workers=0) only %.1f%% of the time.",
+                       100 * *f.tree->queue_stall);
+    } else {
+      loading_share_measured(*f.tree, d);
+    }
+    return true;
+  }
+  if (!f.tree->trainer_pinned) return false;
   loads_and_steps_in_one_thread(f.e, f.tree->cpu, d);
   return true;
 }
