@@ -501,9 +501,11 @@ void UtilizationSampler::run() {
     }
     lock.lock();
     next += period;
-    // The looks between two samples, evenly spaced; none where the sample ran late.
-    for (auto look = Clock::now() + look_period; wait_probe_ && look + look_period / 2 < next;
+    // The looks between two samples, evenly spaced from the last one's start (a sample can take
+    // tens of milliseconds of a big tree); those whose time has passed are skipped.
+    for (auto look = next - period + look_period; wait_probe_ && look + look_period / 2 < next;
          look += look_period) {
+      if (look < Clock::now()) continue;
       if (run_cv_.wait_until(lock, look, [this] { return stopping_; })) return;
       lock.unlock();
       look_at_main_thread();

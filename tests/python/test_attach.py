@@ -1,0 +1,164 @@
+"""`feedscope attach PID` on real PyTorch programs started without feedscope: the verdict `watch`
+gives the same program, the data stall measured from outside beside the stall a feedscope Session
+inside the same run measured, every rank of a torchrun job under its agent, and the errors (no such
+process, not a Python program, another user's process without the right, a job that ends during
+the window). The program is never signalled: it runs on after the window and ends by itself."""
+
+import json
+import os
+import pathlib
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+WRAPPED = ROOT / "examples" / "wrap_python_loop.py"
+PLAIN = ROOT / "examples" / "plain_python_loop.py"
+JOB = HERE / "ddp_job.py"
+FEEDSCOPE = os.environ.get("FEEDSCOPE_BINARY", "")
+
+try:
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
+class AttachTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = pathlib.Path(cls._tmp.name)
+        cls.dir.chmod(0o755)
+        cls.images = cls.dir / "images"
+        subprocess.run([FEEDSCOPE, "make-dataset", "images", "--out", str(cls.images), "--count",
+                        "512", "--classes", "4"], check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def start(self, command, **kwargs):
+        """A program started as users start theirs (not under feedscope); stopped at the end."""
+        p = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                             start_new_session=True, **kwargs)
+
+        def stop():  # the program and what it started (a torchrun agent's ranks)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.addCleanup(stop)
+        return p
+
+    def attach(self, name, pid, *options, expect=0):
+        report_dir = self.dir / name
+        r = subprocess.run([FEEDSCOPE, "attach", "--report-dir", str(report_dir), *options,
+                            str(pid)], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, expect, r.stdout + r.stderr)
+        if expect != 0:
+            return r, None
+        for f in ("report.json", "report.html", "trace.json"):
+            self.assertTrue((report_dir / f).exists(), f)
+        report = json.loads((report_dir / "report.json").read_text())
+        self.assertTrue(report["program"]["attached"])
+        return r, report
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_an_input_bound_loop_gets_the_sessions_stall_from_outside(self):
+        # One worker decoding images for a tiny model: the loop waits for data most of the time.
+        # The Session inside measures its stall from the loop's own spans; attach, outside,
+        # from where the training thread is.
+        p = self.start([sys.executable, str(WRAPPED), "--data", str(self.images), "--workers", "1",
+                        "--steps", "450", "--batch-size", "16", "--report-dir",
+                        str(self.dir / "session")],
+                       env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT / "examples")
+        time.sleep(4)  # its imports and its first epoch's workers
+        _, report = self.attach("input", p.pid, "--duration", "8")
+        self.assertIsNone(p.poll(), "attach must leave the program running")
+        d = report["diagnosis"]
+        self.assertEqual(d["bottleneck"], "cpu_preprocess", d)
+        self.assertEqual(d["data_stall_source"], "blocked on the DataLoader queue", d)
+        self.assertEqual(report["program"]["ended"], "duration")
+        self.assertEqual(report["program"]["exit"], "still running")
+        self.assertTrue(any(u.startswith("CUDA trace:") for u in report["program"]["unmeasured"]))
+        waits = report["program"]["tree"]["main_thread_waits"]
+        self.assertGreaterEqual(waits["looks"], 200, waits)
+        # The Session's figure over the same run (its live windows go to no one: no watch started
+        # it), from its report once the program has ended by itself.
+        self.assertEqual(p.wait(timeout=240), 0)
+        session = json.loads((self.dir / "session" / "report.json").read_text())["diagnosis"]
+        print(f"data stall: attach {d['data_stall_ratio']:.3f}, the Session's "
+              f"{session['data_stall_ratio']:.3f}", file=sys.stderr)
+        self.assertLess(abs(d["data_stall_ratio"] - session["data_stall_ratio"]), 0.10,
+                        f"attach {d['data_stall_ratio']:.3f} vs the Session's "
+                        f"{session['data_stall_ratio']:.3f}")
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_a_compute_bound_loop_gets_what_watch_gives_it(self):
+        p = self.start([sys.executable, str(PLAIN), "--in-memory", "--workers", "0", "--model",
+                        "heavy", "--steps", "100000", "--batch-size", "64"])
+        time.sleep(3)
+        _, report = self.attach("compute", p.pid, "--duration", "6")
+        self.assertIsNone(p.poll())
+        d = report["diagnosis"]
+        self.assertEqual(d["bottleneck"], "cpu_compute", d)
+        self.assertEqual(report["program"]["tree"]["workers"], 0)
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_a_torchrun_jobs_agent_gives_every_rank(self):
+        p = self.start([sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee",
+                        "1", "--standalone", "--nnodes", "1", "--nproc_per_node=2", str(JOB),
+                        "--steps", "100000"], cwd=self.dir)
+        time.sleep(8)  # the agent, its rendezvous, both ranks' imports
+        self.assertIsNone(p.poll(), "the torchrun job ended before attach")
+        _, report = self.attach("job", p.pid, "--duration", "6")
+        tree = report["program"]["tree"]
+        self.assertEqual(tree["ranks"], 2, tree)
+        self.assertEqual(len(report.get("ranks") or []), 2, report.get("ranks"))
+
+    def test_a_job_that_ends_during_the_window_gets_a_report(self):
+        p = self.start([sys.executable, "-c",
+                        "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+        time.sleep(0.5)
+        r, report = self.attach("ends", p.pid, "--duration", "60")
+        self.assertEqual(report["program"]["ended"], "ended", report["program"])
+        self.assertLess(report["program"]["wall_s"], 30)
+        self.assertIn("until it ended", r.stderr)
+
+    def test_the_pid_errors_say_what_is_wrong(self):
+        r, _ = self.attach("none", 999999999, expect=2)
+        self.assertIn("no process 999999999", r.stderr)
+        sleeper = self.start(["sleep", "60"])
+        r, _ = self.attach("sleep", sleeper.pid, expect=2)
+        self.assertIn("is not a Python or libtorch program", r.stderr)
+        r = subprocess.run([FEEDSCOPE, "attach", "--duration", "-1", str(sleeper.pid)],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--duration", r.stderr)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                         "needs root to run feedscope as another user (setpriv)")
+    def test_another_users_process_names_the_right_that_is_missing(self):
+        nobody = pwd.getpwnam("nobody")
+        program = self.start([sys.executable, "-c", "import time; time.sleep(60)"])
+        r = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                            "--clear-groups", FEEDSCOPE, "attach", "--report-dir",
+                            str(self.dir / "other"), str(program.pid)],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("no right to read process", r.stderr)
+        self.assertIn("CAP_SYS_PTRACE", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
