@@ -132,7 +132,7 @@ AttachEnd AttachedProcess::wait(double duration_s) const {
     if (interrupt_signal() != 0) return AttachEnd::interrupted;
     if (duration_s > 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(duration_s))
       return AttachEnd::duration;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 

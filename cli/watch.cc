@@ -50,6 +50,7 @@ namespace {
 constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
+constexpr double kAttachMemoryCpuShare = 0.005;
 
 namespace fs = std::filesystem;
 
@@ -427,6 +428,8 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // The training thread's waits on its loader workers' queue, its data stall from outside: 50
   // looks a second give 200 in 4 s (a look costs ~20 us: 0.1 % of a core).
   so.wait_probe_hz = kWaitLooksPerSecond;
+  // attach may read a job for hours beside it (a sidecar): its memory at most 0.5 % of a core.
+  if (o.attach_pid != 0) so.memory_cpu_share = kAttachMemoryCpuShare;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and

@@ -108,6 +108,7 @@ struct SamplingOptions {
   std::function<int(const UtilizationSample&)> retarget{};
   // UtilizationSampler::Options::wait_probe_hz: where the watched program's main thread waits.
   double wait_probe_hz = 0;
+  double memory_cpu_share = 0.05;  // UtilizationSampler::Options::memory_cpu_share
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

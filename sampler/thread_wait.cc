@@ -38,6 +38,7 @@ constexpr std::int64_t kHolderRefreshNs = 1'000'000'000;
 // A socket's peer is new with each connection (torch's workers hand each batch's shared memory over
 // one): the descendants' descriptors are read again for it, at most this often.
 constexpr std::int64_t kSocketRefreshNs = 20'000'000;
+constexpr std::int64_t kStackReopenNs = 1'000'000'000;
 // blocked_channels' number for a thread its syscall file says is on a core.
 constexpr long kOnCore = -1000;
 
@@ -296,8 +297,11 @@ MainThreadState ThreadWaitProbe::through_thread(int pid, const std::vector<int>&
 }
 
 bool ThreadWaitProbe::in_loader_code(int pid) {
-  if (pid != stack_pid_) {
+  // A program just started has no interpreter yet: its reader is opened again, once a second.
+  const std::int64_t now = now_ns();
+  if (pid != stack_pid_ || (!stack_reader_ && now - stack_opened_ns_ >= kStackReopenNs)) {
     stack_pid_ = pid;
+    stack_opened_ns_ = now;
     std::string why;
     stack_reader_ = PythonStackReader::open(pid, &why);
   }
@@ -307,14 +311,14 @@ bool ThreadWaitProbe::in_loader_code(int pid) {
   return stack_read_ && is_loading_frame(stack_);
 }
 
-// Where the main thread is, by its system call; where that is no loader's pipe, by its Python
-// stack (a thread loading at num_workers=0 runs, or reads a file).
+// Where the main thread is: by its Python stack where it can be read (in torch.utils.data's code
+// it waits for a batch, takes one in, or loads one: all of it time for data), else by the system
+// call it is blocked in (another loader's queue, a program that is no CPython). The stack costs one
+// read of its memory (~20 us); the call, with the descendants' descriptors to match, more.
 MainThreadState ThreadWaitProbe::look(int pid, const std::vector<int>& descendants) {
   stack_read_ = false;
-  const MainThreadState state = look_at_call(pid, descendants);
-  if (state == MainThreadState::running || state == MainThreadState::other_wait)
-    if (in_loader_code(pid)) return MainThreadState::loading;
-  return state;
+  if (in_loader_code(pid)) return MainThreadState::loading;
+  return look_at_call(pid, descendants);
 }
 
 MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& descendants) {

@@ -106,8 +106,9 @@ class ThreadWaitProbe {
   // The pid's thread last seen blocked on a loader's pipe (pin_memory's): looked at first.
   std::map<int, int> reader_thread_;
   // The Python stack's reader of the pid looked at, opened at its first look; none where it is no
-  // CPython the reader follows (then not tried again for it).
+  // CPython the reader follows (tried again once a second: an interpreter starting up).
   int stack_pid_ = 0;
+  std::int64_t stack_opened_ns_ = 0;
   std::optional<PythonStackReader> stack_reader_;
   PythonStack stack_;
   bool stack_read_ = false;

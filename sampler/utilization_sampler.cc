@@ -28,9 +28,6 @@ std::string trim_newline(std::string s) {
 }
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
-// smaps_rollup at most 5 % of a core: a round is never sooner than 20 times its CPU time after the
-// last (a torch process's map costs the kernel ~7 ms to walk, so 5 of them are read every 0.7 s).
-constexpr std::int64_t kRollupCostFactor = 20;
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -69,6 +66,9 @@ UtilizationSampler::UtilizationSampler(Options options)
     throw std::invalid_argument("sample_hz: " + std::to_string(options_.hz) +
                                 " is out of range; allowed: greater than 0, at most 1000");
   ring_.resize(std::max<std::size_t>(options_.ring_capacity, 1));
+  if (!(options_.memory_cpu_share > 0) || options_.memory_cpu_share > 1)
+    throw std::invalid_argument("memory_cpu_share: " + std::to_string(options_.memory_cpu_share) +
+                                " is out of range; allowed: greater than 0, at most 1");
   if (options_.wait_probe_hz < 0 || options_.wait_probe_hz > 1000)
     throw std::invalid_argument("wait_probe_hz: " + std::to_string(options_.wait_probe_hz) +
                                 " is out of range; allowed: 0 (never) to 1000");
@@ -379,8 +379,11 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     for (const ProcessCpu& p : reading.s.children) probe_descendants_.push_back(p.pid);
   }
   if (reading.rollup)
+    // At 5 % of a core a round is never sooner than 20 times its CPU time after the last (a torch
+    // process's map costs the kernel ~7 ms to walk, so 5 of them are read every 0.7 s).
     next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
-                                        kRollupCostFactor * reading.rollup_cost_ns);
+                                        static_cast<std::int64_t>(static_cast<double>(reading.rollup_cost_ns) /
+                                                                  options_.memory_cpu_share));
   previous_ = std::move(reading.next);
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);

@@ -51,6 +51,9 @@ class UtilizationSampler {
     // page table to answer it (milliseconds on a map of gigabytes), so a round is also never
     // sooner than 20 times its own CPU time after the last (5 % of a core at most). 0: never.
     double memory_hz = 2;
+    // The share of one core smaps_rollup may take at most: a round is never sooner than its own
+    // CPU time over this share after the last. `feedscope attach`, a sidecar for hours, asks less.
+    double memory_cpu_share = 0.05;
     std::size_t ring_capacity = 1024;
     std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")
     // Names for thread ids (loader lanes); other threads keep their kernel name.
