@@ -445,6 +445,8 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
     ++readings;
     const int next = tree.add(s);
     if (m) m->update_ranks(tree.latest_ranks());
+    if (m)
+      if (const std::optional<double> stall = tree.latest_data_stall()) m->set_data_stall_ratio(*stall);
     if (s.time_ns - polled_ns >= 500'000'000) {
       polled_ns = s.time_ns;
       const std::vector<LiveWindow> windows = read_live_windows(dir);

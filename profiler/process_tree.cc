@@ -73,8 +73,9 @@ struct ProcessTreeDigest::Reading {
                std::optional<std::uint64_t> read, std::optional<double> run_wait,
                std::optional<double> main_thread, const std::optional<MemoryRollup>& memory) const;
   void read_child(const ProcessCpu& p);
+  // `as_rank`: a process that is no rank, shown as this one (the single training process).
   void read_rank(std::map<int, RankReading>& latest, int rank_pid, double cores,
-                 std::optional<double> main);
+                 std::optional<double> main, std::optional<int> as_rank = std::nullopt);
 
   ProcessTreeDigest& d;
   const UtilizationSample& s;
@@ -323,23 +324,41 @@ void ProcessTreeDigest::Reading::read_main_thread_waits() {
   if (!s.main_thread_waits || baseline_only) return;
   me.waits_all += *s.main_thread_waits;
   const auto own = alive_by_parent.find(pid);
-  if (own != alive_by_parent.end() && own->second.first > 0) me.waits += *s.main_thread_waits;
+  const bool workers_alive = own != alive_by_parent.end() && own->second.first > 0;
+  if (workers_alive) me.waits += *s.main_thread_waits;
+  // The live figure: what the summary counts (without workers, only what the stack tells apart).
+  if (workers_alive || s.main_thread_waits->stack_looks > 0) d.recent_waits_.emplace_back(s.time_ns, *s.main_thread_waits);
+  while (!d.recent_waits_.empty() &&
+         s.time_ns - d.recent_waits_.front().first > static_cast<std::int64_t>(kLiveStallWindowS * 1e9))
+    d.recent_waits_.pop_front();
+}
+
+std::optional<double> ProcessTreeDigest::latest_data_stall() const {
+  std::lock_guard lock(mutex_);
+  MainThreadWaits sum;
+  for (const auto& [t, w] : recent_waits_) sum += w;
+  if (sum.looks < kLiveStallMinLooks) return std::nullopt;
+  return static_cast<double>(sum.on_loader()) / static_cast<double>(sum.looks);
 }
 
 void ProcessTreeDigest::Reading::read_ranks() {
   std::map<int, RankReading> latest;
   if (d.rank_pids_.contains(pid) && !baseline_only) read_rank(latest, pid, self_cores, main_busy);
+  // A program that is no torch.distributed job: its training process is the one "rank" of the live
+  // series (a dashboard's per-rank panels show it), rank 0, without a timeline of its own.
+  if (d.rank_pids_.empty() && !baseline_only) read_rank(latest, pid, self_cores, main_busy, 0);
   for (const ProcessCpu& p : s.children)
     if (p.pid != pid && d.rank_pids_.contains(p.pid)) read_rank(latest, p.pid, p.cores, p.main_thread_busy);
   d.latest_ranks_ = std::move(latest);
 }
 
 void ProcessTreeDigest::Reading::read_rank(std::map<int, RankReading>& latest, int rank_pid,
-                                           double cores, std::optional<double> main) {
+                                           double cores, std::optional<double> main,
+                                           std::optional<int> as_rank) {
   const double weight = std::clamp(dt / 1.0, 0.0, 1.0);  // of the new reading: about a second's mean
   const auto a = d.processes_.find(rank_pid);
-  if (a == d.processes_.end() || !a->second.process.rank) return;
-  RankReading r{*a->second.process.rank, rank_pid, cores, main, 0, 0, std::nullopt, std::nullopt};
+  if (a == d.processes_.end() || !(as_rank || a->second.process.rank)) return;
+  RankReading r{as_rank ? *as_rank : *a->second.process.rank, rank_pid, cores, main, 0, 0, std::nullopt, std::nullopt};
   if (const auto w = alive_by_parent.find(rank_pid); w != alive_by_parent.end())
     std::tie(r.workers, r.workers_cores) = w->second;
   if (const auto before = d.latest_ranks_.find(rank_pid); before != d.latest_ranks_.end() && weight > 0) {
@@ -351,6 +370,7 @@ void ProcessTreeDigest::Reading::read_rank(std::map<int, RankReading>& latest, i
     r.gpu_sm_util = b.gpu_sm_util;  // until NVML's next window, below
   }
   latest[rank_pid] = r;
+  if (as_rank) return;
   Timeline::Bucket& bucket = d.timelines_[rank_pid].at(since_first_s);
   bucket.workers_sum += std::get<1>(alive_by_parent[rank_pid]);
   bucket.main_sum += main.value_or(0);

@@ -13,6 +13,7 @@
 // multiprocessing.spawn). Other descendants (multiprocessing's resource tracker, a forkserver, a
 // shell) are "other".
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -169,6 +170,8 @@ struct ProcessTreeSummary {
 };
 
 inline constexpr std::size_t kTimelineBuckets = 240;
+inline constexpr double kLiveStallWindowS = 5;
+inline constexpr std::size_t kLiveStallMinLooks = 50;
 
 // One rank as the latest readings saw it, each figure smoothed over about a second (a reading is
 // a tenth of one, and a thread at 10 % of a core takes one clock tick in it or none): the live
@@ -206,6 +209,9 @@ class ProcessTreeDigest {
   std::vector<ProcessTreeSummary> rank_views() const;
   // The ranks (with a RANK) in the latest reading.
   std::vector<RankReading> latest_ranks() const;
+  // The training thread's time for data over the last kLiveStallWindowS seconds of looks (the
+  // live feedscope_data_stall_ratio of watch and attach); none under kLiveStallMinLooks of them.
+  std::optional<double> latest_data_stall() const;
   // A rank's Session's window of its loop (exporters/watch_channel.h's LiveWindow, handed about
   // once a second): its wait for data over its wall time, for the rank's data stall over time.
   // `end_ns` is on the readings' clock (CLOCK_MONOTONIC); a window read again (the same end) or
@@ -295,6 +301,7 @@ class ProcessTreeDigest {
     Bucket& at(double t_s);
   };
   std::map<int, Timeline> timelines_;  // by rank pid
+  std::deque<std::pair<std::int64_t, MainThreadWaits>> recent_waits_;  // the sampled one's, by time
   // The tree's memory by role over time, summed per bucket as Timeline's.
   struct MemoryBucket {
     double trainer = 0, workers = 0, workers_shared = 0, other = 0;
