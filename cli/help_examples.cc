@@ -43,6 +43,12 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "# pytorch/examples' imagenet: its Time/Data lines give throughput and data-wait share\n"
        "feedscope watch --throughput-pattern 'Time\\s+([0-9.]+)' --batch-size 256 "
        "-- python3 main.py /data/imagenet\n"},
+      {"attach",
+       "# a job that is already running (its PID: pgrep -f train.py): 30 s of it read, nothing\n"
+       "# stopped or restarted\n"
+       "feedscope attach 12345\n"
+       "# a sidecar beside dcgm-exporter: series for Prometheus until the job ends\n"
+       "feedscope attach --duration 0 --metrics-addr 0.0.0.0:9464 12345\n"},
       {"merge",
        "# on each machine: feedscope watch --report-dir node0 -- torchrun --nnodes 2 --node_rank 0 ...\n"
        "# then, with the machines' report directories in one place, the job's report\n"

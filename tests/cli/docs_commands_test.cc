@@ -51,6 +51,7 @@ const std::map<std::string, std::string> kPlaceholders = {
     {"A", "127.0.0.1:9464"},
     {"HOST:PORT", "127.0.0.1:9464"},
     {"SECONDS", "10"},
+    {"PID", "4242"},
     {"WxH", "64x48"},
     {"SHARE:WxH", "0.02:128x96"},
     {"REGEX", "([0-9.]+) samples/s"},

@@ -10,11 +10,13 @@ import pathlib
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import uuid
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -116,9 +118,15 @@ class AttachTest(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
     def test_a_torchrun_jobs_agent_gives_every_rank(self):
+        # --standalone's store is on port 29400 in torch 1.13, whatever holds it: a free port,
+        # as test_distributed starts its jobs.
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
         p = self.start([sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee",
-                        "1", "--standalone", "--nnodes", "1", "--nproc_per_node=2", str(JOB),
-                        "--steps", "100000"], cwd=self.dir)
+                        "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
+                        "--rdzv_id", f"attach-{uuid.uuid4()}", "--nnodes", "1",
+                        "--nproc_per_node=2", str(JOB), "--steps", "100000"], cwd=self.dir)
         time.sleep(8)  # the agent, its rendezvous, both ranks' imports
         self.assertIsNone(p.poll(), "the torchrun job ended before attach")
         _, report = self.attach("job", p.pid, "--duration", "6")
