@@ -1,9 +1,12 @@
 #include "cli/attached_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -118,6 +121,54 @@ AttachedProcess::AttachedProcess(int pid) : pid_(pid) {
     return;
   }
   what_ = name + " (" + runtimes + ")";
+}
+
+OutputFollower::OutputFollower(int pid, std::function<void(std::string_view line)> on_line)
+    : on_line_(std::move(on_line)) {
+  std::vector<std::pair<dev_t, ino_t>> seen;  // 2>&1 into one file: followed once
+  for (const int fd : {1, 2}) {
+    const std::string link = proc(pid, ("fd/" + std::to_string(fd)).c_str());
+    struct stat st {};
+    if (::stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (std::find(seen.begin(), seen.end(), std::make_pair(st.st_dev, st.st_ino)) != seen.end()) continue;
+    const int own = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
+    if (own < 0) continue;
+    ::lseek(own, 0, SEEK_END);  // from now on: what it printed before is another window's
+    seen.emplace_back(st.st_dev, st.st_ino);
+    fds_.push_back(own);
+    char target[4096];
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    files_.push_back(n > 0 ? std::string(target, static_cast<std::size_t>(n)) : link);
+  }
+  partial_.resize(fds_.size());
+  if (!fds_.empty()) thread_ = std::thread([this] { run(); });
+}
+
+OutputFollower::~OutputFollower() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  for (const int fd : fds_) ::close(fd);
+}
+
+void OutputFollower::run() {
+  char buf[65536];
+  bool last_round = false;
+  while (true) {
+    for (std::size_t i = 0; i < fds_.size(); ++i) {
+      ssize_t n;
+      while ((n = ::read(fds_[i], buf, sizeof buf)) > 0) {
+        std::string& pending = partial_[i];
+        pending.append(buf, static_cast<std::size_t>(n));
+        std::size_t start = 0;
+        for (std::size_t end; (end = pending.find_first_of("\r\n", start)) != std::string::npos; start = end + 1)
+          if (end > start) on_line_(std::string_view(pending).substr(start, end - start));
+        pending.erase(0, start);
+      }
+    }
+    if (last_round) return;
+    for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    last_round = stop_;  // one more read of what came before the stop
+  }
 }
 
 bool AttachedProcess::ended() const {

@@ -4,8 +4,12 @@
 // /proc (gone, or a zombie its parent has not reaped). Reading it needs what the kernel asks of a
 // reader of /proc/PID/{environ,io,syscall,mem}: ptrace access (the same user with Yama's
 // ptrace_scope 0, CAP_SYS_PTRACE otherwise); nothing is traced or stopped with it.
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
+#include <string_view>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -35,6 +39,28 @@ class AttachedProcess {
   int pid_;
   std::vector<std::string> command_;
   std::string what_;
+};
+
+// What the program prints, where its stdout or stderr is a regular file (`> train.log`, nohup's
+// nohup.out): the lines appended from now on, handed to `on_line` from a thread of its own about
+// four times a second, until destroyed. A pipe or a terminal is never read: what is read from one
+// is taken from its reader. `files()` names the files followed (none: nothing to read).
+class OutputFollower {
+ public:
+  OutputFollower(int pid, std::function<void(std::string_view line)> on_line);
+  ~OutputFollower();
+  OutputFollower(const OutputFollower&) = delete;
+  OutputFollower& operator=(const OutputFollower&) = delete;
+  const std::vector<std::string>& files() const noexcept { return files_; }
+
+ private:
+  void run();
+  std::function<void(std::string_view)> on_line_;
+  std::vector<int> fds_;
+  std::vector<std::string> files_;
+  std::vector<std::string> partial_;  // each file's line not yet ended
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 // The right a reader lacks to read another user's /proc/PID files: Yama's ptrace_scope where the

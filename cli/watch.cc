@@ -81,11 +81,11 @@ void validate(const WatchOptions& o) {
 // The program's lines are always read (they pass through to ours as they come): its progress
 // lines in a known format give its throughput and data wait without a flag, and the first line's
 // time where its work began. A pattern picks the throughput's figure instead.
-OutputScanner output_scanner(const WatchOptions& o) {
+OutputScanner output_scanner(const WatchOptions& o, const std::vector<std::string>& command) {
   const ThroughputUnit unit = o.throughput_unit.empty() ? infer_throughput_unit(o.throughput_pattern)
                                                         : parse_throughput_unit(o.throughput_unit);
   CommandBatchSize batch{o.batch_size, "--batch-size", 0, ""};
-  if (const std::optional<CommandBatchSize> given = batch_size_in_command(o.command)) {
+  if (const std::optional<CommandBatchSize> given = batch_size_in_command(command)) {
     if (o.batch_size <= 0) batch = *given;
     batch.accumulation = given->accumulation;
     batch.accumulation_flag = given->accumulation_flag;
@@ -755,11 +755,16 @@ std::string attach_ended(AttachEnd end) {
 }
 
 // What `watch` would have measured that a program already running does not give.
-void note_unmeasured_when_attached(ProgramSummary& program, bool sessions) {
+void note_unmeasured_when_attached(ProgramSummary& program, bool sessions,
+                                   const std::vector<std::string>& output_files) {
   program.unmeasured.push_back(std::string("CUDA trace: ") + kAttachedNoTrace);
-  program.unmeasured.push_back(
-      "its output: attach does not read what it prints (watch reads its progress lines for "
-      "throughput and data wait); throughput is not measured unless a Session sends spans");
+  if (output_files.empty())
+    program.unmeasured.push_back(
+        "its output: it prints to a pipe or a terminal, which attach does not read (watch reads "
+        "its progress lines for throughput and data wait); throughput is not measured unless a "
+        "Session sends spans");
+  for (const std::string& f : output_files)
+    program.notes.push_back("its output: the lines it appended to " + f + " while attached were read");
   if (!sessions)
     program.unmeasured.push_back(
         "a feedscope Session's spans: one hands them over only to the watch that started the "
@@ -784,17 +789,23 @@ WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
       << (o.duration_s > 0 ? "for " + (std::ostringstream() << o.duration_s).str() + " s"
                            : std::string("until it ends"))
       << " (Ctrl-C ends the window with the report); it is not stopped, signalled or traced" << std::endl;
+  // Its progress lines, where it prints them into a file (not a pipe or a terminal).
+  OutputScanner scanner = output_scanner(o, target.command());
+  std::optional<OutputFollower> output;
+  output.emplace(target.pid(), [&scanner](std::string_view line) { scanner.text(line, now_ns()); });
   w.mark_begin();
   w.start_sampling_at(target.pid(), parent_of(target.pid()), channel);
   const AttachEnd end = target.wait(o.duration_s);
   w.stop_sampling();
+  const std::vector<std::string> followed = output->files();
+  output.reset();  // its last lines read
   w.program.ended = attach_ended(end);
   w.program.exit = end == AttachEnd::program_ended ? "ended during the window (its exit status is its "
                                                      "parent's to read)"
                                                    : "still running";
   if (end == AttachEnd::interrupted) w.report.interrupted = interrupt_signal_name(interrupt_signal());
-  note_unmeasured_when_attached(w.program, sessions_dir.has_value());
-  WatchOutcome outcome = w.finish(channel, OutputScanner("", ThroughputUnit{}, {}));
+  note_unmeasured_when_attached(w.program, sessions_dir.has_value(), followed);
+  WatchOutcome outcome = w.finish(channel, scanner);
   outcome.exit_code = 0;
   return outcome;
 }
@@ -807,7 +818,7 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   const ChannelDir channel;
   std::string no_injection;
   std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
-  OutputScanner scanner = output_scanner(o);
+  OutputScanner scanner = output_scanner(o, o.command);
   ChildProcess::Options co = child_options(o, std::move(env), scanner);
 
   Watching w(o, log);

@@ -102,9 +102,11 @@ TreeFacts tree_facts(const Evidence& e) {
   f.storage = f.io_wait >= kIoWaitHigh && t.storage_read_bytes_per_s &&
               *t.storage_read_bytes_per_s >= kStorageReadBytesPerS;
   // With workers, the queue's waits measure it; without, only the Python stack tells loading
-  // from stepping, so most looks must have read it.
+  // from stepping, so most looks must have read it, and one at least must have seen the
+  // DataLoader: a program that loads some other way (its own iterator, DALI) is not measured.
   if (const auto& w = t.main_thread_waits;
-      w && w->looks >= kMinQueueLooks && (t.workers > 0 || 2 * w->stack_looks >= w->looks))
+      w && w->looks >= kMinQueueLooks &&
+      (t.workers > 0 || (2 * w->stack_looks >= w->looks && w->loading > 0)))
     f.queue_stall = static_cast<double>(w->on_loader()) / static_cast<double>(w->looks);
   f.not_waiting = f.queue_stall ? 1.0 - *f.queue_stall : f.working;
   return f;

@@ -396,11 +396,16 @@ bool queue_data_stall(const Facts& f, Diagnosis& d) {
       d.evidence.push_back(fmt("the training thread was looked at %zu times while its loader workers "
                                "were alive, fewer than the %zu a data stall needs: not measured",
                                waits->looks, kMinQueueLooks));
-    else if (waits && waits->looks >= kMinQueueLooks)
+    else if (waits && waits->looks >= kMinQueueLooks && 2 * waits->stack_looks < waits->looks)
       d.evidence.push_back(fmt("the training thread's Python stack was read at %zu of %zu looks: too "
                                "few to tell its loading from its step (a CPython 3.11 to 3.13 "
                                "program's can be read): not measured",
                                waits->stack_looks, waits->looks));
+    else if (waits && waits->looks >= kMinQueueLooks)
+      d.evidence.push_back(fmt("the training thread was never in torch.utils.data's code at %zu looks "
+                               "at its Python stack: it loads some other way, or in no time; its "
+                               "data stall is not measured from outside",
+                               waits->looks));
     return false;
   }
   const double stall = *f.tree->queue_stall;

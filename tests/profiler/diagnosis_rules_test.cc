@@ -520,6 +520,37 @@ TEST(DiagnosisRulesTest, TheQueueLooksMeasureTheStallAndTheVerdictBuildsOnIt) {
   EXPECT_NEAR(*idle.recommendations.front().predicted_speedup, 2.5, 1e-9);
 }
 
+// num_workers=0: the Python stack's looks in torch.utils.data measure the loading share, and
+// workers are predicted from it; a program never seen there loads some other way: not measured.
+TEST(DiagnosisRulesTest, TheStacksLooksMeasureLoadingInTheTrainingThread) {
+  WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.5);
+  MainThreadWaits w;
+  w.looks = 500;
+  w.stack_looks = 500;
+  w.loading = 200;
+  w.running = 300;
+  in.tree.main_thread_waits = w;
+  const Diagnosis d = diagnose(watched(in));
+  EXPECT_EQ(d.data_stall_source, "the training thread in torch.utils.data (its Python stack)");
+  EXPECT_NEAR(d.data_stall_ratio, 0.4, 1e-12);
+  ASSERT_TRUE(fired(d, "tree_one_thread")) << ::testing::PrintToString(d.rules);
+  EXPECT_EQ(d.bottleneck, "cpu_preprocess");
+  ASSERT_FALSE(d.recommendations.empty());
+  EXPECT_EQ(d.recommendations.front().setting, "num_workers=1");
+  // 1/(1 - 0.4) = 1.67x, or what the 4 idle cores allow.
+  EXPECT_NEAR(*d.recommendations.front().predicted_speedup, 1.0 / 0.6, 1e-9);
+
+  w.loading = 0;
+  w.running = 500;
+  in.tree.main_thread_waits = w;
+  const Diagnosis other = diagnose(watched(in));
+  EXPECT_FALSE(fired(other, "queue_data_stall"));
+  EXPECT_TRUE(other.data_stall_source.empty());
+  EXPECT_TRUE(std::any_of(other.evidence.begin(), other.evidence.end(), [](const std::string& e) {
+    return e.find("never in torch.utils.data") != std::string::npos;
+  }));
+}
+
 TEST(DiagnosisRulesTest, TheGateEndsTheDiagnosisBeforeAnyOtherRule) {
   WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.5);
   in.ended = "crashed";

@@ -134,6 +134,21 @@ class AttachTest(unittest.TestCase):
         self.assertEqual(tree["ranks"], 2, tree)
         self.assertEqual(len(report.get("ranks") or []), 2, report.get("ranks"))
 
+    def test_progress_lines_it_appends_to_a_log_file_are_read(self):
+        # nohup python train.py > train.log: its ImageNet-style lines, read from the file.
+        log = self.dir / "train.log"
+        code = ("import time\nfor i in range(10**6):\n    time.sleep(0.1)\n"
+                "    print(f'Epoch: [0][{i:4d}/9999]\\tTime  0.100 ( 0.100)\\tData  0.050 ( 0.050)', flush=True)")
+        with open(log, "w") as out:
+            p = subprocess.Popen([sys.executable, "-c", code, "-b", "32"], stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        time.sleep(1)
+        _, report = self.attach("log", p.pid, "--duration", "3")
+        self.assertAlmostEqual(report["throughput"]["samples_per_s"], 320, delta=80)
+        self.assertIn("ImageNet", report["throughput"]["source"])
+        self.assertTrue(any(str(log) in n for n in report["program"]["notes"]), report["program"]["notes"])
+
     def test_a_job_that_ends_during_the_window_gets_a_report(self):
         p = self.start([sys.executable, "-c",
                         "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
