@@ -270,6 +270,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"workers_io_wait", t.workers_io_wait},
             {"worker_run_wait", optional_number(t.worker_run_wait)},
             {"other_processes_cores", t.other_processes_cores},
+            {"trainers", t.trainers},
             {"ranks", t.ranks},
             {"trainer_rank", t.trainer_rank ? nlohmann::ordered_json(*t.trainer_rank) : nlohmann::ordered_json(nullptr)},
             {"world_size", t.world_size ? nlohmann::ordered_json(*t.world_size) : nlohmann::ordered_json(nullptr)},

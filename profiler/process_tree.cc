@@ -66,6 +66,7 @@ struct ProcessTreeDigest::Reading {
   void read_gpus();
   void read_memory();
   void read_main_thread_waits();
+  void note_waiting_parent();
   int next_pid();
 
  private:
@@ -238,10 +239,24 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   const bool parent_is_rank = d.rank_pids_.contains(p.ppid);
   const auto parent = d.processes_.find(p.ppid);
   const bool parent_known = parent_is_rank && parent != d.processes_.end();
-  const ProcessRole role =
+  ProcessRole role =
       classify_descendant(p, pid, me.name, parent_is_rank,
                           parent_known ? parent->second.process.rank : std::nullopt,
                           parent_known ? parent->second.process.name : std::string());
+  // A copy of a script that waits for its children is one of its training processes, whichever
+  // of them is followed; a copy of one of those is that one's loader worker.
+  if (role == ProcessRole::loader_worker || role == ProcessRole::other) {
+    const auto parent_process = d.processes_.find(p.ppid);
+    const std::string parent_name = d.sampled_.contains(p.ppid) ? d.sampled_.at(p.ppid).name
+                                    : parent_process != d.processes_.end() ? parent_process->second.process.name
+                                                                           : std::string();
+    const bool copy = p.name == parent_name && p.cmdline.find("multiprocessing.") == std::string::npos;
+    if (copy && d.waiting_parents_.contains(p.ppid))
+      role = ProcessRole::trainer;
+    else if (copy && parent_process != d.processes_.end() &&
+             parent_process->second.process.role == ProcessRole::trainer)
+      role = ProcessRole::loader_worker;
+  }
   if (a.process.samples == 0) {
     a.process.pid = p.pid;
     a.process.ppid = p.ppid;
@@ -261,7 +276,9 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
     }
   }
   // torch 2.x's workers name themselves a moment after they start.
-  if (role == ProcessRole::loader_worker) a.process.role = ProcessRole::loader_worker;
+  if (role == ProcessRole::loader_worker && a.process.role != ProcessRole::trainer)
+    a.process.role = ProcessRole::loader_worker;
+  if (role == ProcessRole::trainer) a.process.role = ProcessRole::trainer;
   a.process.name = p.name;
   account(a, p.cores, p.state, p.rss_bytes, p.read_bytes_total, p.run_wait, p.main_thread_busy,
           p.memory);
@@ -323,6 +340,7 @@ void ProcessTreeDigest::Reading::tally_descendants() {
 void ProcessTreeDigest::Reading::read_main_thread_waits() {
   if (!s.main_thread_waits || baseline_only) return;
   me.waits_all += *s.main_thread_waits;
+  note_waiting_parent();
   const auto own = alive_by_parent.find(pid);
   const bool workers_alive = own != alive_by_parent.end() && own->second.first > 0;
   if (workers_alive) me.waits += *s.main_thread_waits;
@@ -331,6 +349,34 @@ void ProcessTreeDigest::Reading::read_main_thread_waits() {
   while (!d.recent_waits_.empty() &&
          s.time_ns - d.recent_waits_.front().first > static_cast<std::int64_t>(kLiveStallWindowS * 1e9))
     d.recent_waits_.pop_front();
+}
+
+// The process read waits for its children to end most of the time: a script that started its
+// training processes (torch.multiprocessing, Hogwild) and joins them. From now on it is a launcher
+// (its busiest child is followed) and its children that read as loader workers are trainers; what
+// was counted of them as workers so far is dropped.
+void ProcessTreeDigest::Reading::note_waiting_parent() {
+  const MainThreadWaits& w = me.waits_all;
+  if (d.waiting_parents_.contains(pid) || w.looks < kWaitsOnChildrenLooks ||
+      static_cast<double>(w.children) < kWaitsOnChildrenShare * static_cast<double>(w.looks))
+    return;
+  d.waiting_parents_.insert(pid);
+  d.launcher_pids_.insert(pid);
+  bool any = false;
+  for (auto& [child, a] : d.processes_)
+    if (a.process.ppid == pid && a.process.role == ProcessRole::loader_worker) {
+      a.process.role = ProcessRole::trainer;
+      any = true;
+    }
+  if (!any) return;
+  d.workers_max_ = 0;
+  d.worker_samples_ = 0;
+  d.workers_cores_sum_ = 0;
+  d.worker_busy_sum_ = 0;
+  d.worker_readings_ = 0;
+  d.worker_run_wait_sum_ = 0;
+  d.worker_run_wait_readings_ = 0;
+  d.workers_by_parent_.erase(pid);
 }
 
 std::optional<double> ProcessTreeDigest::latest_data_stall() const {
@@ -442,7 +488,7 @@ int ProcessTreeDigest::Reading::next_pid() {
     d.launcher_pids_.insert(pid);
     return busiest_rank;
   }
-  return is_launcher(me.name) && busiest_child > 0 ? busiest_child : 0;
+  return (is_launcher(me.name) || d.waiting_parents_.contains(pid)) && busiest_child > 0 ? busiest_child : 0;
 }
 
 int ProcessTreeDigest::add(const UtilizationSample& s) {
@@ -779,6 +825,9 @@ ProcessTreeSummary ProcessTreeDigest::View::finish() {
     out.other_processes_cores =
         std::max(0.0, mean(d.tree_cores_sum_, d.samples_) - out.trainer_cores - own_workers_all_readings);
   out.ranks = static_cast<int>(d.rank_pids_.size());
+  out.trainers = std::max<int>(1, static_cast<int>(std::count_if(
+                                      out.processes.begin(), out.processes.end(),
+                                      [](const WatchedProcess& p) { return p.role == ProcessRole::trainer; })));
   out.on_gpu = d.on_gpu_;
   out.gpu_memory_peak_bytes = d.tree_gpu_memory_peak_;
   if (d.gpu_processes_listed_ && !d.on_gpu_ &&

@@ -150,6 +150,10 @@ struct ProcessTreeSummary {
   std::string gpu_share_unmeasured;
   // Bytes the whole tree fetched from storage per second (page-cache hits are not in it).
   std::optional<double> storage_read_bytes_per_s;
+  // Training processes: 1, or the N a script started and waits for (torch.multiprocessing's
+  // Hogwild: processes that share one model and each run the step), role `trainer` each; the one
+  // read thread by thread is trainer_pid.
+  int trainers = 1;
   // A torch.distributed job: the ranks seen, and the trainer's rank. The trainer is the busiest
   // rank when it was followed, read thread by thread; every rank is read as a process with its
   // main thread and its own workers for the whole run (ProcessTreeDigest::rank_views).
@@ -172,6 +176,10 @@ struct ProcessTreeSummary {
 inline constexpr std::size_t kTimelineBuckets = 240;
 inline constexpr double kLiveStallWindowS = 5;
 inline constexpr std::size_t kLiveStallMinLooks = 50;
+// A process whose looks find it waiting for its children this share of the time or more, over 25
+// looks or more, started its training processes and waits for them.
+inline constexpr double kWaitsOnChildrenShare = 0.6;
+inline constexpr std::size_t kWaitsOnChildrenLooks = 25;
 
 // One rank as the latest readings saw it, each figure smoothed over about a second (a reading is
 // a tenth of one, and a thread at 10 % of a core takes one clock tick in it or none): the live
@@ -302,6 +310,9 @@ class ProcessTreeDigest {
   };
   std::map<int, Timeline> timelines_;  // by rank pid
   std::deque<std::pair<std::int64_t, MainThreadWaits>> recent_waits_;  // the sampled one's, by time
+  // Processes whose main thread waits for its children to end (multiprocessing's join): their
+  // children that look like loader workers (forked copies) are training processes (Hogwild).
+  std::set<int> waiting_parents_;
   // The tree's memory by role over time, summed per bucket as Timeline's.
   struct MemoryBucket {
     double trainer = 0, workers = 0, workers_shared = 0, other = 0;

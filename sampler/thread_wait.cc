@@ -26,11 +26,13 @@ constexpr long kRead = 63, kReadv = 65, kRecvfrom = 207, kRecvmsg = 212;
 constexpr long kPoll = -2, kPpoll = 73, kSelect = -3, kPselect6 = 72;
 constexpr long kEpollWait = -4, kEpollPwait = 22, kEpollPwait2 = 441;
 constexpr long kFutex = 98;
+constexpr long kWait4 = 260, kWaitid = 95;
 #else
 constexpr long kRead = 0, kReadv = 19, kRecvfrom = 45, kRecvmsg = 47;
 constexpr long kPoll = 7, kPpoll = 271, kSelect = 23, kPselect6 = 270;
 constexpr long kEpollWait = 232, kEpollPwait = 281, kEpollPwait2 = 441;
 constexpr long kFutex = 202;
+constexpr long kWait4 = 61, kWaitid = 247;
 #endif
 // A poll of more descriptors than this is no queue's wait (multiprocessing polls one).
 constexpr std::uint64_t kMaxPolled = 64;
@@ -104,6 +106,7 @@ void add_look(MainThreadWaits& w, MainThreadState state, bool stack_read) {
     case MainThreadState::loader_thread: ++w.loader_thread; break;
     case MainThreadState::loading: ++w.loading; break;
     case MainThreadState::other_wait: ++w.other_wait; break;
+    case MainThreadState::children: ++w.children; break;
     case MainThreadState::unreadable: return;
   }
   ++w.looks;
@@ -335,6 +338,7 @@ MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& d
   if (!channels) return MainThreadState::unreadable;
   if (number == kOnCore) return MainThreadState::running;  // it woke between the two reads
   if (held_by(*channels, descendants, socket)) return MainThreadState::loader_queue;
+  if (number == kWait4 || number == kWaitid) return MainThreadState::children;
   if (number == kFutex && !descendants.empty()) return through_thread(pid, descendants);
   return MainThreadState::other_wait;
 }

@@ -38,6 +38,7 @@ enum class MainThreadState : std::uint8_t {
                   // none of its threads runs (pin_memory's thread between the workers and it)
   loading,        // in torch.utils.data's code by its Python stack (the DataLoader loading in
                   // this thread at num_workers=0, or taking a worker's batch in): running or not
+  children,       // blocked waiting for a child process to end (wait4, waitid)
   other_wait,     // blocked on anything else (a CUDA sync that sleeps, a file, a lock, a sleep)
   unreadable,     // the look failed (the process ended, no right to read it)
 };

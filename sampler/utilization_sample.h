@@ -19,6 +19,9 @@ struct MainThreadWaits {
   std::size_t loader_thread = 0;
   std::size_t loading = 0;  // in torch.utils.data's code, by its Python stack (running or not)
   std::size_t other_wait = 0;
+  // Blocked waiting for a child process to end (wait4, waitid: multiprocessing's Process.join):
+  // a script that started its training processes and waits for them (Hogwild).
+  std::size_t children = 0;
   std::size_t stack_looks = 0;  // looks that read its Python stack
   // Looks at the training thread busy with data: waiting for workers' batches, or loading itself.
   std::size_t on_loader() const { return loader_queue + loader_thread + loading; }
@@ -29,6 +32,7 @@ struct MainThreadWaits {
     loader_thread += o.loader_thread;
     loading += o.loading;
     other_wait += o.other_wait;
+    children += o.children;
     stack_looks += o.stack_looks;
     return *this;
   }

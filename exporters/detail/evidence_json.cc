@@ -201,7 +201,10 @@ std::optional<MainThreadWaits> main_thread_waits_from(const JsonIn& j) {
   w.running = j.at("running").unsigned_integer();
   w.loader_queue = j.at("loader_queue").unsigned_integer();
   w.loader_thread = j.at("loader_thread").unsigned_integer();
+  if (j.json().contains("loading")) w.loading = j.at("loading").unsigned_integer();
   w.other_wait = j.at("other_wait").unsigned_integer();
+  if (j.json().contains("children")) w.children = j.at("children").unsigned_integer();
+  if (j.json().contains("stack_looks")) w.stack_looks = j.at("stack_looks").unsigned_integer();
   return w;
 }
 
@@ -342,6 +345,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"gpu_share_unmeasured", t.gpu_share_unmeasured},
           {"trainer_gpu_sm_util", optional_json(t.trainer_gpu_sm_util)},
           {"storage_read_bytes_per_s", optional_json(t.storage_read_bytes_per_s)},
+          {"trainers", t.trainers},
           {"ranks", t.ranks},
           {"trainer_rank", optional_plain(t.trainer_rank)},
           {"world_size", optional_plain(t.world_size)},
@@ -382,6 +386,8 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
     t.gpu_share_unmeasured = j.at("gpu_share_unmeasured").text();
   t.trainer_gpu_sm_util = opt_number(j.at("trainer_gpu_sm_util"));
   t.storage_read_bytes_per_s = opt_number(j.at("storage_read_bytes_per_s"));
+  if (j.json().contains("trainers"))  // since 2026-11-27
+    t.trainers = static_cast<int>(j.at("trainers").integer());
   t.ranks = static_cast<int>(j.at("ranks").integer());
   t.trainer_rank = opt_int(j.at("trainer_rank"));
   t.world_size = opt_int(j.at("world_size"));
@@ -519,7 +525,10 @@ ojson main_thread_waits_json(const std::optional<MainThreadWaits>& w) {
           {"running", w->running},
           {"loader_queue", w->loader_queue},
           {"loader_thread", w->loader_thread},
-          {"other_wait", w->other_wait}};
+          {"loading", w->loading},
+          {"other_wait", w->other_wait},
+          {"children", w->children},
+          {"stack_looks", w->stack_looks}};
 }
 
 SampleCosts samples_from(const JsonIn& j) {

@@ -43,6 +43,12 @@ void add_tree_evidence(const Evidence& in, Diagnosis& d) {
                                : fmt(" (busiest: %s, %.0f%%)", t.busiest_thread.c_str(),
                                      100 * t.busiest_thread_busy)
                                      .c_str()));
+  if (t.trainers > 1)
+    d.evidence.push_back(fmt("%d training processes (role trainer: a script started them and waits "
+                             "for them, as torch.multiprocessing's Hogwild does); each runs the "
+                             "step, so they are judged as trainers, not loader workers: the others "
+                             "took %.2f cores",
+                             t.trainers, t.other_processes_cores));
   if (t.workers > 0)
     d.evidence.push_back(fmt("%d loader worker processes: %.2f cores together; a worker busy "
                              "%.0f%% of a core on average (busiest %.0f%%), %.0f%% of readings in "

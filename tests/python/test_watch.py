@@ -105,6 +105,22 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(report["program"]["tree"]["workers"], 0)
 
     @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
+    def test_hogwild_training_processes_are_trainers_not_loader_workers(self):
+        # mnist_hogwild's shape: a script that forks 2 processes training one shared model, each
+        # with a DataLoader worker of its own, and waits for them in join().
+        _, report = self.watch(
+            "hogwild", [sys.executable, str(ROOT / "tests" / "corpus" / "hogwild_train.py"),
+                        "--processes", "2", "--steps", "250"], "--no-try-loader")
+        tree = report["program"]["tree"]
+        roles = [p["role"] for p in tree["processes"]]
+        self.assertEqual(tree["trainers"], 2, tree["processes"])
+        self.assertEqual(roles.count("trainer"), 2, roles)
+        self.assertIn("launcher", roles)
+        d = report["diagnosis"]
+        self.assertEqual(d["bottleneck"], "cpu_compute", d)
+        self.assertFalse([r for r in d["recommendations"] if r["setting"].startswith("num_workers")], d)
+
+    @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
     def test_a_program_that_fails_keeps_its_exit_code_and_gets_a_report(self):
         r, report = self.watch(
             "fails", [sys.executable, str(PLAIN), "--in-memory", "--workers", "0",
