@@ -574,7 +574,13 @@ WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpu
   if (const PrintedDataWait w = scanner.data_wait(); w.lines > 0) wd.printed = w;
   // The files it held open, as the sampler saw them; not the ones its arguments name, which are
   // looked at later, for the loader's try, and may never have been read.
-  if (data_files) wd.data_files_seen = data_files->files().size();
+  if (data_files) {
+    wd.data_files_seen = data_files->files().size();
+    const std::optional<std::string> dataset = data_files->from_arguments() ? std::nullopt : data_files->dataset();
+    wd.data_kind = !dataset ? (data_files->files().empty() ? "none" : "")
+                   : dataset->rfind("images:", 0) == 0 ? "images"
+                                                       : "shards";
+  }
   return wd;
 }
 

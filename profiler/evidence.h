@@ -71,6 +71,7 @@ struct Evidence {
   // How many data files (images, shards) `watch` saw the program hold open; unset where it did
   // not look (--no-try-loader).
   std::optional<std::size_t> data_files_seen;
+  std::string data_kind;  // WatchDiagnosisInput's: "images", "shards", "none"; empty: not looked
   // Each sample's load time and the slowest files (Report::samples); unset where not measured.
   std::optional<SampleCosts> samples;
 };

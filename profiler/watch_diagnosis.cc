@@ -12,6 +12,7 @@ Evidence evidence_of(const WatchDiagnosisInput& in) {
   e.end = ProgramEnd{in.ended, in.exit, in.wall_s};
   e.printed = in.printed;
   e.data_files_seen = in.data_files_seen;
+  e.data_kind = in.data_kind;
   e.samples = in.samples;
   if (!in.spans) return e;
   e.loop = static_cast<const LoopSpans&>(*in.spans);

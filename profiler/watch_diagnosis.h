@@ -49,6 +49,9 @@ struct WatchDiagnosisInput {
   // How many data files (images, shards) the program was seen holding open (profiler/data_files.h);
   // unset where watch did not look.
   std::optional<std::size_t> data_files_seen;
+  // What those files were: "images", "shards" (tar, TFRecord), "none" (no data file seen open:
+  // in memory, a memory-mapped array, another format); empty where watch did not look.
+  std::string data_kind;
   // The per-sample cost of the program's files, measured with feedscope's decoder after it ended
   // (try_loader); unset where not measured.
   std::optional<SampleCosts> samples;

@@ -629,6 +629,7 @@ ojson watch_input_json(const WatchDiagnosisInput& in) {
           {"torch", torch},
           {"printed", printed},
           {"data_files_seen", in.data_files_seen ? ojson(*in.data_files_seen) : ojson(nullptr)},
+          {"data_kind", in.data_kind},
           {"samples", optional_of(in.samples, samples_json)},
           {"ended", in.ended},
           {"exit", in.exit},
@@ -653,6 +654,7 @@ WatchDiagnosisInput watch_input_from(const JsonIn& j) {
     in.printed = w;
   }
   if (const JsonIn f = j.at("data_files_seen"); !f.is_null()) in.data_files_seen = f.unsigned_integer();
+  if (j.json().contains("data_kind")) in.data_kind = j.at("data_kind").text();  // since 2026-11-27
   in.samples = optional_samples_from(j);
   in.ended = j.at("ended").text();
   in.exit = j.at("exit").text();

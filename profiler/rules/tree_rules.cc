@@ -46,6 +46,30 @@ std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpu
 }
 
 
+// What to make cheaper in the workers, by the data they were seen opening: image advice only for
+// images; for shards, decoding their members; for none (data in memory, a memory-mapped array, a
+// format of its own), the Dataset's own code.
+Recommendation cheaper_preprocessing(const Evidence& in) {
+  const std::string basis = "no prediction: the cost of each transform is not measured without spans";
+  if (in.data_kind == "none")
+    return advice("", "Make the Dataset's own work cheaper: its workers were not seen opening an "
+                      "image or shard file (the data is in memory, a memory-mapped array, or a format of its "
+                      "own), so the time is its __getitem__ and collate: precompute what each "
+                      "sample computes, or batch it (a sampler that yields index lists). A "
+                      "feedscope Session's custom stages time each part.",
+                  basis);
+  if (in.data_kind == "shards")
+    return advice("", "Make preprocessing cheaper: the workers read tar or TFRecord shards; decode "
+                      "their members at reduced size, crop before resizing, cache decoded "
+                      "samples, or move augmentation to the GPU.",
+                  basis);
+  return advice("", std::string(in.data_kind == "images" ? "Make preprocessing cheaper: the workers decode image files; " :
+                                                           "Make preprocessing cheaper: if it decodes images, ") +
+                        "decode at reduced size, crop before resizing, cache decoded samples, or "
+                        "move augmentation to the GPU.",
+                basis);
+}
+
 // Loader workers at their limit: more of them where cores are idle, with a speed-up from their
 // measured rate and the cores they would get; cheaper preprocessing where none are.
 void workers_saturated(const Evidence& in, const TreeFacts& T, Diagnosis& d) {
@@ -94,10 +118,7 @@ void workers_saturated(const Evidence& in, const TreeFacts& T, Diagnosis& d) {
                         "cores at %.2fx); make preprocessing cheaper.",
                         t.workers, 100 * (kMinUsefulSpeedup - 1), by_trainer, cpu.usable_idle(),
                         by_cores);
-  d.recommendations.push_back(
-      advice("", "Make preprocessing cheaper: decode at reduced size, crop before resizing, "
-                 "cache decoded samples, or move augmentation to the GPU.",
-             "no prediction: the cost of each transform is not measured without spans"));
+  d.recommendations.push_back(cheaper_preprocessing(in));
 }
 
 

@@ -551,6 +551,24 @@ TEST(DiagnosisRulesTest, TheStacksLooksMeasureLoadingInTheTrainingThread) {
   }));
 }
 
+// Image advice for images only: workers that opened no data file get the Dataset's own code.
+TEST(DiagnosisRulesTest, CheaperPreprocessingFitsTheDataTheWorkersOpened) {
+  const auto advice_for = [](const std::string& kind) {
+    WatchDiagnosisInput in = tree_input(0.3, 2, 0.97, 0.99);  // saturated, no idle core
+    in.data_files_seen = kind == "none" ? 0 : 10;
+    in.data_kind = kind;
+    const Diagnosis d = diagnose(watched(in));
+    EXPECT_TRUE(fired(d, "tree_workers_saturated")) << ::testing::PrintToString(d.rules);
+    return d.recommendations.empty() ? std::string() : d.recommendations.back().action;
+  };
+  EXPECT_NE(advice_for("images").find("the workers decode image files; decode at reduced size"), std::string::npos);
+  const std::string none = advice_for("none");
+  EXPECT_EQ(none.find("decode at reduced size"), std::string::npos) << none;
+  EXPECT_NE(none.find("__getitem__"), std::string::npos) << none;
+  EXPECT_NE(advice_for("shards").find("tar or TFRecord shards"), std::string::npos);
+  EXPECT_NE(advice_for("").find("if it decodes images"), std::string::npos);
+}
+
 TEST(DiagnosisRulesTest, TheGateEndsTheDiagnosisBeforeAnyOtherRule) {
   WatchDiagnosisInput in = tree_input(0.98, 0, 0, 0.5);
   in.ended = "crashed";
