@@ -50,6 +50,10 @@ inline constexpr std::uint64_t kSlowSamplesMinCount = 200;
 inline constexpr double kMemoryGrowthBytesPerS = 256.0 * 1024;
 inline constexpr double kMemoryGrowthBytes = 32.0 * 1024 * 1024;
 inline constexpr double kMemoryCopiedShare = 0.25;
+// Loader workers this many times the cores or more, each wanting less than this share of a core
+// (busy + waiting for one): mostly idle, and fewer would do.
+inline constexpr int kIdleWorkersPerCore = 4;
+inline constexpr double kIdleWorkerDemand = 0.5;
 // The data stall measured from outside (sampler/thread_wait.h) needs this many looks at the
 // training thread while its workers were alive: at 50 looks a second, 4 s of them; its error is
 // then at most sqrt(0.25 / 200) = 3.5 points.

@@ -53,6 +53,7 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_no_clear_limit", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_no_clear_limit},
       {"tree_processes", S::context, kNeedsTree, rules::tree_processes},
       {"tree_core_waits", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_core_waits},
+      {"tree_idle_workers", S::context, kNeedsTree | kNeedsNoLoop, rules::tree_idle_workers},
       {"gpu_trace_evidence", S::context, kNeedsGpuTrace, rules::gpu_trace_evidence},
       {"copy_beside_gpu_limit", S::context, kNeedsLoop | kNeedsGpuTrace, rules::copy_beside_gpu_limit},
       {"memory_copy_on_access", S::context, kNeedsTree | kNeedsMemory, rules::memory_copy_on_access},

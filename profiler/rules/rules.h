@@ -41,6 +41,7 @@ bool tree_cores_full(const Facts& f, Diagnosis& d);
 bool tree_printed_data_wait(const Facts& f, Diagnosis& d);
 bool queue_data_stall(const Facts& f, Diagnosis& d);
 bool tree_queue_data_wait(const Facts& f, Diagnosis& d);
+bool tree_idle_workers(const Facts& f, Diagnosis& d);
 bool tree_no_clear_limit(const Facts& f, Diagnosis& d);
 
 // context (shared_rules.cc)

@@ -392,6 +392,34 @@ bool tree_gpu_nvml(const Facts& f, Diagnosis& d) {
   return true;
 }
 
+// Many more workers than cores, each mostly idle (torchvision's reference trainer starts 16 by
+// default): they cost start-up at every epoch (without persistent_workers) and memory, and fewer
+// would carry the same work. No speed-up is claimed: fewer workers make no batch sooner.
+bool tree_idle_workers(const Facts& f, Diagnosis& d) {
+  const ProcessTreeSummary& t = *f.e.tree;
+  if (t.workers < kIdleWorkersPerCore * f.e.cpus || worker_demand(t) >= kIdleWorkerDemand) return false;
+  if (f.tree->queue_stall && *f.tree->queue_stall >= kHighlyInputBound) return false;  // waited for
+  const int enough = std::clamp(static_cast<int>(std::ceil(t.workers_cores / kIdleWorkerDemand - 1e-9)), 1,
+                                std::max(f.e.cpus, 1));
+  std::string memory;
+  if (t.memory && t.memory->workers_private_peak_bytes > 0)
+    memory = fmt(" and %.0f MiB of private memory together",
+                 static_cast<double>(t.memory->workers_private_peak_bytes) / (1 << 20));
+  d.evidence.push_back(fmt("%d loader workers on %d cores, each busy %.0f%% of a core on average: "
+                           "together %.2f cores of work, which %d would carry",
+                           t.workers, f.e.cpus, 100 * worker_demand(t), t.workers_cores, enough));
+  d.recommendations.push_back(advice(
+      "num_workers=" + std::to_string(enough),
+      fmt("Lower num_workers from %d to %d: the %d workers are %d processes%s, start again at "
+          "every epoch unless persistent_workers=True, and mostly wait.",
+          t.workers, enough, t.workers, t.workers, memory.c_str()),
+      fmt("a bound, not a prediction: %d workers busy %.0f%% of a core each do %.2f cores of "
+          "work, which %d workers at %.0f%% carry; fewer workers make no batch sooner, so the gain "
+          "is the start-up and memory they hold, not measured here",
+          t.workers, 100 * worker_demand(t), t.workers_cores, enough, 100 * kIdleWorkerDemand)));
+  return true;
+}
+
 bool tree_workers_saturated(const Facts& f, Diagnosis& d) {
   const TreeFacts& T = *f.tree;
   if (!T.workers_busy || T.trainer_pinned) return false;

@@ -354,6 +354,12 @@ std::vector<RuleCase> rule_cases() {
       {"tree_printed_data_wait", [] { return watched(idle_tree_waiting_for_data()); }},
       {"tree_no_clear_limit", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
       {"tree_processes", [] { return watched(tree_input(0.2, 2, 0.1, 0.1)); }},
+      {"tree_idle_workers",
+       [] {
+         WatchDiagnosisInput in = tree_input(0.9, 16, 0.05, 0.6);
+         in.cpus = 2;
+         return watched(in);
+       }},
       {"tree_core_waits",
        [] {
          WatchDiagnosisInput in = tree_input(0.5, 2, 0.6, 0.97);
@@ -567,6 +573,26 @@ TEST(DiagnosisRulesTest, CheaperPreprocessingFitsTheDataTheWorkersOpened) {
   EXPECT_NE(none.find("__getitem__"), std::string::npos) << none;
   EXPECT_NE(advice_for("shards").find("tar or TFRecord shards"), std::string::npos);
   EXPECT_NE(advice_for("").find("if it decodes images"), std::string::npos);
+}
+
+// Sixteen workers on two cores, each at a few percent: what they cost, and the count that would
+// carry their work; busy workers or a loop that waits for them are left alone.
+TEST(DiagnosisRulesTest, ManyIdleWorkersGetTheCountThatWouldDo) {
+  WatchDiagnosisInput in = tree_input(0.9, 16, 0.05, 0.6);
+  in.cpus = 2;
+  const Diagnosis d = diagnose(watched(in));
+  ASSERT_TRUE(fired(d, "tree_idle_workers")) << ::testing::PrintToString(d.rules);
+  const auto lower = std::find_if(d.recommendations.begin(), d.recommendations.end(),
+                                  [](const Recommendation& r) { return r.setting == "num_workers=2"; });
+  ASSERT_NE(lower, d.recommendations.end());
+  EXPECT_FALSE(lower->predicted_speedup);
+  EXPECT_NE(lower->action.find("persistent_workers=True"), std::string::npos);
+  in.tree.worker_busy = 0.6;  // busy workers
+  in.tree.workers_cores = 16 * 0.6;
+  EXPECT_FALSE(fired(diagnose(watched(in)), "tree_idle_workers"));
+  in = with_queue_looks(tree_input(0.2, 16, 0.05, 0.3), 500, 300);  // the loop waits for them
+  in.cpus = 2;
+  EXPECT_FALSE(fired(diagnose(watched(in)), "tree_idle_workers"));
 }
 
 TEST(DiagnosisRulesTest, TheGateEndsTheDiagnosisBeforeAnyOtherRule) {
