@@ -14,6 +14,7 @@
 
 #include "cli/config.h"
 #include "cli/interrupt.h"
+#include "sampler/proc_fs.h"
 
 namespace feedscope {
 
@@ -32,9 +33,9 @@ std::optional<std::string> read_file(const std::string& path, int* error) {
   return text.str();
 }
 
+// Polled five times a second for hours: read with plain system calls, not a stream.
 char state_of(int pid) {
-  int error = 0;
-  const auto stat = read_file(proc(pid, "stat"), &error);
+  const auto stat = ProcFs().read(proc(pid, "stat"));
   if (!stat) return 0;
   const auto close = stat->rfind(')');
   return close != std::string::npos && close + 2 < stat->size() ? (*stat)[close + 2] : '?';

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <thread>
 
+#include "sampler/proc_file_cache.h"
+
 namespace feedscope {
 
 std::optional<std::string> ProcFs::read(const std::string& path) const {
@@ -140,6 +142,8 @@ std::optional<TaskStat> parse_task_stat(const std::string& stat_line) {
       !parse_u64(fields[12], stime) || !parse_u64(fields[21], rss_pages))
     return std::nullopt;
   TaskStat out;
+  if (const std::size_t open = stat_line.find('('); open < close)
+    out.name.assign(stat_line, open + 1, close - open - 1);
   out.state = fields[0][0];
   out.ppid = static_cast<int>(ppid);
   out.cpu_ticks = utime + stime;
@@ -147,7 +151,11 @@ std::optional<TaskStat> parse_task_stat(const std::string& stat_line) {
   return out;
 }
 
-std::vector<int> descendant_pids(const ProcFs& fs, bool* readable, const std::string& root) {
+namespace {
+
+// Reader: ProcFs or ProcFileCache.
+template <typename Reader>
+std::vector<int> descendants_through(Reader& fs, bool* readable, const std::string& root) {
   constexpr std::size_t kMaxProcesses = 256;  // a fork bomb must not stall sampling
   std::vector<int> out;
   std::vector<std::string> queue = {root};
@@ -167,6 +175,16 @@ std::vector<int> descendant_pids(const ProcFs& fs, bool* readable, const std::st
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int> descendant_pids(const ProcFs& fs, bool* readable, const std::string& root) {
+  return descendants_through(fs, readable, root);
+}
+
+std::vector<int> descendant_pids(ProcFileCache& files, bool* readable, const std::string& root) {
+  return descendants_through(files, readable, root);
 }
 
 std::optional<std::uint64_t> descendants_cpu_ticks(const ProcFs& fs, const std::string& root) {

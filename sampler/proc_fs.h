@@ -36,8 +36,9 @@ std::optional<std::uint64_t> parse_task_cpu_ticks(const std::string& stat_line);
 // cutime+cstime of a /proc/<pid>/stat line: the CPU of its children that exited and were reaped.
 std::optional<std::uint64_t> parse_reaped_children_cpu_ticks(const std::string& stat_line);
 
-// The state, parent, CPU and resident size of a /proc/<pid>/stat (or task stat) line.
+// The name, state, parent, CPU and resident size of a /proc/<pid>/stat (or task stat) line.
 struct TaskStat {
+  std::string name;  // comm, as /proc/<pid>/comm says it (without its newline)
   char state = '?';  // R running, S sleeping, D in uninterruptible (I/O) wait, Z zombie, ...
   int ppid = 0;
   std::uint64_t cpu_ticks = 0;  // utime + stime
@@ -50,6 +51,10 @@ std::optional<TaskStat> parse_task_stat(const std::string& stat_line);
 // `readable` (may be null) says whether the kernel offers those files at all
 // (CONFIG_PROC_CHILDREN).
 std::vector<int> descendant_pids(const ProcFs& fs, bool* readable = nullptr,
+                                 const std::string& root = "self");
+// The same through files kept open (a sampler's, sampler/proc_file_cache.h).
+class ProcFileCache;
+std::vector<int> descendant_pids(ProcFileCache& files, bool* readable = nullptr,
                                  const std::string& root = "self");
 
 // CPU ticks of every descendant process of `root` so far: those alive (all their threads, and their

@@ -338,7 +338,9 @@ Outcome PythonStackReader::Impl::find_main_thread(std::string& why) {
 }
 
 Outcome PythonStackReader::Impl::attempt(PythonStack& out, std::string& why) {
-  blocks.clear();
+  // The main thread's state, its frames and their code objects, where the last read found them,
+  // in one system call: the state then checks out as the main thread's without a read of its own.
+  blocks.refresh();
   if (const Outcome found = find_main_thread(why); found != Outcome::kOk) return found;
   std::uint64_t frame = 0;
   if (!blocks.read(main_thread + layout.thread_current_frame, frame))

@@ -41,6 +41,8 @@ constexpr std::int64_t kHolderRefreshNs = 1'000'000'000;
 // one): the descendants' descriptors are read again for it, at most this often.
 constexpr std::int64_t kSocketRefreshNs = 20'000'000;
 constexpr std::int64_t kStackReopenNs = 1'000'000'000;
+// Files a look kept open and no look read for this long are closed (a thread that ended).
+constexpr std::int64_t kSweepNs = 1'000'000'000;
 // blocked_channels' number for a thread its syscall file says is on a core.
 constexpr long kOnCore = -1000;
 
@@ -189,7 +191,7 @@ std::vector<int> ThreadWaitProbe::polled_fds(int pid, const BlockedCall& c) {
     for (std::uint64_t fd = 0; fd < nfds; ++fd)
       if (bits[fd / 64] >> (fd % 64) & 1) fds.push_back(static_cast<int>(fd));
   } else if (n == kEpollWait || n == kEpollPwait || n == kEpollPwait2) {
-    const auto info = fs_.read("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(c.args[0]));
+    const auto info = files_.read("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(c.args[0]));
     std::istringstream lines(info.value_or(""));
     for (std::string line; std::getline(lines, line);)
       if (line.rfind("tfd:", 0) == 0) fds.push_back(std::atoi(line.c_str() + 4));
@@ -223,7 +225,7 @@ std::set<std::uint64_t> ThreadWaitProbe::channels_of_fds(int pid, const std::vec
 std::optional<std::set<std::uint64_t>> ThreadWaitProbe::blocked_channels(int pid, int tid,
                                                                          long* number, bool* socket) {
   const std::string path = task_path(pid, tid, "syscall");
-  const auto text = fs_.read(path);
+  const auto text = files_.read(path);
   if (!text) {
     fail(::access((fs_.root() + path).c_str(), F_OK) == 0
              ? "no right to read " + path + " (it needs ptrace access: the same user with "
@@ -275,10 +277,10 @@ bool ThreadWaitProbe::held_by(const std::set<std::uint64_t>& inodes,
 MainThreadState ThreadWaitProbe::through_thread(int pid, const std::vector<int>& descendants) {
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   std::vector<int> others;
-  for (const std::string& entry : fs_.list_dir(tasks)) {
+  for (const std::string& entry : files_.list_dir(tasks)) {
     const int tid = std::atoi(entry.c_str());
     if (tid <= 0 || tid == pid) continue;
-    const auto stat = fs_.read(tasks + "/" + entry + "/stat");
+    const auto stat = files_.read(tasks + "/" + entry + "/stat");
     if (stat && task_state(*stat) == 'R') return MainThreadState::other_wait;
     others.push_back(tid);
   }
@@ -320,13 +322,17 @@ bool ThreadWaitProbe::in_loader_code(int pid) {
 // read of its memory (~20 us); the call, with the descendants' descriptors to match, more.
 MainThreadState ThreadWaitProbe::look(int pid, const std::vector<int>& descendants) {
   stack_read_ = false;
+  if (const std::int64_t now = now_ns(); now - swept_ns_ >= kSweepNs) {
+    files_.sweep();
+    swept_ns_ = now;
+  }
   if (in_loader_code(pid)) return MainThreadState::loading;
   return look_at_call(pid, descendants);
 }
 
 MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& descendants) {
   if (pid <= 0) return MainThreadState::unreadable;
-  const auto stat = fs_.read(task_path(pid, pid, "stat"));
+  const auto stat = files_.read(task_path(pid, pid, "stat"));
   if (!stat) {
     fail("/proc/" + std::to_string(pid) + " is gone (the process ended)");
     return MainThreadState::unreadable;

@@ -22,11 +22,6 @@ double ratio(std::uint64_t busy_delta, std::uint64_t total_delta) {
                                            static_cast<double>(total_delta), 0.0, 1.0);
 }
 
-std::string trim_newline(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
@@ -42,10 +37,10 @@ std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
 }
 
 // The share of the last `dt` seconds task `id` waited for a core, from schedstat's run-queue delay.
-std::optional<double> run_wait_since(const ProcFs& fs, const std::string& schedstat_path,
+std::optional<double> run_wait_since(ProcFileCache& files, const std::string& schedstat_path,
                                      std::map<int, std::uint64_t>& now,
                                      const std::map<int, std::uint64_t>& before, int id, double dt) {
-  const auto text = fs.read(schedstat_path);
+  const auto text = files.read(schedstat_path);
   const auto delay = text ? parse_schedstat_run_delay_ns(*text) : std::nullopt;
   if (!delay) return std::nullopt;
   now[id] = *delay;
@@ -58,6 +53,7 @@ std::optional<double> run_wait_since(const ProcFs& fs, const std::string& scheds
 
 UtilizationSampler::UtilizationSampler(Options options)
     : options_(std::move(options)),
+      files_(options_.fs),
       cpus_(online_cpus(options_.fs)),
       target_pid_(std::max(options_.pid, 0)),
       proc_(target_pid_ > 0 ? std::to_string(target_pid_) : "self"),
@@ -101,7 +97,8 @@ struct UtilizationSampler::Reading {
   void read_gpus();
 
   UtilizationSampler& u;
-  const ProcFs& fs;
+  const ProcFs& fs;       // what is read once, or seldom
+  ProcFileCache& files;   // what is read at every sample
   const std::int64_t now_ns;
   UtilizationSample s;
   // A process followed by retarget may end before the next reading: that is not a source missing.
@@ -127,6 +124,7 @@ struct UtilizationSampler::Reading {
 UtilizationSampler::Reading::Reading(UtilizationSampler& sampler, std::int64_t now)
     : u(sampler),
       fs(u.options_.fs),
+      files(u.files_),
       now_ns(now),
       followed(u.target_pid_ != std::max(u.options_.pid, 0)),
       previous(u.previous_),
@@ -142,7 +140,7 @@ UtilizationSampler::Reading::Reading(UtilizationSampler& sampler, std::int64_t n
 
 // CPU: system, per core.
 void UtilizationSampler::Reading::read_cpus() {
-  if (const auto stat = fs.read("/proc/stat")) {
+  if (const auto stat = files.read("/proc/stat")) {
     next.system = parse_cpu_times(*stat);
     next.cores = parse_core_times(*stat);
   }
@@ -159,7 +157,7 @@ void UtilizationSampler::Reading::read_cpus() {
 
 // CPU: the process and each of its threads.
 void UtilizationSampler::Reading::read_process() {
-  if (const auto stat = fs.read(proc + "/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
+  if (const auto stat = files.read(proc + "/stat")) next.process_ticks = parse_task_cpu_ticks(*stat);
   if (!next.process_ticks && !followed)
     u.note_unavailable("process_cpu", proc + "/stat is missing or malformed");
   if (have_previous && next.process_ticks && previous.process_ticks &&
@@ -169,7 +167,7 @@ void UtilizationSampler::Reading::read_process() {
         0.0, 1.0);
   const std::map<int, std::string> names =
       u.options_.thread_names ? u.options_.thread_names() : std::map<int, std::string>{};
-  for (const std::string& entry : fs.list_dir(proc + "/task"))
+  for (const std::string& entry : files.list_dir(proc + "/task"))
     if (std::optional<ThreadCpu> t = read_thread(entry, names)) s.threads.push_back(std::move(*t));
 }
 
@@ -179,12 +177,12 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
     const std::string& entry, const std::map<int, std::string>& names) {
   const int tid = std::atoi(entry.c_str());
   if (tid <= 0) return std::nullopt;
-  const auto stat = fs.read(proc + "/task/" + entry + "/stat");
+  const auto stat = files.read(proc + "/task/" + entry + "/stat");
   const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
   if (!task) return std::nullopt;  // the thread ended between listing and reading
   const auto cores =
       cores_since(next.thread_ticks, previous.thread_ticks, tid, task->cpu_ticks, ticks, dt);
-  const auto run_wait = run_wait_since(fs, proc + "/task/" + entry + "/schedstat",
+  const auto run_wait = run_wait_since(files, proc + "/task/" + entry + "/schedstat",
                                        next.thread_run_delay_ns, previous.thread_run_delay_ns,
                                        tid, dt);
   if (!cores) return std::nullopt;
@@ -195,10 +193,7 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
     t.name = it->second;
     t.lane = true;
   } else {
-    auto [cached, inserted] = u.kernel_names_.try_emplace(tid);
-    if (inserted)
-      cached->second = trim_newline(fs.read(proc + "/task/" + entry + "/comm").value_or("?"));
-    t.name = cached->second;
+    t.name = u.kernel_names_.try_emplace(tid, task->name).first->second;
   }
   t.ratio = std::clamp(*cores, 0.0, 1.0);
   t.run_wait = run_wait;
@@ -229,7 +224,7 @@ void UtilizationSampler::Reading::read_descendants() {
   // From the process watch started, not from the one followed: a torch.distributed job's other
   // ranks are its launcher's children, read for the whole run.
   const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
-  for (const int pid : descendant_pids(fs, &children_readable, tree_root)) {
+  for (const int pid : descendant_pids(files, &children_readable, tree_root)) {
     if (pid == u.target_pid_) continue;  // read above, thread by thread
     if (std::optional<ProcessCpu> p = read_child(pid)) s.children.push_back(std::move(*p));
   }
@@ -242,12 +237,12 @@ void UtilizationSampler::Reading::read_descendants() {
 // Nothing where it exited between listing and reading, or is new since the previous sample.
 std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
-  const auto stat = fs.read(dir + "/stat");
+  const auto stat = files.read(dir + "/stat");
   const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
   if (!task) return std::nullopt;  // it exited between listing and reading
   const auto cores =
       cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
-  const auto run_wait = run_wait_since(fs, dir + "/schedstat", next.child_run_delay_ns,
+  const auto run_wait = run_wait_since(files, dir + "/schedstat", next.child_run_delay_ns,
                                        previous.child_run_delay_ns, pid, dt);
   if (!cores) return std::nullopt;
   ProcessCpu p;
@@ -268,29 +263,29 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.job = env->second.job;
   if (p.rank || p.master_env) {
     const std::string main = dir + "/task/" + std::to_string(pid) + "/stat";
-    const auto main_stat = fs.read(main);
+    const auto main_stat = files.read(main);
     if (const auto m = main_stat ? parse_task_stat(*main_stat) : std::nullopt)
       if (const auto busy = cores_since(next.child_main_ticks, previous.child_main_ticks, pid,
                                         m->cpu_ticks, ticks, dt))
         p.main_thread_busy = std::clamp(*busy, 0.0, 1.0);
   }
-  p.name = trim_newline(fs.read(dir + "/comm").value_or("?"));
+  p.name = task->name;
   p.cmdline = cmdline->second;
   p.cores = std::clamp(*cores, 0.0, static_cast<double>(u.cpus_));
   p.ppid = task->ppid;
   p.state = task->state;
   p.rss_bytes = task->rss_bytes;
-  if (const auto io = fs.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
+  if (const auto io = files.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
   p.run_wait = run_wait;
   p.memory = read_rollup(dir);
   return p;
 }
 
 void UtilizationSampler::Reading::read_memory() {
-  if (const auto meminfo = fs.read("/proc/meminfo"))
+  if (const auto meminfo = files.read("/proc/meminfo"))
     if (const auto mem = parse_meminfo(*meminfo)) s.memory_available_bytes = mem->available_bytes;
   if (!s.memory_available_bytes) u.note_unavailable("memory", "/proc/meminfo is missing or malformed");
-  if (const auto status = fs.read(proc + "/status")) {
+  if (const auto status = files.read(proc + "/status")) {
     if (const auto mem = parse_process_status(*status)) {
       s.rss_bytes = mem->rss_bytes;
       s.rss_peak_bytes = mem->rss_peak_bytes;
@@ -306,7 +301,7 @@ void UtilizationSampler::Reading::read_memory() {
 
 // Disk I/O: whole block devices, and the process's own reads.
 void UtilizationSampler::Reading::read_disks() {
-  if (const auto diskstats = fs.read("/proc/diskstats")) {
+  if (const auto diskstats = files.read("/proc/diskstats")) {
     for (DiskCounters& d : parse_diskstats(*diskstats, u.block_devices_)) {
       DiskSample disk;
       disk.device = d.device;
@@ -325,7 +320,7 @@ void UtilizationSampler::Reading::read_disks() {
   } else {
     u.note_unavailable("disk", "/proc/diskstats is missing");
   }
-  if (const auto io = fs.read(proc + "/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
+  if (const auto io = files.read(proc + "/io")) s.process_read_bytes_total = parse_io_read_bytes(*io);
   if (!s.process_read_bytes_total && !followed) u.note_unavailable("process_io", proc + "/io is missing or malformed");
 }
 
@@ -337,7 +332,7 @@ void UtilizationSampler::Reading::read_pressures() {
 }
 
 std::optional<PressureSample> UtilizationSampler::Reading::read_pressure(const char* resource) {
-  const auto text = fs.read(std::string("/proc/pressure/") + resource);
+  const auto text = files.read(std::string("/proc/pressure/") + resource);
   const auto p = text ? parse_pressure(*text) : std::nullopt;
   if (!p) {
     u.note_unavailable(std::string("pressure_") + resource,
@@ -385,6 +380,7 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
                                         static_cast<std::int64_t>(static_cast<double>(reading.rollup_cost_ns) /
                                                                   options_.memory_cpu_share));
   previous_ = std::move(reading.next);
+  files_.sweep();  // the files of processes and threads this sample did not read
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);
   if (options_.retarget && have_previous)

@@ -14,6 +14,7 @@
 
 #include "sampler/gpu_source.h"
 #include "sampler/log_histogram.h"
+#include "sampler/proc_file_cache.h"
 #include "sampler/proc_fs.h"
 #include "sampler/thread_wait.h"
 #include "sampler/utilization_sample.h"
@@ -108,6 +109,8 @@ class UtilizationSampler {
   struct Reading;  // one sample()'s steps, in the .cc
 
   Options options_;
+  // Sampling thread only: the files read at every sample, kept open from one to the next.
+  ProcFileCache files_;
   int cpus_;
   int target_pid_;    // sampling thread only: Options::pid, or where retarget led; 0: this one
   std::string proc_;  // "self" or target_pid_, as in /proc/<proc_>
@@ -116,9 +119,9 @@ class UtilizationSampler {
   std::int64_t last_gpu_ns_ = 0;   // sampling thread only
   std::int64_t next_rollup_ns_ = 0;  // sampling thread only: when smaps_rollup is due again
   std::vector<GpuSample> last_gpu_;
-  std::map<int, std::string> kernel_names_;  // sampling thread only: comm by tid, read once
-  // Sampling thread only: cmdline by descendant pid, read once (its comm is read every time: a
-  // torch 2.x worker renames itself after it starts).
+  std::map<int, std::string> kernel_names_;  // sampling thread only: comm by tid, taken once
+  // Sampling thread only: cmdline by descendant pid, read once (its comm is taken from its stat
+  // line every time: a torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
   // Sampling thread only: where the main thread waits, the looks since the last sample, and the

@@ -102,7 +102,7 @@ std::size_t RemoteMemory::read_ranges(std::span<const std::uint64_t> addresses,
 BlockCache::BlockCache(RemoteMemory& memory, std::size_t capacity)
     : memory_(memory), blocks_(std::max<std::size_t>(capacity, 4)) {}
 
-const BlockCache::Block* BlockCache::find(std::uint64_t base) const {
+BlockCache::Block* BlockCache::find(std::uint64_t base) {
   for (std::size_t i = 0; i < used_; ++i)
     if (blocks_[i].base == base) return &blocks_[i];
   return nullptr;
@@ -117,7 +117,7 @@ bool BlockCache::read(std::uint64_t address, void* out, std::size_t size) {
   auto* dest = static_cast<std::byte*>(out);
   while (size > 0) {
     const std::uint64_t base = address & ~std::uint64_t{kBlock - 1};
-    const Block* block = find(base);
+    Block* block = find(base);
     if (!block) {
       Block* slot = take_slot();
       if (!memory_.read(base, slot->data.data(), kBlock)) {
@@ -127,6 +127,7 @@ bool BlockCache::read(std::uint64_t address, void* out, std::size_t size) {
       slot->base = base;
       block = slot;
     }
+    block->used = true;
     const std::size_t at = address - base;
     const std::size_t piece = std::min(size, kBlock - at);
     std::memcpy(dest, block->data.data() + at, piece);
@@ -135,6 +136,21 @@ bool BlockCache::read(std::uint64_t address, void* out, std::size_t size) {
     size -= piece;
   }
   return true;
+}
+
+void BlockCache::refresh() {
+  std::array<std::uint64_t, kMaxRanges> bases;
+  std::array<void*, kMaxRanges> outs;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < used_ && kept < kMaxRanges; ++i) {
+    if (!blocks_[i].used) continue;
+    bases[kept] = blocks_[i].base;
+    blocks_[kept].base = blocks_[i].base;
+    outs[kept] = blocks_[kept].data.data();
+    ++kept;
+  }
+  for (Block& b : blocks_) b.used = false;
+  used_ = kept == 0 ? 0 : memory_.read_ranges({bases.data(), kept}, {outs.data(), kept}, kBlock);
 }
 
 void BlockCache::prefetch(std::span<const std::uint64_t> addresses, std::size_t size) {

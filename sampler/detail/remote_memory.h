@@ -52,6 +52,9 @@ class BlockCache {
   static constexpr std::size_t kBlock = 4096;
   explicit BlockCache(RemoteMemory& memory, std::size_t capacity = 64);
   void clear() { used_ = 0; }
+  // Reads again, in one system call, the blocks read from since the last refresh (a stack that
+  // has not moved is then read whole without another), and forgets the others.
+  void refresh();
   bool read(std::uint64_t address, void* out, std::size_t size);
   template <typename T>
   bool read(std::uint64_t address, T& out) {
@@ -66,9 +69,10 @@ class BlockCache {
  private:
   struct Block {
     std::uint64_t base = 0;
+    bool used = false;  // read from since the last refresh
     std::array<std::byte, kBlock> data;
   };
-  const Block* find(std::uint64_t base) const;
+  Block* find(std::uint64_t base);
   Block* take_slot();
 
   RemoteMemory& memory_;

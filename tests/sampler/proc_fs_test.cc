@@ -170,5 +170,19 @@ TEST(ProcFsTest, SchedstatRunDelayIsTheSecondField) {
   EXPECT_FALSE(parse_schedstat_run_delay_ns("a b c"));
 }
 
+TEST(ProcFsTest, TaskStatNamesTheTaskAsItsCommFileDoes) {
+  const auto task = parse_task_stat("42 (pt_data worker) S 1 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 0 0 7\n");
+  ASSERT_TRUE(task);
+  EXPECT_EQ(task->name, "pt_data worker");
+  const auto odd = parse_task_stat("42 (a) b)) R 1 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 0 0 7\n");
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->name, "a) b)");
+  const std::string self = "/proc/self/task/" + std::to_string(::gettid());
+  std::ifstream comm(self + "/comm");
+  std::string expected;
+  std::getline(comm, expected);
+  EXPECT_EQ(parse_task_stat(*ProcFs().read(self + "/stat"))->name, expected);
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -542,5 +542,39 @@ TEST(PythonLayoutTest, RemoteMemoryReadsWholeOrNothing) {
   }
 }
 
+// A refresh reads the blocks a read used again, as the memory holds them now, and forgets the rest.
+TEST(PythonLayoutTest, ABlockCacheRefreshReadsWhatTheMemoryHoldsNow) {
+  std::vector<char> local(4 * detail::BlockCache::kBlock, 'a');
+  const auto address = reinterpret_cast<std::uint64_t>(local.data());
+  const std::uint64_t first = (address + detail::BlockCache::kBlock - 1) & ~std::uint64_t{detail::BlockCache::kBlock - 1};
+  const std::uint64_t second = first + detail::BlockCache::kBlock;
+  char* const at_first = local.data() + (first - address);
+  char* const at_second = local.data() + (second - address);
+  detail::RemoteMemory memory(::getpid());
+  detail::BlockCache blocks(memory, 4);
+  char byte = 0;
+  ASSERT_TRUE(blocks.read(first, &byte, 1));
+  ASSERT_TRUE(blocks.read(second, &byte, 1));
+  *at_first = 'b';
+  *at_second = 'b';
+  ASSERT_TRUE(blocks.read(first, &byte, 1));
+  EXPECT_EQ(byte, 'a') << "held since it was read";
+  blocks.refresh();
+  ASSERT_TRUE(blocks.read(first, &byte, 1));
+  EXPECT_EQ(byte, 'b');
+  ASSERT_TRUE(blocks.read(second, &byte, 1));
+  EXPECT_EQ(byte, 'b');
+  blocks.refresh();  // both read since the last: both read again
+  *at_first = 'c';
+  ASSERT_TRUE(blocks.read(first, &byte, 1));
+  EXPECT_EQ(byte, 'b');
+  blocks.refresh();  // only the first read since: the second forgotten, read anew when asked
+  *at_second = 'c';
+  ASSERT_TRUE(blocks.read(second, &byte, 1));
+  EXPECT_EQ(byte, 'c');
+  ASSERT_TRUE(blocks.read(first, &byte, 1));
+  EXPECT_EQ(byte, 'c');
+}
+
 }  // namespace python_stack_test
 }  // namespace feedscope
