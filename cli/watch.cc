@@ -51,6 +51,7 @@ constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
 constexpr double kAttachMemoryCpuShare = 0.005;
+constexpr double kWatchMemoryCpuShare = 0.05;
 
 namespace fs = std::filesystem;
 
@@ -428,8 +429,10 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // The training thread's waits on its loader workers' queue, its data stall from outside: 50
   // looks a second give 200 in 4 s (a look costs ~20 us: 0.1 % of a core).
   so.wait_probe_hz = kWaitLooksPerSecond;
-  // attach may read a job for hours beside it (a sidecar): its memory at most 0.5 % of a core.
-  if (o.attach_pid != 0) so.memory_cpu_share = kAttachMemoryCpuShare;
+  // Memory readings at most 5 % of a core (a torch process's map takes the kernel ~7 ms to walk:
+  // each process every 0.5 s at most; at 1 %, a trainer and 4 workers came every 3 s, too few
+  // for a trend in a minute); attach, which may read a job for hours beside it (a sidecar), 0.5 %.
+  so.memory_cpu_share = o.attach_pid != 0 ? kAttachMemoryCpuShare : kWatchMemoryCpuShare;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
