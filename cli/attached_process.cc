@@ -37,8 +37,8 @@ std::optional<std::string> read_file(const std::string& path, int* error) {
 char state_of(int pid) {
   const auto stat = ProcFs().read(proc(pid, "stat"));
   if (!stat) return 0;
-  const auto close = stat->rfind(')');
-  return close != std::string::npos && close + 2 < stat->size() ? (*stat)[close + 2] : '?';
+  const auto parsed = parse_task_stat(*stat);
+  return parsed ? parsed->state : '?';
 }
 
 std::vector<std::string> command_of(const std::string& cmdline) {

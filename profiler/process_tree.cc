@@ -246,15 +246,13 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   // A copy of a script that waits for its children is one of its training processes, whichever
   // of them is followed; a copy of one of those is that one's loader worker.
   if (role == ProcessRole::loader_worker || role == ProcessRole::other) {
-    const auto parent_process = d.processes_.find(p.ppid);
     const std::string parent_name = d.sampled_.contains(p.ppid) ? d.sampled_.at(p.ppid).name
-                                    : parent_process != d.processes_.end() ? parent_process->second.process.name
-                                                                           : std::string();
+                                    : parent != d.processes_.end() ? parent->second.process.name
+                                                                   : std::string();
     const bool copy = p.name == parent_name && p.cmdline.find("multiprocessing.") == std::string::npos;
     if (copy && d.waiting_parents_.contains(p.ppid))
       role = ProcessRole::trainer;
-    else if (copy && parent_process != d.processes_.end() &&
-             parent_process->second.process.role == ProcessRole::trainer)
+    else if (copy && parent != d.processes_.end() && parent->second.process.role == ProcessRole::trainer)
       role = ProcessRole::loader_worker;
   }
   if (a.process.samples == 0) {

@@ -1,12 +1,10 @@
 #include "sampler/thread_wait.h"
 
-#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,10 +61,10 @@ std::optional<std::string> read_link(const std::string& path) {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-// The task's state letter from its stat line ("123 (comm) S ..."; comm may hold spaces).
+// The task's state letter from its stat line; '?' where it does not parse.
 char task_state(const std::string& stat) {
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+  const auto parsed = parse_task_stat(stat);
+  return parsed ? parsed->state : '?';
 }
 
 // The inode of the socket at the other end of unix socket `inode`, from the kernel's sock_diag
@@ -146,7 +144,6 @@ std::optional<std::uint64_t> channel_inode(const std::string& target) {
 }
 
 ThreadWaitProbe::~ThreadWaitProbe() {
-  if (mem_fd_ >= 0) ::close(mem_fd_);
   if (netlink_fd_ >= 0) ::close(netlink_fd_);
 }
 
@@ -155,18 +152,8 @@ void ThreadWaitProbe::fail(const std::string& why) {
 }
 
 bool ThreadWaitProbe::read_memory(int pid, std::uint64_t address, void* out, std::size_t size) {
-  // process_vm_readv first: one call, no descriptor; /proc/PID/mem where it is not allowed (a
-  // seccomp profile) or absent.
-  iovec local{out, size}, remote{reinterpret_cast<void*>(address), size};
-  if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size)) return true;
-  if (mem_pid_ != pid) {
-    if (mem_fd_ >= 0) ::close(mem_fd_);
-    mem_fd_ = ::open((fs_.root() + "/proc/" + std::to_string(pid) + "/mem").c_str(),
-                     O_RDONLY | O_CLOEXEC);
-    mem_pid_ = pid;
-  }
-  return mem_fd_ >= 0 &&
-         ::pread(mem_fd_, out, size, static_cast<off_t>(address)) == static_cast<ssize_t>(size);
+  if (!memory_ || memory_->pid() != pid) memory_.emplace(pid);
+  return memory_->read(address, out, size);
 }
 
 // The descriptors a blocked call waits to read: read's one, poll's array, select's read set, an
@@ -256,10 +243,8 @@ bool ThreadWaitProbe::held_by(const std::set<std::uint64_t>& inodes,
         if (h.inodes.count(inode)) return true;
       return false;
     };
-    if (h.read_ns != 0 && (holds() || now - h.read_ns < refresh_ns)) {
-      if (holds()) return true;
-      continue;
-    }
+    if (h.read_ns != 0 && holds()) return true;
+    if (h.read_ns != 0 && now - h.read_ns < refresh_ns) continue;  // read lately, and not there
     h.inodes.clear();
     h.read_ns = now;
     const std::string dir = "/proc/" + std::to_string(pid) + "/fd";

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "sampler/detail/remote_memory.h"
 #include "sampler/proc_file_cache.h"
 #include "sampler/proc_fs.h"
 #include "sampler/python_stack.h"
@@ -102,8 +103,7 @@ class ThreadWaitProbe {
   ProcFileCache files_;
   std::int64_t swept_ns_ = 0;
   std::string why_not_;
-  int mem_pid_ = 0;  // the process whose /proc/PID/mem is open in mem_fd_
-  int mem_fd_ = -1;
+  std::optional<detail::RemoteMemory> memory_;  // of the process last looked at
   int netlink_fd_ = -1;  // NETLINK_SOCK_DIAG, for a unix socket's peer
   struct Holder {
     std::set<std::uint64_t> inodes;

@@ -487,7 +487,8 @@ bool tree_queue_data_wait(const Facts& f, Diagnosis& d) {
   if (!T.queue_stall || *T.queue_stall < kHighlyInputBound) return false;
   const ProcessTreeSummary& t = *f.e.tree;
   const double stall = *T.queue_stall;
-  d.bottleneck = T.storage ? "storage" : "cpu_preprocess";
+  // Storage at work is tree_storage's, asked before: the workers here wait on something else.
+  d.bottleneck = "cpu_preprocess";
   d.verdict = fmt("Input-bound: the training thread waits for its loader workers %.0f%% of the "
                   "time (blocked on the DataLoader queue, measured from outside), though the %d "
                   "workers are busy only %.0f%% of a core each: they wait on something that is not "
