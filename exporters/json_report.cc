@@ -260,6 +260,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
             {"main_thread_run_wait", optional_number(t.main_thread_run_wait)},
             {"main_thread_waits", detail::main_thread_waits_json(t.main_thread_waits)},
             {"other_threads_cores", t.other_threads_cores},
+            {"yielding_threads_cores", t.yielding_threads_cores},
             {"busiest_thread", t.busiest_thread},
             {"busiest_thread_busy", t.busiest_thread_busy},
             {"trainer_cores", t.trainer_cores},

@@ -163,6 +163,7 @@ void ProcessTreeDigest::Reading::read_threads() {
       continue;
     }
     other_threads += t.ratio;
+    if (t.yielding) me.yielding_sum += t.ratio;
     Thread& thread = me.threads[t.tid];
     thread.name = t.name;
     thread.busy_sum += t.ratio;
@@ -679,6 +680,7 @@ void ProcessTreeDigest::View::read_trainer() {
     out.main_thread_busy = mean(t.main_busy_sum, t.main_samples);
     out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
     out.other_threads_cores = mean(t.other_threads_sum, t.readings);
+    out.yielding_threads_cores = mean(t.yielding_sum, t.readings);
     if (t.waits.looks > 0) out.main_thread_waits = t.waits;
     main_waits_all = t.waits_all;
     for (const auto& [tid, thread] : t.threads) {

@@ -124,6 +124,10 @@ struct ProcessTreeSummary {
   std::optional<MainThreadWaits> main_thread_waits;
   // Mean cores the trainer's other threads took together, and the busiest one by name.
   double other_threads_cores = 0;
+  // Of other_threads_cores, those its threads spent giving their core away in sched_yield
+  // (ThreadCpu::yielding: a BLAS or OpenMP pool spinning for work): cores another thread could
+  // have had. 0 where none was seen so, or the trainer was not read thread by thread.
+  double yielding_threads_cores = 0;
   std::string busiest_thread;
   double busiest_thread_busy = 0;
   double trainer_cores = 0;  // the whole trainer process, mean cores
@@ -239,6 +243,7 @@ class ProcessTreeDigest {
     double main_busy_sum = 0;
     std::size_t main_io_wait = 0, main_samples = 0;
     double other_threads_sum = 0;
+    double yielding_sum = 0;  // of that, the readings where a thread gave its core away
     std::map<int, Thread> threads;  // its other threads, by tid
     MainThreadWaits waits;  // the looks at its main thread while its loader workers were alive
     MainThreadWaits waits_all;  // every look at it

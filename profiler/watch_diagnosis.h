@@ -25,6 +25,8 @@ inline constexpr double kIdleCoresFull = 0.25;
 // The trainer's other threads under this many cores: its step runs on one thread; an idle core
 // this large is worth a second one.
 inline constexpr double kOneThreadOthers = 0.25;
+// Cores of yielding threads (ProcessTreeSummary::yielding_threads_cores) worth an evidence line.
+inline constexpr double kYieldingCoresNamed = 0.05;
 inline constexpr double kIdleCoreWorthAThread = 0.5;
 // A program that failed or crashed sooner than this, with no spans and no CUDA kernels, ran too
 // briefly for its tree to say anything (a missing script, a bad argument): no bottleneck.

@@ -135,10 +135,12 @@ std::optional<TaskStat> parse_task_stat(const std::string& stat_line) {
   const std::size_t close = stat_line.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   const auto fields = split_ws(first_line(std::string_view(stat_line).substr(close + 1)));
-  // Counted from field 3 (the state): ppid is field 4, utime 14, stime 15, rss 24.
+  // Counted from field 3 (the state): ppid is field 4, minflt 10, majflt 12, utime 14, stime 15,
+  // rss 24.
   if (fields.size() < 22 || fields[0].size() != 1) return std::nullopt;
-  std::uint64_t ppid = 0, utime = 0, stime = 0, rss_pages = 0;
-  if (!parse_u64(fields[1], ppid) || !parse_u64(fields[11], utime) ||
+  std::uint64_t ppid = 0, minflt = 0, majflt = 0, utime = 0, stime = 0, rss_pages = 0;
+  if (!parse_u64(fields[1], ppid) || !parse_u64(fields[7], minflt) ||
+      !parse_u64(fields[9], majflt) || !parse_u64(fields[11], utime) ||
       !parse_u64(fields[12], stime) || !parse_u64(fields[21], rss_pages))
     return std::nullopt;
   TaskStat out;
@@ -147,6 +149,8 @@ std::optional<TaskStat> parse_task_stat(const std::string& stat_line) {
   out.state = fields[0][0];
   out.ppid = static_cast<int>(ppid);
   out.cpu_ticks = utime + stime;
+  out.system_ticks = stime;
+  out.faults = minflt + majflt;
   out.rss_bytes = rss_pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   return out;
 }
@@ -355,6 +359,19 @@ std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io) {
     if (f.size() == 2 && f[0] == "read_bytes:" && to_u64(f[1], value)) return value;
   }
   return std::nullopt;
+}
+
+std::optional<std::uint64_t> parse_io_syscalls(const std::string& proc_io) {
+  std::optional<std::uint64_t> reads, writes;
+  for (const std::string_view line : lines_of(proc_io)) {
+    const auto f = fields_of(line);
+    std::uint64_t value = 0;
+    if (f.size() != 2 || !to_u64(f[1], value)) continue;
+    if (f[0] == "syscr:") reads = value;
+    if (f[0] == "syscw:") writes = value;
+  }
+  if (!reads || !writes) return std::nullopt;
+  return *reads + *writes;
 }
 
 DistributedEnv parse_distributed_env(const std::string& environ) {

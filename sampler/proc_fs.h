@@ -42,6 +42,8 @@ struct TaskStat {
   char state = '?';  // R running, S sleeping, D in uninterruptible (I/O) wait, Z zombie, ...
   int ppid = 0;
   std::uint64_t cpu_ticks = 0;  // utime + stime
+  std::uint64_t system_ticks = 0;  // stime: in the kernel on its behalf
+  std::uint64_t faults = 0;        // minflt + majflt: page faults it took
   std::uint64_t rss_bytes = 0;
 };
 std::optional<TaskStat> parse_task_stat(const std::string& stat_line);
@@ -108,6 +110,9 @@ std::vector<DiskCounters> parse_diskstats(const std::string& diskstats,
 
 // read_bytes of /proc/self/io (bytes really fetched from storage).
 std::optional<std::uint64_t> parse_io_read_bytes(const std::string& proc_io);
+
+// syscr + syscw of /proc/<pid>/task/<tid>/io: the read and write family calls a task made.
+std::optional<std::uint64_t> parse_io_syscalls(const std::string& proc_io);
 
 // /proc/<pid>/task/<tid>/schedstat: "<on-cpu ns> <run-queue wait ns> <timeslices>". The second
 // is the time the task was runnable but waited for a core (CONFIG_SCHED_INFO; a kernel without it

@@ -47,7 +47,17 @@ struct ThreadCpu {
   // Share of the time since the previous sample it was runnable but waited for a core (schedstat's
   // run-queue delay); none where the kernel has no schedstat.
   std::optional<double> run_wait = std::nullopt;
+  // Of `ratio`, the share of one core it spent in the kernel since the previous sample.
+  double kernel_ratio = 0;
+  // Busy mostly in the kernel (kYieldKernelShare of its time, at least kYieldMinBusy of a core)
+  // though it made no read or write call and took no page fault since the previous sample: it
+  // gives its core away in sched_yield, as a BLAS or OpenMP pool does while it waits for work
+  // (OpenBLAS's threads spin so for a while after each call). Its time is a core any other
+  // thread may take.
+  bool yielding = false;
 };
+inline constexpr double kYieldKernelShare = 0.75;
+inline constexpr double kYieldMinBusy = 0.2;
 
 // /proc/<pid>/smaps_rollup: a process's resident memory as the kernel accounts it, split into the
 // pages only it maps (private) and those it shares with other processes (a forked worker's view of

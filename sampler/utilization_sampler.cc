@@ -117,6 +117,7 @@ struct UtilizationSampler::Reading {
  private:
   std::optional<ThreadCpu> read_thread(const std::string& entry,
                                        const std::map<int, std::string>& names);
+  bool yielding(const std::string& entry, const ThreadCpu& t);
   std::optional<ProcessCpu> read_child(int pid);
   std::optional<PressureSample> read_pressure(const char* resource);
 };
@@ -185,6 +186,14 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   const auto run_wait = run_wait_since(files, proc + "/task/" + entry + "/schedstat",
                                        next.thread_run_delay_ns, previous.thread_run_delay_ns,
                                        tid, dt);
+  const auto kernel = cores_since(next.thread_system_ticks, previous.thread_system_ticks, tid,
+                                  task->system_ticks, ticks, dt);
+  const auto faulted =
+      cores_since(next.thread_faults, previous.thread_faults, tid, task->faults, 1.0, 1.0);
+  // The read and write calls' count, last read some samples ago, stays: the same count when it is
+  // read next means none since.
+  if (const auto calls = previous.thread_syscalls.find(tid); calls != previous.thread_syscalls.end())
+    next.thread_syscalls[tid] = calls->second;
   if (!cores) return std::nullopt;
   ThreadCpu t;
   t.tid = tid;
@@ -197,7 +206,22 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   }
   t.ratio = std::clamp(*cores, 0.0, 1.0);
   t.run_wait = run_wait;
+  t.kernel_ratio = std::clamp(kernel.value_or(0), 0.0, t.ratio);
+  t.yielding = faulted && *faulted == 0 && yielding(entry, t);
   return t;
+}
+
+// Whether thread `entry`, which took no page fault since the previous sample, spent that time
+// giving its core away (ThreadCpu::yielding): busy in the kernel and, read only then, with no read
+// or write call. Its first such sample reads the calls and cannot tell yet.
+bool UtilizationSampler::Reading::yielding(const std::string& entry, const ThreadCpu& t) {
+  const auto before = previous.thread_syscalls.find(t.tid);
+  if (t.ratio < kYieldMinBusy || t.kernel_ratio < kYieldKernelShare * t.ratio) return false;
+  const auto io = files.read(proc + "/task/" + entry + "/io");
+  const auto calls = io ? parse_io_syscalls(*io) : std::nullopt;
+  if (!calls) return false;
+  next.thread_syscalls[t.tid] = *calls;
+  return before != previous.thread_syscalls.end() && before->second == *calls;
 }
 
 // The sampling thread's CPU time: what reading smaps_rollup costs (the kernel's page-table walk),

@@ -96,6 +96,9 @@ class UtilizationSampler {
     std::vector<CpuTimes> cores;
     std::optional<std::uint64_t> process_ticks;
     std::map<int, std::uint64_t> thread_ticks;
+    std::map<int, std::uint64_t> thread_system_ticks, thread_faults;  // by tid
+    // Each thread's read and write calls, read where it was busy in the kernel: by tid.
+    std::map<int, std::uint64_t> thread_syscalls;
     std::map<int, std::uint64_t> child_ticks;  // by pid
     std::map<int, std::uint64_t> child_main_ticks;  // a rank's main thread, by pid
     std::map<int, std::uint64_t> thread_run_delay_ns, child_run_delay_ns;  // schedstat's, by id

@@ -330,6 +330,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"main_thread_run_wait", optional_json(t.main_thread_run_wait)},
           {"main_thread_waits", main_thread_waits_json(t.main_thread_waits)},
           {"other_threads_cores", number_json(t.other_threads_cores)},
+          {"yielding_threads_cores", number_json(t.yielding_threads_cores)},
           {"busiest_thread", t.busiest_thread},
           {"busiest_thread_busy", number_json(t.busiest_thread_busy)},
           {"trainer_cores", number_json(t.trainer_cores)},
@@ -370,6 +371,8 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
   if (j.json().contains("main_thread_waits"))  // since 2026-11-27
     t.main_thread_waits = main_thread_waits_from(j.at("main_thread_waits"));
   t.other_threads_cores = j.at("other_threads_cores").number();
+  if (j.json().contains("yielding_threads_cores"))  // since 2026-11-27
+    t.yielding_threads_cores = j.at("yielding_threads_cores").number();
   t.busiest_thread = j.at("busiest_thread").text();
   t.busiest_thread_busy = j.at("busiest_thread_busy").number();
   t.trainer_cores = j.at("trainer_cores").number();

@@ -81,8 +81,11 @@ CpuBudget cpu_budget(const Evidence& e) {
   const ProcessTreeSummary& t = *e.tree;
   CpuBudget b;
   b.system_busy = series_mean(e.utilization, "cpu_system_ratio").value_or(0);
-  b.idle_cores = std::max(0.0, e.cpus * (1 - b.system_busy));
-  b.program_cores = t.trainer_cores + t.workers_cores + t.other_processes_cores;
+  // Threads that yield their core spin only because nothing else wants it: their time is idle.
+  b.idle_cores = std::min<double>(e.cpus, std::max(0.0, e.cpus * (1 - b.system_busy)) +
+                                              t.yielding_threads_cores);
+  b.program_cores = std::max(0.0, t.trainer_cores + t.workers_cores + t.other_processes_cores -
+                                      t.yielding_threads_cores);
   b.queued_cores = t.main_thread_run_wait.value_or(0) + t.workers * t.worker_run_wait.value_or(0);
   return b;
 }

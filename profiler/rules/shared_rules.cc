@@ -43,6 +43,12 @@ void add_tree_evidence(const Evidence& in, Diagnosis& d) {
                                : fmt(" (busiest: %s, %.0f%%)", t.busiest_thread.c_str(),
                                      100 * t.busiest_thread_busy)
                                      .c_str()));
+  if (t.yielding_threads_cores >= kYieldingCoresNamed)
+    d.evidence.push_back(fmt("of its other threads' %.2f cores, %.2f gave the core away: in the "
+                             "kernel in sched_yield with no read, write or page fault (a BLAS or "
+                             "OpenMP pool spinning while it waits for work); counted as idle, since "
+                             "any other thread takes that core",
+                             t.other_threads_cores, t.yielding_threads_cores));
   if (t.trainers > 1)
     d.evidence.push_back(fmt("%d training processes (role trainer: a script started them and waits "
                              "for them, as torch.multiprocessing's Hogwild does); each runs the "

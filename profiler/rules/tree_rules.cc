@@ -127,10 +127,11 @@ void workers_saturated(const Evidence& in, const TreeFacts& T, Diagnosis& d) {
 void step_bound(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
   const ProcessTreeSummary& t = *in.tree;
   d.bottleneck = "cpu_compute";
-  const bool one_thread = t.other_threads_cores < kOneThreadOthers;
+  const double computing = working_other_threads(t);
+  const bool one_thread = computing < kOneThreadOthers;
   d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
                   "compute threads %.2f cores)%s.",
-                  100 * t.main_thread_busy, t.other_threads_cores,
+                  100 * t.main_thread_busy, computing,
                   t.workers > 0 ? "; the loader workers keep up" : "");
   if (one_thread && cpu.usable_idle() >= kIdleCoreWorthAThread) {
     // A second thread from half an idle core on; one more for each further whole core.
@@ -201,7 +202,8 @@ void loading_share_measured(const TreeFacts& T, Diagnosis& d) {
   const double by_thread = 1.0 / std::max(1.0 - load, 0.05);
   const double by_cores = T.cpu.growth();
   const double predicted = std::min(by_thread, by_cores);
-  const int workers = std::max(1, static_cast<int>(std::ceil(load / std::max(1.0 - load, 0.05) - 1e-9)));
+  // Each worker loads at most a core's worth: as many as carry the loading at the predicted pace.
+  const int workers = std::max(1, static_cast<int>(std::ceil(predicted * load - 1e-9)));
   d.verdict = fmt("Input-bound: the training thread loads its own data (num_workers=0) %.0f%% of the "
                   "time (its Python stack in torch.utils.data, measured from outside); DataLoader "
                   "workers would load while it steps.",
@@ -547,7 +549,7 @@ bool tree_one_thread(const Facts& f, Diagnosis& d) {
 }
 
 bool tree_step_bound(const Facts& f, Diagnosis& d) {
-  if (!f.tree->trainer_pinned && f.e.tree->other_threads_cores < 0.5) return false;
+  if (!f.tree->trainer_pinned && working_other_threads(*f.e.tree) < 0.5) return false;
   step_bound(f.e, f.tree->cpu, d);
   return true;
 }

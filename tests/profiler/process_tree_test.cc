@@ -97,11 +97,26 @@ TEST(ProcessTreeTest, TheSummaryAveragesEachRoleOverTheReadingsItWasIn) {
   EXPECT_NEAR(s.workers_io_wait, 0.25, 1e-9) << "5 of 20 worker readings in D";
   EXPECT_NEAR(s.main_thread_busy, 0.3, 1e-9);
   EXPECT_NEAR(s.other_threads_cores, 10 * 0.2 / 11, 1e-9);
+  EXPECT_EQ(s.yielding_threads_cores, 0) << "no thread gave its core away";
   ASSERT_TRUE(s.storage_read_bytes_per_s);
   EXPECT_NEAR(*s.storage_read_bytes_per_s, 90e6 / 1.0, 1e-3);
   ASSERT_EQ(s.processes.size(), 4u);
   EXPECT_EQ(s.processes[0].role, ProcessRole::trainer);
   EXPECT_EQ(s.processes[0].ppid, 1);
+}
+
+// The readings where a thread gave its core away (sched_yield) count apart, over every reading.
+TEST(ProcessTreeTest, YieldingThreadsCoresAreAveragedOverTheTrainersReadings) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  tree.add(sample(0, 0.9, {}, 0.8));
+  for (int i = 1; i <= 4; ++i) {
+    UtilizationSample s = sample(i * 100, 0.9, {}, 0.8);
+    s.threads[1].yielding = i % 2 == 0;
+    tree.add(s);
+  }
+  const ProcessTreeSummary s = tree.summary();
+  EXPECT_NEAR(s.other_threads_cores, 0.8, 1e-9);
+  EXPECT_NEAR(s.yielding_threads_cores, 2 * 0.8 / 5, 1e-9);
 }
 
 // A DataLoader without persistent_workers forks its workers anew every epoch: with short epochs

@@ -170,10 +170,18 @@ TEST(ProcFsTest, SchedstatRunDelayIsTheSecondField) {
   EXPECT_FALSE(parse_schedstat_run_delay_ns("a b c"));
 }
 
+TEST(ProcFsTest, IoSyscallsAreReadsAndWritesTogether) {
+  EXPECT_EQ(parse_io_syscalls("rchar: 10\nwchar: 3\nsyscr: 4\nsyscw: 2\nread_bytes: 0\n"), 6u);
+  EXPECT_FALSE(parse_io_syscalls("rchar: 10\nsyscr: 4\n")) << "no syscw: not a count";
+}
+
 TEST(ProcFsTest, TaskStatNamesTheTaskAsItsCommFileDoes) {
-  const auto task = parse_task_stat("42 (pt_data worker) S 1 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 0 0 7\n");
+  const auto task = parse_task_stat("42 (pt_data worker) S 1 1 1 0 -1 0 5 0 2 0 3 4 0 0 20 0 1 0 0 0 7\n");
   ASSERT_TRUE(task);
   EXPECT_EQ(task->name, "pt_data worker");
+  EXPECT_EQ(task->cpu_ticks, 7u);
+  EXPECT_EQ(task->system_ticks, 4u);
+  EXPECT_EQ(task->faults, 7u) << "minflt 5 + majflt 2";
   const auto odd = parse_task_stat("42 (a) b)) R 1 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 0 0 7\n");
   ASSERT_TRUE(odd);
   EXPECT_EQ(odd->name, "a) b)");

@@ -33,6 +33,11 @@ class FakeProc {
     return "101 (" + name + ") S 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(ticks) +
            " 0 0 0 20 0 1 0 0 0 0\n";
   }
+  // utime, stime and minflt apart.
+  static std::string task_stat(const std::string& name, int utime, int stime, int faults) {
+    return "101 (" + name + ") S 1 1 1 0 -1 0 " + std::to_string(faults) + " 0 0 0 " +
+           std::to_string(utime) + " " + std::to_string(stime) + " 0 0 20 0 1 0 0 0 0\n";
+  }
   // cpu totals: busy user ticks and idle ticks on two cores.
   void cpu(int busy0, int idle0, int busy1, int idle1) {
     write("proc/stat", "cpu  " + std::to_string(busy0 + busy1) + " 0 0 " +
@@ -138,6 +143,39 @@ TEST(UtilizationSamplerTest, RatiosFromTwoReadingsWithThePassedClock) {
   EXPECT_NEAR(sum.series.at("cpu_other_threads_cores").mean, 0.25, 0.02)
       << "thread 101 is no lane: its quarter of a core competes with the worker";
   EXPECT_EQ(sum.unavailable.at("gpu"), "GPU sampling not requested");
+}
+
+// A thread busy in the kernel with no read, write or page fault gives its core away in
+// sched_yield (OpenBLAS's pool after each call); one that reads, faults or computes does not.
+TEST(UtilizationSamplerTest, AThreadBusyInTheKernelWithoutReadsWritesOrFaultsIsYielding) {
+  FakeProc proc;
+  proc.baseline();
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  const int hz = static_cast<int>(clock_ticks_per_second());
+  const auto at = [&](int second, int kernel, int user, int faults, int calls) {
+    proc.write("proc/self/task/102/stat",
+               FakeProc::task_stat("python3", user, kernel, faults));
+    proc.write("proc/self/task/102/io", "rchar: 0\nsyscr: " + std::to_string(calls) +
+                                            "\nsyscw: 1\nread_bytes: 0\n");
+    const UtilizationSample s = sampler.sample(second * kSecond);
+    for (const ThreadCpu& t : s.threads)
+      if (t.tid == 102) return t;
+    return ThreadCpu{};  // the first reading: a baseline
+  };
+  at(1, 0, 0, 5, 7);
+  const ThreadCpu first = at(2, 9 * hz / 10, hz / 20, 5, 7);
+  EXPECT_NEAR(first.kernel_ratio, 0.9, 0.02);
+  EXPECT_FALSE(first.yielding) << "its calls are read from here on: no count to compare yet";
+  const ThreadCpu spinning = at(3, 18 * hz / 10, hz / 10, 5, 7);
+  EXPECT_TRUE(spinning.yielding);
+  EXPECT_FALSE(at(4, 27 * hz / 10, 3 * hz / 20, 5, 9).yielding) << "it read: kernel work";
+  EXPECT_FALSE(at(5, 36 * hz / 10, 2 * hz / 10, 90, 9).yielding) << "it faulted pages in";
+  EXPECT_FALSE(at(6, 36 * hz / 10, 11 * hz / 10, 90, 9).yielding) << "busy in user space";
+  EXPECT_TRUE(at(7, 45 * hz / 10, 12 * hz / 10, 90, 9).yielding)
+      << "the calls read at second 5 are still 9: none since";
+  EXPECT_FALSE(at(8, 45 * hz / 10, 12 * hz / 10, 90, 9).yielding) << "idle";
 }
 
 TEST(UtilizationSamplerTest, DescendantProcessesAreSampledWithAllTheirThreads) {
