@@ -42,7 +42,10 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "feedscope watch -- python3 train.py --lr 0.1\n"
        "# pytorch/examples' imagenet: its Time/Data lines give throughput and data-wait share\n"
        "feedscope watch --throughput-pattern 'Time\\s+([0-9.]+)' --batch-size 256 "
-       "-- python3 main.py /data/imagenet\n"},
+       "-- python3 main.py /data/imagenet\n"
+       "# then run it again with each change feedscope can make (threads, -j, -b), 20 s a run,\n"
+       "# and report what each measured\n"
+       "feedscope watch --try -- python3 main.py -j 2 /data/imagenet\n"},
       {"attach",
        "# a job that is already running (its PID: pgrep -f train.py): 30 s of it read, nothing\n"
        "# stopped or restarted\n"

@@ -267,6 +267,15 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--record-dir", watch_options.record_dir,
                     "record what the diagnosis read (GPU records, its input, its verdict) for "
                     "`feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
+  watch->add_flag("--try", watch_options.try_changes,
+                  "once the program has ended, run it again with each change feedscope can make "
+                  "from outside (the thread count; the worker count or batch size where its "
+                  "command line has the flag), alternating with the unchanged command, and report "
+                  "each change's speed-up as measured");
+  watch->add_option("--try-seconds", watch_options.try_seconds,
+                    "with --try: seconds each run of a change (and of the unchanged command) lasts [20]");
+  watch->add_option("--try-rounds", watch_options.try_rounds,
+                    "with --try: runs of each change, each beside one of the unchanged command [2]");
   watch->add_flag("--no-try-loader", no_try_loader,
                   "do not measure the program's files after it ends: feedscope's loader on a "
                   "cpu_preprocess program's, each image's load time with feedscope's decoder");

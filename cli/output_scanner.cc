@@ -228,6 +228,20 @@ std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::str
   return b;
 }
 
+std::optional<CommandFlag> int_flag_in_command(const std::vector<std::string>& command,
+                                               std::initializer_list<std::string_view> names) {
+  std::optional<CommandFlag> out;
+  for (std::size_t i = 0; i < command.size() && command[i] != "--"; ++i)
+    if (const auto v = flag_value(command, i, names)) out = CommandFlag{v->first, v->second};
+  return out;
+}
+
+std::optional<CommandFlag> image_size_in_command(const std::vector<std::string>& command) {
+  return int_flag_in_command(command, {"--image-size", "--image_size", "--img-size", "--img_size",
+                                       "--crop-size", "--crop_size", "--train-crop-size",
+                                       "--train_crop_size", "--input-size", "--input_size"});
+}
+
 ThroughputUnit parse_throughput_unit(const std::string& text) {
   if (text == "samples/s") return ThroughputUnit::samples_per_s;
   if (text == "it/s" || text == "batches/s") return ThroughputUnit::iterations_per_s;

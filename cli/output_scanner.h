@@ -11,6 +11,7 @@
 // nanoGPT, word_language_model, tqdm's rate, and an explicit `N samples/s`. A line that matches
 // none of them is not read.
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -67,6 +68,18 @@ struct CommandBatchSize {
   std::string accumulation_flag;
 };
 std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command);
+
+// A positive integer a command line gives under one of `names` (`--name N` or `--name=N`; the last
+// one wins; nothing after `--`), with the words that gave it.
+struct CommandFlag {
+  std::int64_t value = 0;
+  std::string flag;  // "--train-crop-size 128"
+};
+std::optional<CommandFlag> int_flag_in_command(const std::vector<std::string>& command,
+                                               std::initializer_list<std::string_view> names);
+// The image size a training script crops to: `--image-size`, `--img-size`, `--crop-size`,
+// `--train-crop-size` (torchvision's references), `--input-size` (timm), in either spelling.
+std::optional<CommandFlag> image_size_in_command(const std::vector<std::string>& command);
 
 // A rank torch.distributed's launcher (torchrun) reported failed, from its closing table
 // ("rank : 1 (local_rank: 1)" then "exitcode : 1 (pid: 812)").

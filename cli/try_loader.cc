@@ -97,7 +97,8 @@ Recommendation recommend(const LoaderTry& t) {
     r.action += ", " + ratio_text(*t.ratio) + " the program's " + rate(*t.program_samples_per_s) +
                 " samples/s";
   r.action += " (" + std::to_string(t.num_workers) + " worker(s), batch " +
-              std::to_string(t.batch_size) + ", image size " + std::to_string(t.image_size) + ")";
+              std::to_string(t.batch_size) + " (" + t.batch_size_from + "), image size " +
+              std::to_string(t.image_size) + " (" + t.image_size_from + "))";
   r.setting = "feedscope.DataLoader(\"" + t.dataset + "\", batch_size=" + std::to_string(t.batch_size) +
               ", num_workers=" + std::to_string(t.num_workers) + ", pipeline=\"train\", image_size=" +
               std::to_string(t.image_size) + ")";
@@ -113,7 +114,12 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
   LoaderTry& t = report.program->try_loader.emplace();
   t.num_workers = setup.num_workers;
   t.batch_size = setup.batch_size > 0 ? setup.batch_size : 64;
-  t.image_size = 224;
+  t.batch_size_from = setup.batch_size > 0 ? setup.batch_size_from
+                                           : "feedscope's default: the program's is not seen";
+  t.image_size = setup.image_size > 0 ? setup.image_size : 224;
+  t.image_size_from = setup.image_size > 0 ? setup.image_size_from
+                                           : "feedscope's default: the program's command line "
+                                             "names no crop size";
   const std::vector<std::string> files = seen.files();
   t.files_seen.assign(files.begin(), files.begin() + std::min<std::ptrdiff_t>(5, std::ssize(files)));
   if (!files.empty()) t.files_from = seen.from_arguments() ? "command line" : "open files";
@@ -147,7 +153,9 @@ void offer_feedscope_loader(const DataFilesSeen& seen, const LoaderTrySetup& set
   }
   std::string fact = "feedscope's loader on the program's files (" + t.dataset +
                      (t.files_from == "command line" ? ", named on its command line" : "") + ", " +
-                     std::to_string(t.num_workers) + " worker(s), after it ended): " +
+                     std::to_string(t.num_workers) + " worker(s), batch " +
+                     std::to_string(t.batch_size) + ", image size " + std::to_string(t.image_size) +
+                     ", after it ended): " +
                      rate(*t.samples_per_s) + " samples/s";
   if (report.throughput.samples_per_s > 0) {
     t.program_samples_per_s = report.throughput.samples_per_s;

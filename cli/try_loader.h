@@ -18,6 +18,9 @@ struct LoaderTrySetup {
   bool enabled = true;          // --no-try-loader: off
   int num_workers = 0;          // the program's loader workers (0: it loads in its own thread)
   std::int64_t batch_size = 0;  // the program's, where known; 0: 64
+  std::string batch_size_from;  // where that came from ("`-b 32` on its command line")
+  std::int64_t image_size = 0;  // the program's crop, where its command line says it; 0: 224
+  std::string image_size_from;
   double seconds = 3;
 };
 

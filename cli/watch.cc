@@ -24,6 +24,7 @@
 #include "cli/interrupt.h"
 #include "cli/config.h"
 #include "cli/output_scanner.h"
+#include "cli/try_changes.h"
 #include "cli/try_loader.h"
 #include "cli/run.h"
 #include "exporters/console_report.h"
@@ -63,6 +64,15 @@ void validate(const WatchOptions& o) {
   if (o.attach_pid != 0 && o.try_loader)
     throw ConfigError("try_loader", "attach: feedscope's loader is not tried on the files of a "
                                     "program that runs on (it would take its cores)");
+  if (o.attach_pid != 0 && o.try_changes)
+    throw ConfigError("try", "attach: --try runs the program again, which a program attach did "
+                             "not start cannot be; use it with `feedscope watch --try -- COMMAND`");
+  if (o.try_changes && (!(o.try_seconds >= 2) || o.try_seconds > 3600))
+    throw ConfigError("try_seconds", "--try-seconds: " + std::to_string(o.try_seconds) +
+                                         " is out of range; allowed: 2 to 3600 seconds");
+  if (o.try_changes && (o.try_rounds < 1 || o.try_rounds > 10))
+    throw ConfigError("try_rounds", "--try-rounds: " + std::to_string(o.try_rounds) +
+                                        " is out of range; allowed: 1 to 10");
   if (o.command.empty() && o.attach_pid == 0)
     throw ConfigError("command", "watch: no program to run; usage: feedscope watch [options] -- "
                                  "COMMAND [ARGS...]");
@@ -591,12 +601,29 @@ WatchDiagnosisInput watch_diagnosis_input(const ProgramSummary& program, int cpu
 // With try_loader, feedscope's loader measured on the data files the program read.
 void offer_loader(const WatchOptions& o, DataFilesSeen& data_files,
                   const std::optional<DiagnosisInput>& span_input, Report& report) {
-  const std::int64_t batch_size = o.batch_size > 0 ? o.batch_size : span_input ? span_input->batch_size : 0;
-  const int workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
+  LoaderTrySetup setup;
+  setup.enabled = o.try_loader;
+  setup.num_workers = span_input && span_input->num_workers > 0 ? span_input->num_workers
                                                                 : report.program->tree.workers;
+  // The program's own batch and crop: feedscope's loader is measured on its workload.
+  const std::vector<std::string>& command = report.program->command;
+  if (o.batch_size > 0) {
+    setup.batch_size = o.batch_size;
+    setup.batch_size_from = "watch's --batch-size";
+  } else if (span_input && span_input->batch_size > 0) {
+    setup.batch_size = span_input->batch_size;
+    setup.batch_size_from = "the program's spans";
+  } else if (const auto b = batch_size_in_command(command)) {
+    setup.batch_size = b->batch_size;
+    setup.batch_size_from = "`" + b->flag + "` on its command line";
+  }
+  if (const auto crop = image_size_in_command(command)) {
+    setup.image_size = crop->value;
+    setup.image_size_from = "`" + crop->flag + "` on its command line";
+  }
   // No file seen open (a short run, or readings late on a loaded machine): the data its arguments name.
-  if (o.try_loader && data_files.files().empty()) data_files.look_at_arguments(report.program->command);
-  offer_feedscope_loader(data_files, {o.try_loader, workers, batch_size}, report);
+  if (o.try_loader && data_files.files().empty()) data_files.look_at_arguments(command);
+  offer_feedscope_loader(data_files, setup, report);
 }
 
 std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o) {
@@ -717,6 +744,7 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   }
   report.program = std::move(program);
   offer_loader(o, data_files, span_input, report);
+  if (o.try_changes) try_changes(o, report, log);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 

@@ -48,6 +48,12 @@ struct WatchOptions {
   // Where to record what the diagnosis read, for `feedscope replay` (exporters/recording.h); empty:
   // nowhere. The `watch` command fills it from --record-dir, else $FEEDSCOPE_RECORD_DIR.
   std::string record_dir;
+  // `watch --try` (cli/try_changes.h): once the program has ended, run it again with each change
+  // feedscope can make from outside, `try_rounds` times for `try_seconds` each, alternating with
+  // the unchanged command, and report each change's speed-up as measured.
+  bool try_changes = false;
+  double try_seconds = 20;
+  int try_rounds = 2;
 };
 
 struct WatchOutcome {

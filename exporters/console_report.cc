@@ -126,8 +126,9 @@ std::string format_console_report(const Report& r, bool color) {
       if (rec.predicted_samples_per_s && rec.predicted_speedup)
         out += line("      %s-> predicted %.0f samples/s (%.2fx)", setting.c_str(),
                     *rec.predicted_samples_per_s, *rec.predicted_speedup);
-      else if (rec.predicted_speedup)  // from CPU shares, where samples were not counted
-        out += line("      %s-> predicted %.2fx", setting.c_str(), *rec.predicted_speedup);
+      else if (rec.predicted_speedup)  // from CPU shares, or measured by `watch --try`
+        out += line("      %s-> %s %.2fx", setting.c_str(),
+                    rec.basis.starts_with("measured") ? "measured" : "predicted", *rec.predicted_speedup);
       else
         out += line("      %s(%s)", setting.c_str(),
                     rec.basis.starts_with("no prediction") ? rec.basis.c_str() : "no prediction");

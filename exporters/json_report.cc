@@ -128,10 +128,36 @@ nlohmann::ordered_json loader_try_json(const LoaderTry& t) {
           {"num_workers", t.num_workers},
           {"batch_size", t.batch_size},
           {"image_size", t.image_size},
+          {"batch_size_from", t.batch_size_from},
+          {"image_size_from", t.image_size_from},
           {"seconds", t.seconds},
           {"samples_per_s", optional_number(t.samples_per_s)},
           {"program_samples_per_s", optional_number(t.program_samples_per_s)},
           {"ratio", optional_number(t.ratio)}};
+}
+
+nlohmann::ordered_json optional_rates(const std::vector<std::optional<double>>& rates) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& r : rates) out.push_back(optional_number(r));
+  return out;
+}
+
+nlohmann::ordered_json change_tries_json(const ChangeTries& t) {
+  nlohmann::ordered_json changes = nlohmann::ordered_json::array();
+  for (const TriedChange& c : t.changes)
+    changes.push_back({{"change", c.change},
+                       {"why", c.why},
+                       {"command", c.command},
+                       {"env", c.env},
+                       {"rates", optional_rates(c.rates)},
+                       {"speedup", optional_number(c.speedup)},
+                       {"failed", c.failed}});
+  return {{"skipped", t.skipped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.skipped)},
+          {"seconds", t.seconds},
+          {"rounds", t.rounds},
+          {"unit", t.unit},
+          {"unchanged_rates", optional_rates(t.unchanged_rates)},
+          {"changes", changes}};
 }
 
 nlohmann::ordered_json setting_json(const LoaderSetting& s) {
@@ -250,6 +276,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                                                      {"source", p.torch->source}}
                             : nlohmann::ordered_json(nullptr)},
           {"try_loader", p.try_loader ? loader_try_json(*p.try_loader) : nlohmann::ordered_json(nullptr)},
+          {"tries", p.tries ? change_tries_json(*p.tries) : nlohmann::ordered_json(nullptr)},
           {"tree",
            {{"trainer_pid", t.trainer_pid},
             {"trainer_name", t.trainer_name},

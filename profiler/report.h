@@ -377,11 +377,39 @@ struct LoaderTry {
   std::string files_from;
   int num_workers = 0;
   std::int64_t batch_size = 0;
-  std::int64_t image_size = 0;  // 224: the program's own is not seen from outside
+  std::int64_t image_size = 0;
+  // Where each came from: the program ("`--train-crop-size 128` on its command line", "its
+  // spans"), watch's own option, or feedscope's default where none says it.
+  std::string batch_size_from;
+  std::string image_size_from;
   double seconds = 0;           // measured, after one warm-up batch
   std::optional<double> samples_per_s;
   std::optional<double> program_samples_per_s;  // where the program's rate was measured
   std::optional<double> ratio;                   // samples_per_s / program_samples_per_s
+};
+
+// One change `watch --try` ran against the unchanged command (cli/try_changes.h).
+struct TriedChange {
+  std::string change;  // "OMP_NUM_THREADS=2", "-j 3"
+  std::string why;     // what made it a candidate
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // added to the watched run's
+  // Each round's rate (ChangeTries::unit); none where that run measured none or failed.
+  std::vector<std::optional<double>> rates;
+  // Its rates over the unchanged runs' of the same rounds (those where both measured); none where
+  // no round measured both.
+  std::optional<double> speedup;
+  std::vector<std::string> failed;  // how its runs that failed ended ("failed (exited with 1)")
+};
+
+// What `watch --try` measured, or why it ran nothing.
+struct ChangeTries {
+  std::string skipped;  // why nothing ran; empty when the tries ran
+  double seconds = 0;   // each run's window (--try-seconds)
+  int rounds = 0;       // runs of each change, each beside one of the unchanged command
+  std::string unit;     // "samples/s" or "it/s": the watched run's own measure
+  std::vector<std::optional<double>> unchanged_rates;  // each round's
+  std::vector<TriedChange> changes;
 };
 
 // A program `feedscope watch` ran: how it ended and what its process tree did.
@@ -408,6 +436,7 @@ struct ProgramSummary {
   // was built with); none where its memory map showed no torch.
   std::optional<ProgramTorch> torch;
   std::optional<LoaderTry> try_loader;  // unset: the diagnosis was not cpu_preprocess
+  std::optional<ChangeTries> tries;     // unset: `watch` without --try
 };
 
 // The training thread's time handing each batch to the copy engine (a `run` on a GPU), which the

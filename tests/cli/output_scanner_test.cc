@@ -177,6 +177,17 @@ TEST(KnownFormatsTest, MetricLoggerWithoutImgPerSecondGivesItsTimeAndTabsAsDelim
   EXPECT_NEAR(*s.data_wait().share, 0.2, 1e-12);
 }
 
+TEST(KnownFormatsTest, TheCropSizeIsReadFromTheCommandLineInEitherSpelling) {
+  const auto crop = image_size_in_command(
+      {"torchrun", "train.py", "--train-crop-size", "128", "-b", "32", "--", "--image-size", "7"});
+  ASSERT_TRUE(crop);
+  EXPECT_EQ(crop->value, 128);
+  EXPECT_EQ(crop->flag, "--train-crop-size 128") << "nothing after -- is the script's";
+  EXPECT_EQ(image_size_in_command({"python", "t.py", "--img_size=160"})->value, 160);
+  EXPECT_FALSE(image_size_in_command({"python", "t.py", "--image-size", "big"}));
+  EXPECT_FALSE(image_size_in_command({"python", "t.py", "--size", "64"})) << "not a known name";
+}
+
 TEST(KnownFormatsTest, ImageNetTimeGivesSamplesPerSecondOnlyWithABatchSize) {
   const std::vector<std::string> command = {"python3", "main.py", "-a", "resnet18", "-b", "64", "/data"};
   const std::optional<CommandBatchSize> batch = batch_size_in_command(command);

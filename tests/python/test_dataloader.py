@@ -428,7 +428,7 @@ class TryLoaderTest(DataLoaderTestBase):
         subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), *options,
                         "--throughput-pattern", r"throughput: ([0-9.]+) samples/s", "--",
                         sys.executable, str(example), "--data", str(self.large), "--workers", "1",
-                        "--steps", "40", "--batch-size", "8"],
+                        "--steps", "40", "--batch-size", "8", "--image-size", "96"],
                        check=True, capture_output=True, timeout=300)
         report = json.loads((report_dir / "report.json").read_text())
         # The program's files' per-sample costs, whatever the bottleneck: feedscope's decoder on
@@ -454,6 +454,10 @@ class TryLoaderTest(DataLoaderTestBase):
         self.assertTrue(all(f.startswith(str(self.large)) for f in tried["files_seen"]))
         self.assertGreater(tried["samples_per_s"], 0)
         self.assertEqual(tried["num_workers"], 1)
+        # Measured on the program's own workload, as its command line gives it.
+        self.assertEqual((tried["batch_size"], tried["image_size"]), (8, 96), tried)
+        self.assertIn("`--batch-size 8` on its command line", tried["batch_size_from"])
+        self.assertIn("`--image-size 96` on its command line", tried["image_size_from"])
         self.assertGreater(tried["program_samples_per_s"], 0)
         evidence = " ".join(report["diagnosis"]["evidence"])
         self.assertIn("feedscope's loader on the program's files", evidence)

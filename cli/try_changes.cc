@@ -1,0 +1,299 @@
+#include "cli/try_changes.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/watch.h"
+#include "profiler/detail/format.h"
+#include "profiler/watch_diagnosis.h"
+
+namespace feedscope {
+
+namespace {
+
+using detail::fmt;
+
+constexpr std::string_view kWorkerFlags[] = {"-j", "--workers", "--num-workers", "--num_workers"};
+constexpr std::string_view kBatchFlags[] = {"-b", "--batch-size", "--batch_size"};
+// A change measured this much faster is recommended; below, it is reported only.
+constexpr double kTriedHelps = 1.05;
+
+std::string fixed(const char* format, double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
+}
+
+// The value a recommendation's setting gives `key` ("num_workers=3" -> 3); none where none does.
+std::optional<std::int64_t> advised(const Report& r, const std::string& key) {
+  for (const Recommendation& rec : r.diagnosis.recommendations)
+    if (rec.setting.starts_with(key + "="))
+      if (const long long v = std::atoll(rec.setting.c_str() + key.size() + 1); v > 0) return v;
+  return std::nullopt;
+}
+
+// The value the first of `flags` has on the command line (`-j 2`, `--workers=2`).
+std::optional<std::int64_t> flag_now(const std::vector<std::string>& command,
+                                     std::span<const std::string_view> flags) {
+  for (std::size_t i = 0; i < command.size() && command[i] != "--"; ++i)
+    for (const std::string_view f : flags) {
+      if (command[i] == f && i + 1 < command.size()) return std::atoll(command[i + 1].c_str());
+      if (command[i].starts_with(std::string(f) + "="))
+        return std::atoll(command[i].c_str() + f.size() + 1);
+    }
+  return std::nullopt;
+}
+
+std::optional<ChangeCandidate> thread_candidate(const std::map<std::string, std::string>& env,
+                                                const Report& watched, int cpus) {
+  const ProgramSummary& p = *watched.program;
+  const ProcessTreeSummary& t = p.tree;
+  const std::string& b = watched.diagnosis.bottleneck;
+  if (b != "cpu_compute" && b != "cpu_preprocess") return std::nullopt;
+  const double computing = std::max(0.0, t.other_threads_cores - t.yielding_threads_cores);
+  int threads = 0;
+  std::string why;
+  if (computing < kOneThreadOthers && cpus > 1) {
+    threads = cpus;
+    why = fmt("the step runs on one thread (its compute threads %.2f cores) on a machine of %d "
+              "cores: torch's intra-op pool given every core",
+              computing, cpus);
+  } else if (t.workers > 0 && computing >= kOneThreadOthers) {
+    threads = 1;
+    why = fmt("its compute threads (%.2f cores) share the cores with %d loader workers: one thread "
+              "for the step leaves the workers the rest",
+              computing, t.workers);
+  } else {
+    return std::nullopt;
+  }
+  const std::string value = std::to_string(threads);
+  const char* source = std::getenv("OMP_NUM_THREADS");
+  const auto set = env.find("OMP_NUM_THREADS");
+  const std::string now = set != env.end() ? set->second : source ? source : "";
+  if (now == value) return std::nullopt;
+  ChangeCandidate c;
+  c.label = "OMP_NUM_THREADS=" + value;
+  c.why = why;
+  c.command = p.command;
+  c.env = {{"OMP_NUM_THREADS", value}, {"MKL_NUM_THREADS", value}};
+  return c;
+}
+
+std::optional<ChangeCandidate> worker_candidate(const std::vector<std::string>& command,
+                                                const Report& watched) {
+  const std::optional<std::int64_t> now = flag_now(command, kWorkerFlags);
+  if (!now) return std::nullopt;
+  std::optional<std::int64_t> workers = advised(watched, "num_workers");
+  std::string why = "the diagnosis advises it";
+  if (!workers && watched.diagnosis.bottleneck == "cpu_preprocess") {
+    workers = *now + 1;
+    why = "input-bound (cpu_preprocess) with no worker count advised: one more worker";
+  }
+  if (!workers || *workers == *now) return std::nullopt;
+  ChangeCandidate c;
+  c.why = why;
+  c.command = *with_flag_value(command, kWorkerFlags, *workers, &c.label);
+  return c;
+}
+
+std::optional<ChangeCandidate> batch_candidate(const std::vector<std::string>& command,
+                                               const Report& watched) {
+  const std::optional<std::int64_t> batch = advised(watched, "batch_size");
+  if (!batch || flag_now(command, kBatchFlags) == batch) return std::nullopt;
+  ChangeCandidate c;
+  const auto changed = with_flag_value(command, kBatchFlags, *batch, &c.label);
+  if (!changed) return std::nullopt;
+  c.why = "the diagnosis advises it";
+  c.command = *changed;
+  c.batch_size = *batch;
+  return c;
+}
+
+// One run of a change (or of the unchanged command): what watch measured of it, in the watched
+// run's unit, or how it failed.
+struct TrialRun {
+  std::optional<double> rate;
+  std::string failed;
+};
+
+TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, const std::string& dir,
+                   bool iterations) {
+  WatchOptions o;
+  o.command = change.command;
+  o.env = base.env;
+  for (const auto& [k, v] : change.env) o.env[k] = v;
+  o.report_dir = dir;
+  o.sample_hz = base.sample_hz;
+  o.duration_s = base.try_seconds;
+  o.grace_s = 5;
+  o.throughput_pattern = base.throughput_pattern;
+  o.throughput_unit = base.throughput_unit;
+  o.batch_size = change.batch_size > 0 ? change.batch_size : base.batch_size;
+  o.print = false;
+  o.keep_output = true;
+  TrialRun out;
+  try {
+    std::ostringstream quiet;
+    const WatchOutcome w = watch_program(o, quiet);
+    const ProgramSummary& p = *w.report.program;
+    if (p.ended == "failed" || p.ended == "crashed" || p.ended == "interrupted") {
+      out.failed = p.ended + " (" + p.exit + ")";
+      return out;
+    }
+    const double rate = iterations ? w.report.throughput.batches_per_s : w.report.throughput.samples_per_s;
+    if (rate > 0) out.rate = rate;
+    else out.failed = "no rate measured (" + (w.report.throughput.source.empty() ? std::string("no progress line read")
+                                                                               : w.report.throughput.source) + ")";
+  } catch (const std::exception& e) {
+    out.failed = std::string("did not run: ") + e.what();
+  }
+  return out;
+}
+
+// Its rates over the unchanged runs' of the rounds where both measured.
+std::optional<double> speedup_of(const std::vector<std::optional<double>>& rates,
+                                 const std::vector<std::optional<double>>& unchanged) {
+  double changed_sum = 0, unchanged_sum = 0;
+  for (std::size_t i = 0; i < rates.size() && i < unchanged.size(); ++i)
+    if (rates[i] && unchanged[i]) {
+      changed_sum += *rates[i];
+      unchanged_sum += *unchanged[i];
+    }
+  if (!(unchanged_sum > 0)) return std::nullopt;
+  return changed_sum / unchanged_sum;
+}
+
+// The evidence line and, where it helped, the recommendation of one change.
+void report_change(const ChangeTries& tries, const TriedChange& c, Diagnosis& d) {
+  std::size_t measured = 0;
+  for (const auto& r : c.rates) measured += r.has_value();
+  const std::string over = fmt("over %zu trial%s of %.0f s against the unchanged command", measured,
+                               measured == 1 ? "" : "s", tries.seconds);
+  if (!c.speedup) {
+    d.evidence.push_back("tried " + c.change + ": not measured (" +
+                         (c.failed.empty() ? std::string("no rate") : c.failed.front()) +
+                         "); the unchanged run's result stands");
+    return;
+  }
+  d.evidence.push_back(fmt("tried %s: %.2fx measured %s (%s)", c.change.c_str(), *c.speedup,
+                           over.c_str(), c.why.c_str()));
+  if (*c.speedup < kTriedHelps) return;
+  Recommendation r;
+  r.setting = c.change;
+  r.action = fmt("%s: %.2fx measured (watch --try, %s).", c.change.c_str(), *c.speedup, over.c_str());
+  r.predicted_speedup = *c.speedup;
+  r.basis = "measured, not predicted: the program run with the change for " +
+            fixed("%.0f", tries.seconds) + " s at a time, alternating with the unchanged command";
+  d.recommendations.insert(d.recommendations.begin(), std::move(r));
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> with_flag_value(const std::vector<std::string>& command,
+                                                        std::span<const std::string_view> flags,
+                                                        std::int64_t value, std::string* label) {
+  std::vector<std::string> out = command;
+  for (std::size_t i = 0; i < out.size() && out[i] != "--"; ++i)
+    for (const std::string_view f : flags) {
+      if (out[i] == f && i + 1 < out.size()) {
+        out[i + 1] = std::to_string(value);
+        if (label) *label = out[i] + " " + out[i + 1];
+        return out;
+      }
+      if (out[i].starts_with(std::string(f) + "=")) {
+        out[i] = std::string(f) + "=" + std::to_string(value);
+        if (label) *label = out[i];
+        return out;
+      }
+    }
+  return std::nullopt;
+}
+
+std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& command,
+                                               const std::map<std::string, std::string>& env,
+                                               const Report& watched, int cpus) {
+  std::vector<ChangeCandidate> out;
+  if (!watched.program) return out;
+  for (auto c : {thread_candidate(env, watched, cpus), worker_candidate(command, watched),
+                 batch_candidate(command, watched)})
+    if (c) out.push_back(std::move(*c));
+  return out;
+}
+
+void try_changes(const WatchOptions& options, Report& report, std::ostream& log) {
+  ProgramSummary& p = *report.program;
+  ChangeTries& tries = p.tries.emplace();
+  tries.seconds = options.try_seconds;
+  tries.rounds = options.try_rounds;
+  const bool samples = report.throughput.samples_per_s > 0;
+  const bool iterations = !samples && report.throughput.batches_per_s > 0;
+  if (!samples && !iterations) {
+    tries.skipped = "its throughput was not measured (no progress line in a known format, no "
+                    "--throughput-pattern match, no Session spans): a change's effect could not be "
+                    "measured, so nothing was run";
+    log << "feedscope watch --try: " << tries.skipped << std::endl;
+    return;
+  }
+  tries.unit = samples ? "samples/s" : "it/s";
+  std::vector<ChangeCandidate> candidates =
+      change_candidates(options.command, options.env, report, report.environment.cpus);
+  // Iterations of another batch size are not the same work: a batch change needs samples/s.
+  if (iterations)
+    std::erase_if(candidates, [&](const ChangeCandidate& c) {
+      if (c.batch_size > 0)
+        p.notes.push_back("watch --try: " + c.label + " not tried: its throughput is in iterations "
+                          "(no batch size known), which a batch change does not keep comparable");
+      return c.batch_size > 0;
+    });
+  if (candidates.empty()) {
+    tries.skipped = "no change feedscope can make from outside fits this diagnosis (" +
+                    report.diagnosis.bottleneck + "): the thread count where the step is on one "
+                    "thread or shares the cores with workers, and a worker or batch flag on the "
+                    "command line";
+    log << "feedscope watch --try: " << tries.skipped << std::endl;
+    return;
+  }
+  const std::size_t runs = (candidates.size() + 1) * static_cast<std::size_t>(tries.rounds);
+  log << "feedscope watch --try: " << candidates.size() << " change(s), each run " << tries.rounds
+      << " time(s) for " << tries.seconds << " s beside the unchanged command: " << runs
+      << " runs, about " << static_cast<int>(static_cast<double>(runs) * (tries.seconds + 3))
+      << " s:\n";
+  for (const ChangeCandidate& c : candidates) log << "  " << c.label << ": " << c.why << "\n";
+  log << std::flush;
+
+  ChangeCandidate unchanged;
+  unchanged.command = options.command;
+  for (const ChangeCandidate& c : candidates) {
+    TriedChange& t = tries.changes.emplace_back();
+    t.change = c.label;
+    t.why = c.why;
+    t.command = c.command;
+    t.env = c.env;
+  }
+  const std::filesystem::path dir = std::filesystem::path(options.report_dir) / "tries";
+  for (int round = 1; round <= tries.rounds; ++round) {
+    const std::string suffix = "-" + std::to_string(round);
+    const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), iterations);
+    tries.unchanged_rates.push_back(base.rate);
+    log << "  round " << round << ": unchanged "
+        << (base.rate ? fixed("%.4g", *base.rate) + " " + tries.unit : base.failed);
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      std::string name = "change" + std::to_string(i + 1) + suffix;
+      const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), iterations);
+      tries.changes[i].rates.push_back(run.rate);
+      if (!run.failed.empty()) tries.changes[i].failed.push_back(run.failed);
+      log << ", " << candidates[i].label << " "
+          << (run.rate ? fixed("%.4g", *run.rate) + " " + tries.unit : run.failed);
+    }
+    log << std::endl;
+  }
+  for (TriedChange& c : tries.changes) {
+    c.speedup = speedup_of(c.rates, tries.unchanged_rates);
+    report_change(tries, c, report.diagnosis);
+  }
+}
+
+}  // namespace feedscope

@@ -1,0 +1,81 @@
+#include "cli/try_changes.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace feedscope {
+namespace {
+
+constexpr std::string_view kWorkers[] = {"-j", "--workers"};
+
+TEST(TryChangesTest, AFlagsValueIsReplacedInEitherSpellingAndNothingAfterTheSeparator) {
+  std::string label;
+  const auto spaced = with_flag_value({"python", "main.py", "-j", "4", "/data"}, kWorkers, 2, &label);
+  ASSERT_TRUE(spaced);
+  EXPECT_EQ(*spaced, (std::vector<std::string>{"python", "main.py", "-j", "2", "/data"}));
+  EXPECT_EQ(label, "-j 2");
+  const auto joined = with_flag_value({"python", "t.py", "--workers=4"}, kWorkers, 6, &label);
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->back(), "--workers=6");
+  EXPECT_EQ(label, "--workers=6");
+  EXPECT_FALSE(with_flag_value({"torchrun", "--", "t.py", "-j", "4"}, kWorkers, 2, nullptr))
+      << "after -- the words are another program's";
+  EXPECT_FALSE(with_flag_value({"python", "t.py", "--jobs", "4"}, kWorkers, 2, nullptr));
+}
+
+Report watched(const std::string& bottleneck, double other_threads, int workers) {
+  Report r;
+  r.diagnosis.bottleneck = bottleneck;
+  ProgramSummary p;
+  p.command = {"python", "train.py", "--workers", "1", "-b", "64"};
+  p.tree.other_threads_cores = other_threads;
+  p.tree.workers = workers;
+  r.program = p;
+  return r;
+}
+
+std::vector<std::string> labels(const std::vector<ChangeCandidate>& cs) {
+  std::vector<std::string> out;
+  for (const ChangeCandidate& c : cs) out.push_back(c.label);
+  return out;
+}
+
+TEST(TryChangesTest, TheCandidatesFollowTheDiagnosisAndWhatTheCommandLineCarries) {
+  ::unsetenv("OMP_NUM_THREADS");  // feedscope's own environment is the program's otherwise
+  // The step on one thread beside idle cores: every core for torch's pool.
+  Report r = watched("cpu_compute", 0.05, 1);
+  std::vector<ChangeCandidate> cs = change_candidates(r.program->command, {}, r, 4);
+  EXPECT_EQ(labels(cs), std::vector<std::string>{"OMP_NUM_THREADS=4"});
+  EXPECT_EQ(cs[0].env.at("MKL_NUM_THREADS"), "4");
+  EXPECT_EQ(cs[0].command, r.program->command) << "the command itself is unchanged";
+  EXPECT_TRUE(change_candidates(r.program->command, {{"OMP_NUM_THREADS", "4"}}, r, 4).empty())
+      << "already so";
+
+  // Input-bound with compute threads beside the workers: one thread, and the advised workers.
+  r = watched("cpu_preprocess", 0.9, 1);
+  Recommendation more;
+  more.setting = "num_workers=3";
+  r.diagnosis.recommendations.push_back(more);
+  cs = change_candidates(r.program->command, {}, r, 4);
+  EXPECT_EQ(labels(cs), (std::vector<std::string>{"OMP_NUM_THREADS=1", "--workers 3"}));
+  EXPECT_EQ(cs[1].command[3], "3");
+
+  // Input-bound with no count advised: one more worker; a batch size only where advised.
+  r = watched("cpu_preprocess", 0.05, 1);
+  Recommendation batch;
+  batch.setting = "batch_size=128";
+  r.diagnosis.recommendations.push_back(batch);
+  cs = change_candidates(r.program->command, {}, r, 1);
+  EXPECT_EQ(labels(cs), (std::vector<std::string>{"--workers 2", "-b 128"}));
+  EXPECT_EQ(cs[1].batch_size, 128);
+
+  // On a GPU, or with no flag on the command line, nothing feedscope can change from outside.
+  r = watched("launch_overhead", 0.05, 1);
+  EXPECT_TRUE(change_candidates(r.program->command, {}, r, 4).empty());
+  r = watched("cpu_preprocess", 0.05, 0);
+  EXPECT_TRUE(change_candidates({"python", "train.py"}, {}, r, 1).empty());
+}
+
+}  // namespace
+}  // namespace feedscope
