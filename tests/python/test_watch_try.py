@@ -1,0 +1,92 @@
+"""`feedscope watch --try`: the program run again with each change feedscope can make from
+outside, alternating with the unchanged command (cli/try_changes.h). Only what the runs measured is
+checked against the report, never a speed-up: not RUN_SERIAL."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FEEDSCOPE = os.environ.get("FEEDSCOPE_BINARY", "")
+
+
+@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
+class WatchTryTest(unittest.TestCase):
+    """`watch --try`: the program run again with each change feedscope can make from outside,
+    alternating with the unchanged command; what each measured, or how it failed."""
+
+    TARGET = ROOT / "tests" / "python" / "try_target.py"
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = pathlib.Path(self._tmp.name)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def watch_try(self, command, *options):
+        report_dir = self.dir / "report"
+        r = subprocess.run([FEEDSCOPE, "watch", "--report-dir", str(report_dir), "--try",
+                            "--try-seconds", "3", "--try-rounds", "1", *options, "--", *command],
+                           capture_output=True, text=True, timeout=300,
+                           env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r, report_dir, json.loads((report_dir / "report.json").read_text())
+
+    def test_a_change_that_fails_is_reported_with_how_it_ended_and_the_run_stands(self):
+        r, report_dir, report = self.watch_try(
+            [sys.executable, str(self.TARGET), "--steps", "25", "--fail-with-threads"])
+        if report["diagnosis"]["bottleneck"] != "cpu_compute":
+            self.skipTest(f"the loop was {report['diagnosis']['bottleneck']} here, not cpu_compute: "
+                          "no thread change to try")
+        tries = report["program"]["tries"]
+        self.assertIsNone(tries["skipped"], tries)
+        self.assertEqual((tries["seconds"], tries["rounds"], tries["unit"]), (3, 1, "samples/s"))
+        self.assertIn("feedscope watch --try: 1 change(s)", r.stderr)  # said before it ran
+        self.assertGreater(tries["unchanged_rates"][0], 0, tries)
+        [change] = tries["changes"]
+        self.assertEqual(change["change"], f"OMP_NUM_THREADS={os.cpu_count()}")
+        self.assertEqual(change["env"]["MKL_NUM_THREADS"], str(os.cpu_count()))
+        self.assertEqual(change["rates"], [None])
+        self.assertIsNone(change["speedup"])
+        self.assertEqual(len(change["failed"]), 1)
+        self.assertIn("failed (exited with 3)", change["failed"][0])
+        evidence = " ".join(report["diagnosis"]["evidence"])
+        self.assertIn(f"tried OMP_NUM_THREADS={os.cpu_count()}: not measured (failed", evidence)
+        self.assertFalse(any(rec["basis"].startswith("measured")
+                             for rec in report["diagnosis"]["recommendations"]))
+        # Each run's own report, beside the watched run's.
+        self.assertTrue((report_dir / "tries" / "unchanged-1" / "report.json").exists())
+        self.assertTrue((report_dir / "tries" / "change1-1" / "output.log").exists())
+
+    def test_a_change_that_runs_gets_its_measured_speedup(self):
+        r, _, report = self.watch_try([sys.executable, str(self.TARGET), "--steps", "25"])
+        if report["diagnosis"]["bottleneck"] != "cpu_compute":
+            self.skipTest(f"the loop was {report['diagnosis']['bottleneck']} here, not cpu_compute")
+        [change] = report["program"]["tries"]["changes"]
+        self.assertEqual(change["failed"], [])
+        self.assertGreater(change["rates"][0], 0, change)
+        unchanged = report["program"]["tries"]["unchanged_rates"][0]
+        self.assertAlmostEqual(change["speedup"], change["rates"][0] / unchanged, places=9)
+        # The loop is Python on one thread: more OpenMP threads change nothing it does; whatever
+        # the ratio, the verdict follows it (recommended at 1.05x or more only).
+        measured = [rec for rec in report["diagnosis"]["recommendations"]
+                    if rec["basis"].startswith("measured")]
+        self.assertEqual(len(measured), 1 if change["speedup"] >= 1.05 else 0, measured)
+        self.assertIn(f"{change['speedup']:.2f}x measured over 1 trial of 3 s", " ".join(
+            report["diagnosis"]["evidence"]))
+
+    def test_without_a_measured_throughput_nothing_is_run(self):
+        r, report_dir, report = self.watch_try([sys.executable, "-c", "import time; time.sleep(1)"])
+        tries = report["program"]["tries"]
+        self.assertIn("throughput was not measured", tries["skipped"])
+        self.assertEqual(tries["changes"], [])
+        self.assertFalse((report_dir / "tries").exists())
+
+
+if __name__ == "__main__":
+    unittest.main()
