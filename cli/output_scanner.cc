@@ -60,7 +60,8 @@ struct Format {
 
 enum FormatIndex : std::size_t {
   kMetricLoggerImg, kMetricLoggerTime, kTimmRate, kImageNetTime, kNanoGpt, kWordLanguageModel,
-  kTqdmIterations, kTqdmSamples, kTqdmTokens, kSamplesRate, kTokensRate, kFormatCount
+  kTqdmIterations, kTqdmSamples, kTqdmTokens, kSamplesRate, kTokensRate, kSecondsPerBatch,
+  kBatchesRate, kFormatCount
 };
 
 const std::vector<Format>& formats() {
@@ -87,6 +88,13 @@ const std::vector<Format>& formats() {
         "(?:^|[\\s:=,(])" FS_NUM " ?(?:samples|img|images)/s(?:ec)?(?![/:\\w])"},
        Figure::samples_per_s, false},
       {{"`N tokens/s` (/sec)", "(?:^|[\\s:=,(])" FS_NUM " ?tokens/s(?:ec)?(?![/:\\w])"}, Figure::tokens_per_s, false},
+      // Not `it/s` or `s/it` outside tqdm's brackets: in prose they are too often something else.
+      {{"`N s/batch` (ms/batch; /iter, /step)",
+        "(?:^|[\\s:=,(|])" FS_NUM " ?(m?s)/(?:batch|iter|step)(?![/\\w])"},
+       Figure::seconds_per_iteration, false},
+      {{"`N batches/s` (steps/s; /sec)",
+        "(?:^|[\\s:=,(|])" FS_NUM " ?(?:batch(?:es)?|steps?)/s(?:ec)?(?![/:\\w])"},
+       Figure::iterations_per_s, false},
   };
   return list;
 }
@@ -145,6 +153,9 @@ std::optional<LineFigure> known_figure(std::string_view text) {
         break;
       case kWordLanguageModel:
         if (const auto v = number(m[1].str())) return LineFigure{f, *v / 1000, false};
+        break;
+      case kSecondsPerBatch:
+        if (const auto v = number(m[1].str())) return LineFigure{f, m[2].str() == "ms" ? *v / 1000 : *v, false};
         break;
       case kTqdmIterations:
       case kTqdmSamples:

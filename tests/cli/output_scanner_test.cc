@@ -280,6 +280,28 @@ TEST(KnownFormatsTest, ExplicitSamplesPerSecondAndTheMostPrintedFormatWins) {
   EXPECT_DOUBLE_EQ(*tok.throughput().tokens_per_s, 51234.0);
 }
 
+TEST(KnownFormatsTest, SecondsPerBatchAndBatchesPerSecondOfHandWrittenLoops) {
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch_size_in_command({"python", "t.py", "--batch-size", "32"}));
+  s.text("step 1/120 | 0.900 s/batch | loss 2.3025", 1);  // the first: start-up, left out
+  s.text("step 2/120 | 0.100 s/batch | loss 2.3011", 2);
+  s.text("step 3/120 | 0.300 s/batch | loss 2.2990", 3);
+  PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 3u);
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 5.0) << "0.2 s/batch, the mean after the first";
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 160.0);
+  EXPECT_NE(t.source.find("`N s/batch`"), std::string::npos) << t.source;
+
+  OutputScanner ms = known();
+  ms.text("epoch 0 | 40.0 ms/step", 1);
+  ms.text("epoch 0 | 50.0 ms/step", 2);
+  EXPECT_DOUBLE_EQ(*ms.throughput().iterations_per_s, 20.0);
+  OutputScanner rate = known();
+  rate.text("train: 12.5 batches/s", 1);
+  rate.text("train: 12.5 batches/sec", 2);
+  EXPECT_DOUBLE_EQ(*rate.throughput().iterations_per_s, 12.5);
+  EXPECT_FALSE(rate.throughput().samples_per_s) << "no batch size";
+}
+
 TEST(KnownFormatsTest, NearMissesAreNotRead) {
   OutputScanner s = known(16);
   for (const char* line : {
@@ -295,6 +317,9 @@ TEST(KnownFormatsTest, NearMissesAreNotRead) {
            "the target is 100 samples/sec/gpu",                                 // samples/sec/gpu
            "  0%|          | 0/100 [00:00<?, ?it/s]",                          // tqdm's first draw
            "processed 10 it/s? not a bar",                                      // it/s outside tqdm's [..]
+           "took 3 s/it on average",                                            // s/it outside tqdm's [..]
+           "the budget is 2 s/batch/gpu",                                       // s/batch/gpu
+           "12 batches/s/worker",                                               // batches/s/worker
        })
     s.text(line, 1);
   EXPECT_EQ(s.throughput().lines, 0u) << s.throughput().source;
