@@ -17,7 +17,22 @@ std::map<std::string, std::string> knob_values(const RunConfig& p) {
   return {{"num_workers", std::to_string(p.num_workers)},
           {"batch_size", std::to_string(p.batch_size)},
           {"prefetch", std::to_string(p.prefetch)},
-          {"pin_memory", p.pin_memory ? "1" : "0"}};
+          {"pin_memory", p.pin_memory ? "1" : "0"},
+          {"cpu_threads", std::to_string(p.cpu_threads)}};
+}
+
+// The placeholders that give `knob` to a command: {knob}, and {threads} for cpu_threads.
+std::vector<std::string> placeholders(const std::string& knob) {
+  if (knob == "cpu_threads") return {"{cpu_threads}", "{threads}"};
+  return {"{" + knob + "}"};
+}
+
+bool receives(const std::vector<std::string>& command, const std::string& knob) {
+  return std::any_of(command.begin(), command.end(), [&](const std::string& a) {
+    for (const std::string& p : placeholders(knob))
+      if (a.find(p) != std::string::npos) return true;
+    return false;
+  });
 }
 
 }  // namespace
@@ -27,12 +42,11 @@ std::vector<std::string> substitute_knobs(const std::vector<std::string>& comman
   const auto values = knob_values(point);
   std::vector<std::string> out;
   for (std::string arg : command) {
-    for (const auto& [knob, value] : values) {
-      const std::string placeholder = "{" + knob + "}";
-      for (std::size_t at = arg.find(placeholder); at != std::string::npos;
-           at = arg.find(placeholder, at + value.size()))
-        arg.replace(at, placeholder.size(), value);
-    }
+    for (const auto& [knob, value] : values)
+      for (const std::string& placeholder : placeholders(knob))
+        for (std::size_t at = arg.find(placeholder); at != std::string::npos;
+             at = arg.find(placeholder, at + value.size()))
+          arg.replace(at, placeholder.size(), value);
     out.push_back(std::move(arg));
   }
   return out;
@@ -45,6 +59,10 @@ std::map<std::string, std::string> knob_environment(const RunConfig& point) {
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
     env[name] = value;
   }
+  // torch's intra-op pool (OpenMP) and MKL's read these as they start: the program needs no
+  // placeholder for its thread count. 0 leaves the program's own default.
+  if (point.cpu_threads > 0)
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = std::to_string(point.cpu_threads);
   return env;
 }
 
@@ -55,25 +73,15 @@ std::vector<std::string> knobs_missing_from(const std::vector<std::string>& comm
                                                          {"prefetch", grid.prefetch.size()},
                                                          {"pin_memory", grid.pin_memory.size()}};
   std::vector<std::string> missing;
-  for (const auto& [knob, values] : varied) {
-    if (values < 2) continue;
-    const std::string placeholder = "{" + std::string(knob) + "}";
-    const bool used = std::any_of(command.begin(), command.end(), [&](const std::string& a) {
-      return a.find(placeholder) != std::string::npos;
-    });
-    if (!used) missing.emplace_back(knob);
-  }
+  for (const auto& [knob, values] : varied)
+    if (values >= 2 && !receives(command, knob)) missing.emplace_back(knob);
   return missing;
 }
 
 KnobList knobs_received(const std::vector<std::string>& command) {
   KnobList received;
-  for (const char* knob : kGridKeys) {
-    const std::string placeholder = "{" + std::string(knob) + "}";
-    if (std::any_of(command.begin(), command.end(),
-                    [&](const std::string& a) { return a.find(placeholder) != std::string::npos; }))
-      received.emplace_back(knob);
-  }
+  for (const char* knob : kGridKeys)
+    if (receives(command, knob)) received.emplace_back(knob);
   return received;
 }
 
@@ -82,7 +90,8 @@ KnobList sweep_knobs(const std::vector<std::string>& command, const SweepGrid& g
   const std::pair<const char*, bool> named[] = {{"num_workers", !grid.num_workers.empty()},
                                                  {"batch_size", !grid.batch_size.empty()},
                                                  {"prefetch", !grid.prefetch.empty()},
-                                                 {"pin_memory", !grid.pin_memory.empty()}};
+                                                 {"pin_memory", !grid.pin_memory.empty()},
+                                                 {"cpu_threads", !grid.cpu_threads.empty()}};
   KnobList knobs;
   for (const auto& [knob, set] : named)
     if (set || has_knob(received, knob)) knobs.emplace_back(knob);

@@ -334,6 +334,7 @@ TuneOptions tune_options(const RunConfig& config, const SearchOptions& search) {
   t.time_budget_s = search.budget_s;
   t.max_workers = config.max_workers > 0 ? static_cast<int>(config.max_workers)
                                          : static_cast<int>(std::thread::hardware_concurrency());
+  t.max_threads = static_cast<int>(std::thread::hardware_concurrency());
   t.max_batch_size = search.max_batch_size;
   t.min_gain = search.min_gain;
   t.max_prefetch = 8;
@@ -348,7 +349,7 @@ int search_command(CommandLine& cl, const std::vector<std::string>& command,
   const bool sweep = static_cast<bool>(*cl.sweep);
   RunConfig config;
   RunOptions& options = sweep ? cl.sweep_options : cl.tune_options;
-  if (sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory"});
+  if (sweep) options.take_lists({"num_workers", "batch_size", "prefetch", "pin_memory", "cpu_threads"});
   options.apply(config);
   for (const auto& [key, value] : {std::pair{"num_workers", config.num_workers},
                                    std::pair{"prefetch", config.prefetch}})

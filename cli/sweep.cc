@@ -42,6 +42,7 @@ std::string knob_text(const RunConfig& c, const std::string& knob) {
   if (knob == "num_workers") return std::to_string(c.num_workers);
   if (knob == "batch_size") return std::to_string(c.batch_size);
   if (knob == "prefetch") return std::to_string(c.prefetch);
+  if (knob == "cpu_threads") return c.cpu_threads > 0 ? std::to_string(c.cpu_threads) : "default";
   return on_off(c.pin_memory);
 }
 
@@ -51,6 +52,7 @@ SweepPoint point_at(const RunConfig& config, const SweepOptions& options) {
   point.batch_size = config.batch_size;
   point.prefetch = config.prefetch;
   point.pin_memory = config.pin_memory;
+  point.cpu_threads = config.cpu_threads;
   if (options.slab_bytes)
     point.host_bytes = loader_host_bytes(config, options.slab_bytes(config.batch_size));
   return point;
@@ -104,12 +106,13 @@ SweepGrid parse_grid(const std::map<std::string, std::string>& lists) {
     const std::string source = "--" + std::string(key == "num_workers"  ? "num-workers"
                                                   : key == "batch_size" ? "batch-size"
                                                   : key == "pin_memory" ? "pin-memory"
+                                                  : key == "cpu_threads" ? "cpu-threads"
                                                                         : key);
     bool known = false;
     for (const char* k : kGridKeys) known = known || key == k;
     if (!known)
       throw ConfigError(key, key + ": not a sweep dimension; allowed: num_workers, batch_size, "
-                                   "prefetch, pin_memory");
+                                   "prefetch, pin_memory, cpu_threads");
     for (const std::string& value : split_list(text)) {
       if (value.empty())
         throw ConfigError(key, key + ": '" + text + "' (from " + source +
@@ -125,6 +128,7 @@ SweepGrid parse_grid(const std::map<std::string, std::string>& lists) {
       if (key == "batch_size") push_unique(grid.batch_size, probe.batch_size);
       if (key == "prefetch") push_unique(grid.prefetch, probe.prefetch);
       if (key == "pin_memory") push_unique(grid.pin_memory, probe.pin_memory);
+      if (key == "cpu_threads") push_unique(grid.cpu_threads, probe.cpu_threads);
     }
   }
   return grid;
@@ -139,18 +143,20 @@ std::vector<RunConfig> grid_points(const RunConfig& base, const SweepGrid& grid)
   for (const std::int64_t nw : or_base(grid.num_workers, base.num_workers))
     for (const std::int64_t bs : or_base(grid.batch_size, base.batch_size))
       for (const std::int64_t pf : or_base(grid.prefetch, base.prefetch))
-        for (const bool pin : or_base(grid.pin_memory, base.pin_memory)) {
-          RunConfig c = base;
-          c.num_workers = nw;
-          c.batch_size = bs;
-          c.prefetch = pf;
-          c.pin_memory = pin;
-          points.push_back(c);
-        }
+        for (const bool pin : or_base(grid.pin_memory, base.pin_memory))
+          for (const std::int64_t threads : or_base(grid.cpu_threads, base.cpu_threads)) {
+            RunConfig c = base;
+            c.num_workers = nw;
+            c.batch_size = bs;
+            c.prefetch = pf;
+            c.pin_memory = pin;
+            c.cpu_threads = threads;
+            points.push_back(c);
+          }
   return points;
 }
 
-KnobList all_knobs() { return KnobList(std::begin(kGridKeys), std::end(kGridKeys)); }
+KnobList all_knobs() { return KnobList(std::begin(kGridKeys), std::begin(kGridKeys) + 4); }
 
 bool has_knob(const KnobList& knobs, const std::string& knob) {
   return std::find(knobs.begin(), knobs.end(), knob) != knobs.end();
@@ -169,6 +175,7 @@ RunConfig SweepPoint::knobs() const {
   c.batch_size = batch_size;
   c.prefetch = prefetch;
   c.pin_memory = pin_memory;
+  c.cpu_threads = cpu_threads;
   return c;
 }
 
@@ -333,6 +340,8 @@ std::string sweep_json(const SweepResult& result, const RunConfig& base) {
     if (has_knob(result.knobs, "batch_size")) q["batch_size"] = p.batch_size;
     if (has_knob(result.knobs, "prefetch")) q["prefetch"] = p.prefetch;
     if (has_knob(result.knobs, "pin_memory")) q["pin_memory"] = p.pin_memory;
+    if (has_knob(result.knobs, "cpu_threads"))
+      q["cpu_threads"] = p.cpu_threads > 0 ? nlohmann::ordered_json(p.cpu_threads) : nlohmann::ordered_json(nullptr);
     q["median_" + rate] = p.median_samples_per_s;
     q[rate] = p.samples_per_s;
     q["bottleneck"] = p.bottleneck;
@@ -354,7 +363,8 @@ std::string sweep_table(const SweepResult& result) {
   // Each knob's column: its heading and width.
   const std::map<std::string, std::pair<const char*, int>> columns = {
       {"num_workers", {"workers", 7}}, {"batch_size", {"batch", 6}},
-      {"prefetch", {"prefetch", 8}},   {"pin_memory", {"pin", 4}}};
+      {"prefetch", {"prefetch", 8}},   {"pin_memory", {"pin", 4}},
+      {"cpu_threads", {"threads", 7}}};
   std::string out = " ";
   char buf[256];
   for (const std::string& knob : result.knobs) {

@@ -21,10 +21,14 @@ struct SweepGrid {
   std::vector<std::int64_t> batch_size;
   std::vector<std::int64_t> prefetch;
   std::vector<bool> pin_memory;
+  std::vector<std::int64_t> cpu_threads;  // torch's threads (OMP_NUM_THREADS for a command)
 };
 
-// The grid's keys, in the order points are enumerated (the last varies fastest).
-inline constexpr const char* kGridKeys[] = {"num_workers", "batch_size", "prefetch", "pin_memory"};
+// The grid's keys, in the order points are enumerated (the last varies fastest). The first four
+// are the loader's (all_knobs()); cpu_threads, torch's thread count, is named only where a sweep
+// varies it or a command receives it ({cpu_threads} or {threads}).
+inline constexpr const char* kGridKeys[] = {"num_workers", "batch_size", "prefetch", "pin_memory",
+                                            "cpu_threads"};
 
 // The knobs a result names, in kGridKeys order: all four for feedscope's own runs; for a user's
 // command only those it receives or the grid varies (cli/command_points.h), since the others
@@ -48,6 +52,7 @@ struct SweepPoint {
   std::int64_t batch_size = 0;
   std::int64_t prefetch = 0;
   bool pin_memory = false;
+  std::int64_t cpu_threads = 0;  // 0: the default (the cores the workers leave; unset for a command)
   std::vector<double> samples_per_s;  // one per repeat
   double median_samples_per_s = 0;
   std::string bottleneck;     // of the repeat nearest the median
@@ -55,7 +60,7 @@ struct SweepPoint {
   std::uint64_t host_bytes = 0;  // slab memory the loader holds at this point
   bool pinned = false;           // that memory is page-locked (pin_memory on a GPU run)
 
-  RunConfig knobs() const;  // a config holding this point's four knobs
+  RunConfig knobs() const;  // a config holding this point's knobs
   // "num_workers=2 batch_size=64 prefetch=2 pin_memory=on", with the named knobs only.
   std::string label(const KnobList& knobs = all_knobs()) const;
 };

@@ -240,7 +240,12 @@ std::string upper(std::string text) {
 // The program with the knobs of `program` filled in: the sweep's knobs, and feedscope's own for a
 // run of its own.
 ProgramPoints with_knobs(ProgramPoints program, KnobList knobs) {
-  program.knobs = program.command.empty() ? all_knobs() : std::move(knobs);
+  if (program.command.empty()) {  // the loader's four, and its thread count where varied
+    const bool threads = has_knob(knobs, "cpu_threads");
+    knobs = all_knobs();
+    if (threads) knobs.emplace_back("cpu_threads");
+  }
+  program.knobs = std::move(knobs);
   return program;
 }
 

@@ -19,8 +19,10 @@ struct Candidate {
   double predicted_speedup = 0;
 };
 
-using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>;
-Key key_of(const RunConfig& c) { return {c.num_workers, c.batch_size, c.prefetch, c.pin_memory}; }
+using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t>;
+Key key_of(const RunConfig& c) {
+  return {c.num_workers, c.batch_size, c.prefetch, c.pin_memory, c.cpu_threads};
+}
 
 std::string text_of(const RunConfig& c, const std::string& knob) {
   return knobs_label(c, {knob}).substr(knob.size() + 1);
@@ -35,6 +37,7 @@ class Climber {
       if (!has_knob(o_.knobs, knob) && text_of(c, knob) != text_of(base_, knob)) return false;
     if (c.num_workers < 0 || c.num_workers > o_.max_workers) return false;
     if (c.prefetch < 1 || c.prefetch > o_.max_prefetch) return false;
+    if (c.cpu_threads < 0 || c.cpu_threads > o_.max_threads) return false;
     if (c.batch_size < 1 || (o_.max_batch_size > 0 && c.batch_size > o_.max_batch_size)) return false;
     if (o_.max_batch_size == 0 && c.batch_size != base_.batch_size) return false;
     if (o_.ram_budget_bytes > 0 && o_.slab_bytes &&
@@ -80,6 +83,7 @@ class Climber {
       if (knob == "prefetch") c.config.prefetch = std::max<std::int64_t>(2, c.config.prefetch * 2);
       if (knob == "batch_size") c.config.batch_size *= 2;
       if (knob == "pin_memory") c.config.pin_memory = true;
+      if (knob == "cpu_threads") c.config.cpu_threads = std::max<std::int64_t>(2, c.config.cpu_threads * 2);
       add(std::move(c));
     };
     if (b == "cpu_preprocess") {
@@ -94,6 +98,8 @@ class Climber {
     } else if (b == "launch_overhead") {
       step("batch_size", "launch_overhead: a bigger batch does more work per kernel launch");
     } else {  // the step itself limits: a bigger batch, if allowed, amortizes per-step costs
+      if (b == "cpu_compute")
+        step("cpu_threads", "cpu_compute: more of torch's threads share the step (OMP_NUM_THREADS)");
       step("batch_size", b + ": a bigger batch amortizes the per-step overhead");
       step("num_workers", b + ": a worker more in case loading still stalls the step");
     }
@@ -121,6 +127,7 @@ RunConfig starting_point(const RunConfig& base, const KnobList& knobs) {
   if (has_knob(knobs, "num_workers")) c.num_workers = 0;
   if (has_knob(knobs, "prefetch")) c.prefetch = 1;
   if (has_knob(knobs, "pin_memory")) c.pin_memory = false;
+  if (has_knob(knobs, "cpu_threads")) c.cpu_threads = 1;
   return c;
 }
 
@@ -327,6 +334,8 @@ std::string tune_json(const TuneResult& result) {
   if (has_knob(result.knobs, "batch_size")) best["batch_size"] = b.batch_size;
   if (has_knob(result.knobs, "prefetch")) best["prefetch"] = b.prefetch;
   if (has_knob(result.knobs, "pin_memory")) best["pin_memory"] = b.pin_memory;
+  if (has_knob(result.knobs, "cpu_threads"))
+    best["cpu_threads"] = b.cpu_threads > 0 ? nlohmann::ordered_json(b.cpu_threads) : nlohmann::ordered_json(nullptr);
   const std::string rate = result.unit == "it/s" ? "iterations_per_s" : "samples_per_s";
   best[rate] = result.best_samples_per_s;
   best["bottleneck"] = result.best_bottleneck;

@@ -21,6 +21,7 @@ struct TuneOptions {
   double time_budget_s = 300;     // no run starts that would end past it (by the last run's time)
   std::uint64_t ram_budget_bytes = 0;  // slab memory; 0: unbounded
   int max_workers = 1;            // the CPU cores
+  int max_threads = 1;            // torch's threads at most (cpu_threads): the CPU cores
   std::int64_t max_batch_size = 0;  // 0: the batch size is not tuned (it changes the training)
   std::int64_t max_prefetch = 8;
   double min_gain = 0.03;  // a move must beat the current point by this much: less is noise

@@ -104,6 +104,19 @@ bool memory_copy_on_access(const Facts& f, Diagnosis& d) {
   return true;
 }
 
+namespace {
+
+// Whether `p`'s workers are copying its pages (MemoryFacts::copying) while its own shared memory
+// falls at kMemoryCopiedShare of its private growth or more.
+bool parent_of_copying_workers(const MemoryFacts& m, const WatchedProcess& p) {
+  const bool copied_from = std::any_of(m.copying.begin(), m.copying.end(),
+                                       [&](const WatchedProcess* w) { return w->ppid == p.pid; });
+  const double shared = p.memory->shared_bytes_per_s.value_or(0);
+  return copied_from && -shared >= kMemoryCopiedShare * *p.memory->private_bytes_per_s;
+}
+
+}  // namespace
+
 bool memory_leak_one_process(const Facts& f, Diagnosis& d) {
   const MemoryFacts& m = *f.memory;
   std::size_t growing_workers = 0;
@@ -113,6 +126,18 @@ bool memory_leak_one_process(const Facts& f, Diagnosis& d) {
     const bool worker = p->role == ProcessRole::loader_worker;
     // A worker alone: the others measured and flat (workers growing alike are the copy above).
     if (worker && (growing_workers != 1 || m.workers.size() < 2)) continue;
+    // The parent of workers that copy its pages: a page the last of them copied away is its alone
+    // now, and counts as its private memory while its shared falls as fast. That is the copy's
+    // mirror, not a leak (the #20433 repro's trainer: +21.9 MiB/s private, -11.9 shared).
+    if (!worker && parent_of_copying_workers(m, *p)) {
+      d.evidence.push_back(fmt("memory: the %s process %d's private memory grew %.1f MiB/s while "
+                               "its shared fell %.1f MiB/s as its loader workers copied its pages: "
+                               "a page every worker copied away is its alone now, and counts as "
+                               "its private; not called a leak while its workers copy it",
+                               to_string(p->role), p->pid, mib(*p->memory->private_bytes_per_s),
+                               mib(-p->memory->shared_bytes_per_s.value_or(0))));
+      continue;
+    }
     const double rate = *p->memory->private_bytes_per_s;
     MemoryFinding finding;
     finding.kind = "memory_leak_one_process";

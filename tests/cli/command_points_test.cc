@@ -34,6 +34,30 @@ TEST(CommandKnobsTest, TuneMovesWhatTheCommandReceivesOrEveryKnobThroughTheEnvir
   EXPECT_EQ(tune_knobs({"true"}), all_knobs());
 }
 
+// torch's thread count: {threads} or {cpu_threads} in the command, and always OMP_NUM_THREADS and
+// MKL_NUM_THREADS in its environment where a point sets it, so a program with no placeholder
+// still receives it; 0 leaves the program's default.
+TEST(CommandKnobsTest, TheThreadCountReachesTheProgramThroughItsEnvironmentOrAPlaceholder) {
+  const std::vector<std::string> threads = {"python3", "t.py", "--threads", "{threads}", "-j", "{num_workers}"};
+  EXPECT_EQ(knobs_received(threads), (KnobList{"num_workers", "cpu_threads"}));
+  RunConfig point;
+  point.num_workers = 2;
+  point.cpu_threads = 3;
+  EXPECT_EQ(substitute_knobs(threads, point)[3], "3");
+  EXPECT_EQ(substitute_knobs({"x", "--t={cpu_threads}"}, point)[1], "--t=3");
+  const auto env = knob_environment(point);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "3");
+  EXPECT_EQ(env.at("MKL_NUM_THREADS"), "3");
+  EXPECT_EQ(env.at("FEEDSCOPE_CPU_THREADS"), "3");
+  point.cpu_threads = 0;
+  EXPECT_FALSE(knob_environment(point).contains("OMP_NUM_THREADS")) << "the program's default";
+
+  const SweepGrid grid = parse_grid({{"cpu_threads", "1,2"}});
+  EXPECT_EQ(sweep_knobs(kTrain, grid), (KnobList{"num_workers", "cpu_threads"}));
+  EXPECT_TRUE(knobs_missing_from(kTrain, grid).empty()) << "it reaches the program as OMP_NUM_THREADS";
+  EXPECT_EQ(tune_knobs(threads), (KnobList{"num_workers", "cpu_threads"}));
+}
+
 TEST(CommandKnobsTest, IterationsCountWhereNoBatchSizeScalesThem) {
   ProgramPoints p;
   p.command = kTrain;

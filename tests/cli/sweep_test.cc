@@ -51,6 +51,19 @@ TEST(SweepGridTest, BadValuesNameTheKeyAndTheValue) {
   EXPECT_THROW(parse_grid({{"lr", "0.1,0.2"}}), ConfigError);
 }
 
+TEST(SweepGridTest, TheThreadCountIsAKnobNamedOnlyWhereVaried) {
+  const SweepGrid g = parse_grid({{"cpu_threads", "1,2,2"}, {"num_workers", "0,1"}});
+  EXPECT_EQ(g.cpu_threads, (std::vector<std::int64_t>{1, 2}));
+  RunConfig base;
+  const auto points = grid_points(base, g);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[1].cpu_threads, 2) << "the last key varies fastest";
+  EXPECT_EQ(knobs_label(points[1], {"num_workers", "cpu_threads"}), "num_workers=0 cpu_threads=2");
+  EXPECT_EQ(knobs_label(base, {"cpu_threads"}), "cpu_threads=default");
+  EXPECT_EQ(all_knobs().size(), 4u) << "the loader's four; threads only where named";
+  EXPECT_THROW(parse_grid({{"cpu_threads", "0,-1"}}), ConfigError);
+}
+
 TEST(SweepGridTest, PointsAreTheFullProductEachOnce) {
   RunConfig base;
   base.prefetch = 3;

@@ -207,6 +207,30 @@ TEST(TuneTest, MovesAndNamesOnlyTheKnobsTheCommandReceives) {
   EXPECT_TRUE(j["best"].contains("samples_per_s"));
 }
 
+// A CPU step on torch's threads: from one thread (minimal parallelism), doubled while it gains,
+// never past the cores.
+TEST(TuneTest, AComputeBoundStepOnACommandThatTakesItsThreadCountGetsMoreThreads) {
+  int runs = 0;
+  const auto planted = [&runs](const RunConfig& c) {
+    ++runs;
+    Report r;
+    r.environment.device = "cpu";
+    r.throughput.samples_per_s = 100.0 * static_cast<double>(std::max<std::int64_t>(1, c.cpu_threads));
+    r.diagnosis.bottleneck = "cpu_compute";
+    return r;
+  };
+  RunConfig base;
+  TuneOptions o = options(4);
+  o.max_threads = 4;
+  o.knobs = {"cpu_threads"};
+  const TuneResult r = run_tune(base, o, planted);
+  EXPECT_EQ(r.moves.front().to, "cpu_threads=1");
+  EXPECT_EQ(r.best.cpu_threads, 4) << "1, 2, 4: never past the cores";
+  const auto j = nlohmann::json::parse(tune_json(r));
+  EXPECT_EQ(j["best"]["cpu_threads"], 4);
+  EXPECT_FALSE(j["best"].contains("num_workers"));
+}
+
 TEST(TuneTest, ClimbsOnIterationsWhereThatIsWhatThePointsCount) {
   RunConfig base;
   TuneOptions o = options(2);

@@ -961,6 +961,19 @@ TEST(DiagnosisRulesTest, MemoryFindingsStandBesideTheBottleneck) {
   EXPECT_EQ(one.memory[0].kind, "memory_leak_one_process");
   EXPECT_EQ(one.memory[0].pids, std::vector<int>{101}) << "one worker alone grows";
 
+  // The parent of copying workers: its pages they copied away are its alone now, its private
+  // growing as its shared falls (the #20433 repro's trainer). The copy, not a leak.
+  WatchDiagnosisInput mirror = memory_input(8, 6);
+  mirror.tree.processes[0].memory->shared_bytes_per_s = -5.0 * (1 << 20);
+  const Diagnosis parent = diagnose(watched(mirror));
+  ASSERT_EQ(parent.memory.size(), 1u) << ::testing::PrintToString(parent.evidence);
+  EXPECT_EQ(parent.memory[0].kind, "memory_copy_on_access");
+  EXPECT_TRUE(says(parent, "a page every worker copied away is its alone now"));
+  // Its shared memory flat: its own growth, a leak beside the copy.
+  const Diagnosis both = diagnose(watched(memory_input(8, 6)));
+  ASSERT_EQ(both.memory.size(), 2u) << ::testing::PrintToString(both.evidence);
+  EXPECT_EQ(both.memory[1].kind, "memory_leak_one_process");
+
   EXPECT_TRUE(diagnose(watched(memory_input(0, 0))).memory.empty()) << "flat memory";
   EXPECT_TRUE(diagnose(watched(memory_input(0.1, 0.1))).memory.empty()) << "under the thresholds";
 }
