@@ -40,7 +40,7 @@ std::string describe_ranks(const Report& r) {
                 percent_or_dash(k.data_stall_ratio).c_str(), k.num_workers,
                 percent_or_dash(k.worker_busy).c_str(), percent_or_dash(k.main_thread_busy).c_str(),
                 percent_or_dash(k.collective_wait_ratio).c_str(), k.ended.empty() ? "-" : k.ended.c_str());
-  out += "  (stall: waiting for data, from its spans; w busy: a loader worker's busy share; main: its main "
+  out += "  (stall: waiting for data, from its spans or where its main thread waited; w busy: a loader worker's busy share; main: its main "
          "thread's; coll.: waiting in collectives for the other ranks)\n";
   if (r.job)
     for (const std::string& note : r.job->notes) out += "  job: " + note + "\n";

@@ -66,6 +66,7 @@ struct ProcessTreeDigest::Reading {
   void read_gpus();
   void read_memory();
   void read_main_thread_waits();
+  void read_rank_waits();
   void note_waiting_parent();
   int next_pid();
 
@@ -350,6 +351,19 @@ void ProcessTreeDigest::Reading::read_main_thread_waits() {
     d.recent_waits_.pop_front();
 }
 
+// The looks at the job's other ranks, each counted as the trainer's are: where its own loader
+// workers were alive, and every look for its view where it has none.
+void ProcessTreeDigest::Reading::read_rank_waits() {
+  if (baseline_only) return;
+  for (const auto& [rank_pid, waits] : s.rank_main_thread_waits) {
+    const auto it = d.processes_.find(rank_pid);
+    if (it == d.processes_.end() || waits.looks == 0) continue;
+    it->second.waits_all += waits;
+    const auto own = alive_by_parent.find(rank_pid);
+    if (own != alive_by_parent.end() && own->second.first > 0) it->second.waits += waits;
+  }
+}
+
 // The process read waits for its children to end most of the time: a script that started its
 // training processes (torch.multiprocessing, Hogwild) and joins them. From now on it is a launcher
 // (its busiest child is followed) and its children that read as loader workers are trainers; what
@@ -504,6 +518,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   reading.read_gpus();
   reading.read_memory();
   reading.read_main_thread_waits();
+  reading.read_rank_waits();
   return reading.next_pid();
 }
 
@@ -681,8 +696,14 @@ void ProcessTreeDigest::View::read_trainer() {
     out.main_thread_io_wait = mean(static_cast<double>(t.main_io_wait), t.main_samples);
     out.other_threads_cores = mean(t.other_threads_sum, t.readings);
     out.yielding_threads_cores = mean(t.yielding_sum, t.readings);
-    if (t.waits.looks > 0) out.main_thread_waits = t.waits;
+    // Its looks while it was followed, and those while another rank was (its accumulated ones).
+    MainThreadWaits waits = t.waits;
     main_waits_all = t.waits_all;
+    if (acc != d.processes_.end()) {
+      waits += acc->second.waits;
+      main_waits_all += acc->second.waits_all;
+    }
+    if (waits.looks > 0) out.main_thread_waits = waits;
     for (const auto& [tid, thread] : t.threads) {
       const double busy = mean(thread.busy_sum, t.readings);  // over its run: a thread gone is idle
       if (busy > out.busiest_thread_busy) {
@@ -696,6 +717,8 @@ void ProcessTreeDigest::View::read_trainer() {
     out.main_thread_busy = mean(a.main_busy_sum, a.main_busy_readings);
     out.main_thread_io_wait = mean(static_cast<double>(a.io_wait_samples), a.process.samples);
     out.other_threads_cores = std::max(0.0, mean(a.cores_sum, a.process.samples) - out.main_thread_busy);
+    if (a.waits.looks > 0) out.main_thread_waits = a.waits;
+    main_waits_all = a.waits_all;
   }
 }
 

@@ -250,6 +250,9 @@ class ProcessTreeDigest {
   };
   struct Accumulated {
     WatchedProcess process;
+    // A rank's main thread looked at from outside (UtilizationSample::rank_main_thread_waits): the
+    // looks while its own loader workers were alive, and all of them.
+    MainThreadWaits waits, waits_all;
     std::string job;
     std::optional<int> world_size;
     double main_busy_sum = 0;

@@ -589,4 +589,14 @@ bool is_loading_frame(const PythonStack& stack) {
   });
 }
 
+bool is_torch_wait_frame(const PythonStack& stack) {
+  constexpr const char* kWaits[] = {"/torch/autograd/", "/torch/distributed/", "/torch/nn/parallel/",
+                                    "/torch/cuda/", "/torch/_tensor.py"};
+  return std::any_of(stack.frames.begin(), stack.frames.end(), [&](const PythonFrame& f) {
+    return std::any_of(std::begin(kWaits), std::end(kWaits), [&](const char* dir) {
+      return f.filename.find(dir) != std::string::npos;
+    });
+  });
+}
+
 }  // namespace feedscope

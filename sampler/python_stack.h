@@ -35,6 +35,11 @@ const PythonFrame* innermost_frame(const PythonStack& stack);
 // own __getitem__ is called from torch/utils/data/_utils/fetch.py, so that frame is below it.
 bool is_loading_frame(const PythonStack& stack);
 
+// Whether the stack is in torch's own waits: the backward pass (torch/autograd/, Tensor.backward),
+// torch.distributed's collectives, DistributedDataParallel, a CUDA synchronize. A lock the thread
+// sleeps on there is torch's (an all-reduce's, the autograd engine's), not a loader's.
+bool is_torch_wait_frame(const PythonStack& stack);
+
 // Not thread-safe: one thread reads (it keeps a cache of the code objects it has decoded).
 // Readers of different processes, or several of one, may be used from different threads.
 class PythonStackReader {

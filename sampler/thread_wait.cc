@@ -41,6 +41,7 @@ constexpr std::int64_t kSocketRefreshNs = 20'000'000;
 constexpr std::int64_t kStackReopenNs = 1'000'000'000;
 // Files a look kept open and no look read for this long are closed (a thread that ended).
 constexpr std::int64_t kSweepNs = 1'000'000'000;
+constexpr std::int64_t kStackDropNs = 5'000'000'000;
 // blocked_channels' number for a thread its syscall file says is on a core.
 constexpr long kOnCore = -1000;
 
@@ -289,15 +290,17 @@ MainThreadState ThreadWaitProbe::through_thread(int pid, const std::vector<int>&
 bool ThreadWaitProbe::in_loader_code(int pid) {
   // A program just started has no interpreter yet: its reader is opened again, once a second.
   const std::int64_t now = now_ns();
-  if (pid != stack_pid_ || (!stack_reader_ && now - stack_opened_ns_ >= kStackReopenNs)) {
-    stack_pid_ = pid;
-    stack_opened_ns_ = now;
+  auto [slot, fresh] = stacks_.try_emplace(pid);
+  StackSlot& s = slot->second;
+  s.looked_ns = now;
+  if (fresh || (!s.reader && now - s.opened_ns >= kStackReopenNs)) {
+    s.opened_ns = now;
     std::string why;
-    stack_reader_ = PythonStackReader::open(pid, &why);
+    s.reader = PythonStackReader::open(pid, &why);
   }
-  if (!stack_reader_) return false;
+  if (!s.reader) return false;
   std::string why;
-  stack_read_ = stack_reader_->read_main_thread(stack_, &why);
+  stack_read_ = s.reader->read_main_thread(stack_, &why);
   return stack_read_ && is_loading_frame(stack_);
 }
 
@@ -309,13 +312,18 @@ MainThreadState ThreadWaitProbe::look(int pid, const std::vector<int>& descendan
   stack_read_ = false;
   if (const std::int64_t now = now_ns(); now - swept_ns_ >= kSweepNs) {
     files_.sweep();
+    std::erase_if(stacks_, [now](const auto& s) { return now - s.second.looked_ns >= kStackDropNs; });
     swept_ns_ = now;
   }
   if (in_loader_code(pid)) return MainThreadState::loading;
-  return look_at_call(pid, descendants);
+  // A stack in torch's own waits: a lock it sleeps on there is not pin_memory's queue (a DDP rank
+  // waits for its all-reduce so, while a thread of its own polls a pipe its forked workers
+  // inherited: c10d's store's).
+  return look_at_call(pid, descendants, !(stack_read_ && is_torch_wait_frame(stack_)));
 }
 
-MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& descendants) {
+MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& descendants,
+                                              bool through_threads) {
   if (pid <= 0) return MainThreadState::unreadable;
   const auto stat = files_.read(task_path(pid, pid, "stat"));
   if (!stat) {
@@ -330,7 +338,7 @@ MainThreadState ThreadWaitProbe::look_at_call(int pid, const std::vector<int>& d
   if (number == kOnCore) return MainThreadState::running;  // it woke between the two reads
   if (held_by(*channels, descendants, socket)) return MainThreadState::loader_queue;
   if (number == kWait4 || number == kWaitid) return MainThreadState::children;
-  if (number == kFutex && !descendants.empty()) return through_thread(pid, descendants);
+  if (number == kFutex && through_threads && !descendants.empty()) return through_thread(pid, descendants);
   return MainThreadState::other_wait;
 }
 

@@ -90,7 +90,9 @@ class ThreadWaitProbe {
   // Whether one of `descendants` holds one of `inodes` (its fd table is read once, and again where
   // an inode is not found, at most once a second).
   bool held_by(const std::set<std::uint64_t>& inodes, const std::vector<int>& descendants, bool socket);
-  MainThreadState look_at_call(int pid, const std::vector<int>& descendants);
+  // `through_threads`: a main thread asleep on a lock may be waiting for a thread of its own that
+  // reads a loader's pipe (none where its Python stack showed it elsewhere).
+  MainThreadState look_at_call(int pid, const std::vector<int>& descendants, bool through_threads = true);
   MainThreadState through_thread(int pid, const std::vector<int>& descendants);
   // Whether the main thread's Python stack is in torch.utils.data's code (sets stack_read_).
   bool in_loader_code(int pid);
@@ -112,11 +114,16 @@ class ThreadWaitProbe {
   std::map<int, Holder> holders_;  // by descendant pid
   // The pid's thread last seen blocked on a loader's pipe (pin_memory's): looked at first.
   std::map<int, int> reader_thread_;
-  // The Python stack's reader of the pid looked at, opened at its first look; none where it is no
-  // CPython the reader follows (tried again once a second: an interpreter starting up).
-  int stack_pid_ = 0;
-  std::int64_t stack_opened_ns_ = 0;
-  std::optional<PythonStackReader> stack_reader_;
+  // The Python stack's reader of each pid looked at (the training process, and each rank of a
+  // job, looked at in turn), opened at its first look; none where it is no CPython the reader
+  // follows (tried again once a second: an interpreter starting up). Dropped 5 s after its last
+  // look (a process that ended).
+  struct StackSlot {
+    std::int64_t opened_ns = 0;
+    std::int64_t looked_ns = 0;
+    std::optional<PythonStackReader> reader;
+  };
+  std::map<int, StackSlot> stacks_;
   PythonStack stack_;
   bool stack_read_ = false;
 };

@@ -168,6 +168,9 @@ struct UtilizationSample {
   // Where the sampled process's main thread was at each look since the previous sample
   // (sampler/thread_wait.h): a watched program's; none where it was not looked at.
   std::optional<MainThreadWaits> main_thread_waits;
+  // The same of the job's other ranks (children with RANK or MASTER_* in their environment), by
+  // pid: they share the looks with the process above, which gets every other one.
+  std::map<int, MainThreadWaits> rank_main_thread_waits;
 };
 
 }  // namespace feedscope

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <utility>
 
+#include <unistd.h>
+
 namespace feedscope {
 
 namespace {
@@ -47,6 +49,19 @@ std::optional<double> run_wait_since(ProcFileCache& files, const std::string& sc
   const auto it = before.find(id);
   if (dt <= 0 || it == before.end() || *delay < it->second) return std::nullopt;
   return std::clamp(static_cast<double>(*delay - it->second) / 1e9 / dt, 0.0, 1.0);
+}
+
+// The job's ranks among `children` but `followed`: those with torch.distributed's variables whose
+// parent has none (a rank's forked loader workers inherit its environment).
+std::vector<int> other_ranks(const std::vector<ProcessCpu>& children, int followed) {
+  std::set<int> distributed = {followed};
+  for (const ProcessCpu& p : children)
+    if (p.rank || p.master_env) distributed.insert(p.pid);
+  std::vector<int> out;
+  for (const ProcessCpu& p : children)
+    if (distributed.contains(p.pid) && p.pid != followed && !distributed.contains(p.ppid))
+      out.push_back(p.pid);
+  return out;
 }
 
 }  // namespace
@@ -394,8 +409,10 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
   if (wait_probe_) {
     look_at_main_thread();
     reading.s.main_thread_waits = std::exchange(pending_waits_, MainThreadWaits{});
+    reading.s.rank_main_thread_waits = std::exchange(pending_rank_waits_, {});
     probe_descendants_.clear();
-    for (const ProcessCpu& p : reading.s.children) probe_descendants_.push_back(p.pid);
+    for (const ProcessCpu& p : reading.s.children) probe_descendants_.emplace_back(p.pid, p.ppid);
+    probe_ranks_ = other_ranks(reading.s.children, target_pid_);
   }
   if (reading.rollup)
     // At 5 % of a core a round is never sooner than 20 times its CPU time after the last (a torch
@@ -498,9 +515,25 @@ void UtilizationSampler::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Every other look is at the process read thread by thread; the rest go to the job's other ranks
+// in turn, so that each rank's data stall is measured too.
 void UtilizationSampler::look_at_main_thread() {
-  const MainThreadState state = wait_probe_->look(target_pid_, probe_descendants_);
-  add_look(pending_waits_, state, wait_probe_->stack_read());
+  const bool other_rank = !probe_ranks_.empty() && probe_turn_++ % 2 == 1;
+  const int pid = other_rank ? probe_ranks_[rank_turn_++ % probe_ranks_.size()] : target_pid_;
+  // Its own descendants only: a pipe or socket another rank holds is no loader's.
+  std::vector<int> own;
+  const int root = pid > 0 ? pid : ::getpid();
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [child, parent] : probe_descendants_)
+      if ((parent == root || std::find(own.begin(), own.end(), parent) != own.end()) &&
+          std::find(own.begin(), own.end(), child) == own.end()) {
+        own.push_back(child);
+        grew = true;
+      }
+  }
+  const MainThreadState state = wait_probe_->look(pid, own);
+  add_look(other_rank ? pending_rank_waits_[pid] : pending_waits_, state, wait_probe_->stack_read());
   if (!wait_probe_->why_not().empty()) note_unavailable("main_thread_wait", wait_probe_->why_not());
 }
 

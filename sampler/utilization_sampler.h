@@ -131,7 +131,11 @@ class UtilizationSampler {
   // descendants (by the last sample) whose pipes count as a loader's.
   std::unique_ptr<ThreadWaitProbe> wait_probe_;
   MainThreadWaits pending_waits_;
-  std::vector<int> probe_descendants_;
+  std::vector<std::pair<int, int>> probe_descendants_;  // (pid, ppid)
+  // A job's other ranks (by the last sample), looked at in turn on every other look, and their looks.
+  std::vector<int> probe_ranks_;
+  std::size_t probe_turn_ = 0, rank_turn_ = 0;
+  std::map<int, MainThreadWaits> pending_rank_waits_;
 
   // Below state is shared with reader threads, guarded by mutex_.
   mutable std::mutex mutex_;

@@ -259,6 +259,42 @@ TEST(ProcessTreeTest, RanksOfADistributedJobAreNotLoaderWorkersAndTheBusiestIsTh
   EXPECT_EQ(classify_descendant(its_worker, 501, "python3", true, 1), ProcessRole::loader_worker);
 }
 
+// Each rank's main thread is looked at too: its view carries its own waits, counted while its
+// own loader workers were alive, so every rank's data stall is measured from outside.
+TEST(ProcessTreeTest, EachRanksViewCarriesTheLooksAtItsOwnMainThread) {
+  const std::string spawned =
+      "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) --multiprocessing-fork";
+  auto rank_process = [&](int pid, double cores) {
+    ProcessCpu p = child(pid, "python3", spawned, cores);
+    p.master_env = true;
+    p.main_thread_busy = cores / 2;
+    return p;
+  };
+  ProcessTreeDigest tree(kTrainer, 1);
+  ASSERT_EQ(tree.add(sample(0, 0.02, {rank_process(301, 0.5), rank_process(302, 0.95)})), 302);
+  for (int i = 1; i <= 10; ++i) {
+    ProcessCpu worker = child(401, "python3", spawned, 0.3, 'R', 301);  // rank 301's worker
+    worker.master_env = true;
+    UtilizationSample s = sample(i * 100, 0.9, {rank_process(301, 0.5), worker});
+    s.pid = 302;
+    s.threads[0].tid = 302;
+    MainThreadWaits w;
+    w.looks = 10;
+    w.loader_queue = i <= 5 ? 6 : 0;  // waiting for its worker in the first half only
+    w.running = w.looks - w.loader_queue;
+    s.rank_main_thread_waits[301] = w;
+    tree.add(s);
+  }
+  const std::vector<ProcessTreeSummary> views = tree.rank_views();
+  const auto view = std::find_if(views.begin(), views.end(),
+                                 [](const ProcessTreeSummary& v) { return v.trainer_pid == 301; });
+  ASSERT_NE(view, views.end());
+  ASSERT_TRUE(view->main_thread_waits);
+  EXPECT_EQ(view->main_thread_waits->looks, 100u);
+  EXPECT_EQ(view->main_thread_waits->loader_queue, 30u);
+  EXPECT_EQ(tree.summary().main_thread_waits, std::nullopt) << "the followed rank was not looked at";
+}
+
 TEST(ProcFsDistributedEnvTest, RankNeedsWorldSizeAndMasterIsEitherVariable) {
   using namespace std::string_literals;
   const DistributedEnv torchrun = parse_distributed_env("PATH=/bin\0RANK=3\0WORLD_SIZE=8\0LOCAL_RANK=3\0"s);

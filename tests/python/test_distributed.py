@@ -79,7 +79,7 @@ class DistributedWatchTest(unittest.TestCase):
         self.assertEqual(report["job"]["world_size"], 2)
 
     def test_a_rank_slow_at_loading_is_named_with_its_cause(self):
-        r, report = self.watch("slow", self.standalone("--steps", "60", "--slow-rank", "1"))
+        r, report = self.watch("slow", self.standalone("--steps", "100", "--slow-rank", "1"))
         straggler = report["diagnosis"]["straggler"]
         self.assertIsNotNone(straggler, report["diagnosis"]["evidence"])
         self.assertEqual(straggler["rank"], 1)
@@ -87,6 +87,11 @@ class DistributedWatchTest(unittest.TestCase):
         by_rank = {x["rank"]: x for x in report["ranks"]}
         self.assertGreater(by_rank[1]["worker_busy"], by_rank[0]["worker_busy"] + 0.2)
         self.assertIsNotNone(by_rank[0]["collective_wait_ratio"])
+        # Each rank's data stall, from where its main thread waited (no spans): the slow loader's
+        # rank waits for its batches, the other in its all-reduce, which is no data stall.
+        self.assertIsNotNone(by_rank[1]["data_stall_ratio"], by_rank[1])
+        self.assertIsNotNone(by_rank[0]["data_stall_ratio"], by_rank[0])
+        self.assertGreater(by_rank[1]["data_stall_ratio"], by_rank[0]["data_stall_ratio"] + 0.3)
         self.assertIn("rank 1 holds the job back", r.stderr)
         self.assertTrue(report["diagnosis"]["recommendations"][0]["action"].startswith("rank 1"))
 

@@ -169,6 +169,20 @@ TEST(PythonStackReaderTest, AFrameUnderTorchUtilsDataIsLoading) {
 }
 
 // One read of a stable stack, the cost each sample pays: printed, not asserted.
+// torch's own waits (the backward pass, a collective, DDP) are told from the rest by file.
+TEST(PythonStackReaderTest, TorchsOwnWaitsAreToldByTheirFiles) {
+  PythonStack ddp;
+  ddp.frames = {{"/usr/lib/python3/dist-packages/torch/autograd/__init__.py", "backward", "backward", 197},
+                {"/usr/lib/python3/dist-packages/torch/_tensor.py", "backward", "Tensor.backward", 487},
+                {"/work/train.py", "main", "main", 80}};
+  EXPECT_TRUE(is_torch_wait_frame(ddp));
+  EXPECT_FALSE(is_loading_frame(ddp));
+  PythonStack own;
+  own.frames = {{"/usr/lib/python3.11/queue.py", "get", "Queue.get", 171}, {"/work/train.py", "main", "main", 12}};
+  EXPECT_FALSE(is_torch_wait_frame(own)) << "a loader of its own: its queue may be a loader's";
+  EXPECT_FALSE(is_torch_wait_frame(PythonStack{}));
+}
+
 TEST(PythonStackReaderTest, AReadCostsMicroseconds) {
   PythonChild child(testing::reference_python(), {"-c", kNest});
   ASSERT_TRUE(child.wait_for([](const PythonStack& s) { return begins_with(s, {"inner"}); }))
