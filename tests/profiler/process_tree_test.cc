@@ -221,14 +221,20 @@ TEST(ProcessTreeTest, RunQueueWaitIsAveragedForTheTrainingThreadAndTheWorkers) {
 // MASTER_ADDR/MASTER_PORT; torchrun's ranks carry RANK and WORLD_SIZE. Neither is a loader worker:
 // the process that started them is followed to its busiest rank, whose own workers (forked, with
 // its environment) are its workers.
+const char* const kSpawned =
+    "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) --multiprocessing-fork";
+
+// A rank torch.multiprocessing.spawn started after setting MASTER_ADDR/MASTER_PORT.
+ProcessCpu spawned_rank(int pid, double cores) {
+  ProcessCpu p = child(pid, "python3", kSpawned, cores);
+  p.master_env = true;
+  p.main_thread_busy = cores / 2;
+  return p;
+}
+
 TEST(ProcessTreeTest, RanksOfADistributedJobAreNotLoaderWorkersAndTheBusiestIsTheTrainer) {
-  const std::string spawned =
-      "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) --multiprocessing-fork";
-  auto rank_process = [&](int pid, double cores) {
-    ProcessCpu p = child(pid, "python3", spawned, cores);
-    p.master_env = true;
-    return p;
-  };
+  const std::string spawned = kSpawned;
+  const auto rank_process = spawned_rank;
   ProcessTreeDigest tree(kTrainer, 1);
   EXPECT_EQ(tree.add(sample(0, 0.02, {rank_process(301, 0.9), rank_process(302, 0.95)})), 302)
       << "the busiest rank is followed";
@@ -262,14 +268,8 @@ TEST(ProcessTreeTest, RanksOfADistributedJobAreNotLoaderWorkersAndTheBusiestIsTh
 // Each rank's main thread is looked at too: its view carries its own waits, counted while its
 // own loader workers were alive, so every rank's data stall is measured from outside.
 TEST(ProcessTreeTest, EachRanksViewCarriesTheLooksAtItsOwnMainThread) {
-  const std::string spawned =
-      "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5) --multiprocessing-fork";
-  auto rank_process = [&](int pid, double cores) {
-    ProcessCpu p = child(pid, "python3", spawned, cores);
-    p.master_env = true;
-    p.main_thread_busy = cores / 2;
-    return p;
-  };
+  const std::string spawned = kSpawned;
+  const auto rank_process = spawned_rank;
   ProcessTreeDigest tree(kTrainer, 1);
   ASSERT_EQ(tree.add(sample(0, 0.02, {rank_process(301, 0.5), rank_process(302, 0.95)})), 302);
   for (int i = 1; i <= 10; ++i) {
