@@ -52,7 +52,6 @@ void pump(int fd, int out_fd, const std::function<void(std::string_view)>& on_li
 std::atomic<int> g_child{0};
 std::atomic<int> g_received{0};
 constexpr std::array<int, 4> kForwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-std::array<struct sigaction, kForwarded.size()> g_previous;
 
 void forward(int sig, siginfo_t* info, void*) {
   int expected = 0;
@@ -235,20 +234,29 @@ ChildExit ChildProcess::reap() {
   return *exit_;
 }
 
-SignalForwarder::SignalForwarder(int child_pid) {
+SignalForwarder::SignalForwarder(int child_pid)
+    : outer_child_(g_child.load()), outer_received_(g_received.load()) {
   g_received.store(0);
   g_child.store(child_pid);
   struct sigaction action {};
   action.sa_sigaction = forward;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &action, &g_previous[i]);
+  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &action, &previous_[i]);
 }
 
+// An outer forwarder (watch --try's runs inside the watch) gets its child and its handlers back,
+// and what this one received counts as received by it too.
 SignalForwarder::~SignalForwarder() {
-  g_child.store(0);
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &g_previous[i], nullptr);
+  g_child.store(outer_child_);
+  int expected = 0;
+  g_received.compare_exchange_strong(expected, outer_received_);
+  for (std::size_t i = 0; i < kForwarded.size(); ++i) ::sigaction(kForwarded[i], &previous_[i], nullptr);
 }
+
+void SignalForwarder::child_ended() noexcept { g_child.store(0); }
+
+int forwarded_signal() noexcept { return g_received.load(); }
 
 int SignalForwarder::received() const noexcept { return g_received.load(); }
 

@@ -4,6 +4,9 @@
 // line callback is given, through a pipe that also hands each line over); signals sent to
 // feedscope are forwarded to it; it is waited for without being reaped, so its /proc entry stays
 // readable for a last sample.
+#include <signal.h>
+
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -72,7 +75,8 @@ class ChildProcess {
 
 // While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to feedscope are passed on to the running
 // child (a Ctrl-C from the terminal reaches the child on its own, as one process group; a kill(1)
-// of feedscope does not), and the first is remembered. One at a time; main thread only.
+// of feedscope does not), and the first is remembered. Main thread only; one may live inside
+// another (the runs of `watch --try` inside the watch): the inner one forwards while it lives.
 class SignalForwarder {
  public:
   explicit SignalForwarder(int child_pid);
@@ -81,6 +85,16 @@ class SignalForwarder {
   SignalForwarder& operator=(const SignalForwarder&) = delete;
   // The first signal received, or 0.
   int received() const noexcept;
+  // The child was reaped: a signal from now on is remembered, not sent (its pid may be another's).
+  void child_ended() noexcept;
+
+ private:
+  int outer_child_ = 0;
+  int outer_received_ = 0;
+  std::array<struct sigaction, 4> previous_{};  // the handlers before it, by kForwarded's order
 };
+
+// The first signal a living SignalForwarder (or one inside it) received, or 0.
+int forwarded_signal() noexcept;
 
 }  // namespace feedscope

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli/child_process.h"
 #include "cli/watch.h"
 #include "profiler/detail/format.h"
 #include "profiler/watch_diagnosis.h"
@@ -117,6 +118,7 @@ std::optional<ChangeCandidate> batch_candidate(const std::vector<std::string>& c
 struct TrialRun {
   std::optional<double> rate;
   std::string failed;
+  bool interrupted = false;  // Ctrl-C (or SIGTERM) reached feedscope, which passed it on
 };
 
 TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, const std::string& dir,
@@ -135,11 +137,17 @@ TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, cons
   o.print = false;
   o.keep_output = true;
   TrialRun out;
+  if (forwarded_signal() != 0) {  // Ctrl-C between two runs: this one does not start
+    out.interrupted = true;
+    out.failed = "not run: interrupted";
+    return out;
+  }
   try {
     std::ostringstream quiet;
     const WatchOutcome w = watch_program(o, quiet);
     const ProgramSummary& p = *w.report.program;
-    if (p.ended == "failed" || p.ended == "crashed" || p.ended == "interrupted") {
+    out.interrupted = p.ended == "interrupted";
+    if (p.ended == "failed" || p.ended == "crashed" || out.interrupted) {
       out.failed = p.ended + " (" + p.exit + ")";
       return out;
     }
@@ -237,6 +245,11 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
     log << "feedscope watch --try: " << tries.skipped << std::endl;
     return;
   }
+  if (p.ended == "interrupted") {
+    tries.skipped = "the watched run was interrupted: nothing more is run";
+    log << "feedscope watch --try: " << tries.skipped << std::endl;
+    return;
+  }
   tries.unit = samples ? "samples/s" : "it/s";
   std::vector<ChangeCandidate> candidates =
       change_candidates(options.command, options.env, report, report.environment.cpus);
@@ -274,21 +287,29 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
     t.env = c.env;
   }
   const std::filesystem::path dir = std::filesystem::path(options.report_dir) / "tries";
-  for (int round = 1; round <= tries.rounds; ++round) {
+  bool interrupted = false;
+  for (int round = 1; round <= tries.rounds && !interrupted; ++round) {
     const std::string suffix = "-" + std::to_string(round);
     const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), iterations);
+    interrupted = base.interrupted || forwarded_signal() != 0;
     tries.unchanged_rates.push_back(base.rate);
     log << "  round " << round << ": unchanged "
         << (base.rate ? fixed("%.4g", *base.rate) + " " + tries.unit : base.failed);
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
+    for (std::size_t i = 0; i < candidates.size() && !interrupted; ++i) {
       std::string name = "change" + std::to_string(i + 1) + suffix;
       const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), iterations);
+      interrupted = run.interrupted || forwarded_signal() != 0;
       tries.changes[i].rates.push_back(run.rate);
       if (!run.failed.empty()) tries.changes[i].failed.push_back(run.failed);
       log << ", " << candidates[i].label << " "
           << (run.rate ? fixed("%.4g", *run.rate) + " " + tries.unit : run.failed);
     }
     log << std::endl;
+  }
+  // Ctrl-C ends the tries: what the rounds so far measured stands.
+  if (interrupted) {
+    p.notes.push_back("watch --try: interrupted; the changes are judged on the runs completed before");
+    log << "feedscope watch --try: interrupted; no further runs" << std::endl;
   }
   for (TriedChange& c : tries.changes) {
     c.speedup = speedup_of(c.rates, tries.unchanged_rates);

@@ -860,13 +860,14 @@ WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
   w.no_injection = no_injection;
   w.mark_begin();
   ChildProcess child(std::move(co));
-  const SignalForwarder forwarder(child.pid());
+  SignalForwarder forwarder(child.pid());
   w.start_sampling_at(child.pid(), ::getpid(), channel.path);
 
   const bool duration_ran_out = stop_after_duration(child, o, log);
   child.wait_exited(std::nullopt);
   w.stop_sampling();
   const ChildExit exit = child.reap();
+  forwarder.child_ended();
   record_exit(exit, forwarder.received(), duration_ran_out, w.program, w.report);
   WatchOutcome outcome = w.finish(channel.path, scanner);
   outcome.exit_code = duration_ran_out ? 0 : exit.shell_code();

@@ -5,9 +5,11 @@ checked against the report, never a speed-up: not RUN_SERIAL."""
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -79,6 +81,33 @@ class WatchTryTest(unittest.TestCase):
         self.assertEqual(len(measured), 1 if change["speedup"] >= 1.05 else 0, measured)
         self.assertIn(f"{change['speedup']:.2f}x measured over 1 trial of 3 s", " ".join(
             report["diagnosis"]["evidence"]))
+
+    def test_ctrl_c_during_the_tries_ends_them_and_the_report_is_written(self):
+        report_dir = self.dir / "interrupted"
+        p = subprocess.Popen([FEEDSCOPE, "watch", "--report-dir", str(report_dir), "--try",
+                              "--try-seconds", "60", "--try-rounds", "2", "--", sys.executable,
+                              str(self.TARGET), "--steps", "25"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+        said = ""
+        for line in p.stderr:  # its plan is said before the first run starts
+            said += line
+            if "round 1" in line or "feedscope watch --try: " in line and "change(s)" not in line:
+                break
+            if "change(s)" in line:
+                time.sleep(2)  # the unchanged command's first run is under way
+                p.send_signal(signal.SIGINT)
+        _, rest = p.communicate(timeout=60)  # not the 4 runs of 60 s left
+        said += rest
+        self.assertEqual(p.returncode, 0, said)
+        report = json.loads((report_dir / "report.json").read_text())
+        tries = report["program"]["tries"]
+        if tries["skipped"] is not None:
+            self.skipTest(f"nothing was tried here: {tries['skipped']}")
+        self.assertIn("interrupted", said)
+        self.assertIn("watch --try: interrupted", " ".join(report["program"]["notes"]))
+        self.assertEqual(len(tries["unchanged_rates"]), 1, tries)
+        self.assertEqual(tries["changes"][0]["rates"], [], "no change ran after Ctrl-C")
 
     def test_without_a_measured_throughput_nothing_is_run(self):
         r, report_dir, report = self.watch_try([sys.executable, "-c", "import time; time.sleep(1)"])
