@@ -67,6 +67,7 @@ struct ProcessTreeDigest::Reading {
   void read_memory();
   void read_main_thread_waits();
   void read_rank_waits();
+  bool own_workers_alive(int parent) const;
   void note_waiting_parent();
   int next_pid();
 
@@ -341,8 +342,7 @@ void ProcessTreeDigest::Reading::read_main_thread_waits() {
   if (!s.main_thread_waits || baseline_only) return;
   me.waits_all += *s.main_thread_waits;
   note_waiting_parent();
-  const auto own = alive_by_parent.find(pid);
-  const bool workers_alive = own != alive_by_parent.end() && own->second.first > 0;
+  const bool workers_alive = own_workers_alive(pid);
   if (workers_alive) me.waits += *s.main_thread_waits;
   // The live figure: what the summary counts (without workers, only what the stack tells apart).
   if (workers_alive || s.main_thread_waits->stack_looks > 0) d.recent_waits_.emplace_back(s.time_ns, *s.main_thread_waits);
@@ -359,9 +359,13 @@ void ProcessTreeDigest::Reading::read_rank_waits() {
     const auto it = d.processes_.find(rank_pid);
     if (it == d.processes_.end() || waits.looks == 0) continue;
     it->second.waits_all += waits;
-    const auto own = alive_by_parent.find(rank_pid);
-    if (own != alive_by_parent.end() && own->second.first > 0) it->second.waits += waits;
+    if (own_workers_alive(rank_pid)) it->second.waits += waits;
   }
+}
+
+bool ProcessTreeDigest::Reading::own_workers_alive(int parent) const {
+  const auto own = alive_by_parent.find(parent);
+  return own != alive_by_parent.end() && own->second.first > 0;
 }
 
 // The process read waits for its children to end most of the time: a script that started its

@@ -12,6 +12,7 @@
 // alone (a forked worker keeps its parent's command line; a spawned one runs
 // multiprocessing.spawn). Other descendants (multiprocessing's resource tracker, a forkserver, a
 // shell) are "other".
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -128,6 +129,10 @@ struct ProcessTreeSummary {
   // (ThreadCpu::yielding: a BLAS or OpenMP pool spinning for work): cores another thread could
   // have had. 0 where none was seen so, or the trainer was not read thread by thread.
   double yielding_threads_cores = 0;
+  // The cores its other threads took at work: less those that yielded their core.
+  double working_other_threads_cores() const {
+    return std::max(0.0, other_threads_cores - yielding_threads_cores);
+  }
   std::string busiest_thread;
   double busiest_thread_busy = 0;
   double trainer_cores = 0;  // the whole trainer process, mean cores

@@ -2,7 +2,6 @@
 // What the rules derive from the evidence, computed once per diagnosis so that no two rules
 // derive the same figure two ways: the loop's per-batch costs and the loader's capacity, the
 // cores a watched program holds and could use.
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -128,11 +127,6 @@ std::optional<double> series_mean(const Utilization& u, const char* name);
 
 // Whether the process's private memory grew steadily by the kMemoryGrowth* thresholds.
 bool memory_grows(const WatchedProcess& p);
-
-// The cores the trainer's other threads took at work: less those that yielded their core.
-inline double working_other_threads(const ProcessTreeSummary& t) {
-  return std::max(0.0, t.other_threads_cores - t.yielding_threads_cores);
-}
 
 // What a worker would take of a core it had to itself: its busy share and the time it was ready to
 // run but waited for a core (a worker on a full machine reads 60 % busy and 40 % waiting).

@@ -127,7 +127,7 @@ void workers_saturated(const Evidence& in, const TreeFacts& T, Diagnosis& d) {
 void step_bound(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
   const ProcessTreeSummary& t = *in.tree;
   d.bottleneck = "cpu_compute";
-  const double computing = working_other_threads(t);
+  const double computing = t.working_other_threads_cores();
   const bool one_thread = computing < kOneThreadOthers;
   d.verdict = fmt("CPU-bound: the training step is the limit (main thread busy %.0f%%, its "
                   "compute threads %.2f cores)%s.",
@@ -549,7 +549,7 @@ bool tree_one_thread(const Facts& f, Diagnosis& d) {
 }
 
 bool tree_step_bound(const Facts& f, Diagnosis& d) {
-  if (!f.tree->trainer_pinned && working_other_threads(*f.e.tree) < 0.5) return false;
+  if (!f.tree->trainer_pinned && f.e.tree->working_other_threads_cores() < 0.5) return false;
   step_bound(f.e, f.tree->cpu, d);
   return true;
 }
