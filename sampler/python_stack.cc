@@ -583,20 +583,24 @@ const PythonFrame* innermost_frame(const PythonStack& stack) {
   return stack.frames.empty() ? nullptr : &stack.frames.front();
 }
 
-bool is_loading_frame(const PythonStack& stack) {
-  return std::any_of(stack.frames.begin(), stack.frames.end(), [](const PythonFrame& f) {
-    return f.filename.find("/torch/utils/data/") != std::string::npos;
+namespace {
+
+// Whether a frame of the stack runs code from a file whose path holds one of `places`.
+bool any_frame_in(const PythonStack& stack, std::initializer_list<std::string_view> places) {
+  return std::any_of(stack.frames.begin(), stack.frames.end(), [&](const PythonFrame& f) {
+    return std::any_of(places.begin(), places.end(), [&](std::string_view place) {
+      return f.filename.find(place) != std::string::npos;
+    });
   });
 }
 
+}  // namespace
+
+bool is_loading_frame(const PythonStack& stack) { return any_frame_in(stack, {"/torch/utils/data/"}); }
+
 bool is_torch_wait_frame(const PythonStack& stack) {
-  constexpr const char* kWaits[] = {"/torch/autograd/", "/torch/distributed/", "/torch/nn/parallel/",
-                                    "/torch/cuda/", "/torch/_tensor.py"};
-  return std::any_of(stack.frames.begin(), stack.frames.end(), [&](const PythonFrame& f) {
-    return std::any_of(std::begin(kWaits), std::end(kWaits), [&](const char* dir) {
-      return f.filename.find(dir) != std::string::npos;
-    });
-  });
+  return any_frame_in(stack, {"/torch/autograd/", "/torch/distributed/", "/torch/nn/parallel/",
+                              "/torch/cuda/", "/torch/_tensor.py"});
 }
 
 }  // namespace feedscope

@@ -64,6 +64,22 @@ std::vector<int> other_ranks(const std::vector<ProcessCpu>& children, int follow
   return out;
 }
 
+// The processes among `children` ((pid, ppid) pairs) that descend from `root`: its loader workers,
+// theirs, ...
+std::vector<int> descendants_in(const std::vector<std::pair<int, int>>& children, int root) {
+  std::vector<int> out;
+  std::set<int> tree = {root};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [pid, ppid] : children)
+      if (tree.contains(ppid) && tree.insert(pid).second) {
+        out.push_back(pid);
+        grew = true;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 UtilizationSampler::UtilizationSampler(Options options)
@@ -410,8 +426,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     look_at_main_thread();
     reading.s.main_thread_waits = std::exchange(pending_waits_, MainThreadWaits{});
     reading.s.rank_main_thread_waits = std::exchange(pending_rank_waits_, {});
-    probe_descendants_.clear();
-    for (const ProcessCpu& p : reading.s.children) probe_descendants_.emplace_back(p.pid, p.ppid);
+    probe_children_.clear();
+    for (const ProcessCpu& p : reading.s.children) probe_children_.emplace_back(p.pid, p.ppid);
+    probe_loaders_.clear();
     probe_ranks_ = other_ranks(reading.s.children, target_pid_);
   }
   if (reading.rollup)
@@ -520,19 +537,11 @@ void UtilizationSampler::stop() {
 void UtilizationSampler::look_at_main_thread() {
   const bool other_rank = !probe_ranks_.empty() && probe_turn_++ % 2 == 1;
   const int pid = other_rank ? probe_ranks_[rank_turn_++ % probe_ranks_.size()] : target_pid_;
-  // Its own descendants only: a pipe or socket another rank holds is no loader's.
-  std::vector<int> own;
-  const int root = pid > 0 ? pid : ::getpid();
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& [child, parent] : probe_descendants_)
-      if ((parent == root || std::find(own.begin(), own.end(), parent) != own.end()) &&
-          std::find(own.begin(), own.end(), child) == own.end()) {
-        own.push_back(child);
-        grew = true;
-      }
-  }
-  const MainThreadState state = wait_probe_->look(pid, own);
+  // Its own descendants only, found once a sample: a pipe or socket another rank holds is no
+  // loader's.
+  auto [loaders, fresh] = probe_loaders_.try_emplace(pid);
+  if (fresh) loaders->second = descendants_in(probe_children_, pid > 0 ? pid : ::getpid());
+  const MainThreadState state = wait_probe_->look(pid, loaders->second);
   add_look(other_rank ? pending_rank_waits_[pid] : pending_waits_, state, wait_probe_->stack_read());
   if (!wait_probe_->why_not().empty()) note_unavailable("main_thread_wait", wait_probe_->why_not());
 }

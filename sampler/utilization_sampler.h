@@ -127,11 +127,13 @@ class UtilizationSampler {
   // line every time: a torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
-  // Sampling thread only: where the main thread waits, the looks since the last sample, and the
-  // descendants (by the last sample) whose pipes count as a loader's.
+  // Sampling thread only: where the main thread waits, the looks since the last sample, the
+  // descendants by the last sample ((pid, ppid)), and for each process looked at since, its own
+  // among them, whose pipes count as a loader's.
   std::unique_ptr<ThreadWaitProbe> wait_probe_;
   MainThreadWaits pending_waits_;
-  std::vector<std::pair<int, int>> probe_descendants_;  // (pid, ppid)
+  std::vector<std::pair<int, int>> probe_children_;
+  std::map<int, std::vector<int>> probe_loaders_;
   // A job's other ranks (by the last sample), looked at in turn on every other look, and their looks.
   std::vector<int> probe_ranks_;
   std::size_t probe_turn_ = 0, rank_turn_ = 0;
