@@ -211,31 +211,36 @@ std::optional<std::int64_t> positive(const std::string& text) {
 std::optional<std::pair<std::int64_t, std::string>> flag_value(const std::vector<std::string>& command,
                                                                std::size_t i,
                                                                std::initializer_list<std::string_view> names) {
-  const std::string& word = command[i];
-  for (const std::string_view name : names) {
-    if (word == name && i + 1 < command.size())
-      if (const auto v = positive(command[i + 1])) return std::pair(*v, word + " " + command[i + 1]);
-    if (word.size() > name.size() && word.starts_with(name) && word[name.size()] == '=')
-      if (const auto v = positive(word.substr(name.size() + 1))) return std::pair(*v, word);
-  }
-  return std::nullopt;
+  const std::optional<FlagAt> at = flag_at(command, i, std::span(names.begin(), names.size()));
+  if (!at) return std::nullopt;
+  const auto v = positive(command[at->word].substr(at->value_at));
+  if (!v) return std::nullopt;
+  return std::pair(*v, at->value_at > 0 ? command[i] : command[i] + " " + command[at->word]);
 }
 
 }  // namespace
 
-std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command) {
-  CommandBatchSize b;
-  for (std::size_t i = 0; i < command.size(); ++i) {
-    if (command[i] == "--") break;  // what follows is another program's
-    if (const auto v = flag_value(command, i, {"-b", "--batch-size", "--batch_size"})) {
-      b.batch_size = v->first;
-      b.flag = v->second;
-    } else if (const auto a = flag_value(command, i, {"--gradient_accumulation_steps"})) {
-      b.accumulation = a->first;
-      b.accumulation_flag = a->second;
-    }
+std::optional<FlagAt> flag_at(const std::vector<std::string>& command, std::size_t i,
+                              std::span<const std::string_view> names) {
+  const std::string& word = command[i];
+  for (const std::string_view name : names) {
+    if (word == name && i + 1 < command.size()) return FlagAt{i + 1, 0};
+    if (word.size() > name.size() && word.starts_with(name) && word[name.size()] == '=')
+      return FlagAt{i, name.size() + 1};
   }
-  if (b.batch_size == 0) return std::nullopt;
+  return std::nullopt;
+}
+
+std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command) {
+  const std::optional<CommandFlag> batch = int_flag_in_command(command, {"-b", "--batch-size", "--batch_size"});
+  if (!batch) return std::nullopt;
+  CommandBatchSize b;
+  b.batch_size = batch->value;
+  b.flag = batch->flag;
+  if (const auto a = int_flag_in_command(command, {"--gradient_accumulation_steps"})) {
+    b.accumulation = a->value;
+    b.accumulation_flag = a->flag;
+  }
   return b;
 }
 

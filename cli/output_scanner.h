@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,16 @@ struct CommandBatchSize {
   std::string accumulation_flag;
 };
 std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command);
+
+// Where one of `names` stands at word `i` of a command line with its value: the word that holds the
+// value, and where the value starts in it (`-j 2`: the next word, 0; `--workers=2`: word i, past
+// the `=`). None where word i is none of them.
+struct FlagAt {
+  std::size_t word = 0;
+  std::size_t value_at = 0;
+};
+std::optional<FlagAt> flag_at(const std::vector<std::string>& command, std::size_t i,
+                              std::span<const std::string_view> names);
 
 // A positive integer a command line gives under one of `names` (`--name N` or `--name=N`; the last
 // one wins; nothing after `--`), with the words that gave it.

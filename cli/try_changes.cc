@@ -1,12 +1,12 @@
 #include "cli/try_changes.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <sstream>
 
 #include "cli/child_process.h"
+#include "cli/output_scanner.h"
 #include "cli/watch.h"
 #include "profiler/detail/format.h"
 #include "profiler/watch_diagnosis.h"
@@ -22,12 +22,6 @@ constexpr std::string_view kBatchFlags[] = {"-b", "--batch-size", "--batch_size"
 // A change measured this much faster is recommended; below, it is reported only.
 constexpr double kTriedHelps = 1.05;
 
-std::string fixed(const char* format, double v) {
-  char text[64];
-  std::snprintf(text, sizeof text, format, v);
-  return text;
-}
-
 // The value a recommendation's setting gives `key` ("num_workers=3" -> 3); none where none does.
 std::optional<std::int64_t> advised(const Report& r, const std::string& key) {
   for (const Recommendation& rec : r.diagnosis.recommendations)
@@ -36,16 +30,20 @@ std::optional<std::int64_t> advised(const Report& r, const std::string& key) {
   return std::nullopt;
 }
 
+// Where the first of `flags` is on the command line (nothing after `--`): cli/output_scanner.h.
+std::optional<FlagAt> first_flag(const std::vector<std::string>& command,
+                                 std::span<const std::string_view> flags) {
+  for (std::size_t i = 0; i < command.size() && command[i] != "--"; ++i)
+    if (const auto at = flag_at(command, i, flags)) return at;
+  return std::nullopt;
+}
+
 // The value the first of `flags` has on the command line (`-j 2`, `--workers=2`).
 std::optional<std::int64_t> flag_now(const std::vector<std::string>& command,
                                      std::span<const std::string_view> flags) {
-  for (std::size_t i = 0; i < command.size() && command[i] != "--"; ++i)
-    for (const std::string_view f : flags) {
-      if (command[i] == f && i + 1 < command.size()) return std::atoll(command[i + 1].c_str());
-      if (command[i].starts_with(std::string(f) + "="))
-        return std::atoll(command[i].c_str() + f.size() + 1);
-    }
-  return std::nullopt;
+  const std::optional<FlagAt> at = first_flag(command, flags);
+  if (!at) return std::nullopt;
+  return std::atoll(command[at->word].c_str() + at->value_at);
 }
 
 std::optional<ChangeCandidate> thread_candidate(const std::map<std::string, std::string>& env,
@@ -54,7 +52,7 @@ std::optional<ChangeCandidate> thread_candidate(const std::map<std::string, std:
   const ProcessTreeSummary& t = p.tree;
   const std::string& b = watched.diagnosis.bottleneck;
   if (b != "cpu_compute" && b != "cpu_preprocess") return std::nullopt;
-  const double computing = std::max(0.0, t.other_threads_cores - t.yielding_threads_cores);
+  const double computing = t.working_other_threads_cores();
   int threads = 0;
   std::string why;
   if (computing < kOneThreadOthers && cpus > 1) {
@@ -194,8 +192,66 @@ void report_change(const ChangeTries& tries, const TriedChange& c, Diagnosis& d)
   r.action = fmt("%s: %.2fx measured (watch --try, %s).", c.change.c_str(), *c.speedup, over.c_str());
   r.predicted_speedup = *c.speedup;
   r.basis = "measured, not predicted: the program run with the change for " +
-            fixed("%.0f", tries.seconds) + " s at a time, alternating with the unchanged command";
+            fmt("%.0f", tries.seconds) + " s at a time, alternating with the unchanged command";
   d.recommendations.insert(d.recommendations.begin(), std::move(r));
+}
+
+// Why nothing is tried, or empty: the program's rate unmeasured, its run interrupted, or no change
+// it can be given from outside.
+std::string nothing_to_try(const Report& report, bool measured, bool no_candidates) {
+  if (!measured)
+    return "its throughput was not measured (no progress line in a known format, no "
+           "--throughput-pattern match, no Session spans): a change's effect could not be "
+           "measured, so nothing was run";
+  if (report.program->ended == "interrupted")
+    return "the watched run was interrupted: nothing more is run";
+  if (no_candidates)
+    return "no change feedscope can make from outside fits this diagnosis (" +
+           report.diagnosis.bottleneck + "): the thread count where the step is on one thread or "
+           "shares the cores with workers, and a worker or batch flag on the command line";
+  return "";
+}
+
+// What it will run, and for how long, before it starts.
+void say_plan(const std::vector<ChangeCandidate>& candidates, const ChangeTries& tries,
+              std::ostream& log) {
+  const std::size_t runs = (candidates.size() + 1) * static_cast<std::size_t>(tries.rounds);
+  log << "feedscope watch --try: " << candidates.size() << " change(s), each run " << tries.rounds
+      << " time(s) for " << tries.seconds << " s beside the unchanged command: " << runs
+      << " runs, about " << static_cast<int>(static_cast<double>(runs) * (tries.seconds + 3))
+      << " s:\n";
+  for (const ChangeCandidate& c : candidates) log << "  " << c.label << ": " << c.why << "\n";
+  log << std::flush;
+}
+
+// Each round: the unchanged command, then each change, into tries.unchanged_rates and each
+// change's rates and failures. True where Ctrl-C (or SIGTERM) ended them early.
+bool run_rounds(const WatchOptions& options, const std::vector<ChangeCandidate>& candidates,
+                bool iterations, ChangeTries& tries, std::ostream& log) {
+  ChangeCandidate unchanged;
+  unchanged.command = options.command;
+  const std::filesystem::path dir = std::filesystem::path(options.report_dir) / "tries";
+  const auto rate_text = [&](const TrialRun& run) {
+    return run.rate ? fmt("%.4g", *run.rate) + " " + tries.unit : run.failed;
+  };
+  bool interrupted = false;
+  for (int round = 1; round <= tries.rounds && !interrupted; ++round) {
+    const std::string suffix = "-" + std::to_string(round);
+    const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), iterations);
+    interrupted = base.interrupted || forwarded_signal() != 0;
+    tries.unchanged_rates.push_back(base.rate);
+    log << "  round " << round << ": unchanged " << rate_text(base);
+    for (std::size_t i = 0; i < candidates.size() && !interrupted; ++i) {
+      const std::string name = "change" + std::to_string(i + 1) + suffix;
+      const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), iterations);
+      interrupted = run.interrupted || forwarded_signal() != 0;
+      tries.changes[i].rates.push_back(run.rate);
+      if (!run.failed.empty()) tries.changes[i].failed.push_back(run.failed);
+      log << ", " << candidates[i].label << " " << rate_text(run);
+    }
+    log << std::endl;
+  }
+  return interrupted;
 }
 
 }  // namespace
@@ -203,21 +259,13 @@ void report_change(const ChangeTries& tries, const TriedChange& c, Diagnosis& d)
 std::optional<std::vector<std::string>> with_flag_value(const std::vector<std::string>& command,
                                                         std::span<const std::string_view> flags,
                                                         std::int64_t value, std::string* label) {
+  const std::optional<FlagAt> at = first_flag(command, flags);
+  if (!at) return std::nullopt;
   std::vector<std::string> out = command;
-  for (std::size_t i = 0; i < out.size() && out[i] != "--"; ++i)
-    for (const std::string_view f : flags) {
-      if (out[i] == f && i + 1 < out.size()) {
-        out[i + 1] = std::to_string(value);
-        if (label) *label = out[i] + " " + out[i + 1];
-        return out;
-      }
-      if (out[i].starts_with(std::string(f) + "=")) {
-        out[i] = std::string(f) + "=" + std::to_string(value);
-        if (label) *label = out[i];
-        return out;
-      }
-    }
-  return std::nullopt;
+  std::string& word = out[at->word];
+  word = word.substr(0, at->value_at) + std::to_string(value);
+  if (label) *label = at->value_at > 0 ? word : out[at->word - 1] + " " + word;
+  return out;
 }
 
 std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& command,
@@ -238,47 +286,26 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
   tries.rounds = options.try_rounds;
   const bool samples = report.throughput.samples_per_s > 0;
   const bool iterations = !samples && report.throughput.batches_per_s > 0;
-  if (!samples && !iterations) {
-    tries.skipped = "its throughput was not measured (no progress line in a known format, no "
-                    "--throughput-pattern match, no Session spans): a change's effect could not be "
-                    "measured, so nothing was run";
+  std::vector<ChangeCandidate> candidates;
+  if ((samples || iterations) && p.ended != "interrupted") {
+    tries.unit = samples ? "samples/s" : "it/s";
+    candidates = change_candidates(options.command, options.env, report, report.environment.cpus);
+    // Iterations of another batch size are not the same work: a batch change needs samples/s.
+    if (iterations)
+      std::erase_if(candidates, [&](const ChangeCandidate& c) {
+        if (c.batch_size > 0)
+          p.notes.push_back("watch --try: " + c.label + " not tried: its throughput is in "
+                            "iterations (no batch size known), which a batch change does not keep "
+                            "comparable");
+        return c.batch_size > 0;
+      });
+  }
+  tries.skipped = nothing_to_try(report, samples || iterations, candidates.empty());
+  if (!tries.skipped.empty()) {
     log << "feedscope watch --try: " << tries.skipped << std::endl;
     return;
   }
-  if (p.ended == "interrupted") {
-    tries.skipped = "the watched run was interrupted: nothing more is run";
-    log << "feedscope watch --try: " << tries.skipped << std::endl;
-    return;
-  }
-  tries.unit = samples ? "samples/s" : "it/s";
-  std::vector<ChangeCandidate> candidates =
-      change_candidates(options.command, options.env, report, report.environment.cpus);
-  // Iterations of another batch size are not the same work: a batch change needs samples/s.
-  if (iterations)
-    std::erase_if(candidates, [&](const ChangeCandidate& c) {
-      if (c.batch_size > 0)
-        p.notes.push_back("watch --try: " + c.label + " not tried: its throughput is in iterations "
-                          "(no batch size known), which a batch change does not keep comparable");
-      return c.batch_size > 0;
-    });
-  if (candidates.empty()) {
-    tries.skipped = "no change feedscope can make from outside fits this diagnosis (" +
-                    report.diagnosis.bottleneck + "): the thread count where the step is on one "
-                    "thread or shares the cores with workers, and a worker or batch flag on the "
-                    "command line";
-    log << "feedscope watch --try: " << tries.skipped << std::endl;
-    return;
-  }
-  const std::size_t runs = (candidates.size() + 1) * static_cast<std::size_t>(tries.rounds);
-  log << "feedscope watch --try: " << candidates.size() << " change(s), each run " << tries.rounds
-      << " time(s) for " << tries.seconds << " s beside the unchanged command: " << runs
-      << " runs, about " << static_cast<int>(static_cast<double>(runs) * (tries.seconds + 3))
-      << " s:\n";
-  for (const ChangeCandidate& c : candidates) log << "  " << c.label << ": " << c.why << "\n";
-  log << std::flush;
-
-  ChangeCandidate unchanged;
-  unchanged.command = options.command;
+  say_plan(candidates, tries, log);
   for (const ChangeCandidate& c : candidates) {
     TriedChange& t = tries.changes.emplace_back();
     t.change = c.label;
@@ -286,28 +313,8 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
     t.command = c.command;
     t.env = c.env;
   }
-  const std::filesystem::path dir = std::filesystem::path(options.report_dir) / "tries";
-  bool interrupted = false;
-  for (int round = 1; round <= tries.rounds && !interrupted; ++round) {
-    const std::string suffix = "-" + std::to_string(round);
-    const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), iterations);
-    interrupted = base.interrupted || forwarded_signal() != 0;
-    tries.unchanged_rates.push_back(base.rate);
-    log << "  round " << round << ": unchanged "
-        << (base.rate ? fixed("%.4g", *base.rate) + " " + tries.unit : base.failed);
-    for (std::size_t i = 0; i < candidates.size() && !interrupted; ++i) {
-      std::string name = "change" + std::to_string(i + 1) + suffix;
-      const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), iterations);
-      interrupted = run.interrupted || forwarded_signal() != 0;
-      tries.changes[i].rates.push_back(run.rate);
-      if (!run.failed.empty()) tries.changes[i].failed.push_back(run.failed);
-      log << ", " << candidates[i].label << " "
-          << (run.rate ? fixed("%.4g", *run.rate) + " " + tries.unit : run.failed);
-    }
-    log << std::endl;
-  }
   // Ctrl-C ends the tries: what the rounds so far measured stands.
-  if (interrupted) {
+  if (run_rounds(options, candidates, iterations, tries, log)) {
     p.notes.push_back("watch --try: interrupted; the changes are judged on the runs completed before");
     log << "feedscope watch --try: interrupted; no further runs" << std::endl;
   }

@@ -26,6 +26,11 @@ nlohmann::ordered_json optional_number(const std::optional<double>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
+// A text, or null where it is empty (not said, not measured).
+nlohmann::ordered_json text_or_null(const std::string& text) {
+  return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);
+}
+
 // DESIGN.md's `gpu_trace`: the summary, or {"unavailable": reason} when there was no trace.
 // The pipeline's stages, or the user's own, by name.
 nlohmann::ordered_json stages_json(const std::vector<StageStats>& stages) {
@@ -59,7 +64,7 @@ nlohmann::ordered_json tracing_json(const std::optional<TracingMode>& t) {
           {"sync_records", !t->sync_records         ? "none"
                            : t->completed_syncs_only ? "completed only"
                                                      : "all"},
-          {"note", t->note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t->note)}};
+          {"note", text_or_null(t->note)}};
 }
 
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
@@ -121,10 +126,10 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
 }
 
 nlohmann::ordered_json loader_try_json(const LoaderTry& t) {
-  return {{"skipped", t.skipped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.skipped)},
+  return {{"skipped", text_or_null(t.skipped)},
           {"dataset", t.dataset},
           {"files_seen", t.files_seen},
-          {"files_from", t.files_from.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.files_from)},
+          {"files_from", text_or_null(t.files_from)},
           {"num_workers", t.num_workers},
           {"batch_size", t.batch_size},
           {"image_size", t.image_size},
@@ -152,7 +157,7 @@ nlohmann::ordered_json change_tries_json(const ChangeTries& t) {
                        {"rates", optional_rates(c.rates)},
                        {"speedup", optional_number(c.speedup)},
                        {"failed", c.failed}});
-  return {{"skipped", t.skipped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(t.skipped)},
+  return {{"skipped", text_or_null(t.skipped)},
           {"seconds", t.seconds},
           {"rounds", t.rounds},
           {"unit", t.unit},
@@ -269,7 +274,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
           {"attached", p.attached},
           {"unmeasured", p.unmeasured},
           {"wall_s", p.wall_s},
-          {"spans", p.spans.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.spans)},
+          {"spans", text_or_null(p.spans)},
           {"notes", p.notes},
           {"watcher_cpu_s", p.watcher_cpu_s},
           {"torch", p.torch ? nlohmann::ordered_json{{"version", p.torch->version},
@@ -391,8 +396,7 @@ std::string report_to_json(const Report& r) {
                     {"basis", rec.basis}});
   }
   // No bottleneck (a program that failed before anything was measured): null.
-  j["diagnosis"] = {{"bottleneck", d.bottleneck.empty() ? nlohmann::ordered_json(nullptr)
-                                                        : nlohmann::ordered_json(d.bottleneck)},
+  j["diagnosis"] = {{"bottleneck", text_or_null(d.bottleneck)},
                     {"data_stall_ratio", d.data_stall_source.empty()
                                              ? nlohmann::ordered_json(nullptr)
                                              : nlohmann::ordered_json(d.data_stall_ratio)},
