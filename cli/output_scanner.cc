@@ -1,10 +1,10 @@
 #include "cli/output_scanner.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 
 #include "cli/config.h"
+#include "profiler/detail/format.h"
 
 namespace feedscope {
 
@@ -27,11 +27,7 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t") == std::string_view::npos;
 }
 
-std::string fixed(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
+using detail::fmt;
 
 // Each line's current values (the first number after each word).
 std::optional<std::pair<double, double>> time_and_data_in(std::string_view text) {
@@ -59,18 +55,22 @@ struct Format {
 #define FS_TQDM_UNIT(u) "(?:" u "/s|s/" u ")(?=[,\\]])"
 
 enum FormatIndex : std::size_t {
-  kMetricLoggerImg, kMetricLoggerTime, kTimmRate, kImageNetTime, kNanoGpt, kWordLanguageModel,
+  kMetricLoggerTime, kMetricLoggerImg, kTimmRate, kImageNetTime, kNanoGpt, kWordLanguageModel,
   kTqdmIterations, kTqdmSamples, kTqdmTokens, kSamplesRate, kTokensRate, kSecondsPerBatch,
   kBatchesRate, kFormatCount
 };
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> list = {
-      {{"torchvision MetricLogger `img/s: N`", FS_METRIC_LOGGER "\\bimg/s:\\s+" FS_NUM "(?:\\s|$)"},
-       Figure::samples_per_s, false},
+      // A MetricLogger line's `time:` is the whole iteration, its wait for data included; torchvision's
+      // reference trainer times its `img/s:` from after the batch arrived (batch / step time), so
+      // an input-bound loop's img/s is the step's speed, not the loop's. The line's `time:` comes
+      // first; `img/s:` is read only from a line without it.
       {{"torchvision MetricLogger `time: S  data: S` (20-batch means)",
         FS_METRIC_LOGGER "\\btime:\\s+" FS_NUM "(?:\\s*\\([^)]*\\))?\\s+data:\\s+" FS_NUM "(?:\\s|\\(|$)"},
        Figure::seconds_per_iteration, false},
+      {{"torchvision MetricLogger `img/s: N`", FS_METRIC_LOGGER "\\bimg/s:\\s+" FS_NUM "(?:\\s|$)"},
+       Figure::samples_per_s, false},
       {{"timm `Time: Ss,  N/s`", "\\bTime:\\s*[0-9.]+s,\\s+" FS_NUM "/s(?:\\s|$)"}, Figure::samples_per_s, false},
       {{"ImageNet `Time S (S)  Data S (S)`",
         "\\bTime:?\\s+" FS_NUM "[^\\r\\n]*?\\bData:?\\s+([0-9]*\\.?[0-9]+)"},
@@ -477,8 +477,8 @@ PrintedThroughput OutputScanner::pattern_throughput() const {
       const double mean_s = matches_ > 1 ? sum_after_first_ / static_cast<double>(matches_ - 1) : first_;
       if (mean_s > 0) iterations = 1 / mean_s;
       how = matches_ > 1 ? "the mean of " + std::to_string(matches_ - 1) + " lines after the first, " +
-                               fixed("%.4g", mean_s) + " s/it"
-                         : "its one line, " + fixed("%.4g", mean_s) + " s/it";
+                               fmt("%.4g", mean_s) + " s/it"
+                         : "its one line, " + fmt("%.4g", mean_s) + " s/it";
       break;
     }
   }
@@ -513,19 +513,19 @@ PrintedThroughput OutputScanner::known_throughput() const {
   switch (format.figure) {
     case Figure::samples_per_s:
       samples = value;
-      how += fixed(", %.4g samples/s", value);
+      how += fmt(", %.4g samples/s", value);
       break;
     case Figure::tokens_per_s:
       t.tokens_per_s = value;
-      how += fixed(", %.4g tokens/s; samples/s not measured (a token is no sample)", value);
+      how += fmt(", %.4g tokens/s; samples/s not measured (a token is no sample)", value);
       break;
     case Figure::iterations_per_s:
       iterations = value;
-      how += fixed(", %.4g it/s", value);
+      how += fmt(", %.4g it/s", value);
       break;
     case Figure::seconds_per_iteration:
       if (value > 0) iterations = 1 / value;
-      how += value < 0.1 ? fixed(", %.4g ms/it", value * 1000) : fixed(", %.4g s/it", value);
+      how += value < 0.1 ? fmt(", %.4g ms/it", value * 1000) : fmt(", %.4g s/it", value);
       break;
   }
   // A nanoGPT iteration is gradient_accumulation_steps micro-batches of --batch_size.

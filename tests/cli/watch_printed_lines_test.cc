@@ -45,18 +45,22 @@ class WatchPrintedLinesTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// torchvision's reference trainer: `img/s:` is its throughput, `time:`/`data:` its data wait
-// (20-batch means: the lines before the 20th batch of an epoch hold its start-up).
+// torchvision's reference trainer: `time:` is its iteration (`img/s:` leaves out the wait for
+// data), `time:`/`data:` its data wait (20-batch means: the lines before the 20th batch of an
+// epoch hold its start-up).
 TEST_F(WatchPrintedLinesTest, MetricLoggerLinesGiveAThroughputAndADataStallWithoutAFlag) {
   const WatchOutcome out = watch(
       "printf 'Epoch: [0]  [ 0/90]  eta: 0:09:00  lr: 0.1  img/s: 10.0  loss: 6.9 (6.9)  time: 6.0000  data: 5.9000  max mem: 12\\n"
       "Epoch: [0]  [10/90]  eta: 0:01:00  lr: 0.1  img/s: 100.0  loss: 6.9 (6.9)  time: 1.0000  data: 0.9000  max mem: 12\\n"
       "Epoch: [0]  [20/90]  eta: 0:00:50  lr: 0.1  img/s: 240.0  loss: 6.8 (6.9)  time: 1.0000  data: 0.5000  max mem: 12\\n"
       "Epoch: [0]  [30/90]  eta: 0:00:40  lr: 0.1  img/s: 260.0  loss: 6.7 (6.8)  time: 1.0000  data: 0.4000  max mem: 12\\n'; "
-      "sleep 1");
+      "sleep 1",
+      {"-b", "64"});
   const Report& r = out.report;
-  EXPECT_DOUBLE_EQ(r.throughput.samples_per_s, 250.0);
-  EXPECT_NE(r.throughput.source.find("torchvision MetricLogger `img/s: N`, 4 lines"), std::string::npos)
+  EXPECT_DOUBLE_EQ(r.throughput.batches_per_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.throughput.samples_per_s, 64.0) << "-b 64 batches a second, not img/s's 250";
+  EXPECT_NE(r.throughput.source.find("torchvision MetricLogger `time: S  data: S` (20-batch means), 4 lines"),
+            std::string::npos)
       << r.throughput.source;
   EXPECT_NEAR(r.diagnosis.data_stall_ratio, 0.45, 1e-12);
   EXPECT_EQ(r.diagnosis.data_stall_source, "the program's own MetricLogger `time: ... data: ...` lines");
@@ -70,7 +74,7 @@ TEST_F(WatchPrintedLinesTest, MetricLoggerLinesGiveAThroughputAndADataStallWitho
         << r.diagnosis.verdict;
   }
   const nlohmann::json j = report_json();
-  EXPECT_DOUBLE_EQ(j["throughput"]["samples_per_s"].get<double>(), 250.0);
+  EXPECT_DOUBLE_EQ(j["throughput"]["samples_per_s"].get<double>(), 64.0);
   EXPECT_EQ(j["throughput"]["source"], r.throughput.source);
   EXPECT_TRUE(j["throughput"]["tokens_per_s"].is_null());
   EXPECT_DOUBLE_EQ(j["diagnosis"]["data_stall_ratio"].get<double>(), 0.45);
