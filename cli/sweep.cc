@@ -32,10 +32,6 @@ void push_unique(std::vector<T>& values, T value) {
   if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 std::string on_off(bool value) { return value ? "on" : "off"; }
 
 std::string knob_text(const RunConfig& c, const std::string& knob) {

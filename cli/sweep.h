@@ -3,6 +3,7 @@
 // up to --repeats times (median kept; a point stops repeating once its repeats agree), with the
 // best configuration and the smallest one within 5 % of it. The runner is passed in, so tests
 // drive the sweep with fabricated reports.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,6 +15,11 @@
 #include "profiler/report.h"
 
 namespace feedscope {
+
+// Seconds on the steady clock since `start` (a point's, a sweep's or a tune's elapsed time).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The knobs a sweep varies, each a list of values. An empty list keeps the base config's value.
 struct SweepGrid {

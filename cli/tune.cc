@@ -114,10 +114,6 @@ class Climber {
   RunConfig base_;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 // Minimal parallelism in the knobs it moves: load in the training thread, no prefetch, pageable

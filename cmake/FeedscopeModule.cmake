@@ -25,6 +25,20 @@ function(feedscope_module name)
   target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_LINKS} PRIVATE ${ARG_PRIVATE_LINKS})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   feedscope_warnings(${target})
+  feedscope_unity(${target})
+endfunction()
+
+# feedscope_unity(TARGET): TARGET's C++ sources compiled a few to a translation unit, so the
+# headers they share (nlohmann/json, spdlog, CLI11, the std library) are parsed once per batch
+# instead of once per file. A clean build's library objects on 2 cores: see docs/building.md.
+# FEEDSCOPE_UNITY_BUILD=OFF compiles file by file (quicker rebuilds of one edited file).
+function(feedscope_unity target)
+  if(FEEDSCOPE_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 6)
+    # In a unity source every .cc is an included file, and GCC warns that a class there with a
+    # member of an anonymous-namespace type (a file's own Impl) could be seen from another file.
+    target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
+  endif()
 endfunction()
 
 # feedscope_torch_sources(TARGET SOURCES...): the sources of TARGET that include libtorch's
@@ -34,7 +48,7 @@ endfunction()
 # make -g cost 2.6x the compile time (trainer.cc: 103 s against 39 s) for symbols nobody steps
 # through. Call it in the directory that compiles the sources.
 function(feedscope_torch_sources target)
-  set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS "-g0")
+  set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS "-g0" SKIP_UNITY_BUILD_INCLUSION ON)
   target_precompile_headers(${target} REUSE_FROM feedscope_torch_pch)
   # GCC uses a PCH only with the code model it was made with: -fPIC, which an executable's
   # objects may use as well (CMake would give them -fPIE).

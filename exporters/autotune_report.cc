@@ -1,17 +1,14 @@
 #include "exporters/autotune_report.h"
 
-#include <cstdio>
 #include <utility>
+
+#include "profiler/detail/format.h"
 
 namespace feedscope {
 
 namespace {
 
-std::string fmt(const char* format, auto... args) {
-  char text[640];
-  std::snprintf(text, sizeof text, format, args...);
-  return text;
-}
+using detail::fmt;
 
 std::string change_text(const TunerMove& m) {
   std::string out;

@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <sstream>
 #include <type_traits>
 #include <variant>
 
 #include "exporters/console_report.h"
+#include "profiler/detail/format.h"
 #include "profiler/gpu_trace.h"
 
 namespace feedscope {
@@ -35,11 +35,7 @@ namespace {
 const auto esc = html_escape;
 
 
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
+using detail::fmt;
 
 // Colours that stay apart for the colour-blind (Okabe-Ito).
 constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
