@@ -259,6 +259,7 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
       role = ProcessRole::loader_worker;
   }
   if (a.process.samples == 0) {
+    a.multiprocessing_helper = p.cmdline.find("multiprocessing.") != std::string::npos;
     a.process.pid = p.pid;
     a.process.ppid = p.ppid;
     a.process.role = role;
@@ -669,6 +670,8 @@ struct ProcessTreeDigest::View {
 
  private:
   WatchedProcess read_process(int pid, const Accumulated& a);
+  bool copy_of(const Accumulated& a, int parent) const;
+  bool hogwild_trainer(int pid, const Accumulated& a) const;
   bool mine(const WatchedProcess& p) const;
 
   const ProcessTreeDigest& d;
@@ -750,12 +753,31 @@ void ProcessTreeDigest::View::read_processes() {
   for (const auto& [pid, a] : d.processes_) out.processes.push_back(read_process(pid, a));
 }
 
+// Whether process `a` is a fork of `parent` (same name, not one of multiprocessing's helpers).
+bool ProcessTreeDigest::View::copy_of(const Accumulated& a, int parent) const {
+  if (a.multiprocessing_helper) return false;
+  if (const auto s = d.sampled_.find(parent); s != d.sampled_.end()) return a.process.name == s->second.name;
+  const auto c = d.processes_.find(parent);
+  return c != d.processes_.end() && a.process.name == c->second.process.name;
+}
+
+// A Hogwild script's training processes are its copies, whenever it was seen to wait for them
+// (its first looks, before it forks, are its import time: under load the 60 % of waiting comes
+// later), and their copies are their loader workers; whichever of them was followed.
+bool ProcessTreeDigest::View::hogwild_trainer(int pid, const Accumulated& a) const {
+  return d.waiting_parents_.contains(a.process.ppid) && copy_of(a, a.process.ppid) && pid != a.process.ppid;
+}
+
 WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated& a) {
   WatchedProcess p = a.process;
-  if (pid == trainer)
+  const auto parent = d.processes_.find(p.ppid);
+  if (pid == trainer || hogwild_trainer(pid, a))
     p.role = ProcessRole::trainer;
   else if (d.rank_pids_.contains(pid))
     p.role = ProcessRole::rank;
+  else if (p.role == ProcessRole::other && parent != d.processes_.end() &&
+           hogwild_trainer(p.ppid, parent->second) && copy_of(a, p.ppid))
+    p.role = ProcessRole::loader_worker;
   else if (d.sampled_.contains(pid))
     p.role = is_launcher(p.name) || d.launcher_pids_.contains(pid) ? ProcessRole::launcher
                                                                    : ProcessRole::other;

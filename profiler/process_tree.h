@@ -255,6 +255,7 @@ class ProcessTreeDigest {
   };
   struct Accumulated {
     WatchedProcess process;
+    bool multiprocessing_helper = false;  // its command line runs multiprocessing's own code
     // A rank's main thread looked at from outside (UtilizationSample::rank_main_thread_waits): the
     // looks while its own loader workers were alive, and all of them.
     MainThreadWaits waits, waits_all;

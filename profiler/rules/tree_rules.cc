@@ -29,11 +29,18 @@ Recommendation advice(std::string setting, std::string action, std::string basis
 // "the trainer 0.97 cores, 2 loader workers 1.00 cores, other processes 0.02 cores": who holds
 // the cores, and who waited for one.
 std::string cpu_holders(const ProcessTreeSummary& t, const CpuBudget& b, int cpus) {
-  std::string out = fmt("the training process %.2f cores", t.trainer_cores);
+  // Hogwild's N training processes are named together; the ones not followed thread by thread
+  // are otherwise among the "other processes".
+  double other_trainers = 0;
+  for (const WatchedProcess& p : t.processes)
+    if (p.role == ProcessRole::trainer && p.pid != t.trainer_pid) other_trainers += p.cpu_cores_mean;
+  std::string out = t.trainers > 1 ? fmt("%d training processes %.2f cores", t.trainers, t.trainer_cores + other_trainers)
+                                   : fmt("the training process %.2f cores", t.trainer_cores);
   if (t.workers > 0) out += fmt(", %d loader workers %.2f cores", t.workers, t.workers_cores);
-  if (t.other_processes_cores >= 0.01)
+  const double others = std::max(0.0, t.other_processes_cores - other_trainers);
+  if (others >= 0.01)
     out += fmt(t.ranks > 1 ? ", the job's other ranks and processes %.2f cores" : ", its other processes %.2f cores",
-               t.other_processes_cores);
+               others);
   const double outside = cpus * b.system_busy - b.program_cores;
   if (outside >= 0.05) out += fmt(", processes outside the %s %.2f cores", t.ranks > 1 ? "job" : "program", outside);
   if (t.main_thread_run_wait || t.worker_run_wait) {

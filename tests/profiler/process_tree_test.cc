@@ -452,6 +452,31 @@ TEST(WatchDiagnosisTest, ACpuFullOfTheProgramsProcessesIsTheLimitNotNoClearLimit
   EXPECT_NE(diagnose_watched(in).verdict.find("No clear limit"), std::string::npos);
 }
 
+// Issue #38: Hogwild's training processes are named together in who holds the cores, not the one
+// followed as "the training process" and the other among "its other processes".
+TEST(WatchDiagnosisTest, HogwildsTrainingProcessesAreNamedTogetherInWhoHoldsTheCores) {
+  WatchDiagnosisInput in = tree_input(0.55, 2, 0.07, 0.97);
+  in.cpus = 2;
+  in.tree.trainer_cores = 0.84;
+  in.tree.main_thread_run_wait = 0.42;
+  in.tree.trainers = 2;
+  in.tree.other_processes_cores = 0.5;  // the second trainer, 0.48, and the launcher waiting in join()
+  WatchedProcess first, second, launcher;
+  first.pid = 100;
+  first.role = second.role = ProcessRole::trainer;
+  first.cpu_cores_mean = 0.84;
+  second.pid = 101;
+  second.cpu_cores_mean = 0.48;
+  launcher.pid = 99;
+  launcher.role = ProcessRole::launcher;
+  launcher.cpu_cores_mean = 0.02;
+  in.tree.processes = {first, second, launcher};
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_NE(d.verdict.find("2 training processes 1.32 cores"), std::string::npos) << d.verdict;
+  EXPECT_NE(d.verdict.find("its other processes 0.02 cores"), std::string::npos) << d.verdict;
+  EXPECT_EQ(d.verdict.find("the training process "), std::string::npos) << d.verdict;
+}
+
 // Issue #25: a step on one thread beside an idle core gets the thread count to try and measure
 // (no number and no setting claimed: the corpus measured 0.67x to 1.54x for it), and
 // torch.compile only on a torch that has it.
