@@ -6,6 +6,12 @@
                    parent's pages one by one (copy-on-access, pytorch/pytorch#13246, #20433)
   --data numpy     the same strings in one numpy array: the workers read it without writing it
   --leak           no workers; the loop appends each step's loss tensor (its graph with it) to a list
+  --data folder --root DIR
+                   torchvision's ImageFolder over DIR: its `samples`, a list of (path, class)
+                   tuples, one per file, is what forked workers copy as they index it
+  --data folder --root DIR --loader feedscope
+                   the same files through feedscope.DataLoader("images:DIR"): worker threads over
+                   one process, the listing held in C++, nothing to copy
 
 Each batch is paced (--pace-s), so the rates do not depend on how loaded the machine is. With
 --self-report FILE it reads its own processes' /proc/PID/smaps_rollup while it runs and writes
@@ -99,9 +105,33 @@ def strings(n):
     return [f"sample-{i:09d}-" + "x" * 20 for i in range(n)]
 
 
+def folder_epochs(a):
+    """Each epoch's image count, reading --root as a training program would: shuffled batches of
+    --image-size crops from --workers workers, --pace-s a batch."""
+    if a.loader == "feedscope":
+        import feedscope
+        loader = feedscope.DataLoader(f"images:{a.root}", batch_size=a.batch, num_workers=a.workers,
+                                      pipeline="eval", image_size=a.image_size, shuffle=True)
+    else:
+        import torchvision
+        from torchvision import transforms
+        data = torchvision.datasets.ImageFolder(a.root, transforms.Compose([
+            transforms.Resize(a.image_size), transforms.CenterCrop(a.image_size), transforms.ToTensor()]))
+        loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers)
+    for _ in range(a.epochs):
+        total = 0
+        for images, _labels in loader:
+            total += images.shape[0]
+            time.sleep(a.pace_s)
+        yield total
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", choices=["strings", "numpy"], default="strings")
+    ap.add_argument("--data", choices=["strings", "numpy", "folder"], default="strings")
+    ap.add_argument("--root", default="", help="--data folder: an ImageFolder layout (class/file)")
+    ap.add_argument("--loader", choices=["torch", "feedscope"], default="torch")
+    ap.add_argument("--image-size", type=int, default=16)
     ap.add_argument("--items", type=int, default=3_000_000)
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=2)
@@ -122,6 +152,10 @@ def main():
                 losses.append(loss)  # the bug: loss.item() keeps a float, this keeps the graph
                 time.sleep(a.pace_s / 2)
             print(f"steps: {a.steps}, mean loss {sum(l.item() for l in losses) / len(losses):.3f}")
+            return
+        if a.data == "folder":
+            for epoch, total in enumerate(folder_epochs(a)):
+                print(f"epoch {epoch}: {total} images")
             return
         items = strings(a.items)
         if a.data == "numpy":
