@@ -8,9 +8,42 @@
 # Their data is made here, offline, in the layouts they read: wikitext-2's train.txt (the clone has
 # valid.txt and test.txt; train.txt is stored out of git), MNIST's raw idx files (random digits:
 # the speed is the same) for mnist/ and vae/.
+#
+# Programs beyond pytorch/examples (each --program NAME=DIR of bench/corpus.py), readied where named:
+#   git clone https://github.com/karpathy/nanoGPT && git clone https://github.com/karpathy/minGPT
+#   bash bench/corpus_public_prepare.sh examples nanogpt=nanoGPT mingpt=minGPT
+#   python3 bench/corpus.py --cases bench/corpus_public.json --public examples \
+#       --program nanogpt=nanoGPT --program mingpt=minGPT
+# Both train on a character corpus: tiny-shakespeare's 1.1 MB is downloaded by nanoGPT's prepare.py
+# where it is missing, so it is made here from the machine's license texts instead (the speed of a
+# character model does not depend on which characters).
 set -euo pipefail
-examples="$(cd "${1:?usage: corpus_public_prepare.sh PYTORCH_EXAMPLES_DIR}" && pwd)"
+usage="usage: corpus_public_prepare.sh PYTORCH_EXAMPLES_DIR [nanogpt=DIR] [mingpt=DIR]"
+examples="$(cd "${1:?$usage}" && pwd)"
+shift
 python="${PYTHON:-/usr/bin/python3}"
+
+# characters FILE: 1.1 MB of text, as tiny-shakespeare's input.txt is.
+characters() {
+  [ -s "$1" ] && return
+  local licenses=(/usr/share/common-licenses/*)
+  while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 1100000 ]; do cat "${licenses[@]}" >>"$1"; done
+  truncate -s 1100000 "$1"
+}
+
+for program in "$@"; do
+  name="${program%%=*}" dir="${program#*=}"
+  [ -d "$dir" ] || { echo "corpus_public_prepare: $program: no folder $dir" >&2; exit 2; }
+  case "$name" in
+    nanogpt)  # data/shakespeare_char/{train,val}.bin and meta.pkl, by its own prepare.py
+      characters "$dir/data/shakespeare_char/input.txt"
+      (cd "$dir/data/shakespeare_char" && "$python" prepare.py >/dev/null) ;;
+    mingpt)  # projects/chargpt reads input.txt from where it runs
+      characters "$dir/input.txt" ;;
+    *) echo "corpus_public_prepare: unknown program '$name'; known: nanogpt, mingpt" >&2; exit 2 ;;
+  esac
+  echo "ready: $name ($dir)"
+done
 
 wiki="$examples/word_language_model/data/wikitext-2"
 if [ ! -s "$wiki/train.txt" ]; then

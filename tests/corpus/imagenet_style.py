@@ -1,9 +1,13 @@
 """A training script of the shape of pytorch/examples' imagenet/main.py, written here: an
 ImageFolder (or --dummy data) through a torchvision model, `-j` workers, `-b` batch, and its
-`Epoch: [e][i/n]  Time ... Data ...` lines. feedscope's corpus (tests/corpus/cases.json) watches it
+`Epoch: [e][i/n]  Time ... Data ...` lines (or torchvision's reference trainer's MetricLogger
+lines, or a tqdm bar: --log). feedscope's corpus (tests/corpus/cases.json) watches it
 unchanged; nothing in it knows feedscope."""
 
 import argparse
+import collections
+import datetime
+import statistics
 import time
 
 import torch
@@ -26,6 +30,10 @@ parser.add_argument("-p", "--print-freq", default=1, type=int)
 parser.add_argument("--threads", default=0, type=int, help="torch.set_num_threads (0: torch's)")
 parser.add_argument("--pin-memory", action="store_true")
 parser.add_argument("--dummy", action="store_true", help="use fake data to benchmark")
+parser.add_argument("--log", default="imagenet", choices=["imagenet", "metric-logger", "tqdm"],
+                    help="progress lines as pytorch/examples' imagenet prints them (`Time ... Data ...`), "
+                         "as torchvision's reference trainer does (MetricLogger: `img/s: N ... time: S  "
+                         "data: S`, 20-batch means), or a tqdm bar")
 
 
 class AverageMeter:
@@ -41,6 +49,80 @@ class AverageMeter:
 
     def __str__(self):
         return ("{name} {val" + self.fmt + "} ({avg" + self.fmt + "})").format(**self.__dict__)
+
+
+class ImageNetLog:
+    """pytorch/examples imagenet/main.py's ProgressMeter line: each value with its running mean."""
+
+    def __init__(self, args):
+        self.args = args
+        self.batch_time, self.data_time = AverageMeter("Time", ":6.3f"), AverageMeter("Data", ":6.3f")
+        self.losses = AverageMeter("Loss", ":.4e")
+
+    def wrap(self, loader, epoch):
+        return loader
+
+    def end_epoch(self, epoch, n):
+        pass
+
+    def step(self, epoch, i, n, data_s, batch_s, step_s, loss, batch_size):
+        self.data_time.update(data_s)
+        self.batch_time.update(batch_s)
+        self.losses.update(loss, batch_size)
+        if i % self.args.print_freq == 0:
+            print(f"Epoch: [{epoch}][{i:>3}/{n}]\t{self.batch_time}\t{self.data_time}\t{self.losses}", flush=True)
+
+
+class MetricLog:
+    """torchvision's references/classification MetricLogger.log_every, as its train.py uses it:
+    `time:` and `data:` are means over the last 20 batches, `img/s:` the batch over the time from
+    the batch's arrival to the step's end (the wait for data left out). An epoch ends with its
+    `Total time: H:MM:SS (S s / it)` line."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def wrap(self, loader, epoch):
+        self.times, self.datas, self.losses = collections.deque(maxlen=20), collections.deque(maxlen=20), []
+        self.total_s = 0.0
+        return loader
+
+    def end_epoch(self, epoch, n):
+        print(f"Epoch: [{epoch}] Total time: {datetime.timedelta(seconds=int(self.total_s))} "
+              f"({self.total_s / n:.4f} s / it)", flush=True)
+
+    def step(self, epoch, i, n, data_s, batch_s, step_s, loss, batch_size):
+        self.times.append(batch_s)
+        self.datas.append(data_s)
+        self.losses.append(loss)
+        self.total_s += batch_s
+        if i % self.args.print_freq == 0 or i == n - 1:
+            eta = datetime.timedelta(seconds=int(self.total_s / (i + 1) * (n - i)))
+            width = len(str(n))
+            print("  ".join([f"Epoch: [{epoch}]", f"[{i:>{width}}/{n}]", f"eta: {eta}", f"lr: {self.args.lr}",
+                             f"img/s: {batch_size / step_s}",
+                             f"loss: {statistics.median(self.losses[-20:]):.4f} ({statistics.mean(self.losses):.4f})",
+                             f"time: {statistics.mean(self.times):.4f}", f"data: {statistics.mean(self.datas):.4f}"]),
+                  flush=True)
+
+
+class TqdmLog:
+    """A tqdm bar over the loader, as many training scripts draw one: its rate is its only figure.
+    smoothing=0 makes the rate the epoch's mean so far, so a bar's last line is the epoch's speed
+    (what the corpus holds feedscope's advice to)."""
+
+    def __init__(self, args):
+        import tqdm  # Debian's python3-tqdm
+        self.tqdm = tqdm.tqdm
+
+    def wrap(self, loader, epoch):
+        return self.tqdm(loader, desc=f"epoch {epoch}", smoothing=0)
+
+    def end_epoch(self, epoch, n):
+        pass
+
+    def step(self, epoch, i, n, data_s, batch_s, step_s, loss, batch_size):
+        pass
 
 
 def main():
@@ -61,28 +143,26 @@ def main():
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                                          num_workers=args.workers, pin_memory=args.pin_memory,
                                          drop_last=True)
-    batch_time, data_time, losses = AverageMeter("Time", ":6.3f"), AverageMeter("Data", ":6.3f"), \
-        AverageMeter("Loss", ":.4e")
+    log = {"imagenet": ImageNetLog, "metric-logger": MetricLog, "tqdm": TqdmLog}[args.log](args)
     model.train()
     step = 0
     epoch = 0
-    end = time.time()
     while step < args.steps:
-        for i, (images, target) in enumerate(loader):
-            data_time.update(time.time() - end)
+        end = time.time()
+        for i, (images, target) in enumerate(log.wrap(loader, epoch)):
+            arrived = time.time()
             loss = criterion(model(images), target)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            losses.update(loss.item(), images.size(0))
-            batch_time.update(time.time() - end)
+            done = time.time()
+            log.step(epoch, i, len(loader), arrived - end, done - end, done - arrived, loss.item(), images.size(0))
             end = time.time()
-            if i % args.print_freq == 0:
-                print(f"Epoch: [{epoch}][{i:>3}/{len(loader)}]\t{batch_time}\t{data_time}\t{losses}",
-                      flush=True)
             step += 1
             if step >= args.steps:
                 break
+        else:
+            log.end_epoch(epoch, len(loader))
         epoch += 1
 
 
