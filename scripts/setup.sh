@@ -16,6 +16,8 @@ packages=(
   # BLAS unless OpenBLAS is installed: a 3072-512-512-10 MLP step takes 160 ms instead of 6 ms.
   libopenblas0-pthread
   python3-torch python3-torchvision
+  # The advice corpus's tqdm case (tests/corpus/imagenet_style.py --log tqdm) draws a real tqdm bar.
+  python3-tqdm
   # The Python client's tests: a venv that pip installs python/ into, offline.
   python3-venv python3-wheel
   # scripts/fuzz.sh (libFuzzer comes with clang's runtime) and the scrape-load test and bench.
