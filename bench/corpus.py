@@ -181,16 +181,13 @@ MEASURED = {}  # (case name, change) -> the speed-up measured, for cases that sh
 SKIP_ALTERNATIVES = False  # --skip-alternatives
 
 
-def measured_before(case, change):
-    """The speed-up of `change` as the case named by `same_program_as` measured it this run: a case
-    that is the same program and data printing other lines (MetricLogger's, tqdm's) checks how
-    feedscope read it, and its change's truth is that program's."""
+def measured_before(case, change_key):
+    """The speed-up of a change (its key in MEASURED) as the case named by `same_program_as`
+    measured it this run: a case that is the same program and data printing other lines
+    (MetricLogger's, tqdm's) checks how feedscope read it, and its change's truth is that
+    program's. None where that case did not run (--only) or measured another change."""
     other = case.spec.get("same_program_as")
-    if not other:
-        return None
-    if (other, json.dumps(change, sort_keys=True)) not in MEASURED:
-        return None  # not run (--only), or another change: measured here
-    return MEASURED[(other, json.dumps(change, sort_keys=True))]
+    return MEASURED.get((other, change_key)) if other else None
 
 
 def score(case):
@@ -219,9 +216,11 @@ def score(case):
         out["ok"] = False
         return out
     if change:
-        measured = measured_before(case, change) or case.speedup(change, base_rate)
-        MEASURED[(spec["name"], json.dumps(change, sort_keys=True))] = measured
-        if spec.get("same_program_as") and measured_before(case, change):
+        key = json.dumps(change, sort_keys=True)
+        reused = measured_before(case, key)
+        measured = reused if reused is not None else case.speedup(change, base_rate)
+        MEASURED[(spec["name"], key)] = measured
+        if reused is not None:
             out["measured_by"] = spec["same_program_as"]
         out.update(advice=rec["setting"], predicted=predicted, measured=round(measured, 3),
                    helps=measured >= HELPS,

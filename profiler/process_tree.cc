@@ -29,6 +29,14 @@ bool is_launcher(const std::string& name) {
   return launchers.contains(name);
 }
 
+namespace {
+// A command line that runs multiprocessing's own code: a spawned worker, the resource tracker, a
+// forkserver; never a fork of the script itself.
+bool runs_multiprocessing(const std::string& cmdline) {
+  return cmdline.find("multiprocessing.") != std::string::npos;
+}
+}  // namespace
+
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
                                 bool parent_is_rank, std::optional<int> parent_rank,
                                 const std::string& parent_name) {
@@ -47,10 +55,10 @@ ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std:
   if (runs("multiprocessing.spawn") || runs("--multiprocessing-fork")) return ProcessRole::loader_worker;
   // The fork start method (Linux's default): a copy of the trainer, same name and command line;
   // multiprocessing's own helpers run `-c "from multiprocessing.<module> import main"`.
-  if (p.ppid == trainer_pid && p.name == trainer_name && !runs("multiprocessing."))
+  if (p.ppid == trainer_pid && p.name == trainer_name && !runs_multiprocessing(p.cmdline))
     return ProcessRole::loader_worker;
   // The same, of another rank of the job (every rank is read, not only the trainer).
-  if (parent_is_rank && !parent_name.empty() && p.name == parent_name && !runs("multiprocessing."))
+  if (parent_is_rank && !parent_name.empty() && p.name == parent_name && !runs_multiprocessing(p.cmdline))
     return ProcessRole::loader_worker;
   return ProcessRole::other;
 }
@@ -249,17 +257,14 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   // A copy of a script that waits for its children is one of its training processes, whichever
   // of them is followed; a copy of one of those is that one's loader worker.
   if (role == ProcessRole::loader_worker || role == ProcessRole::other) {
-    const std::string parent_name = d.sampled_.contains(p.ppid) ? d.sampled_.at(p.ppid).name
-                                    : parent != d.processes_.end() ? parent->second.process.name
-                                                                   : std::string();
-    const bool copy = p.name == parent_name && p.cmdline.find("multiprocessing.") == std::string::npos;
+    const bool copy = p.name == d.name_of(p.ppid) && !runs_multiprocessing(p.cmdline);
     if (copy && d.waiting_parents_.contains(p.ppid))
       role = ProcessRole::trainer;
     else if (copy && parent != d.processes_.end() && parent->second.process.role == ProcessRole::trainer)
       role = ProcessRole::loader_worker;
   }
   if (a.process.samples == 0) {
-    a.multiprocessing_helper = p.cmdline.find("multiprocessing.") != std::string::npos;
+    a.multiprocessing_helper = runs_multiprocessing(p.cmdline);
     a.process.pid = p.pid;
     a.process.ppid = p.ppid;
     a.process.role = role;
@@ -671,7 +676,7 @@ struct ProcessTreeDigest::View {
  private:
   WatchedProcess read_process(int pid, const Accumulated& a);
   bool copy_of(const Accumulated& a, int parent) const;
-  bool hogwild_trainer(int pid, const Accumulated& a) const;
+  bool hogwild_trainer(const Accumulated& a) const;
   bool mine(const WatchedProcess& p) const;
 
   const ProcessTreeDigest& d;
@@ -753,30 +758,34 @@ void ProcessTreeDigest::View::read_processes() {
   for (const auto& [pid, a] : d.processes_) out.processes.push_back(read_process(pid, a));
 }
 
+std::string ProcessTreeDigest::name_of(int pid) const {
+  if (const auto s = sampled_.find(pid); s != sampled_.end()) return s->second.name;
+  const auto c = processes_.find(pid);
+  return c != processes_.end() ? c->second.process.name : std::string();
+}
+
 // Whether process `a` is a fork of `parent` (same name, not one of multiprocessing's helpers).
 bool ProcessTreeDigest::View::copy_of(const Accumulated& a, int parent) const {
-  if (a.multiprocessing_helper) return false;
-  if (const auto s = d.sampled_.find(parent); s != d.sampled_.end()) return a.process.name == s->second.name;
-  const auto c = d.processes_.find(parent);
-  return c != d.processes_.end() && a.process.name == c->second.process.name;
+  const std::string name = d.name_of(parent);
+  return !a.multiprocessing_helper && !name.empty() && a.process.name == name;
 }
 
 // A Hogwild script's training processes are its copies, whenever it was seen to wait for them
 // (its first looks, before it forks, are its import time: under load the 60 % of waiting comes
 // later), and their copies are their loader workers; whichever of them was followed.
-bool ProcessTreeDigest::View::hogwild_trainer(int pid, const Accumulated& a) const {
-  return d.waiting_parents_.contains(a.process.ppid) && copy_of(a, a.process.ppid) && pid != a.process.ppid;
+bool ProcessTreeDigest::View::hogwild_trainer(const Accumulated& a) const {
+  return d.waiting_parents_.contains(a.process.ppid) && copy_of(a, a.process.ppid);
 }
 
 WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated& a) {
   WatchedProcess p = a.process;
   const auto parent = d.processes_.find(p.ppid);
-  if (pid == trainer || hogwild_trainer(pid, a))
+  if (pid == trainer || hogwild_trainer(a))
     p.role = ProcessRole::trainer;
   else if (d.rank_pids_.contains(pid))
     p.role = ProcessRole::rank;
   else if (p.role == ProcessRole::other && parent != d.processes_.end() &&
-           hogwild_trainer(p.ppid, parent->second) && copy_of(a, p.ppid))
+           hogwild_trainer(parent->second) && copy_of(a, p.ppid))
     p.role = ProcessRole::loader_worker;
   else if (d.sampled_.contains(pid))
     p.role = is_launcher(p.name) || d.launcher_pids_.contains(pid) ? ProcessRole::launcher

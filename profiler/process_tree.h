@@ -284,6 +284,8 @@ class ProcessTreeDigest {
     std::size_t run_wait_readings = 0;
   };
   ProcessTreeSummary view(int trainer) const;  // with mutex_ held
+  // A process's name: as read thread by thread where it was, else as a descendant; empty if unseen.
+  std::string name_of(int pid) const;
   struct View;     // one view()'s steps, in the .cc
   struct Reading;  // one add()'s steps, in the .cc
 
