@@ -5,10 +5,11 @@
    reading it alternate with windows without, N pairs, and the median of the per-pair ratios
    (attached / alone) is reported.
 2. feedscope itself: a torchrun job of 2 ranks x 4 DataLoader workers (tests/python/ddp_job.py);
-   attach reads its agent for a short and a long window, and the difference of feedscope's own CPU
-   over the difference of the windows is its steady cost (start-up and the report left out).
+   attach reads its agent, and its CPU time, read from outside between --short seconds after its
+   start and --window seconds later, over that window is its steady cost (start-up and the report
+   left out: they varied by more than a window's cost).
 
-    /usr/bin/python3 bench/attach_overhead.py --feedscope build/cli/feedscope [--pairs 5]
+    /usr/bin/python3 bench/attach_overhead.py --feedscope build/cli/feedscope [--pairs 5] [--part own]
 """
 
 import argparse
@@ -93,6 +94,30 @@ def job_cost(args, tmp):
         loop.wait()
 
 
+def cpu_seconds(pid):
+    """A process's CPU time so far (all its threads), from /proc/PID/stat."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def steady_share(args, pid, report_dir):
+    """feedscope attach's CPU per second between --short seconds after its start and --window
+    seconds later, read from outside: its start-up (libraries, the first readings) and its report
+    left out."""
+    run = subprocess.Popen([args.feedscope, "attach", "--sample-hz", str(args.sample_hz),
+                            "--duration", str(args.short + args.window + 3),
+                            "--report-dir", str(report_dir), str(pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(args.short)
+    t0, c0 = time.monotonic(), cpu_seconds(run.pid)
+    time.sleep(args.window)
+    t1, c1 = time.monotonic(), cpu_seconds(run.pid)
+    _, err = run.communicate()
+    if run.returncode != 0:
+        raise SystemExit(f"attach failed: {err}")
+    return (c1 - c0) / (t1 - t0), json.loads((report_dir / "report.json").read_text())["program"]
+
+
 def own_cost(args, tmp):
     """feedscope's CPU per second reading a 2-rank x 4-worker torchrun job."""
     with socket.socket() as s:
@@ -108,13 +133,10 @@ def own_cost(args, tmp):
         time.sleep(12)  # the agent, the rendezvous, the ranks' imports, their workers
         shares = []
         for i in range(args.pairs):
-            short = attach(args.feedscope, job.pid, args.short, tmp / f"s{i}")
-            long = attach(args.feedscope, job.pid, args.short + args.window, tmp / f"l{i}")
-            steady = (long["watcher_cpu_s"] - short["watcher_cpu_s"]) / (long["wall_s"] - short["wall_s"])
+            steady, report = steady_share(args, job.pid, tmp / f"r{i}")
             shares.append(steady)
-            processes = len(long["tree"]["processes"])
-            print(f"round {i + 1}: {processes} processes, ranks {long['tree']['ranks']}; "
-                  f"feedscope {100 * steady:.2f} % of one core", flush=True)
+            print(f"round {i + 1}: {len(report['tree']['processes'])} processes, ranks "
+                  f"{report['tree']['ranks']}; feedscope {100 * steady:.2f} % of one core", flush=True)
         return shares
     finally:
         os.killpg(job.pid, signal.SIGKILL)
@@ -126,15 +148,21 @@ def main():
     p.add_argument("--feedscope", default=str(ROOT / "build" / "cli" / "feedscope"))
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--window", type=float, default=20, help="seconds of each window")
-    p.add_argument("--short", type=float, default=5, help="the short window of part 2")
+    p.add_argument("--short", type=float, default=5,
+                   help="part 2: seconds after attach starts that its window begins")
+    p.add_argument("--sample-hz", type=float, default=10, help="part 2: attach's --sample-hz")
+    p.add_argument("--part", choices=["job", "own", "both"], default="both",
+                   help="1 (job), 2 (own) or both")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        ratios = job_cost(args, pathlib.Path(tmp))
-        shares = own_cost(args, pathlib.Path(tmp))
-    print(f"attached/alone throughput: median {statistics.median(ratios):.3f} "
-          f"({min(ratios):.3f} to {max(ratios):.3f}, {len(ratios)} pairs)")
-    print(f"feedscope on a 2-rank x 4-worker job: median {100 * statistics.median(shares):.2f} % "
-          f"of one core ({100 * min(shares):.2f} to {100 * max(shares):.2f})")
+        ratios = job_cost(args, pathlib.Path(tmp)) if args.part != "own" else None
+        shares = own_cost(args, pathlib.Path(tmp)) if args.part != "job" else None
+    if ratios:
+        print(f"attached/alone throughput: median {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f} to {max(ratios):.3f}, {len(ratios)} pairs)")
+    if shares:
+        print(f"feedscope on a 2-rank x 4-worker job: median {100 * statistics.median(shares):.2f} % "
+              f"of one core ({100 * min(shares):.2f} to {100 * max(shares):.2f})")
 
 
 if __name__ == "__main__":

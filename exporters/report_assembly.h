@@ -108,6 +108,7 @@ struct SamplingOptions {
   std::function<int(const UtilizationSample&)> retarget{};
   // UtilizationSampler::Options::wait_probe_hz: where the watched program's main thread waits.
   double wait_probe_hz = 0;
+  double wait_probe_later_hz = 0;  // ...::wait_probe_later_hz: after the first 10 s
   double memory_cpu_share = 0.05;  // UtilizationSampler::Options::memory_cpu_share
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and

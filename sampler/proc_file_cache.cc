@@ -17,6 +17,17 @@ namespace feedscope {
 namespace {
 
 constexpr std::size_t kFirstBuffer = 4096;
+// A procfs file is a seq_file: one read fills a buffer of at least a page with whole records
+// (a line of stat, a child's pid) until the next does not fit or there is none. A read that came
+// back this much short of a page, with room for a record we read (none is near 1 KiB), was the
+// end: reading on at its offset, to be told 0, would only cost another system call, which is as
+// many as the reads themselves at 10 Hz.
+constexpr std::size_t kProcRecordRoom = 1024;
+constexpr std::size_t kPage = 4096;
+// A directory entry of the longest name (dirent64: 19 bytes and the name's 256, aligned to 8):
+// getdents64 fills the buffer but where one more does not fit, so a listing that left this much
+// room was the whole directory.
+constexpr std::size_t kLongestDirent = 280;
 
 std::size_t open_bound(std::size_t wanted) {
   rlimit limit{};
@@ -82,7 +93,7 @@ void ProcFileCache::drop(const std::string& path) {
   }
 }
 
-bool ProcFileCache::read_all(int fd, std::string& out) {
+bool ProcFileCache::read_all(int fd, std::string& out, bool procfs) {
   std::size_t got = 0;
   for (;;) {
     if (got == buffer_.size()) buffer_.resize(buffer_.size() * 2);
@@ -91,12 +102,13 @@ bool ProcFileCache::read_all(int fd, std::string& out) {
     if (n < 0) return false;
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
+    if (procfs && static_cast<std::size_t>(n) + kProcRecordRoom <= kPage && got < buffer_.size()) break;
   }
   out.assign(buffer_.data(), got);
   return true;
 }
 
-bool ProcFileCache::list_all(int fd, std::vector<std::string>& names) {
+bool ProcFileCache::list_all(int fd, std::vector<std::string>& names, bool procfs) {
   names.clear();
   if (::lseek(fd, 0, SEEK_SET) != 0) return false;
   for (;;) {
@@ -110,6 +122,7 @@ bool ProcFileCache::list_all(int fd, std::vector<std::string>& names) {
       if (name != "." && name != "..") names.emplace_back(name);
       at += entry->d_reclen;
     }
+    if (procfs && static_cast<std::size_t>(n) + kLongestDirent <= buffer_.size()) break;
   }
   std::sort(names.begin(), names.end());
   return true;
@@ -118,12 +131,12 @@ bool ProcFileCache::list_all(int fd, std::vector<std::string>& names) {
 std::optional<std::string> ProcFileCache::read(const std::string& path) {
   std::string text;
   if (const Open* o = kept(path)) {
-    if (read_all(o->fd, text)) return text;
+    if (read_all(o->fd, text, o->proc)) return text;
     drop(path);  // the process ended: its PID, opened again, may be another's by now
   }
   const int fd = open_path(path, false);
   if (fd < 0) return std::nullopt;
-  if (!read_all(fd, text)) {
+  if (!read_all(fd, text, false)) {
     const bool stream = errno == ESPIPE && read_stream(fd, text);
     ::close(fd);
     if (stream) return text;
@@ -136,17 +149,24 @@ std::optional<std::string> ProcFileCache::read(const std::string& path) {
 std::vector<std::string> ProcFileCache::list_dir(const std::string& path) {
   std::vector<std::string> names;
   if (const Open* o = kept(path)) {
-    if (list_all(o->fd, names)) return names;
+    if (list_all(o->fd, names, o->proc)) return names;
     drop(path);
   }
   const int fd = open_path(path, true);
   if (fd < 0) return {};
-  if (!list_all(fd, names)) {
+  if (!list_all(fd, names, false)) {
     ::close(fd);
     return {};
   }
   keep(path, fd);
   return names;
+}
+
+bool ProcFileCache::keep_open(const std::string& path) {
+  const auto it = open_.find(path);
+  if (it == open_.end()) return false;
+  it->second.swept = sweeps_;
+  return true;
 }
 
 void ProcFileCache::sweep() {

@@ -36,7 +36,10 @@ class ProcFileCache {
   // As ProcFs::read and ProcFs::list_dir, through a descriptor kept open.
   std::optional<std::string> read(const std::string& path);
   std::vector<std::string> list_dir(const std::string& path);
-  // Closes what was not read since the last sweep.
+  // Keeps `path` open through the next sweep without reading it (a file whose content is known
+  // unchanged); false where it is not open.
+  bool keep_open(const std::string& path);
+  // Closes what was not read (or kept open) since the last sweep.
   void sweep();
   std::size_t open_count() const noexcept { return open_.size(); }
   std::size_t max_open() const noexcept { return max_open_; }
@@ -55,8 +58,10 @@ class ProcFileCache {
   // Keeps `fd` open as `path`'s, or closes it where max_open() are.
   void keep(const std::string& path, int fd);
   void drop(const std::string& path);
-  bool read_all(int fd, std::string& out);
-  bool list_all(int fd, std::vector<std::string>& names);
+  // `procfs`: a short read or listing is the end (see kProcRecordRoom in the .cc); otherwise read
+  // on until the file says so.
+  bool read_all(int fd, std::string& out, bool procfs);
+  bool list_all(int fd, std::vector<std::string>& names, bool procfs);
 
   ProcFs fs_;
   std::size_t max_open_;

@@ -25,6 +25,8 @@ double ratio(std::uint64_t busy_delta, std::uint64_t total_delta) {
 }
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
+constexpr std::int64_t kDescendantsWalkPeriodNs = 500'000'000;
+constexpr std::int64_t kPressurePeriodNs = 1'000'000'000;
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -38,10 +40,26 @@ std::optional<double> cores_since(std::map<int, std::uint64_t>& now,
   return static_cast<double>(ticks_now - it->second) / ticks_per_s / dt;
 }
 
-// The share of the last `dt` seconds task `id` waited for a core, from schedstat's run-queue delay.
+// Whether task `id` (its ticks and state just read) took no CPU since the previous sample and is not
+// ready for a core now: it waited for none since (a run-queue wait ends on a core, in a tick of its
+// ticks or, under a tick, in the next reading's delay), and read nothing from storage. Its
+// schedstat and io are left unread, their files kept open: most of a torch process's threads are
+// an idle pool's.
+bool idle_since(const std::map<int, std::uint64_t>& before, int id, std::uint64_t ticks_now, char state) {
+  const auto it = before.find(id);
+  return it != before.end() && it->second == ticks_now && state != 'R';
+}
+
+// The share of the last `dt` seconds task `id` waited for a core, from schedstat's run-queue delay;
+// 0 for one `idle` since (idle_since), whose file is not read.
 std::optional<double> run_wait_since(ProcFileCache& files, const std::string& schedstat_path,
                                      std::map<int, std::uint64_t>& now,
-                                     const std::map<int, std::uint64_t>& before, int id, double dt) {
+                                     const std::map<int, std::uint64_t>& before, int id, double dt,
+                                     bool idle) {
+  if (const auto it = before.find(id); idle && it != before.end() && files.keep_open(schedstat_path)) {
+    now[id] = it->second;
+    return 0.0;
+  }
   const auto text = files.read(schedstat_path);
   const auto delay = text ? parse_schedstat_run_delay_ns(*text) : std::nullopt;
   if (!delay) return std::nullopt;
@@ -96,6 +114,9 @@ UtilizationSampler::UtilizationSampler(Options options)
   if (!(options_.memory_cpu_share > 0) || options_.memory_cpu_share > 1)
     throw std::invalid_argument("memory_cpu_share: " + std::to_string(options_.memory_cpu_share) +
                                 " is out of range; allowed: greater than 0, at most 1");
+  if (options_.wait_probe_later_hz < 0 || options_.wait_probe_later_hz > 1000)
+    throw std::invalid_argument("wait_probe_later_hz: " + std::to_string(options_.wait_probe_later_hz) +
+                                " is outside 0 to 1000");
   if (options_.wait_probe_hz < 0 || options_.wait_probe_hz > 1000)
     throw std::invalid_argument("wait_probe_hz: " + std::to_string(options_.wait_probe_hz) +
                                 " is out of range; allowed: 0 (never) to 1000");
@@ -143,6 +164,7 @@ struct UtilizationSampler::Reading {
   // Whether this reading reads smaps_rollup, and the wall time that took (its cost sets the next).
   const bool rollup;
   std::int64_t rollup_cost_ns = 0;
+  bool walked = false;  // whether read_descendants walked the tree
   std::optional<MemoryRollup> read_rollup(const std::string& dir);
 
  private:
@@ -212,11 +234,12 @@ std::optional<ThreadCpu> UtilizationSampler::Reading::read_thread(
   const auto stat = files.read(proc + "/task/" + entry + "/stat");
   const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
   if (!task) return std::nullopt;  // the thread ended between listing and reading
+  const bool idle = idle_since(previous.thread_ticks, tid, task->cpu_ticks, task->state);
   const auto cores =
       cores_since(next.thread_ticks, previous.thread_ticks, tid, task->cpu_ticks, ticks, dt);
   const auto run_wait = run_wait_since(files, proc + "/task/" + entry + "/schedstat",
                                        next.thread_run_delay_ns, previous.thread_run_delay_ns,
-                                       tid, dt);
+                                       tid, dt, idle);
   const auto kernel = cores_since(next.thread_system_ticks, previous.thread_system_ticks, tid,
                                   task->system_ticks, ticks, dt);
   const auto faulted =
@@ -275,15 +298,23 @@ std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::
 
 // CPU: descendant processes (a DataLoader's workers), each with all its threads.
 void UtilizationSampler::Reading::read_descendants() {
-  bool children_readable = false;
   // From the process watch started, not from the one followed: a torch.distributed job's other
-  // ranks are its launcher's children, read for the whole run.
-  const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
-  for (const int pid : descendant_pids(files, &children_readable, tree_root)) {
+  // ranks are its launcher's children, read for the whole run. The tree is walked again twice a
+  // second, or at once where one of its processes ended (a DataLoader starting an epoch's workers):
+  // the walk reads every thread's children file of every process, most of a sample's reads.
+  Descendants& known = u.descendants_;
+  if (known.walked_ns == 0 || now_ns - known.walked_ns >= kDescendantsWalkPeriodNs || known.ended) {
+    const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
+    known.pids = descendant_pids(files, &known.readable, tree_root);
+    known.walked_ns = now_ns;
+    walked = true;
+  }
+  known.ended = false;
+  for (const int pid : known.pids) {
     if (pid == u.target_pid_) continue;  // read above, thread by thread
     if (std::optional<ProcessCpu> p = read_child(pid)) s.children.push_back(std::move(*p));
   }
-  if (!children_readable && !followed)
+  if (!known.readable && !followed)
     u.note_unavailable("child_processes",
                        proc + "/task/*/children is missing (a kernel without "
                        "CONFIG_PROC_CHILDREN): worker processes are not sampled");
@@ -294,11 +325,15 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
   const auto stat = files.read(dir + "/stat");
   const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
-  if (!task) return std::nullopt;  // it exited between listing and reading
+  if (!task) {  // it exited since the tree was walked
+    u.descendants_.ended = true;
+    return std::nullopt;
+  }
+  const bool idle = idle_since(previous.child_ticks, pid, task->cpu_ticks, task->state);
   const auto cores =
       cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
   const auto run_wait = run_wait_since(files, dir + "/schedstat", next.child_run_delay_ns,
-                                       previous.child_run_delay_ns, pid, dt);
+                                       previous.child_run_delay_ns, pid, dt, idle);
   if (!cores) return std::nullopt;
   ProcessCpu p;
   p.pid = pid;
@@ -330,7 +365,12 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.ppid = task->ppid;
   p.state = task->state;
   p.rss_bytes = task->rss_bytes;
-  if (const auto io = files.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
+  if (const auto last = previous.child_read_bytes.find(pid);
+      idle && last != previous.child_read_bytes.end() && files.keep_open(dir + "/io"))
+    p.read_bytes_total = last->second;
+  else if (const auto io = files.read(dir + "/io"))
+    p.read_bytes_total = parse_io_read_bytes(*io);
+  if (p.read_bytes_total) next.child_read_bytes[pid] = *p.read_bytes_total;
   p.run_wait = run_wait;
   p.memory = read_rollup(dir);
   return p;
@@ -380,10 +420,18 @@ void UtilizationSampler::Reading::read_disks() {
 }
 
 // Pressure stall information (kernels >= 4.20 with PSI enabled).
+// Pressure (PSI) is the kernel's 10-second average: read once a second, the last reading in between.
 void UtilizationSampler::Reading::read_pressures() {
-  s.cpu_pressure = read_pressure("cpu");
-  s.io_pressure = read_pressure("io");
-  s.memory_pressure = read_pressure("memory");
+  Pressures& last = u.pressures_;
+  if (last.read_ns == 0 || now_ns - last.read_ns >= kPressurePeriodNs) {
+    last = {now_ns, read_pressure("cpu"), read_pressure("io"), read_pressure("memory")};
+  } else {
+    for (const char* resource : {"cpu", "io", "memory"})
+      files.keep_open(std::string("/proc/pressure/") + resource);
+  }
+  s.cpu_pressure = last.cpu;
+  s.io_pressure = last.io;
+  s.memory_pressure = last.memory;
 }
 
 std::optional<PressureSample> UtilizationSampler::Reading::read_pressure(const char* resource) {
@@ -438,7 +486,9 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
                                         static_cast<std::int64_t>(static_cast<double>(reading.rollup_cost_ns) /
                                                                   options_.memory_cpu_share));
   previous_ = std::move(reading.next);
-  files_.sweep();  // the files of processes and threads this sample did not read
+  // The files of processes and threads not read since the last walk of the tree, whose children
+  // files are kept open until the next.
+  if (reading.walked) files_.sweep();
   UtilizationSample s = std::move(reading.s);
   if (have_previous) record(s);
   if (options_.retarget && have_previous)
@@ -549,12 +599,18 @@ void UtilizationSampler::look_at_main_thread() {
 void UtilizationSampler::run() {
   using Clock = std::chrono::steady_clock;
   const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / options_.hz));
-  const auto look_period = wait_probe_ ? std::chrono::nanoseconds(static_cast<std::int64_t>(
-                                             1e9 / options_.wait_probe_hz))
-                                       : period;
-  auto next = Clock::now();
+  const auto period_of = [](double hz) {
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / hz));
+  };
+  const auto started = Clock::now();
+  auto next = started;
   std::unique_lock lock(run_mutex_);
   while (!stopping_) {
+    const bool later = options_.wait_probe_later_hz > 0 &&
+                       next - started >= std::chrono::duration<double>(options_.wait_probe_fast_s);
+    const auto look_period = !wait_probe_ ? period
+                             : later      ? period_of(options_.wait_probe_later_hz)
+                                          : period_of(options_.wait_probe_hz);
     lock.unlock();
     const UtilizationSample s = sample(steady_now_ns());
     if (options_.on_sample && s.cpu_system_ratio) {

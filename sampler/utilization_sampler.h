@@ -71,6 +71,10 @@ class UtilizationSampler {
     // between the samples and at each; counted into each sample's main_thread_waits. 0: never.
     // Only for another process (pid > 0): a look costs tens of microseconds.
     double wait_probe_hz = 0;
+  // After the first `wait_probe_fast_s` seconds of looks, this many a second instead (0: keep
+  // wait_probe_hz): enough looks soon for a short run, fewer for one read for hours.
+  double wait_probe_later_hz = 0;
+  double wait_probe_fast_s = 10;
   };
 
   explicit UtilizationSampler(Options options);
@@ -102,6 +106,7 @@ class UtilizationSampler {
     std::map<int, std::uint64_t> child_ticks;  // by pid
     std::map<int, std::uint64_t> child_main_ticks;  // a rank's main thread, by pid
     std::map<int, std::uint64_t> thread_run_delay_ns, child_run_delay_ns;  // schedstat's, by id
+    std::map<int, std::uint64_t> child_read_bytes;  // io's read_bytes, by pid
     std::map<std::string, DiskCounters> disks;
   };
   void run();
@@ -127,6 +132,21 @@ class UtilizationSampler {
   // line every time: a torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
+  // Sampling thread only: the descendants by the last walk of the tree, when that was, whether a
+  // children file was readable then, and whether one of them has ended since.
+  struct Descendants {
+    std::vector<int> pids;
+    std::int64_t walked_ns = 0;
+    bool readable = false;
+    bool ended = false;
+  };
+  Descendants descendants_;
+  // Sampling thread only: when /proc/pressure was last read, and what it said.
+  struct Pressures {
+    std::int64_t read_ns = 0;
+    std::optional<PressureSample> cpu, io, memory;
+  };
+  Pressures pressures_;
   // Sampling thread only: where the main thread waits, the looks since the last sample, the
   // descendants by the last sample ((pid, ppid)), and for each process looked at since, its own
   // among them, whose pipes count as a loader's.

@@ -131,6 +131,50 @@ TEST(ProcFileCacheTest, ASweepClosesWhatWasNotReadSinceTheLast) {
   EXPECT_EQ(files.read("/proc/42/io"), "b") << "a file closed is opened again when read";
 }
 
+TEST(ProcFileCacheTest, KeepOpenHoldsAFileThroughASweepWithoutReadingIt) {
+  FixtureRoot root;
+  root.write("proc/42/schedstat", "1 2 3\n");
+  ProcFileCache files(root.fs());
+  EXPECT_FALSE(files.keep_open("/proc/42/schedstat")) << "not open yet";
+  ASSERT_TRUE(files.read("/proc/42/schedstat"));
+  files.sweep();
+  EXPECT_TRUE(files.keep_open("/proc/42/schedstat"));
+  files.sweep();
+  EXPECT_EQ(files.open_count(), 1u);
+  files.sweep();
+  EXPECT_EQ(files.open_count(), 0u);
+}
+
+// Read through a descriptor kept open, the files a sampler reads of a live process, of the machine
+// and a directory of its threads, say what a fresh open and read says (each read stops at a short
+// read: a seq_file's end).
+TEST(ProcFileCacheTest, ProcFilesReadAgainAreWhole) {
+  ProcFileCache files;
+  const ProcFs fs;
+  for (int round = 0; round < 3; ++round) {
+    for (const char* path : {"/proc/self/status", "/proc/meminfo", "/proc/self/io"}) {
+      const auto kept = files.read(path);
+      const auto fresh = fs.read(path);
+      ASSERT_TRUE(kept && fresh) << path;
+      // Counters move between the two reads; the lines (names and their order) do not.
+      const auto names = [](const std::string& text) {
+        std::string out;
+        for (std::size_t at = 0; at < text.size();) {
+          const std::size_t colon = text.find(':', at), end = text.find('\n', at);
+          out += text.substr(at, colon - at) + ";";
+          if (end == std::string::npos) break;
+          at = end + 1;
+        }
+        return out;
+      };
+      EXPECT_EQ(names(*kept), names(*fresh)) << path;
+      EXPECT_EQ(kept->back(), '\n') << path;
+    }
+    const auto tasks = files.list_dir("/proc/self/task");
+    EXPECT_NE(std::find(tasks.begin(), tasks.end(), std::to_string(::gettid())), tasks.end());
+  }
+}
+
 TEST(ProcFileCacheTest, NeverKeepsMoreThanItsBound) {
   FixtureRoot root;
   for (int i = 0; i < 10; ++i) root.write("proc/f" + std::to_string(i), "file " + std::to_string(i));

@@ -224,6 +224,34 @@ TEST(UtilizationSamplerTest, DescendantProcessesAreSampledWithAllTheirThreads) {
   EXPECT_EQ(sampler.sample(3 * kSecond).children.size(), 3u);
 }
 
+// The tree is walked twice a second, and at once after one of its processes ended: a DataLoader
+// that starts an epoch's workers ends the last epoch's, so the new ones are read from the next
+// sample on.
+TEST(UtilizationSamplerTest, AWorkerThatEndsMakesTheNextSampleWalkTheTreeAgain) {
+  FakeProc proc;
+  proc.baseline();
+  for (const char* pid : {"200", "201"}) {
+    fs::create_directories(proc.root() / "proc" / pid / "task" / pid);
+    proc.write(std::string("proc/") + pid + "/stat", FakeProc::task_stat("pt_data_worker", 10));
+  }
+  proc.write("proc/self/task/101/children", "200 ");
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  constexpr std::int64_t kTenth = kSecond / 10;
+  sampler.sample(10 * kTenth);
+  ASSERT_EQ(sampler.sample(11 * kTenth).children.size(), 1u);
+  // Worker 200 ends and 201 starts: the sample that finds 200 gone walks nothing new yet...
+  proc.remove("proc/200");
+  proc.write("proc/self/task/101/children", "201 ");
+  EXPECT_TRUE(sampler.sample(12 * kTenth).children.empty());
+  // ...the next walks the tree (201's first reading), and the one after reads it.
+  EXPECT_TRUE(sampler.sample(13 * kTenth).children.empty());
+  const UtilizationSample s = sampler.sample(14 * kTenth);
+  ASSERT_EQ(s.children.size(), 1u);
+  EXPECT_EQ(s.children[0].pid, 201);
+}
+
 // schedstat's run-queue delay says how long a thread or a worker was ready but had no core: the
 // share of the interval, per task; none where the kernel has no schedstat file.
 TEST(UtilizationSamplerTest, RunQueueWaitComesFromSchedstat) {
@@ -238,7 +266,10 @@ TEST(UtilizationSamplerTest, RunQueueWaitComesFromSchedstat) {
   o.fs = proc.fs();
   UtilizationSampler sampler(std::move(o));
   sampler.sample(1 * kSecond);
+  // A task that waited for a core ran once it had one (its ticks) or is still ready for one (R).
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", 10));
   proc.write("proc/200/schedstat", "2000 2300000000 9\n");          // waited 0.3 s of 1 s
+  proc.write("proc/self/task/101/stat", FakeProc::task_stat("feedscope", 20));
   proc.write("proc/self/task/101/schedstat", "9 150000000 5\n");    // 0.05 s
   const UtilizationSample s = sampler.sample(2 * kSecond);
   ASSERT_EQ(s.children.size(), 1u);
@@ -256,6 +287,19 @@ TEST(UtilizationSamplerTest, RunQueueWaitComesFromSchedstat) {
     }
   }
   EXPECT_TRUE(main_seen && other_seen);
+
+  // One that took no CPU and sleeps waited for none: its schedstat is not read (0 whatever it
+  // says), and what it held back counts at the next reading that is (here 0.2 s of the 1 s).
+  proc.write("proc/200/schedstat", "3000 2500000000 11\n");
+  const UtilizationSample idle = sampler.sample(3 * kSecond);
+  ASSERT_EQ(idle.children.size(), 1u);
+  ASSERT_TRUE(idle.children[0].run_wait);
+  EXPECT_EQ(*idle.children[0].run_wait, 0.0);
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", 30));
+  const UtilizationSample ran = sampler.sample(4 * kSecond);
+  ASSERT_EQ(ran.children.size(), 1u);
+  ASSERT_TRUE(ran.children[0].run_wait);
+  EXPECT_NEAR(*ran.children[0].run_wait, 0.2, 1e-9);
 }
 
 // feedscope watch on a launcher: retarget names its child, whose threads are read from the next
