@@ -27,6 +27,7 @@ double ratio(std::uint64_t busy_delta, std::uint64_t total_delta) {
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
 constexpr std::int64_t kDescendantsWalkPeriodNs = 500'000'000;
 constexpr std::int64_t kPressurePeriodNs = 1'000'000'000;
+constexpr std::chrono::seconds kWaitProbeFastPeriod{10};  // Options::wait_probe_later_hz
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -50,14 +51,25 @@ bool idle_since(const std::map<int, std::uint64_t>& before, int id, std::uint64_
   return it != before.end() && it->second == ticks_now && state != 'R';
 }
 
+// The counter of task `id` last read from `path` (`before`), for one `idle` since (idle_since) whose
+// file is kept open unread; nothing where the file is to be read.
+std::optional<std::uint64_t> unchanged_since(ProcFileCache& files, const std::string& path,
+                                             const std::map<int, std::uint64_t>& before, int id,
+                                             bool idle) {
+  if (!idle) return std::nullopt;
+  const auto it = before.find(id);
+  if (it == before.end() || !files.keep_open(path)) return std::nullopt;
+  return it->second;
+}
+
 // The share of the last `dt` seconds task `id` waited for a core, from schedstat's run-queue delay;
 // 0 for one `idle` since (idle_since), whose file is not read.
 std::optional<double> run_wait_since(ProcFileCache& files, const std::string& schedstat_path,
                                      std::map<int, std::uint64_t>& now,
                                      const std::map<int, std::uint64_t>& before, int id, double dt,
                                      bool idle) {
-  if (const auto it = before.find(id); idle && it != before.end() && files.keep_open(schedstat_path)) {
-    now[id] = it->second;
+  if (const auto delay = unchanged_since(files, schedstat_path, before, id, idle)) {
+    now[id] = *delay;
     return 0.0;
   }
   const auto text = files.read(schedstat_path);
@@ -116,7 +128,7 @@ UtilizationSampler::UtilizationSampler(Options options)
                                 " is out of range; allowed: greater than 0, at most 1");
   if (options_.wait_probe_later_hz < 0 || options_.wait_probe_later_hz > 1000)
     throw std::invalid_argument("wait_probe_later_hz: " + std::to_string(options_.wait_probe_later_hz) +
-                                " is outside 0 to 1000");
+                                " is out of range; allowed: 0 (keep wait_probe_hz) to 1000");
   if (options_.wait_probe_hz < 0 || options_.wait_probe_hz > 1000)
     throw std::invalid_argument("wait_probe_hz: " + std::to_string(options_.wait_probe_hz) +
                                 " is out of range; allowed: 0 (never) to 1000");
@@ -365,11 +377,9 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.ppid = task->ppid;
   p.state = task->state;
   p.rss_bytes = task->rss_bytes;
-  if (const auto last = previous.child_read_bytes.find(pid);
-      idle && last != previous.child_read_bytes.end() && files.keep_open(dir + "/io"))
-    p.read_bytes_total = last->second;
-  else if (const auto io = files.read(dir + "/io"))
-    p.read_bytes_total = parse_io_read_bytes(*io);
+  p.read_bytes_total = unchanged_since(files, dir + "/io", previous.child_read_bytes, pid, idle);
+  if (!p.read_bytes_total)
+    if (const auto io = files.read(dir + "/io")) p.read_bytes_total = parse_io_read_bytes(*io);
   if (p.read_bytes_total) next.child_read_bytes[pid] = *p.read_bytes_total;
   p.run_wait = run_wait;
   p.memory = read_rollup(dir);
@@ -419,8 +429,8 @@ void UtilizationSampler::Reading::read_disks() {
   if (!s.process_read_bytes_total && !followed) u.note_unavailable("process_io", proc + "/io is missing or malformed");
 }
 
-// Pressure stall information (kernels >= 4.20 with PSI enabled).
-// Pressure (PSI) is the kernel's 10-second average: read once a second, the last reading in between.
+// Pressure stall information (kernels >= 4.20 with PSI enabled): a 10-second average, read once a
+// second, the last reading in between.
 void UtilizationSampler::Reading::read_pressures() {
   Pressures& last = u.pressures_;
   if (last.read_ns == 0 || now_ns - last.read_ns >= kPressurePeriodNs) {
@@ -606,8 +616,7 @@ void UtilizationSampler::run() {
   auto next = started;
   std::unique_lock lock(run_mutex_);
   while (!stopping_) {
-    const bool later = options_.wait_probe_later_hz > 0 &&
-                       next - started >= std::chrono::duration<double>(options_.wait_probe_fast_s);
+    const bool later = options_.wait_probe_later_hz > 0 && next - started >= kWaitProbeFastPeriod;
     const auto look_period = !wait_probe_ ? period
                              : later      ? period_of(options_.wait_probe_later_hz)
                                           : period_of(options_.wait_probe_hz);

@@ -56,9 +56,10 @@ run_tsan() {
   configure "$dir" thread -DFEEDSCOPE_BUILD_EXAMPLES=OFF
   cmake --build "$dir" --target "${targets[@]}"
   # Only those executables are built; ctest lists the others' tests as *_NOT_BUILT, but for
-  # cli_tests' shards (cli_tests.*), and the fuzz replays, which have no threads, as not run. The loader's every-sample-once grid runs
-  # here at 4 workers only: its 1- and 2-worker points share those threads' code with fewer of
-  # them, and took 79 s of TSan's 248 (they all run in ./scripts/test.sh and under ASan).
+  # cli_tests' shards (cli_tests.*), and the fuzz replays, which have no threads, as not run.
+  # The loader's every-sample-once grid runs here at 4 workers only: its 1- and 2-worker points
+  # share those threads' code with fewer of them, and took 79 s of TSan's 248 (they all run in
+  # ./scripts/test.sh and under ASan).
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp" \
     ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" \
       -E '_NOT_BUILT$|^cli_tests\.|^fuzz_replay|EverySampleOnceTest\..*workers[12]_' ||
