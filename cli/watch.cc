@@ -52,8 +52,8 @@ namespace {
 constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
-constexpr double kAttachWaitLooksPerSecond = 20;
-constexpr double kAttachMemoryCpuShare = 0.002;
+constexpr double kAttachWaitLooksPerSecond = 10;
+constexpr double kAttachMemoryCpuShare = 0.001;
 constexpr double kWatchMemoryCpuShare = 0.05;
 
 namespace fs = std::filesystem;
@@ -441,12 +441,14 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // The training thread's waits on its loader workers' queue, its data stall from outside: 50
   // looks a second give 200 in 4 s (a look measured ~80 us: 0.4 % of a core). Attach, which
   // may read a job for hours beside it (a sidecar, under 1 % of a core for 2 ranks x 4 workers),
-  // goes down to 20 after the first 10 s: 800 looks in its default 30 s.
+  // goes down to one look a sample after the first 10 s, at the sample (no wake-up of its own):
+  // 700 looks in its default 30 s at 10 Hz.
   so.wait_probe_hz = kWaitLooksPerSecond;
   if (o.attach_pid != 0) so.wait_probe_later_hz = kAttachWaitLooksPerSecond;
   // Memory readings at most 5 % of a core (a torch process's map takes the kernel ~7 ms to walk:
   // each process every 0.5 s at most; at 1 %, a trainer and 4 workers came every 3 s, too few
-  // for a trend in a minute); attach 0.2 % (11 processes of a 2 x 4 job every 15 s or so).
+  // for a trend in a minute); attach 0.1 % (a rank's map cost 35 ms here: the 11 processes of a
+  // 2 x 4 job every 2 minutes or so, the first at the start).
   so.memory_cpu_share = o.attach_pid != 0 ? kAttachMemoryCpuShare : kWatchMemoryCpuShare;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.

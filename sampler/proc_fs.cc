@@ -443,4 +443,13 @@ std::optional<Pressure> parse_pressure(const std::string& text) {
   return p;
 }
 
+std::optional<long> parse_loadavg_last_pid(const std::string& text) {
+  const auto lines = lines_of(text);
+  if (lines.empty()) return std::nullopt;
+  const auto f = fields_of(lines.front());
+  std::uint64_t pid = 0;
+  if (f.size() < 5 || f[3].find('/') == std::string_view::npos || !to_u64(f[4], pid)) return std::nullopt;
+  return static_cast<long>(pid);
+}
+
 }  // namespace feedscope

@@ -143,4 +143,9 @@ struct Pressure {
 };
 std::optional<Pressure> parse_pressure(const std::string& text);
 
+// /proc/loadavg's last field, "0.52 0.58 0.59 3/402 12345": the last pid the kernel gave out (to
+// a process or a thread) in this pid namespace and those below it. It stands still while nothing
+// forks: no process can have joined a tree.
+std::optional<long> parse_loadavg_last_pid(const std::string& text);
+
 }  // namespace feedscope

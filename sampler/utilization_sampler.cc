@@ -26,6 +26,7 @@ double ratio(std::uint64_t busy_delta, std::uint64_t total_delta) {
 
 constexpr std::int64_t kGpuMinPeriodNs = 100'000'000;  // NVML at most 10 Hz
 constexpr std::int64_t kDescendantsWalkPeriodNs = 500'000'000;
+constexpr std::int64_t kDescendantsQuietWalkPeriodNs = 5'000'000'000;
 constexpr std::int64_t kPressurePeriodNs = 1'000'000'000;
 constexpr std::chrono::seconds kWaitProbeFastPeriod{10};  // Options::wait_probe_later_hz
 
@@ -92,6 +93,11 @@ std::vector<int> other_ranks(const std::vector<ProcessCpu>& children, int follow
     if (distributed.contains(p.pid) && p.pid != followed && !distributed.contains(p.ppid))
       out.push_back(p.pid);
   return out;
+}
+
+// Whether `a` and `b` are one rank of one job: a process and the copy it forked of itself.
+bool same_job_and_rank(const DistributedEnv& a, const DistributedEnv& b) {
+  return a.rank == b.rank && a.master == b.master && a.job == b.job;
 }
 
 // The processes among `children` ((pid, ppid) pairs) that descend from `root`: its loader workers,
@@ -184,6 +190,12 @@ struct UtilizationSampler::Reading {
                                        const std::map<int, std::string>& names);
   bool yielding(const std::string& entry, const ThreadCpu& t);
   std::optional<ProcessCpu> read_child(int pid);
+  const DistributedEnv& env_of(int pid);
+  const std::string& cmdline_of(int pid);
+  std::optional<double> rank_main_thread_busy(int pid, const DistributedEnv& env, int ppid);
+  void forget_ended();
+  bool tree_may_have_changed();
+  std::optional<long> last_pid();
   std::optional<PressureSample> read_pressure(const char* resource);
 };
 
@@ -311,17 +323,17 @@ std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::
 // CPU: descendant processes (a DataLoader's workers), each with all its threads.
 void UtilizationSampler::Reading::read_descendants() {
   // From the process watch started, not from the one followed: a torch.distributed job's other
-  // ranks are its launcher's children, read for the whole run. The tree is walked again twice a
-  // second, or at once where one of its processes ended (a DataLoader starting an epoch's workers):
-  // the walk reads every thread's children file of every process, most of a sample's reads.
+  // ranks are its launcher's children, read for the whole run.
   Descendants& known = u.descendants_;
-  if (known.walked_ns == 0 || now_ns - known.walked_ns >= kDescendantsWalkPeriodNs || known.ended) {
+  if (tree_may_have_changed()) {
     const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
     known.pids = descendant_pids(files, &known.readable, tree_root);
     known.walked_ns = now_ns;
     walked = true;
+    forget_ended();
   }
   known.ended = false;
+  s.children.reserve(known.pids.size());
   for (const int pid : known.pids) {
     if (pid == u.target_pid_) continue;  // read above, thread by thread
     if (std::optional<ProcessCpu> p = read_child(pid)) s.children.push_back(std::move(*p));
@@ -330,6 +342,41 @@ void UtilizationSampler::Reading::read_descendants() {
     u.note_unavailable("child_processes",
                        proc + "/task/*/children is missing (a kernel without "
                        "CONFIG_PROC_CHILDREN): worker processes are not sampled");
+}
+
+// Whether to walk the tree again: the walk reads every thread's children file of every process,
+// most of a sample's reads. At once where one of its processes ended (a DataLoader starting an
+// epoch's workers); else twice a second where the kernel gave out a pid since the last walk (none
+// can have joined otherwise: a quiet machine's training job is walked every 5 s, not 10 times).
+bool UtilizationSampler::Reading::tree_may_have_changed() {
+  Descendants& known = u.descendants_;
+  if (known.walked_ns == 0 || known.ended) {
+    known.checked_ns = now_ns;
+    known.last_pid = last_pid();
+    return true;
+  }
+  if (now_ns - known.checked_ns < kDescendantsWalkPeriodNs) return false;
+  known.checked_ns = now_ns;
+  const std::optional<long> pid = last_pid();
+  const bool forked = !pid || !known.last_pid || *pid != *known.last_pid;
+  known.last_pid = pid;
+  return forked || now_ns - known.walked_ns >= kDescendantsQuietWalkPeriodNs;
+}
+
+std::optional<long> UtilizationSampler::Reading::last_pid() {
+  const auto text = files.read("/proc/loadavg");
+  return text ? parse_loadavg_last_pid(*text) : std::nullopt;
+}
+
+// What was read once of processes no longer in the tree: a job of days starts new loader workers
+// every epoch, and a pid reused by another process must not keep the ended one's.
+void UtilizationSampler::Reading::forget_ended() {
+  const std::set<int> alive(u.descendants_.pids.begin(), u.descendants_.pids.end());
+  const auto ended = [&](const auto& entry) {
+    return !alive.contains(entry.first) && entry.first != u.target_pid_ && entry.first != u.options_.pid;
+  };
+  std::erase_if(u.process_cmdlines_, ended);
+  std::erase_if(u.process_envs_, ended);
 }
 
 // Nothing where it exited between listing and reading, or is new since the previous sample.
@@ -346,33 +393,20 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
       cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
   const auto run_wait = run_wait_since(files, dir + "/schedstat", next.child_run_delay_ns,
                                        previous.child_run_delay_ns, pid, dt, idle);
+  const DistributedEnv& env = env_of(pid);
+  const auto main_thread_busy = rank_main_thread_busy(pid, env, task->ppid);
   if (!cores) return std::nullopt;
   ProcessCpu p;
   p.pid = pid;
-  auto [cmdline, fresh] = u.process_cmdlines_.try_emplace(pid);
-  if (fresh) {
-    cmdline->second = fs.read(dir + "/cmdline").value_or("");
-    while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
-    std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
-  }
-  auto [env, env_fresh] = u.process_envs_.try_emplace(pid);
-  if (env_fresh) env->second = parse_distributed_env(fs.read(dir + "/environ").value_or(""));
-  p.rank = env->second.rank;
-  p.local_rank = env->second.local_rank;
-  p.world_size = env->second.world_size;
-  p.node_rank = env->second.node_rank;
-  p.master_env = env->second.master;
-  p.job = env->second.job;
-  if (p.rank || p.master_env) {
-    const std::string main = dir + "/task/" + std::to_string(pid) + "/stat";
-    const auto main_stat = files.read(main);
-    if (const auto m = main_stat ? parse_task_stat(*main_stat) : std::nullopt)
-      if (const auto busy = cores_since(next.child_main_ticks, previous.child_main_ticks, pid,
-                                        m->cpu_ticks, ticks, dt))
-        p.main_thread_busy = std::clamp(*busy, 0.0, 1.0);
-  }
+  p.rank = env.rank;
+  p.local_rank = env.local_rank;
+  p.world_size = env.world_size;
+  p.node_rank = env.node_rank;
+  p.master_env = env.master;
+  p.job = env.job;
+  p.main_thread_busy = main_thread_busy;
   p.name = task->name;
-  p.cmdline = cmdline->second;
+  p.cmdline = cmdline_of(pid);
   p.cores = std::clamp(*cores, 0.0, static_cast<double>(u.cpus_));
   p.ppid = task->ppid;
   p.state = task->state;
@@ -384,6 +418,41 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.run_wait = run_wait;
   p.memory = read_rollup(dir);
   return p;
+}
+
+// The busy share of a rank's main thread (a process whose environment names a torch.distributed
+// job), read from its first reading on; nothing for a process a rank forked (a loader worker,
+// which carries a copy of its environment) or no rank.
+std::optional<double> UtilizationSampler::Reading::rank_main_thread_busy(int pid,
+                                                                         const DistributedEnv& env,
+                                                                         int ppid) {
+  if ((!env.rank && !env.master) || same_job_and_rank(env, env_of(ppid))) return std::nullopt;
+  const std::string id = std::to_string(pid);
+  const auto stat = files.read("/proc/" + id + "/task/" + id + "/stat");
+  const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
+  if (!task) return std::nullopt;
+  const auto busy = cores_since(next.child_main_ticks, previous.child_main_ticks, pid,
+                                task->cpu_ticks, ticks, dt);
+  return busy ? std::optional<double>(std::clamp(*busy, 0.0, 1.0)) : std::nullopt;
+}
+
+// Process `pid`'s command line, arguments spaced, read once.
+const std::string& UtilizationSampler::Reading::cmdline_of(int pid) {
+  auto [cmdline, fresh] = u.process_cmdlines_.try_emplace(pid);
+  if (fresh) {
+    cmdline->second = fs.read("/proc/" + std::to_string(pid) + "/cmdline").value_or("");
+    while (!cmdline->second.empty() && cmdline->second.back() == '\0') cmdline->second.pop_back();
+    std::replace(cmdline->second.begin(), cmdline->second.end(), '\0', ' ');
+  }
+  return cmdline->second;
+}
+
+// The torch.distributed environment process `pid` started with, read once.
+const DistributedEnv& UtilizationSampler::Reading::env_of(int pid) {
+  auto [env, fresh] = u.process_envs_.try_emplace(pid);
+  if (fresh)
+    env->second = parse_distributed_env(fs.read("/proc/" + std::to_string(pid) + "/environ").value_or(""));
+  return env->second;
 }
 
 void UtilizationSampler::Reading::read_memory() {

@@ -132,12 +132,15 @@ class UtilizationSampler {
   std::map<int, std::string> process_cmdlines_;
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
   // Sampling thread only: the descendants by the last walk of the tree, when that was, whether a
-  // children file was readable then, and whether one of them has ended since.
+  // children file was readable then, and whether one of them has ended since; when the kernel's
+  // last pid given out was last read, and what it was.
   struct Descendants {
     std::vector<int> pids;
     std::int64_t walked_ns = 0;
     bool readable = false;
     bool ended = false;
+    std::int64_t checked_ns = 0;
+    std::optional<long> last_pid;
   };
   Descendants descendants_;
   // Sampling thread only: when /proc/pressure was last read, and what it said.

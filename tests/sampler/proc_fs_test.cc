@@ -170,6 +170,13 @@ TEST(ProcFsTest, SchedstatRunDelayIsTheSecondField) {
   EXPECT_FALSE(parse_schedstat_run_delay_ns("a b c"));
 }
 
+TEST(ProcFsTest, LoadavgsLastFieldIsTheLastPidGivenOut) {
+  EXPECT_EQ(parse_loadavg_last_pid("0.52 0.58 0.59 3/402 12345\n"), 12345);
+  EXPECT_FALSE(parse_loadavg_last_pid("0.52 0.58 0.59 3/402\n")) << "no last pid";
+  EXPECT_FALSE(parse_loadavg_last_pid("0.52 0.58 0.59 3 12345\n")) << "not loadavg's fourth field";
+  EXPECT_FALSE(parse_loadavg_last_pid(""));
+}
+
 TEST(ProcFsTest, IoSyscallsAreReadsAndWritesTogether) {
   EXPECT_EQ(parse_io_syscalls("rchar: 10\nwchar: 3\nsyscr: 4\nsyscw: 2\nread_bytes: 0\n"), 6u);
   EXPECT_FALSE(parse_io_syscalls("rchar: 10\nsyscr: 4\n")) << "no syscw: not a count";

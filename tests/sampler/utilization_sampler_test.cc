@@ -252,6 +252,77 @@ TEST(UtilizationSamplerTest, AWorkerThatEndsMakesTheNextSampleWalkTheTreeAgain) 
   EXPECT_EQ(s.children[0].pid, 201);
 }
 
+// On a machine where nothing forks (/proc/loadavg's last pid stands still), no process can join the
+// tree: it is walked every 5 s, not twice a second; a pid given out makes the next check walk it.
+TEST(UtilizationSamplerTest, ATreeIsWalkedAgainSoonOnlyWhereTheKernelGaveOutAPid) {
+  FakeProc proc;
+  proc.baseline();
+  for (const char* pid : {"200", "201", "202"}) {
+    fs::create_directories(proc.root() / "proc" / pid / "task" / pid);
+    proc.write(std::string("proc/") + pid + "/stat", FakeProc::task_stat("pt_data_worker", 10));
+  }
+  proc.write("proc/loadavg", "0.10 0.20 0.30 1/100 500\n");
+  proc.write("proc/self/task/101/children", "200 ");
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  constexpr std::int64_t kTenth = kSecond / 10;
+  sampler.sample(10 * kTenth);  // the first walk
+  proc.write("proc/self/task/101/children", "200 201 ");  // forked in another pid namespace's view
+  for (int t = 11; t < 60; ++t)
+    ASSERT_EQ(sampler.sample(t * kTenth).children.size(), 1u) << "at " << t << " tenths";
+  sampler.sample(60 * kTenth);  // 5 s after the last walk: 201's first reading
+  EXPECT_EQ(sampler.sample(61 * kTenth).children.size(), 2u);
+  // A pid given out: the check half a second after the last walks the tree.
+  proc.write("proc/self/task/101/children", "200 201 202 ");
+  proc.write("proc/loadavg", "0.10 0.20 0.30 1/100 517\n");
+  for (int t = 62; t < 65; ++t) EXPECT_EQ(sampler.sample(t * kTenth).children.size(), 2u);
+  sampler.sample(65 * kTenth);
+  EXPECT_EQ(sampler.sample(66 * kTenth).children.size(), 3u);
+}
+
+// A rank's main thread is read for its busy share; a loader worker it forked carries a copy of
+// its environment (RANK and all) and is no rank: its main thread is not read.
+TEST(UtilizationSamplerTest, ARanksMainThreadIsReadAndItsWorkersIsNot) {
+  FakeProc proc;
+  proc.baseline();
+  const auto stat = [](int ticks, const std::string& ppid) {
+    std::string text = FakeProc::task_stat("python3", ticks);
+    return text.replace(text.find(") S 1 "), 6, ") S " + ppid + " ");
+  };
+  constexpr char kEnviron[] = "RANK=1\0WORLD_SIZE=2\0MASTER_ADDR=h\0MASTER_PORT=29500\0";
+  const std::string env(kEnviron, sizeof kEnviron - 1);
+  for (const char* pid : {"200", "300"}) {
+    fs::create_directories(proc.root() / "proc" / pid / "task" / pid);
+    proc.write(std::string("proc/") + pid + "/environ", env);
+  }
+  proc.write("proc/self/task/101/children", "200 ");
+  proc.write("proc/200/task/200/children", "300 ");
+  const auto busy = [&](int ticks) {
+    proc.write("proc/200/stat", stat(ticks, "101"));
+    proc.write("proc/200/task/200/stat", stat(ticks, "101"));
+    proc.write("proc/300/stat", stat(ticks, "200"));
+    proc.write("proc/300/task/300/stat", stat(ticks, "200"));
+  };
+  busy(0);
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  UtilizationSampler sampler(std::move(o));
+  sampler.sample(1 * kSecond);
+  busy(static_cast<int>(clock_ticks_per_second()) / 2);
+  const UtilizationSample s = sampler.sample(2 * kSecond);
+  ASSERT_EQ(s.children.size(), 2u);
+  for (const ProcessCpu& p : s.children) {
+    EXPECT_EQ(p.rank, 1) << p.pid;
+    if (p.pid == 200) {
+      ASSERT_TRUE(p.main_thread_busy);
+      EXPECT_NEAR(*p.main_thread_busy, 0.5, 1e-9);
+    } else {
+      EXPECT_FALSE(p.main_thread_busy) << "worker " << p.pid << " read as a rank";
+    }
+  }
+}
+
 // schedstat's run-queue delay says how long a thread or a worker was ready but had no core: the
 // share of the interval, per task; none where the kernel has no schedstat file.
 TEST(UtilizationSamplerTest, RunQueueWaitComesFromSchedstat) {
