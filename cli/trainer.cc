@@ -9,11 +9,15 @@
 
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
+#include "cli/trial_rounds.h"
 #include "pinned_memory/step_fence.h"
 
 namespace feedscope {
 
 namespace {
+
+// A trial's timed steps in rounds, its figure their median (cli/trial_rounds.h).
+constexpr int kTrialRounds = 5;
 
 torch::Device resolve_device(const std::string& name) {
   const bool cuda = torch::cuda::is_available();
@@ -204,16 +208,12 @@ std::optional<double> trial_step_seconds(const TrainerOptions& options, std::int
     batch.labels = y.data_ptr<std::int64_t>();
     batch.on_device = device.is_cuda();
     for (int i = 0; i < 3; ++i) trainer.step(batch);
-    trainer.drain();
-    const auto begin = std::chrono::steady_clock::now();
-    int done = 0;
-    while (done < steps) {
-      trainer.step(batch);
-      ++done;
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() > budget_s) break;
-    }
-    trainer.drain();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / done;
+    const auto now_s = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+    return time_in_rounds([&] { trainer.step(batch); }, [&] { trainer.drain(); }, steps, budget_s,
+                          kTrialRounds, now_s)
+        .median_s;
   } catch (const std::exception& e) {
     why_not = e.what();
     const std::size_t line = why_not.find('\n');  // c10::Error appends a C++ backtrace

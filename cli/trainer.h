@@ -57,10 +57,11 @@ std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options);
 
 // What a step of the model costs on `options.device` at `batch_size`, measured: a fresh copy of
 // the model (same options, so the same shapes and parameter count) trains on random inputs that
-// are already where it runs, 3 warm-up steps, then timed steps until `steps` or `budget_s`, the
-// device drained at both ends. Seconds per step; nullopt with the reason in `why_not` when the
-// trial cannot run (the device missing, out of memory). For the diagnosis' what-ifs: a bigger
-// batch, the CPU instead of a GPU. Changes torch's thread count on the CPU (options.cpu_threads).
+// are already where it runs, 3 warm-up steps, then `steps` timed steps (or what `budget_s`
+// allows) in 5 rounds, each drained at both ends: seconds per step, the median of the rounds'
+// (cli/trial_rounds.h). nullopt with the reason in `why_not` when the trial cannot run (the device
+// missing, out of memory). For the diagnosis' what-ifs: a bigger batch, the CPU instead of a GPU.
+// Changes torch's thread count on the CPU (options.cpu_threads).
 std::optional<double> trial_step_seconds(const TrainerOptions& options, std::int64_t batch_size,
                                          int steps, double budget_s, std::string& why_not);
 
