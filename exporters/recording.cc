@@ -74,38 +74,76 @@ GpuActivity keep_between(const GpuActivity& a, std::int64_t after_ns, std::int64
   return out;
 }
 
-// At most `max_records` of `gpu`'s records (0: all). A run keeps whole measured steps, the first
-// ones, and the records that reach into them (not the warm-up's); a watched program the records
-// that began first. At least the first step is kept, however many records it holds.
-RecordedGpu capped(const RecordedGpu& gpu, std::size_t max_records, bool run) {
-  if (max_records == 0 || gpu.activity.records() <= max_records) return gpu;
+// Every record's end, in order.
+std::vector<std::int64_t> ends_of(const GpuActivity& a) {
+  std::vector<std::int64_t> out;
+  const auto add = [&](const auto& records) {
+    for (const auto& r : records) out.push_back(r.end_ns);
+  };
+  add(a.kernels);
+  add(a.memcpys);
+  add(a.memsets);
+  add(a.syncs);
+  add(a.runtime);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A run's cap: whole measured steps from the first, and the records that reach into them (not the
+// warm-up's). At least the first step is kept, however many records it holds.
+RecordedGpu first_steps(const RecordedGpu& gpu, std::vector<StepWindow> steps, std::size_t max_records) {
   RecordedGpu out;
   out.steps_complete_until_ns = gpu.steps_complete_until_ns;
   out.measured_begin_ns = gpu.measured_begin_ns;
+  std::int64_t first_begin = kNever;
+  for (const StepWindow& w : steps) first_begin = std::min(first_begin, w.begin_ns);
+  const std::vector<std::int64_t> starts = starts_ending_after(gpu.activity, first_begin);
+  std::int64_t until = steps.front().end_ns;
+  for (const StepWindow& w : steps) {
+    const auto n = static_cast<std::size_t>(
+        std::lower_bound(starts.begin(), starts.end(), w.end_ns) - starts.begin());
+    if (n > max_records) break;
+    until = w.end_ns;
+  }
+  out.activity = keep_between(gpu.activity, first_begin, until);
+  for (const StepWindow& w : steps)
+    if (w.end_ns <= until) out.steps.push_back(w);
+  return out;
+}
+
+// A watched program's cap: the records of its last whole seconds that fit, up to its last record
+// (its steady state: a program's start-up, cuDNN's autotuning, compilation, the first batches,
+// is at its beginning, and a cap that kept the records that began first read imagenet's resnet50
+// as launch-bound on cuDNN's start-up where the whole run was GPU-bound). Where its last second
+// alone holds more, the records that ended last.
+RecordedGpu last_seconds(const RecordedGpu& gpu, const std::vector<StepWindow>& steps,
+                         std::size_t max_records) {
+  const std::vector<std::int64_t> ends = ends_of(gpu.activity);
+  const std::int64_t last = ends.back();
+  // Those that end after it are at most the max_records that ended last (ties with it are out);
+  // whole seconds back from the last end are later still, and hold no more.
+  std::int64_t after = ends[ends.size() - max_records - 1];
+  constexpr std::int64_t kSecond = 1'000'000'000;
+  if (const std::int64_t seconds = (last - after) / kSecond; seconds >= 1)
+    after = last - seconds * kSecond;
+  RecordedGpu out;
+  out.steps_complete_until_ns = gpu.steps_complete_until_ns;
+  out.measured_begin_ns = gpu.measured_begin_ns;
+  out.activity = keep_between(gpu.activity, after, kNever);
+  for (const StepWindow& w : steps)
+    if (w.begin_ns > after) out.steps.push_back(w);
+  return out;
+}
+
+// At most `max_records` of `gpu`'s records (0: all): a run's first whole steps, a watched
+// program's last whole seconds.
+RecordedGpu capped(const RecordedGpu& gpu, std::size_t max_records, bool run) {
+  if (max_records == 0 || gpu.activity.records() <= max_records) return gpu;
   std::vector<StepWindow> steps = gpu.steps;
   std::sort(steps.begin(), steps.end(),
             [](const StepWindow& a, const StepWindow& b) { return a.end_ns < b.end_ns; });
-  if (run && !steps.empty()) {
-    std::int64_t first_begin = kNever;
-    for (const StepWindow& w : steps) first_begin = std::min(first_begin, w.begin_ns);
-    const std::vector<std::int64_t> starts = starts_ending_after(gpu.activity, first_begin);
-    std::int64_t until = steps.front().end_ns;
-    for (const StepWindow& w : steps) {
-      const auto n = static_cast<std::size_t>(
-          std::lower_bound(starts.begin(), starts.end(), w.end_ns) - starts.begin());
-      if (n > max_records) break;
-      until = w.end_ns;
-    }
-    out.activity = keep_between(gpu.activity, first_begin, until);
-    for (const StepWindow& w : steps)
-      if (w.end_ns <= until) out.steps.push_back(w);
-    return out;
-  }
-  const std::vector<std::int64_t> starts = starts_ending_after(gpu.activity, kAlways);
-  out.activity = keep_between(gpu.activity, kAlways, starts[max_records]);
-  for (const StepWindow& w : steps)
-    if (w.end_ns <= starts[max_records]) out.steps.push_back(w);
-  return out;
+  if (run && !steps.empty()) return first_steps(gpu, std::move(steps), max_records);
+  return last_seconds(gpu, steps, max_records);
 }
 
 // --- writing ------------------------------------------------------------------------------------

@@ -93,10 +93,10 @@ struct RecordingWritten {
 // Writes `recording` into `dir` (created; files of an earlier recording there are replaced) with
 // at most `max_records` GPU records (0: all). `produced` is what the run or watch diagnosed; it is
 // what expect.json holds where every record was kept. Where the cap left records out, it keeps
-// whole measured steps from the first (a run) or the records that began first (watch), as a
-// tracer's own memory cap does, so the summary of the kept records is the one the run would have
-// made had its tracer stopped there: expect.json then holds that replay, and under "run" what the
-// run itself produced. Throws std::runtime_error naming a file that cannot be written.
+// whole measured steps from the first (a run: as a tracer's own memory cap does, the summary of
+// the kept records the one the run would have made had its tracer stopped there) or a watched
+// program's last whole seconds (its steady state, the start-up left out): expect.json then holds
+// that replay, and under "run" what the run itself produced. Throws std::runtime_error naming a file that cannot be written.
 RecordingWritten write_recording(const std::filesystem::path& dir, const Recording& recording,
                                  const Replayed& produced, std::size_t max_records);
 

@@ -113,7 +113,7 @@ TEST(RecordingTest, ARunsCapKeepsWholeStepsFromTheFirstAndItsSummaryIsATracerCap
   EXPECT_EQ(e.run->diagnosis.rules, replayed.diagnosis.rules);
 }
 
-TEST(RecordingTest, AWatchsCapKeepsTheRecordsThatBeganFirst) {
+TEST(RecordingTest, AWatchsCapKeepsTheRecordsThatEndedLastWhereASecondHoldsMore) {
   const RecordingCase c = testing::launch_bound_watch_case();
   const TempDir dir;
   const RecordingWritten w = write_recording(dir.path(), c.recording, c.produced, 500);
@@ -122,8 +122,44 @@ TEST(RecordingTest, AWatchsCapKeepsTheRecordsThatBeganFirst) {
   EXPECT_TRUE(w.replay_differences.empty()) << w.replay_differences.front();
   EXPECT_TRUE(w.verdict_kept);
   const Recording r = read_recording(dir.path());
-  for (const RuntimeApiRecord& x : r.gpu->activity.runtime) EXPECT_LT(x.start_ns, r.gpu->activity.kept_until_ns);
+  std::int64_t last_end = 0, first_kept = std::numeric_limits<std::int64_t>::max();
+  for (const RuntimeApiRecord& x : c.recording.gpu->activity.runtime) last_end = std::max(last_end, x.end_ns);
+  for (const RuntimeApiRecord& x : r.gpu->activity.runtime) first_kept = std::min(first_kept, x.start_ns);
+  EXPECT_GT(first_kept, last_end - 10 * testing::kCaseMs) << "the last 6 steps of 1 ms, not the first";
   EXPECT_FALSE(fs::exists(dir / "steps.json"));
+}
+
+// A watched program whose first second is start-up (a short kernel a millisecond, launch-bound
+// in looks) and the rest its steady state (a 9 ms kernel every 10 ms): the cap keeps the last
+// whole seconds that fit, whose summary is the steady state's, not the start-up's.
+TEST(RecordingTest, AWatchsCapKeepsItsLastWholeSecondsTheSteadyState) {
+  RecordingCase c = testing::launch_bound_watch_case();
+  GpuActivity a;
+  std::uint32_t corr = 1;
+  const std::int64_t origin = testing::kCaseOrigin;
+  const auto launch = [&](std::int64_t at, std::int64_t length) {
+    a.runtime.push_back({"cudaLaunchKernel", at, at + 4 * testing::kCaseUs, 1, corr});
+    a.kernels.push_back({"void at::native::vectorized_elementwise_kernel<4>()", at + 10 * testing::kCaseUs,
+                         at + 10 * testing::kCaseUs + length, 0, 7, corr++});
+  };
+  for (int i = 0; i < 1000; ++i) launch(origin + i * testing::kCaseMs, 5 * testing::kCaseUs);
+  for (int i = 0; i < 300; ++i) launch(origin + 1000 * testing::kCaseMs + i * 10 * testing::kCaseMs, 9 * testing::kCaseMs);
+  c.recording.gpu->activity = a;
+  c.produced = testing::produced_by_watch(*c.recording.watch, *c.recording.gpu);
+  const TempDir dir;
+  // 2600 records: 2000 in the first second, 200 in each of the next 3. Two seconds fit in 500.
+  const RecordingWritten w = write_recording(dir.path(), c.recording, c.produced, 500);
+  EXPECT_EQ(w.records_left_out, 2600u - w.records_kept);
+  EXPECT_GE(w.records_kept, 398u);
+  EXPECT_LE(w.records_kept, 402u);
+  EXPECT_TRUE(w.replay_differences.empty()) << w.replay_differences.front();
+  const Recording r = read_recording(dir.path());
+  const std::int64_t last_end = a.kernels.back().end_ns;
+  for (const KernelRecord& k : r.gpu->activity.kernels) EXPECT_GT(k.end_ns, last_end - 2000 * testing::kCaseMs);
+  const Replayed replayed = replay(r);
+  ASSERT_TRUE(replayed.gpu_trace);
+  EXPECT_GT(replayed.gpu_trace->gpu_busy_ratio, 0.85) << "the steady state's 9 ms of every 10";
+  EXPECT_EQ(replayed.gpu_trace->records_not_kept, w.records_left_out);
 }
 
 TEST(RecordingTest, ARunWithoutAGpuTraceReplaysWithoutOneAndSaysWhy) {
