@@ -37,12 +37,13 @@ constexpr std::int64_t kAlways = std::numeric_limits<std::int64_t>::min();
 
 // --- the cap ------------------------------------------------------------------------------------
 
-// Every record's start, of those that end after `after_ns`.
-std::vector<std::int64_t> starts_ending_after(const GpuActivity& a, std::int64_t after_ns) {
+// `time(r)` of every record `r` for which `keep(r)`, in order.
+template <typename Keep, typename Time>
+std::vector<std::int64_t> sorted_times(const GpuActivity& a, Keep keep, Time time) {
   std::vector<std::int64_t> out;
   const auto add = [&](const auto& records) {
     for (const auto& r : records)
-      if (r.end_ns > after_ns) out.push_back(r.start_ns);
+      if (keep(r)) out.push_back(time(r));
   };
   add(a.kernels);
   add(a.memcpys);
@@ -51,6 +52,17 @@ std::vector<std::int64_t> starts_ending_after(const GpuActivity& a, std::int64_t
   add(a.runtime);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Every record's start, of those that end after `after_ns`.
+std::vector<std::int64_t> starts_ending_after(const GpuActivity& a, std::int64_t after_ns) {
+  return sorted_times(a, [after_ns](const auto& r) { return r.end_ns > after_ns; },
+                      [](const auto& r) { return r.start_ns; });
+}
+
+// Every record's end.
+std::vector<std::int64_t> ends_of(const GpuActivity& a) {
+  return sorted_times(a, [](const auto&) { return true; }, [](const auto& r) { return r.end_ns; });
 }
 
 // The records that end after `after_ns` and begin before `before_ns`; the others are counted in
@@ -71,21 +83,6 @@ GpuActivity keep_between(const GpuActivity& a, std::int64_t after_ns, std::int64
   out.incomplete_buffers = a.incomplete_buffers;
   out.not_kept = a.not_kept + (a.records() - out.records());
   out.kept_until_ns = std::min(a.kept_until_ns, before_ns);
-  return out;
-}
-
-// Every record's end, in order.
-std::vector<std::int64_t> ends_of(const GpuActivity& a) {
-  std::vector<std::int64_t> out;
-  const auto add = [&](const auto& records) {
-    for (const auto& r : records) out.push_back(r.end_ns);
-  };
-  add(a.kernels);
-  add(a.memcpys);
-  add(a.memsets);
-  add(a.syncs);
-  add(a.runtime);
-  std::sort(out.begin(), out.end());
   return out;
 }
 
