@@ -194,7 +194,10 @@ struct UtilizationSampler::Reading {
   const std::string& cmdline_of(int pid);
   std::optional<double> rank_main_thread_busy(int pid, const DistributedEnv& env, int ppid);
   void forget_ended();
-  bool tree_may_have_changed();
+  // Whether to walk the tree: no; where something may have changed; or, nothing having forked, for
+  // the walk every 5 s.
+  enum class Walk { no, changed, quiet };
+  Walk tree_may_have_changed();
   std::optional<long> last_pid();
   std::optional<PressureSample> read_pressure(const char* resource);
 };
@@ -325,9 +328,16 @@ void UtilizationSampler::Reading::read_descendants() {
   // From the process watch started, not from the one followed: a torch.distributed job's other
   // ranks are its launcher's children, read for the whole run.
   Descendants& known = u.descendants_;
-  if (tree_may_have_changed()) {
+  if (const Walk walk = tree_may_have_changed(); walk != Walk::no) {
     const std::string tree_root = u.options_.pid > 0 ? std::to_string(u.options_.pid) : u.proc_;
-    known.pids = descendant_pids(files, &known.readable, tree_root);
+    std::vector<int> pids = descendant_pids(files, &known.readable, tree_root);
+    // A process no pid was given out for, even now: a /proc/loadavg that is not the kernel's
+    // (LXCFS's, refreshed every few seconds), read no more.
+    if (walk == Walk::quiet && std::any_of(pids.begin(), pids.end(), [&](int pid) {
+          return std::find(known.pids.begin(), known.pids.end(), pid) == known.pids.end();
+        }))
+      known.last_pid_live = last_pid() != known.last_pid;
+    known.pids = std::move(pids);
     known.walked_ns = now_ns;
     walked = true;
     forget_ended();
@@ -347,23 +357,26 @@ void UtilizationSampler::Reading::read_descendants() {
 // Whether to walk the tree again: the walk reads every thread's children file of every process,
 // most of a sample's reads. At once where one of its processes ended (a DataLoader starting an
 // epoch's workers); else twice a second where the kernel gave out a pid since the last walk (none
-// can have joined otherwise: a quiet machine's training job is walked every 5 s, not 10 times).
-bool UtilizationSampler::Reading::tree_may_have_changed() {
+// can have joined otherwise: a quiet machine's training job is walked every 5 s, not 10 times), or
+// where /proc/loadavg cannot say (missing, or found not to be the kernel's).
+UtilizationSampler::Reading::Walk UtilizationSampler::Reading::tree_may_have_changed() {
   Descendants& known = u.descendants_;
   if (known.walked_ns == 0 || known.ended) {
     known.checked_ns = now_ns;
     known.last_pid = last_pid();
-    return true;
+    return Walk::changed;
   }
-  if (now_ns - known.checked_ns < kDescendantsWalkPeriodNs) return false;
+  if (now_ns - known.checked_ns < kDescendantsWalkPeriodNs) return Walk::no;
   known.checked_ns = now_ns;
   const std::optional<long> pid = last_pid();
   const bool forked = !pid || !known.last_pid || *pid != *known.last_pid;
   known.last_pid = pid;
-  return forked || now_ns - known.walked_ns >= kDescendantsQuietWalkPeriodNs;
+  if (forked) return Walk::changed;
+  return now_ns - known.walked_ns >= kDescendantsQuietWalkPeriodNs ? Walk::quiet : Walk::no;
 }
 
 std::optional<long> UtilizationSampler::Reading::last_pid() {
+  if (!u.descendants_.last_pid_live) return std::nullopt;
   const auto text = files.read("/proc/loadavg");
   return text ? parse_loadavg_last_pid(*text) : std::nullopt;
 }

@@ -133,7 +133,7 @@ class UtilizationSampler {
   std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
   // Sampling thread only: the descendants by the last walk of the tree, when that was, whether a
   // children file was readable then, and whether one of them has ended since; when the kernel's
-  // last pid given out was last read, and what it was.
+  // last pid given out was last read, what it was, and whether it is to be believed.
   struct Descendants {
     std::vector<int> pids;
     std::int64_t walked_ns = 0;
@@ -141,6 +141,7 @@ class UtilizationSampler {
     bool ended = false;
     std::int64_t checked_ns = 0;
     std::optional<long> last_pid;
+    bool last_pid_live = true;
   };
   Descendants descendants_;
   // Sampling thread only: when /proc/pressure was last read, and what it said.

@@ -252,33 +252,53 @@ TEST(UtilizationSamplerTest, AWorkerThatEndsMakesTheNextSampleWalkTheTreeAgain) 
   EXPECT_EQ(s.children[0].pid, 201);
 }
 
-// On a machine where nothing forks (/proc/loadavg's last pid stands still), no process can join the
-// tree: it is walked every 5 s, not twice a second; a pid given out makes the next check walk it.
-TEST(UtilizationSamplerTest, ATreeIsWalkedAgainSoonOnlyWhereTheKernelGaveOutAPid) {
+// A tree whose processes all have a reading, for the walk tests: 200 to 203 can join it.
+struct WalkedTree {
   FakeProc proc;
-  proc.baseline();
-  for (const char* pid : {"200", "201", "202"}) {
-    fs::create_directories(proc.root() / "proc" / pid / "task" / pid);
-    proc.write(std::string("proc/") + pid + "/stat", FakeProc::task_stat("pt_data_worker", 10));
+  UtilizationSampler sampler;
+  explicit WalkedTree(const std::string& loadavg) : sampler(options(proc, loadavg)) {}
+  static UtilizationSampler::Options options(FakeProc& proc, const std::string& loadavg) {
+    proc.baseline();
+    for (const char* pid : {"200", "201", "202", "203"}) {
+      fs::create_directories(proc.root() / "proc" / pid / "task" / pid);
+      proc.write(std::string("proc/") + pid + "/stat", FakeProc::task_stat("pt_data_worker", 10));
+    }
+    proc.write("proc/loadavg", loadavg);
+    proc.write("proc/self/task/101/children", "200 ");
+    UtilizationSampler::Options o;
+    o.fs = proc.fs();
+    return o;
   }
-  proc.write("proc/loadavg", "0.10 0.20 0.30 1/100 500\n");
-  proc.write("proc/self/task/101/children", "200 ");
-  UtilizationSampler::Options o;
-  o.fs = proc.fs();
-  UtilizationSampler sampler(std::move(o));
-  constexpr std::int64_t kTenth = kSecond / 10;
-  sampler.sample(10 * kTenth);  // the first walk
-  proc.write("proc/self/task/101/children", "200 201 ");  // forked in another pid namespace's view
-  for (int t = 11; t < 60; ++t)
-    ASSERT_EQ(sampler.sample(t * kTenth).children.size(), 1u) << "at " << t << " tenths";
-  sampler.sample(60 * kTenth);  // 5 s after the last walk: 201's first reading
-  EXPECT_EQ(sampler.sample(61 * kTenth).children.size(), 2u);
-  // A pid given out: the check half a second after the last walks the tree.
-  proc.write("proc/self/task/101/children", "200 201 202 ");
-  proc.write("proc/loadavg", "0.10 0.20 0.30 1/100 517\n");
-  for (int t = 62; t < 65; ++t) EXPECT_EQ(sampler.sample(t * kTenth).children.size(), 2u);
-  sampler.sample(65 * kTenth);
-  EXPECT_EQ(sampler.sample(66 * kTenth).children.size(), 3u);
+  std::size_t children_at(int tenths) { return sampler.sample(tenths * (kSecond / 10)).children.size(); }
+};
+
+// A process joins the tree where the kernel gave out a pid (/proc/loadavg's last field moved): the
+// check half a second after the last walk walks it again.
+TEST(UtilizationSamplerTest, ATreeIsWalkedAgainWhereTheKernelGaveOutAPid) {
+  WalkedTree t("0.10 0.20 0.30 1/100 500\n");
+  t.children_at(10);  // the first walk
+  t.proc.write("proc/self/task/101/children", "200 201 ");
+  t.proc.write("proc/loadavg", "0.10 0.20 0.30 1/100 517\n");
+  for (int at = 11; at < 15; ++at) EXPECT_EQ(t.children_at(at), 1u) << at;
+  t.children_at(15);  // the check: a walk, 201's first reading
+  EXPECT_EQ(t.children_at(16), 2u);
+}
+
+// Where no pid was given out nothing can have forked: the tree is walked every 5 s, not twice a
+// second. A process found then that no pid was announced for (a /proc/loadavg that is not the
+// kernel's: LXCFS refreshes its own every few seconds) makes the sampler stop believing it.
+TEST(UtilizationSamplerTest, AQuietTreeIsWalkedEvery5sAndALoadavgThatMissedAForkIsReadNoMore) {
+  WalkedTree t("0.10 0.20 0.30 1/100 500\n");
+  t.children_at(10);
+  t.proc.write("proc/self/task/101/children", "200 201 ");  // the pid unannounced
+  for (int at = 11; at < 60; ++at) ASSERT_EQ(t.children_at(at), 1u) << "at " << at << " tenths";
+  t.children_at(60);  // 5 s after the last walk: 201's first reading
+  EXPECT_EQ(t.children_at(61), 2u);
+  // loadavg missed that one: from now on the tree is walked at every check.
+  t.proc.write("proc/self/task/101/children", "200 201 202 ");
+  for (int at = 62; at < 65; ++at) EXPECT_EQ(t.children_at(at), 2u) << at;
+  t.children_at(65);
+  EXPECT_EQ(t.children_at(66), 3u);
 }
 
 // A rank's main thread is read for its busy share; a loader worker it forked carries a copy of
