@@ -7,9 +7,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "cli/trial_rounds.h"
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
-#include "cli/trial_rounds.h"
 #include "pinned_memory/step_fence.h"
 
 namespace feedscope {

@@ -3,7 +3,6 @@
 // rounds and the trial's figure is the median of the rounds' means. One stall (another process
 // taking the cores for a moment, a page-cache flush) moves one round, not the figure: a single
 // timed stretch read a CPU step 33 % fast once and 29 % slow another time on the H200.
-#include <cstdint>
 #include <functional>
 
 namespace feedscope {

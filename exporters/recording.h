@@ -96,7 +96,8 @@ struct RecordingWritten {
 // whole measured steps from the first (a run: as a tracer's own memory cap does, the summary of
 // the kept records the one the run would have made had its tracer stopped there) or a watched
 // program's last whole seconds (its steady state, the start-up left out): expect.json then holds
-// that replay, and under "run" what the run itself produced. Throws std::runtime_error naming a file that cannot be written.
+// that replay, and under "run" what the run itself produced. Throws std::runtime_error naming a
+// file that cannot be written.
 RecordingWritten write_recording(const std::filesystem::path& dir, const Recording& recording,
                                  const Replayed& produced, std::size_t max_records);
 
