@@ -10,6 +10,7 @@
 
 #include "exporters/detail/evidence_json.h"
 #include "exporters/detail/rank_json.h"
+#include "profiler/trace_sampling.h"
 
 namespace feedscope {
 
@@ -64,7 +65,20 @@ nlohmann::ordered_json tracing_json(const std::optional<TracingMode>& t) {
           {"sync_records", !t->sync_records         ? "none"
                            : t->completed_syncs_only ? "completed only"
                                                      : "all"},
-          {"note", text_or_null(t->note)}};
+          {"note", text_or_null(t->note)},
+          {"sampling", trace_sampling_spec(t->sampling)}};
+}
+
+// What a sampled trace read and how its totals were scaled; null under whole tracing.
+nlohmann::ordered_json sampled_json(const std::optional<GpuTraceSummary::Sampled>& t) {
+  if (!t) return nullptr;
+  return {{"sampling", trace_sampling_spec(t->sampling)},
+          {"lead_s", static_cast<double>(t->sampling.lead_ns) / 1e9},
+          {"read_s", t->read_s},
+          {"span_s", t->span_s},
+          {"scale", t->scale},
+          {"windows", t->windows},
+          {"windows_without_records", t->windows_without_records}};
 }
 
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
@@ -122,7 +136,8 @@ nlohmann::ordered_json gpu_trace_json(const Report& r) {
           {"buffers_incomplete", g.buffers_incomplete},
           {"records_not_kept", g.records_not_kept},
           {"covered_until_s", optional_number(g.covered_until_s)},
-          {"tracing", tracing_json(g.tracing)}};
+          {"tracing", tracing_json(g.tracing)},
+          {"sampled", sampled_json(g.sampled)}};
 }
 
 nlohmann::ordered_json loader_try_json(const LoaderTry& t) {

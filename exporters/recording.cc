@@ -78,6 +78,10 @@ GpuActivity keep_between(const GpuActivity& a, std::int64_t after_ns, std::int64
   copy(a.memsets, out.memsets);
   copy(a.syncs, out.syncs);
   copy(a.runtime, out.runtime);
+  for (const TracedWindow& w : a.traced_windows)
+    if (w.end_ns > after_ns && w.begin_ns < before_ns) out.traced_windows.push_back(w);
+  out.outside_windows = a.outside_windows;
+  out.tracing = a.tracing;
   out.dropped = a.dropped;
   out.bad_timestamps = a.bad_timestamps;
   out.incomplete_buffers = a.incomplete_buffers;
@@ -146,7 +150,8 @@ RecordedGpu capped(const RecordedGpu& gpu, std::size_t max_records, bool run) {
 // --- writing ------------------------------------------------------------------------------------
 
 // The records as frames of at most kFrameRecords records of one kind; the counts the source kept
-// (dropped, not kept, ...) travel once, in the first frame, as GpuActivity::append sums them.
+// (dropped, not kept, ...) and a sampled trace's windows travel once, in the first frame, as
+// GpuActivity::append sums and joins them, after how the records were traced where that is known.
 std::string gpu_frames(const GpuActivity& a) {
   GpuActivity head;
   head.dropped = a.dropped;
@@ -154,7 +159,10 @@ std::string gpu_frames(const GpuActivity& a) {
   head.kept_until_ns = a.kept_until_ns;
   head.bad_timestamps = a.bad_timestamps;
   head.incomplete_buffers = a.incomplete_buffers;
-  std::string out = encode_gpu_activity(head);
+  head.outside_windows = a.outside_windows;
+  head.traced_windows = a.traced_windows;
+  std::string out = a.tracing ? encode_gpu_tracing(*a.tracing) : std::string();
+  out += encode_gpu_activity(head);
   const auto frames_of = [&out](const auto& records, auto member) {
     for (std::size_t i = 0; i < records.size(); i += kFrameRecords) {
       GpuActivity part;

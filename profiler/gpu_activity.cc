@@ -74,6 +74,16 @@ void GpuActivity::append(GpuActivity&& more) {
   more.incomplete_buffers = 0;
   if (!tracing) tracing = std::move(more.tracing);
   more.tracing.reset();
+  for (const TracedWindow& w : more.traced_windows) {
+    if (!traced_windows.empty() && w.begin_ns <= traced_windows.back().end_ns) {
+      traced_windows.back().end_ns = std::max(traced_windows.back().end_ns, w.end_ns);
+    } else {
+      traced_windows.push_back(w);
+    }
+  }
+  more.traced_windows.clear();
+  outside_windows += more.outside_windows;
+  more.outside_windows = 0;
 }
 
 const char* to_string(TracingMode::Calls calls) {

@@ -93,6 +93,26 @@ struct RuntimeApiRecord {
   ApiDomain domain = ApiDomain::runtime;  // a driver call's name is the driver's: "cuLaunchKernel"
 };
 
+// A stretch of now_ns() time in which the device's records (kernels, copies, memsets) were traced,
+// [begin_ns, end_ns): under sampled tracing (TraceSampling) only these stretches have records.
+struct TracedWindow {
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+  friend bool operator==(const TracedWindow&, const TracedWindow&) = default;
+};
+
+// When the device's records are taken (profiler/trace_sampling.h). Whole (period 0): always. Else
+// from the process's start for lead_ns, then window_ns of every period_ns, the windows aligned to
+// the clock (now_ns() % period_ns < window_ns), so that the processes of one program trace the same
+// stretches: 1 s in every 10 after the first 5 s is watch's default.
+struct TraceSampling {
+  std::int64_t window_ns = 0;
+  std::int64_t period_ns = 0;  // 0: whole
+  std::int64_t lead_ns = 0;
+  bool sampled() const { return period_ns > 0; }
+  friend bool operator==(const TraceSampling&, const TraceSampling&) = default;
+};
+
 // How the source told CUPTI to trace, so a summary says what its counts can hold: a launch or sync
 // made through a call that was not traced is absent from them.
 struct TracingMode {
@@ -113,6 +133,9 @@ struct TracingMode {
   // launch-bound loop 14 points of its speed under watch (H200, 2026-11-27): off by default there.
   bool sync_records = true;
   std::string note;  // why a part fell back from the plan; empty when none did
+  // Whole, or the device's records only in windows (GpuActivity::traced_windows); the host calls
+  // are traced throughout but kept only inside the windows.
+  TraceSampling sampling;
 
   friend bool operator==(const TracingMode&, const TracingMode&) = default;
 };
@@ -138,16 +161,24 @@ struct GpuActivity {
   std::uint64_t incomplete_buffers = 0;
   // How the records were traced; none where the source does not say (fabricated records).
   std::optional<TracingMode> tracing;
+  // Under sampled tracing (tracing->sampling), the stretches that were traced, in time order;
+  // records outside them are absent, not idle. Empty under whole tracing.
+  std::vector<TracedWindow> traced_windows;
+  // Host calls and sync records the source left out for starting between two windows.
+  std::uint64_t outside_windows = 0;
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&
-           runtime.empty();
+           runtime.empty() && traced_windows.empty();
   }
+  bool sampled() const { return tracing && tracing->sampling.sampled(); }
   std::size_t records() const {
     return kernels.size() + memcpys.size() + memsets.size() + syncs.size() + runtime.size();
   }
   // Moves every record of `more` to the end of this one; `tracing` stays this one's where set
-  // (several processes of a watched program, all traced by the same library).
+  // (several processes of a watched program, all traced by the same library). The traced windows
+  // are the same process's later ones: touching windows join. Several processes' windows are
+  // combined by traced_by_every_process (profiler/trace_sampling.h), not by this.
   void append(GpuActivity&& more);
 };
 

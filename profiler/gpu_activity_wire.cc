@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "loader/detail/crc32c.h"
+#include "profiler/trace_sampling.h"
 
 namespace feedscope {
 
@@ -18,7 +19,9 @@ constexpr char kMagic[4] = {'F', 'S', 'G', 'A'};
 // 2: a records payload counts the records left out for their times and the buffers cut short.
 // 3: a kernel carries its graph id, a host call its API (runtime or driver); a tracing frame says
 // which calls CUPTI recorded. A reader takes 2 as well (no graphs, every call the runtime's).
-constexpr std::uint16_t kVersion = 3;
+// 4: a records payload ends with the host records left out between sampled windows and the
+// windows' time it covers; a tracing frame ends with the sampling (window, period, lead).
+constexpr std::uint16_t kVersion = 4;
 constexpr std::uint16_t kOldestReadable = 2;
 constexpr std::uint16_t kStatusFrame = 1;
 constexpr std::uint16_t kRecordsFrame = 2;
@@ -135,6 +138,7 @@ constexpr std::size_t kMemcpyBytes = 3 + 8 + 8 + 8 + 4 * 3;
 constexpr std::size_t kMemsetBytes = 8 + 8 + 8 + 4 * 3;
 constexpr std::size_t kSyncBytes = 1 + 8 + 8 + 4 * 2;
 constexpr std::size_t kRuntimeBytes = 4 + 8 + 8 + 4 * 2;
+constexpr std::size_t kWindowBytes = 8 + 8;
 
 std::string records_payload(const GpuActivity& a) {
   NameTable names;
@@ -186,6 +190,12 @@ std::string records_payload(const GpuActivity& a) {
     body.u32(r.thread_id);
     body.u32(r.correlation_id);
     body.u8(static_cast<std::uint8_t>(r.domain));
+  }
+  body.u64(a.outside_windows);
+  body.u32(static_cast<std::uint32_t>(a.traced_windows.size()));
+  for (const TracedWindow& t : a.traced_windows) {
+    body.i64(t.begin_ns);
+    body.i64(t.end_ns);
   }
   Writer w;
   w.u64(a.dropped);
@@ -275,6 +285,15 @@ bool decode_records(std::string_view payload, std::uint16_t version, GpuActivity
       x.domain = domain.value_or(ApiDomain::runtime);
     }
   }
+  if (version >= 4) {
+    a.outside_windows = r.u64();
+    a.traced_windows.resize(r.count(kWindowBytes));
+    for (TracedWindow& t : a.traced_windows) {
+      t.begin_ns = r.i64();
+      t.end_ns = r.i64();
+      if (t.end_ns < t.begin_ns) r.fail();
+    }
+  }
   if (r.failed() || !r.done()) return false;
   out.append(std::move(a));
   return true;
@@ -289,11 +308,14 @@ std::string tracing_payload(const TracingMode& t) {
   w.u8(!t.sync_records ? 2 : t.completed_syncs_only ? 1 : 0);  // 2: none at all
   w.u32(static_cast<std::uint32_t>(t.note.size()));
   w.bytes(t.note);
+  w.i64(t.sampling.window_ns);
+  w.i64(t.sampling.period_ns);
+  w.i64(t.sampling.lead_ns);
   return std::move(w.str());
 }
 
-// False on a payload that does not parse.
-bool decode_tracing(std::string_view payload, TracingMode& out) {
+// False on a payload that does not parse. `version`: the frame's.
+bool decode_tracing(std::string_view payload, std::uint16_t version, TracingMode& out) {
   Reader r(payload);
   TracingMode t;
   const auto runtime = enum_at_most(r.u8(), TracingMode::Calls::none);
@@ -302,6 +324,15 @@ bool decode_tracing(std::string_view payload, TracingMode& out) {
   t.driver_callbacks = r.u32();
   const std::uint8_t completed = r.u8();
   t.note = r.bytes(r.u32());
+  if (version >= 4) {
+    t.sampling.window_ns = r.i64();
+    t.sampling.period_ns = r.i64();
+    t.sampling.lead_ns = r.i64();
+    const TraceSampling& p = t.sampling;
+    if (p.period_ns < 0 || p.lead_ns < 0 ||
+        (p.period_ns > 0 && (p.window_ns <= 0 || p.window_ns >= p.period_ns)))
+      r.fail();
+  }
   if (!runtime || !driver || completed > 2 || r.failed() || !r.done()) return false;
   t.runtime_calls = *runtime;
   t.driver_calls = *driver;
@@ -402,7 +433,7 @@ GpuActivityStream read_gpu_activity(const std::filesystem::path& file, std::uint
       }
     } else if (type == kTracingFrame && version >= 3) {
       TracingMode tracing;
-      if (!decode_tracing(payload, tracing)) {
+      if (!decode_tracing(payload, version, tracing)) {
         corrupt("tracing frame that does not parse");
         break;
       }
@@ -455,9 +486,22 @@ ProcessGpu summarize_process_gpu(const GpuActivity& a) {
   for (const MemsetRecord& m : a.memsets)
     if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));
   if (last <= first) return out;
-  const double span = static_cast<double>(last - first);
-  out.busy_ratio = static_cast<double>(union_ns(std::move(busy))) / span;
-  out.collective_ratio = static_cast<double>(union_ns(std::move(nccl))) / span;
+  // A sampled trace is read in its windows only: between them nothing was recorded.
+  const std::vector<TracedWindow> spans =
+      a.sampled() ? intersect_windows({{first, last}}, readable_windows(a).windows)
+                  : std::vector<TracedWindow>{{first, last}};
+  const std::int64_t span_ns = windows_ns(spans);
+  if (span_ns <= 0) return out;
+  const auto within = [&spans](std::vector<std::pair<std::int64_t, std::int64_t>> v) {
+    std::vector<TracedWindow> as_windows;
+    for (const auto& [begin, end] : v) as_windows.push_back({begin, end});
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const TracedWindow& w : intersect_windows(as_windows, spans)) out.emplace_back(w.begin_ns, w.end_ns);
+    return out;
+  };
+  const double span = static_cast<double>(span_ns);
+  out.busy_ratio = static_cast<double>(union_ns(within(std::move(busy)))) / span;
+  out.collective_ratio = static_cast<double>(union_ns(within(std::move(nccl)))) / span;
   return out;
 }
 
@@ -483,13 +527,18 @@ WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir) {
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     files.emplace(std::stoi(digits), it->path());
   }
+  std::vector<std::vector<TracedWindow>> windows;  // each sampled process's own
   for (const auto& [pid, path] : files) {
     GpuActivityStream s = read_gpu_activity(path);
     if (!s.activity.kernels.empty()) w.by_pid[pid] = summarize_process_gpu(s.activity);
+    if (s.activity.sampled()) windows.push_back(std::move(s.activity.traced_windows));
+    s.activity.traced_windows.clear();
     w.activity.append(std::move(s.activity));
     w.statuses_by_pid[pid] = std::move(s.statuses);
     if (!s.error.empty()) w.errors.push_back(std::move(s.error));
   }
+  // Processes start and end at their own times; a stretch is read where all that lived traced it.
+  w.activity.traced_windows = traced_by_every_process(windows);
   return w;
 }
 

@@ -1,6 +1,7 @@
 #include "profiler/gpu_trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 #include <unordered_set>
 
 #include "profiler/detail/format.h"
+#include "profiler/trace_sampling.h"
 #include "sampler/statistics.h"
 
 namespace feedscope {
@@ -83,6 +85,17 @@ std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
     out.push_back(fmt("%llu CUPTI buffers ended at an incomplete record, losing the records behind "
                       "it: the GPU numbers are low bounds",
                       static_cast<unsigned long long>(g.buffers_incomplete)));
+  if (g.sampled) {
+    const GpuTraceSummary::Sampled& t = *g.sampled;
+    out.push_back(fmt("the GPU trace was sampled (%s): %.1f s of %.1f s read in %lld windows; "
+                      "counts and times scaled by %.2f, shares and per-step figures as read",
+                      describe_sampling(t.sampling).c_str(), t.read_s, t.span_s,
+                      static_cast<long long>(t.windows), t.scale));
+    if (t.windows_without_records > 0)
+      out.push_back(fmt("%lld sampled windows had launch calls but no kernel, copy or memset "
+                        "record (CUPTI did not record again after a window closed): left out",
+                        static_cast<long long>(t.windows_without_records)));
+  }
   return out;
 }
 
@@ -102,6 +115,7 @@ std::string describe_tracing(const TracingMode& t) {
   out += !t.sync_records          ? "; sync records: none (the runtime's sync calls carry the waits)"
          : t.completed_syncs_only ? "; sync records: completed queries only"
                                   : "; sync records: every query";
+  if (t.sampling.sampled()) out += "; sampled: " + describe_sampling(t.sampling);
   if (!t.note.empty()) out += " (" + t.note + ")";
   return out;
 }
@@ -137,6 +151,11 @@ ActiveWindows kernel_active_windows(const GpuActivity& a) {
   add(a.memsets);
   add(a.runtime);
   add(a.syncs);
+  // Under sampled tracing the stretches between windows have no records: unknown, not silent.
+  if (a.sampled())
+    for (std::size_t i = 1; i < a.traced_windows.size(); ++i)
+      activity.push_back({std::max(a.traced_windows[i - 1].end_ns, first),
+                          std::min(a.traced_windows[i].begin_ns, last)});
   out.before_ns = first - begin;
   out.after_ns = end - last;
   const std::int64_t span = last - first;
@@ -518,6 +537,78 @@ GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow
   return s;
 }
 
+namespace {
+
+// Every count and summed time of `s` times `k`; shares, rates, means and per-step figures stay.
+void scale_totals(GpuTraceSummary& s, double k) {
+  const auto count = [k](std::int64_t& n) { n = std::llround(static_cast<double>(n) * k); };
+  const auto bytes = [k](std::uint64_t& n) {
+    n = static_cast<std::uint64_t>(std::llround(static_cast<double>(n) * k));
+  };
+  count(s.steps);
+  s.step_wall_s *= k;
+  count(s.kernels);
+  s.gpu_busy_s *= k;
+  count(s.launch_gaps);
+  count(s.syncs);
+  s.sync_wait_s *= k;
+  for (auto& [call, n] : s.syncs_by_call) count(n);
+  count(s.launch_calls);
+  count(s.launches_without_call);
+  bytes(s.h2d_pinned_bytes);
+  bytes(s.h2d_pageable_bytes);
+  bytes(s.h2d_other_bytes);
+  bytes(s.d2h_bytes);
+  count(s.syncs_after_h2d);
+  s.sync_after_h2d_wait_s *= k;
+  count(s.graph_kernels);
+  count(s.graph_replays);
+  count(s.driver_launch_calls);
+  count(s.triton_kernels);
+  s.collective_s *= k;
+  for (GpuTraceSummary::DeviceBusy& d : s.devices) {
+    count(d.kernels);
+    d.busy_s *= k;
+  }
+}
+
+std::vector<TracedWindow> as_traced(const std::vector<StepWindow>& windows) {
+  std::vector<TracedWindow> out;
+  for (const StepWindow& w : windows) out.push_back({w.begin_ns, w.end_ns});
+  return out;
+}
+
+// A sampled trace's summary over the parts of `windows` its windows can be read in, its totals
+// scaled to the whole of `windows`.
+GpuTraceSummary summarize_sampled(const GpuActivity& a, const std::vector<StepWindow>& windows) {
+  const ReadableWindows readable = readable_windows(a);
+  std::vector<TracedWindow> spans = as_traced(windows);
+  std::vector<StepWindow> pieces;
+  for (const TracedWindow& p : intersect_windows(spans, readable.windows))
+    pieces.push_back({p.begin_ns, p.end_ns});
+  GpuTraceSummary s = summarize_gpu_trace(a, pieces);
+  GpuTraceSummary::Sampled t;
+  t.sampling = a.tracing->sampling;
+  std::vector<StepWindow> whole = windows;
+  merge_step_windows(whole);
+  t.span_s = static_cast<double>(windows_ns(as_traced(whole))) / 1e9;
+  t.read_s = s.step_wall_s;
+  t.windows = static_cast<std::int64_t>(readable.windows.size());
+  t.windows_without_records = readable.without_records;
+  if (t.read_s > 0) {
+    t.scale = t.span_s / t.read_s;
+    scale_totals(s, t.scale);
+  }
+  s.sampled = t;
+  return s;
+}
+
+GpuTraceSummary summarize_windows(const GpuActivity& a, std::vector<StepWindow> windows) {
+  return a.sampled() ? summarize_sampled(a, windows) : summarize_gpu_trace(a, std::move(windows));
+}
+
+}  // namespace
+
 GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
                                          const std::vector<StepWindow>& steps,
                                          std::int64_t steps_complete_until_ns,
@@ -526,7 +617,7 @@ GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
   std::vector<StepWindow> windows;
   for (const StepWindow& w : steps)
     if (w.end_ns <= complete_until) windows.push_back(w);
-  GpuTraceSummary s = summarize_gpu_trace(activity, std::move(windows));
+  GpuTraceSummary s = summarize_windows(activity, std::move(windows));
   s.records_not_kept = activity.not_kept;
   if (complete_until != std::numeric_limits<std::int64_t>::max())
     s.covered_until_s =
@@ -535,7 +626,7 @@ GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
 }
 
 GpuTraceSummary summarize_program_activity(const GpuActivity& activity, const ActiveWindows& active) {
-  GpuTraceSummary s = summarize_gpu_trace(activity, active.windows);
+  GpuTraceSummary s = summarize_windows(activity, active.windows);
   s.records_not_kept = activity.not_kept;
   return s;
 }

@@ -54,16 +54,20 @@ ActiveWindows kernel_active_windows(const GpuActivity& activity);
 // (`steps_complete_until_ns`, SpanDigest::Steps), so that it describes the first part of the run
 // rather than mixing in steps whose GPU work was never recorded; covered_until_s counts from
 // `measured_begin_ns`. A recording's replay (exporters/recording.h) calls it with what it stored.
+// A sampled trace (activity.sampled()) is read where its windows can be (readable_windows,
+// trace_sampling.h), and its totals scaled to the steps (GpuTraceSummary::sampled).
 GpuTraceSummary summarize_measured_steps(const GpuActivity& activity,
                                          const std::vector<StepWindow>& steps,
                                          std::int64_t steps_complete_until_ns,
                                          std::int64_t measured_begin_ns);
 
-// `watch`'s summary of a program's CUDA work: over kernel_active_windows(activity).
+// `watch`'s summary of a program's CUDA work: over kernel_active_windows(activity), and of a
+// sampled trace over their parts its windows can be read in, scaled as above.
 GpuTraceSummary summarize_program_activity(const GpuActivity& activity, const ActiveWindows& active);
 
 // Evidence lines for records the trace lost or left out, one per cause with a non-zero count, so
-// a reader knows the GPU numbers are low bounds. Empty for a complete trace.
+// a reader knows the GPU numbers are low bounds; and for a sampled trace, what was read and the
+// scale. Empty for a complete, whole trace.
 std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& summary);
 
 // How the trace was taken, for people: "runtime calls: the 41 the summary reads; driver launches:

@@ -279,6 +279,21 @@ struct GpuTraceSummary {
   // this many seconds into the measured window.
   std::uint64_t records_not_kept = 0;
   std::optional<double> covered_until_s;
+  // Under sampled tracing (TracingMode::sampling): what was read, and how the totals were scaled;
+  // none under whole tracing. Shares, rates, means and per-step figures are the read windows'
+  // own; every count and summed time above (steps, step_wall_s, kernels, gpu_busy_s, syncs, their
+  // waits, launch calls, bytes, ...) is the read windows' times `scale`, an estimate of the span.
+  struct Sampled {
+    TraceSampling sampling;
+    double read_s = 0;  // of the span, the time read: the windows from their first device record
+    double span_s = 0;  // the time the scaled totals stand for
+    double scale = 1;   // span_s / read_s
+    std::int64_t windows = 0;  // read
+    // Windows with launch calls but not one device record, left out (a CUPTI that did not record
+    // again after a window closed).
+    std::int64_t windows_without_records = 0;
+  };
+  std::optional<Sampled> sampled;
 };
 
 // How much of the run trace.json holds: at most max_spans stage spans (--trace-max-spans), the

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "loader/span_recorder.h"
 #include "profiler/cuda_api_names.h"
 #include "profiler/detail/cupti_api.h"
+#include "profiler/trace_sampling.h"
 
 namespace feedscope::detail {
 
@@ -83,6 +85,9 @@ struct Shared {
   std::string clock;  // guarded by mutex; how the records' times reach now_ns()
   // What the last start enabled; guarded by mutex.
   std::optional<CuptiEnabled> enabled;
+  // Sampled tracing: when the last start was, and the windows since; guarded by mutex.
+  std::int64_t started_ns = 0;
+  TracedWindowLog windows;
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
   std::atomic<std::uint64_t> incomplete_buffers{0};
@@ -243,6 +248,16 @@ void keep_under_cap(Shared& s, std::vector<Record>& from, std::vector<Record>& t
   }
 }
 
+// Caller holds shared().mutex. Host records that started between two windows: a window's
+// launches and syncs are kept whole, the rest would fill the store at the launch rate.
+template <typename Record>
+void drop_outside_windows(Shared& s, std::vector<Record>& records) {
+  const auto outside = [&s](const Record& r) { return !s.windows.covers(r.start_ns); };
+  const auto from = std::remove_if(records.begin(), records.end(), outside);
+  s.store.outside_windows += static_cast<std::uint64_t>(records.end() - from);
+  records.erase(from, records.end());
+}
+
 void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
                                std::size_t* max_records) {
   Shared& s = shared();
@@ -300,6 +315,10 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     keep_under_cap(s, parsed.kernels, s.store.kernels);
     keep_under_cap(s, parsed.memcpys, s.store.memcpys);
     keep_under_cap(s, parsed.memsets, s.store.memsets);
+    if (s.enabled && s.enabled->mode.sampling.sampled()) {
+      drop_outside_windows(s, parsed.syncs);
+      drop_outside_windows(s, parsed.runtime);
+    }
     keep_under_cap(s, parsed.syncs, s.store.syncs);
     keep_under_cap(s, parsed.runtime, s.store.runtime);
   } catch (...) {
@@ -488,6 +507,24 @@ void enable_driver_launches(const CuptiApi& api, CuptiEnabled& out) {
                          why);
 }
 
+// FEEDSCOPE_GPU_TRACE_SAMPLE and FEEDSCOPE_GPU_TRACE_LEAD, as `watch` sets them.
+void request_sampling(TracingRequest& request) {
+  const char* spec = std::getenv("FEEDSCOPE_GPU_TRACE_SAMPLE");
+  if (spec == nullptr || *spec == '\0') return;
+  const char* lead_text = std::getenv("FEEDSCOPE_GPU_TRACE_LEAD");
+  char* end = nullptr;
+  const double lead = lead_text ? std::strtod(lead_text, &end) : 0;
+  std::string why;
+  if (lead_text != nullptr && (end == lead_text || *end != '\0')) {
+    why = std::string("\"") + lead_text + "\" is not a number of seconds";
+  } else if (const std::optional<TraceSampling> s = parse_trace_sampling(spec, lead, why)) {
+    request.sampling = *s;
+    return;
+  }
+  request.sampling_why = std::string("traced whole: FEEDSCOPE_GPU_TRACE_SAMPLE=") + spec +
+                         ", FEEDSCOPE_GPU_TRACE_LEAD=" + (lead_text ? lead_text : "") + ": " + why;
+}
+
 }  // namespace
 
 TracingRequest tracing_request(bool in_process) {
@@ -512,6 +549,7 @@ TracingRequest tracing_request(bool in_process) {
   if (request.runtime == TracingMode::Calls::none) request.syncs = true;  // the syncs' only record
   if (const char* v = std::getenv("FEEDSCOPE_CUPTI_SYNC"); v != nullptr)
     request.syncs = std::string_view(v) != "0";
+  if (!in_process) request_sampling(request);
   return request;
 }
 
@@ -553,7 +591,47 @@ std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out, const Tracing
     add_note(out.mode, "the driver's launch calls not traced (their kernels count as launches)" +
                            (request.why.empty() ? std::string() : ": " + request.why));
   }
+  out.mode.sampling = request.sampling;
+  if (!request.sampling_why.empty()) add_note(out.mode, request.sampling_why);
   return "";
+}
+
+std::string switch_sampled_kinds(const CuptiApi& api, const CuptiEnabled& enabled, bool on) {
+  std::string first;
+  for (CUpti_ActivityKind kind : enabled.kinds) {
+    const CUptiResult r = on ? api.cuptiActivityEnable(kind) : api.cuptiActivityDisable(kind);
+    if (std::string why = failure(r, std::string(on ? "cuptiActivityEnable(" : "cuptiActivityDisable(") +
+                                         kind_name(kind) + ")");
+        first.empty())
+      first = std::move(why);
+  }
+  return first;
+}
+
+std::int64_t next_trace_sampling_change(std::int64_t now) {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  if (!s.enabled) return std::numeric_limits<std::int64_t>::max();
+  return next_sampling_change(s.enabled->mode.sampling, s.started_ns, now);
+}
+
+std::string follow_trace_sampling(std::int64_t now) {
+  Shared& s = shared();
+  std::optional<CuptiEnabled> enabled;
+  bool open = false;
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.enabled || !s.enabled->mode.sampling.sampled()) return "";
+    open = s.windows.is_open();
+    if (traced_at(s.enabled->mode.sampling, s.started_ns, now) == open) return "";
+    enabled = s.enabled;
+  }
+  // Outside the lock: CUPTI may hand a buffer to buffer_completed, which takes it, meanwhile.
+  std::string why = switch_sampled_kinds(cupti().api, *enabled, !open);
+  std::lock_guard lock(s.mutex);
+  if (open) s.windows.close(now);
+  else s.windows.open(now);
+  return why;
 }
 
 std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled) {
@@ -586,6 +664,9 @@ std::string start_cupti_recording(const TracingRequest& request) {
   if (std::string why = enable_tracing(api, enabled, request); !why.empty()) return why;
   std::lock_guard lock(s.mutex);
   s.enabled = std::move(enabled);
+  s.started_ns = now_ns();
+  s.windows = TracedWindowLog{};
+  s.windows.open(s.started_ns);
   return "";
 }
 
@@ -602,6 +683,7 @@ std::string stop_cupti_recording() {
   {
     std::lock_guard lock(s.mutex);
     enabled = s.enabled;
+    s.windows.close(now_ns());
   }
   std::string first = enabled ? disable_tracing(cupti().api, *enabled) : "";
   // Forced: hand over the partly filled buffers too, so a take sees the last records.
@@ -620,6 +702,7 @@ GpuActivity take_cupti_records() {
   GpuActivity out = std::move(s.store);
   s.store = GpuActivity{};
   s.store_records = 0;
+  if (s.enabled && s.enabled->mode.sampling.sampled()) out.traced_windows = s.windows.take(now_ns());
   return out;
 }
 

@@ -57,10 +57,16 @@ struct TracingRequest {
   bool driver_launches = true;
   bool syncs = true;  // the SYNCHRONIZATION kind
   std::string why;    // why not the default plan, for the tracing mode's note
+  // Whole, or the device's kinds only in windows (follow_trace_sampling switches them).
+  TraceSampling sampling;
+  std::string sampling_why;  // a sampling asked for and not taken, for the note
 };
 // The request for a source (`in_process`: the CUPTI activity source; else the injection),
 // overridden by FEEDSCOPE_CUPTI_RUNTIME (selected, all, none), FEEDSCOPE_CUPTI_DRIVER (0, 1) and
-// FEEDSCOPE_CUPTI_SYNC (0, 1): what the device check uses to split tracing's cost by part.
+// FEEDSCOPE_CUPTI_SYNC (0, 1): what the device check uses to split tracing's cost by part. The
+// injection samples as FEEDSCOPE_GPU_TRACE_SAMPLE ("whole", "1/10") and FEEDSCOPE_GPU_TRACE_LEAD
+// (seconds) say, which `watch` sets; whole where they are absent. An in-process source has no
+// timer of its own and traces whole.
 TracingRequest tracing_request(bool in_process);
 
 std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out,
@@ -68,6 +74,22 @@ std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out,
 // Disables what enable_tracing enabled and restores CUPTI's default of a record for every query.
 // Empty, or the first call that failed.
 std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled);
+
+// Under sampled tracing, turns the kinds enable_tracing enabled (`enabled.kinds`: the device's,
+// and the RUNTIME kind where it is traced whole) on or off. The per-call selections stay armed
+// throughout: a CUPTI 13 recorded none of a selection armed while CUDA ran (H200, 2026-11-27),
+// whereas kinds are what torch.profiler's schedule turns on and off in a running program. Empty,
+// or the first call that failed (the kinds are then left as they were asked to be, where they
+// could).
+std::string switch_sampled_kinds(const CuptiApi& api, const CuptiEnabled& enabled, bool on);
+
+// The recorder's timer under sampled tracing: opens or closes the window that the schedule
+// (traced_at) says for `now`, and logs it for take_cupti_records. Nothing under whole tracing or
+// before a start. Call it a few times a second. Empty, or why a switch failed.
+std::string follow_trace_sampling(std::int64_t now);
+// When follow_trace_sampling next has something to do after `now`: the largest time under whole
+// tracing or before a start.
+std::int64_t next_trace_sampling_change(std::int64_t now);
 
 // Checks that no other CUPTI client is subscribed (torch.profiler, Nsight: their records are
 // theirs), registers the buffer callbacks, has CUPTI take its times from now_ns() (or else samples
@@ -89,7 +111,9 @@ std::string stop_cupti_recording();
 // cuptiActivityFlushAll: default (complete buffers only) or forced (every buffer). Empty, or why.
 std::string flush_cupti_records(bool forced);
 
-// Moves out every record delivered since the last take, with the dropped and not-kept counts.
+// Moves out every record delivered since the last take, with the dropped and not-kept counts;
+// under sampled tracing with the windows' time since the last take (the open one up to now), and
+// without the host calls and sync records that started between windows (counted).
 GpuActivity take_cupti_records();
 
 // How often CUPTI handed our callbacks a buffer, and how many device records (the answer to

@@ -1,7 +1,8 @@
 // libfeedscope_inject.so: CUPTI tracing of a program feedscope did not write. `feedscope watch`
 // names it in CUDA_INJECTION64_PATH; the CUDA driver loads it and calls InitializeInjection once
 // per process, inside cuInit. It records the same activity as the in-process source
-// (detail/cupti_records.h) and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
+// (detail/cupti_records.h), the device's records in sampled windows where watch asks
+// (FEEDSCOPE_GPU_TRACE_SAMPLE), and appends it every 200 ms to $FEEDSCOPE_WATCH_DIR/gpu-<pid>.fsgpu
 // in the format of profiler/gpu_activity_wire.h, first a status frame: "recording: <which CUPTI,
 // which clock>" and a tracing frame (which calls CUPTI records), or "unavailable: <why>". Later
 // trouble adds "interrupted: <why>" (and "recording" again should the records come back). Nothing
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -67,6 +69,7 @@ struct Recording {
   std::uint64_t incomplete_buffers_at_probe = 0;
   bool taken_over = false;
   bool foreign_said = false;  // likewise
+  bool switch_failure_said = false;  // likewise
 };
 
 // The recording of the process that holds it; a fork()ed child sees its parent's and leaves it
@@ -229,7 +232,17 @@ void check_foreign(Recording& r) {
                   "alone, and that client misses the records in them");
 }
 
+// Flush thread only. Opens or closes the sampled window the schedule says for now; says once
+// when CUPTI refused a switch.
+void follow_sampling(Recording& r) {
+  const std::string why = detail::follow_trace_sampling(now_ns());
+  if (why.empty() || r.switch_failure_said) return;
+  r.switch_failure_said = true;
+  write_status(r, "recording; sampled tracing could not switch the device's records: " + why);
+}
+
 void flush_once(Recording& r, std::uint64_t tick) {
+  follow_sampling(r);
   if (std::string why = detail::flush_cupti_records(false); !why.empty()) {
     // After a client's cuptiFinalize, say (kineto's teardown), every flush fails alike.
     if (!r.flush_failed.exchange(true))
@@ -244,10 +257,20 @@ void flush_once(Recording& r, std::uint64_t tick) {
   if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
 }
 
+// Until the next flush, or sooner where a sampled window opens or closes before it, so that
+// windows last what the schedule says rather than a multiple of the flush period.
+std::chrono::nanoseconds until_next_wake() {
+  const std::int64_t now = now_ns();
+  const std::int64_t change = detail::next_trace_sampling_change(now);
+  const std::int64_t flush = std::chrono::nanoseconds(kFlushEvery).count();
+  constexpr std::int64_t kAtLeast = 1'000'000;  // no spin where a change is due already
+  return std::chrono::nanoseconds(std::max(kAtLeast, std::min(change - now, flush)));
+}
+
 void flush_loop(Recording& r) {
   std::uint64_t tick = 0;
   std::unique_lock lock(r.wake_mutex);
-  while (!r.wake.wait_for(lock, kFlushEvery, [&] { return r.stopping; })) {
+  while (!r.wake.wait_for(lock, until_next_wake(), [&] { return r.stopping; })) {
     lock.unlock();
     flush_once(r, ++tick);
     lock.lock();

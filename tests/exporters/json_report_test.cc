@@ -114,7 +114,7 @@ TEST(JsonReportTest, GpuTraceSaysHowItWasTracedAndCountsLaunchesWithoutACall) {
   EXPECT_EQ(t["launch_calls"]["without_call"], 2);
   EXPECT_EQ(t["tracing"], nlohmann::json::parse(R"({"runtime_calls": "selected",
       "runtime_callbacks": 41, "driver_calls": "selected", "driver_callbacks": 8,
-      "sync_records": "completed only", "note": null})"));
+      "sync_records": "completed only", "note": null, "sampling": "whole"})"));
   mode = TracingMode{};
   mode.note = "every runtime call traced: cuptiActivityEnableRuntimeApi is not in this CUPTI";
   r.gpu_trace->tracing = mode;

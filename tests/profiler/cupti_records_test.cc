@@ -213,7 +213,8 @@ TEST(CuptiRecordsTest, CallbackIdsGoPastTheHeadersCountWhileTheLibraryNamesThem)
 // Unset while the test runs, so a FEEDSCOPE_CUPTI_* in the caller's environment changes nothing.
 void clear_tracing_env() {
   for (const char* name :
-       {"FEEDSCOPE_CUPTI_RUNTIME", "FEEDSCOPE_CUPTI_DRIVER", "FEEDSCOPE_CUPTI_SYNC"})
+       {"FEEDSCOPE_CUPTI_RUNTIME", "FEEDSCOPE_CUPTI_DRIVER", "FEEDSCOPE_CUPTI_SYNC",
+        "FEEDSCOPE_GPU_TRACE_SAMPLE", "FEEDSCOPE_GPU_TRACE_LEAD"})
     ::unsetenv(name);
 }
 
@@ -247,6 +248,69 @@ TEST(CuptiRecordsTest, WithoutTheSyncKindTheModeSaysSoAndTheKindStaysOff) {
   EXPECT_FALSE(enabled.mode.sync_records);
   EXPECT_FALSE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   EXPECT_TRUE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+}
+
+// Sampled tracing switches the kinds and leaves the per-call selections armed: a CUPTI 13 records
+// none of a selection armed again while CUDA runs.
+TEST(CuptiRecordsTest, ASampledWindowSwitchesTheKindsAndLeavesTheSelectedCallsArmed) {
+  const CuptiApi api = fake_api();
+  CuptiEnabled enabled;
+  TracingRequest request;
+  request.syncs = false;
+  request.sampling = TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
+  ASSERT_EQ(enable_tracing(api, enabled, request), "");
+  EXPECT_EQ(enabled.mode.sampling, request.sampling);
+  const std::set<std::uint32_t> runtime = fake.runtime_enabled;
+  const std::set<std::uint32_t> driver = fake.driver_enabled;
+  ASSERT_FALSE(runtime.empty());
+
+  EXPECT_EQ(switch_sampled_kinds(api, enabled, false), "");
+  EXPECT_TRUE(fake.kinds.empty());
+  EXPECT_EQ(fake.runtime_enabled, runtime);
+  EXPECT_EQ(fake.driver_enabled, driver);
+  EXPECT_EQ(switch_sampled_kinds(api, enabled, true), "");
+  EXPECT_EQ(fake.kinds, (std::set<CUpti_ActivityKind>{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                                      CUPTI_ACTIVITY_KIND_MEMCPY,
+                                                      CUPTI_ACTIVITY_KIND_MEMSET}));
+  EXPECT_EQ(fake.runtime_enabled, runtime);
+
+  // Where the runtime is traced whole, its kind is switched with the device's.
+  CuptiEnabled all;
+  request.runtime = TracingMode::Calls::all;
+  const CuptiApi again = fake_api();
+  ASSERT_EQ(enable_tracing(again, all, request), "");
+  EXPECT_EQ(switch_sampled_kinds(again, all, false), "");
+  EXPECT_FALSE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_RUNTIME));
+  fake.refuse_kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  EXPECT_EQ(switch_sampled_kinds(again, all, true),
+            "CUPTI: cuptiActivityEnable(MEMCPY): CUPTI_ERROR_NOT_SUPPORTED");
+  EXPECT_TRUE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_RUNTIME)) << "the others are switched still";
+}
+
+// watch sets the sampling for the injection; an in-process source has no timer and traces whole.
+TEST(CuptiRecordsTest, TheInjectionSamplesAsTheEnvironmentSaysAndABadValueTracesWholeAndSaysWhy) {
+  clear_tracing_env();
+  EXPECT_FALSE(tracing_request(false).sampling.sampled());
+  ::setenv("FEEDSCOPE_GPU_TRACE_SAMPLE", "1/10", 1);
+  ::setenv("FEEDSCOPE_GPU_TRACE_LEAD", "5", 1);
+  EXPECT_EQ(tracing_request(false).sampling,
+            (TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000}));
+  EXPECT_FALSE(tracing_request(true).sampling.sampled());
+  ::setenv("FEEDSCOPE_GPU_TRACE_SAMPLE", "10/1", 1);
+  TracingRequest bad = tracing_request(false);
+  EXPECT_FALSE(bad.sampling.sampled());
+  EXPECT_NE(bad.sampling_why.find("traced whole: FEEDSCOPE_GPU_TRACE_SAMPLE=10/1"), std::string::npos)
+      << bad.sampling_why;
+  const CuptiApi api = fake_api();
+  CuptiEnabled enabled;
+  ASSERT_EQ(enable_tracing(api, enabled, bad), "");
+  EXPECT_NE(enabled.mode.note.find("traced whole: FEEDSCOPE_GPU_TRACE_SAMPLE=10/1"), std::string::npos)
+      << enabled.mode.note;
+  ::setenv("FEEDSCOPE_GPU_TRACE_SAMPLE", "1/10", 1);
+  ::setenv("FEEDSCOPE_GPU_TRACE_LEAD", "soon", 1);
+  EXPECT_NE(tracing_request(false).sampling_why.find("\"soon\" is not a number of seconds"),
+            std::string::npos);
+  clear_tracing_env();
 }
 
 }  // namespace

@@ -474,6 +474,54 @@ TEST(FeedscopeInjectTest, OnlyTheCallsTheSummaryReadsAreRecordedAndTheFileSaysSo
             std::vector<std::string>{recording_through_the_fake()});
 }
 
+// watch's sampled tracing through the library as the driver loads it: the device's kinds go off
+// and on at the schedule's edges, the selected calls stay armed, and the file carries the schedule
+// and the windows. Windows of 200 ms in 500 ms after a 200 ms lead, over 2 s. A loaded machine
+// wakes the library late: a window then opens late or not at all and closes late, so the checks
+// are what holds regardless (a window opens only inside the schedule's) with 250 ms of slack on
+// how long one lasts.
+TEST(FeedscopeInjectTest, SampledTracingSwitchesTheDeviceKindsOnTheScheduleAndWritesTheWindows) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path log = dir / "cupti.log";
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_LOG", log.string()},
+                       {"FEEDSCOPE_GPU_TRACE_SAMPLE", "0.2/0.5"},
+                       {"FEEDSCOPE_GPU_TRACE_LEAD", "0.2"}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:2000");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const std::vector<std::string> calls = lines_of(log);
+  const std::string kernel_kind = std::to_string(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  const auto count = [&](const std::string& line) {
+    return std::count(calls.begin(), calls.end(), line);
+  };
+  // Off after the lead, on again for a window (the stop turns it off once more).
+  EXPECT_GE(count("cuptiActivityDisable " + kernel_kind), 2);
+  EXPECT_GE(count("cuptiActivityEnable " + kernel_kind), 2);
+  // The selection is armed once, at the start.
+  EXPECT_EQ(count("cuptiActivityEnableRuntimeApi on " +
+                  std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)),
+            1);
+
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  EXPECT_TRUE(gpu.errors.empty());
+  ASSERT_TRUE(gpu.activity.tracing);
+  constexpr std::int64_t kWindow = 200'000'000, kPeriod = 500'000'000;
+  EXPECT_EQ(gpu.activity.tracing->sampling, (TraceSampling{kWindow, kPeriod, 200'000'000}));
+  const std::vector<TracedWindow>& w = gpu.activity.traced_windows;
+  ASSERT_GE(w.size(), 2u);
+  constexpr std::int64_t kSlack = 250'000'000;
+  // The lead, and where it ends inside a window, that window's rest.
+  EXPECT_GE(w[0].end_ns - w[0].begin_ns, 200'000'000);
+  EXPECT_LT(w[0].end_ns - w[0].begin_ns, 400'000'000 + kSlack);
+  for (std::size_t i = 1; i < w.size(); ++i) {
+    // Each later window opens inside the schedule's window of its period, on the clock.
+    EXPECT_LT(w[i].begin_ns % kPeriod, kWindow) << i;
+    EXPECT_LT(w[i].end_ns - w[i].begin_ns, kWindow + kSlack) << i;
+  }
+}
+
 // A CUPTI that cannot select calls records them all, and the file says which mode ran and why.
 TEST(FeedscopeInjectTest, WhereCuptiCannotSelectCallsTheWholeRuntimeKindIsTracedAndSaid) {
   feedscope::testing::TempDir dir;

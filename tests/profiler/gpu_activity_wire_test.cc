@@ -226,12 +226,12 @@ TEST(GpuActivityWireTest, BadMagicAndAnUnknownVersionAreReportedNotThrown) {
   frame[4] = 9;
   write_file(dir / "f", frame);
   EXPECT_EQ(read_gpu_activity(dir / "f").error,
-            (dir / "f").string() + ": frame version 9, this feedscope reads versions 2 to 3 (the "
+            (dir / "f").string() + ": frame version 9, this feedscope reads versions 2 to 4 (the "
                                    "file was written by a newer libfeedscope_inject.so) at byte 0");
   frame[4] = 1;
   write_file(dir / "f", frame);
   EXPECT_NE(read_gpu_activity(dir / "f").error.find("frame version 1, this feedscope reads "
-                                                    "versions 2 to 3 (the file was written by an "
+                                                    "versions 2 to 4 (the file was written by an "
                                                     "older libfeedscope_inject.so)"),
             std::string::npos);
   const GpuActivityStream missing = read_gpu_activity(dir / "absent");
@@ -267,6 +267,41 @@ TEST(GpuActivityWireTest, GraphIdsDriverCallsAndTheTracingModeRoundTrip) {
   EXPECT_FALSE(read_gpu_activity(dir / "g").activity.tracing);
 }
 
+// Version 4: a sampled trace's schedule, its windows and the host records left out between them.
+TEST(GpuActivityWireTest, ASampledTracesWindowsAndScheduleRoundTrip) {
+  feedscope::testing::TempDir dir;
+  TracingMode t;
+  t.sampling = TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
+  GpuActivity first, second;
+  first.kernels.push_back({"k", 10, 20, 0, 7, 50});
+  first.traced_windows = {{0, 100}};
+  second.traced_windows = {{100, 150}, {1000, 1100}};
+  second.outside_windows = 42;
+  write_file(dir / "gpu-7.fsgpu", encode_gpu_tracing(t) + encode_gpu_activity(first) +
+                                      encode_gpu_activity(second));
+  const GpuActivityStream s = read_gpu_activity(dir / "gpu-7.fsgpu");
+  EXPECT_EQ(s.error, "");
+  ASSERT_TRUE(s.activity.tracing);
+  EXPECT_EQ(s.activity.tracing->sampling, t.sampling);
+  EXPECT_TRUE(s.activity.sampled());
+  EXPECT_EQ(s.activity.traced_windows, (std::vector<TracedWindow>{{0, 150}, {1000, 1100}}));
+  EXPECT_EQ(s.activity.outside_windows, 42u);
+
+  // A second process that began later: read where both traced, each over its own life.
+  GpuActivity late;
+  late.traced_windows = {{120, 400}, {1000, 1100}, {2000, 2100}};
+  write_file(dir / "gpu-9.fsgpu", encode_gpu_tracing(t) + encode_gpu_activity(late));
+  EXPECT_EQ(read_watch_gpu_dir(dir.path()).activity.traced_windows,
+            (std::vector<TracedWindow>{{0, 150}, {1000, 1100}, {2000, 2100}}));
+
+  // A window that ends before it begins is a corrupt frame.
+  GpuActivity bad;
+  bad.traced_windows = {{5, 4}};
+  write_file(dir / "bad", encode_gpu_activity(bad));
+  EXPECT_NE(read_gpu_activity(dir / "bad").error.find("records frame that does not parse"),
+            std::string::npos);
+}
+
 TEST(GpuActivityWireTest, ATracingFrameThatDoesNotParseIsReported) {
   feedscope::testing::TempDir dir;
   std::string frame = encode_gpu_tracing(TracingMode{});
@@ -277,12 +312,16 @@ TEST(GpuActivityWireTest, ATracingFrameThatDoesNotParseIsReported) {
 }
 
 // A version-2 file (no graph ids, every call the runtime's) still reads: version 3 changed only
-// the kernel and runtime records, so a batch without them is the same bytes under either version.
+// the kernel and runtime records, so a batch without them is the same bytes under either version,
+// less version 4's tail (the records left out between windows, u64, and the windows, u32 count).
 TEST(GpuActivityWireTest, AVersion2FrameStillReads) {
   feedscope::testing::TempDir dir;
   GpuActivity a;
   a.memcpys.push_back({MemcpyKind::h2d, MemoryKind::pinned, 64, 1, 2, 0, 7, 9, MemoryKind::device});
   std::string frame = encode_gpu_activity(a);
+  frame.resize(frame.size() - 12);
+  const std::uint32_t length = static_cast<std::uint32_t>(frame.size() - 16);
+  for (int i = 0; i < 4; ++i) frame[8 + i] = static_cast<char>(length >> (8 * i));
   frame[4] = 2;
   write_file(dir / "f", with_checksum(frame));
   const GpuActivityStream s = read_gpu_activity(dir / "f");
