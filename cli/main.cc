@@ -276,6 +276,13 @@ void CommandLine::add_watch(CLI::App& app) {
                     "with --try: seconds each run of a change (and of the unchanged command) lasts [20]");
   watch->add_option("--try-rounds", watch_options.try_rounds,
                     "with --try: runs of each change, each beside one of the unchanged command [2]");
+  watch->add_option("--gpu-trace", watch_options.gpu_trace,
+                    "how CUPTI traces the program's GPU: W/P takes the kernels', copies' and "
+                    "memsets' records in W of every P seconds and scales, saying so; whole takes "
+                    "them all (the kernels' records alone cost a launch-bound loop a tenth of its "
+                    "speed) [1/10]");
+  watch->add_option("--gpu-trace-lead", watch_options.gpu_trace_lead_s,
+                    "with a sampled --gpu-trace: the program's first seconds traced whole [5]");
   watch->add_flag("--no-try-loader", no_try_loader,
                   "do not measure the program's files after it ends: feedscope's loader on a "
                   "cpu_preprocess program's, each image's load time with feedscope's decoder");

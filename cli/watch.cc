@@ -40,6 +40,7 @@
 #include "profiler/process_tree.h"
 #include "profiler/program_torch.h"
 #include "profiler/rank_digest.h"
+#include "profiler/trace_sampling.h"
 #include "profiler/watch_diagnosis.h"
 #include "sampler/proc_fs.h"
 
@@ -89,6 +90,12 @@ void validate(const WatchOptions& o) {
   if (o.batch_size < 0)
     throw ConfigError("batch_size", "--batch-size: " + std::to_string(o.batch_size) +
                                         " is out of range; allowed: 1 or more (0: not known)");
+  if (!(o.gpu_trace_lead_s >= 0 && o.gpu_trace_lead_s <= 3600))
+    throw ConfigError("gpu_trace_lead", "--gpu-trace-lead: " + std::to_string(o.gpu_trace_lead_s) +
+                                            " is out of range; allowed: 0 to 3600 seconds");
+  std::string why;
+  if (!parse_trace_sampling(o.gpu_trace, o.gpu_trace_lead_s, why))
+    throw ConfigError("gpu_trace", "--gpu-trace: " + why);
 }
 
 // The program's lines are always read (they pass through to ours as they come): its progress
@@ -398,6 +405,9 @@ std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::
                    "' (another tool traces CUDA): no feedscope CUDA trace";
   } else if (const std::string lib = injection_library(no_injection); !lib.empty()) {
     env["CUDA_INJECTION64_PATH"] = lib;
+    // The injection's schedule (detail/cupti_records.h's tracing_request reads it).
+    env["FEEDSCOPE_GPU_TRACE_SAMPLE"] = o.gpu_trace;  // validated already
+    env["FEEDSCOPE_GPU_TRACE_LEAD"] = std::to_string(o.gpu_trace_lead_s);
   }
   return env;
 }

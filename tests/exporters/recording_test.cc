@@ -64,11 +64,22 @@ TEST(RecordingTest, EachFabricatedCaseReplaysToWhatItDiagnosedWordForWord) {
 
 TEST(RecordingTest, TheFabricatedCasesAreTheShapesTheyAreNamedFor) {
   const std::vector<RecordingCase> cases = testing::fabricated_recording_cases();
-  ASSERT_EQ(cases.size(), 3u);
+  ASSERT_EQ(cases.size(), 4u);
   EXPECT_EQ(cases[0].produced.diagnosis.bottleneck, "launch_overhead") << cases[0].produced.diagnosis.verdict;
   EXPECT_EQ(cases[1].produced.diagnosis.bottleneck, "host_to_device") << cases[1].produced.diagnosis.verdict;
   EXPECT_EQ(cases[2].produced.diagnosis.bottleneck, "launch_overhead") << cases[2].produced.diagnosis.verdict;
   EXPECT_GT(cases[2].recording.gpu->activity.records(), cases[2].max_records) << "the watch case is capped";
+  // The sampled one: read in 5 windows (the lead, three of 20 ms and the last 10 ms), its totals
+  // scaled to the 0.81 s the program ran, its verdict the whole trace's.
+  const RecordingCase& sampled = cases[3];
+  EXPECT_EQ(sampled.produced.diagnosis.bottleneck, "launch_overhead") << sampled.produced.diagnosis.verdict;
+  ASSERT_TRUE(sampled.produced.gpu_trace && sampled.produced.gpu_trace->sampled);
+  const GpuTraceSummary::Sampled& t = *sampled.produced.gpu_trace->sampled;
+  EXPECT_EQ(t.windows, 5);
+  EXPECT_NEAR(t.read_s, 0.17, 0.001);
+  EXPECT_NEAR(sampled.produced.gpu_trace->kernels, 6480, 65);
+  EXPECT_NEAR(sampled.produced.gpu_trace->gpu_busy_ratio, 0.08, 0.005);
+  EXPECT_LE(sampled.recording.gpu->activity.records(), sampled.max_records) << "all of it is kept";
 }
 
 TEST(RecordingTest, ARunsCapKeepsWholeStepsFromTheFirstAndItsSummaryIsATracerCapsThere) {

@@ -5,11 +5,11 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "profiler/gpu_trace.h"
 #include "profiler/trace_sampling.h"
+#include "tests/support/sampled_activity.h"
 
 namespace feedscope {
 namespace {
@@ -36,34 +36,9 @@ GpuActivity launch_bound_program(int steps) {
   return a;
 }
 
-// What the injection would have written of `whole` under `sampling`: the windows the schedule
-// opened, each kernel whose launch fell in one, and the host calls that started in one.
+// What the injection would have written of `whole` under `sampling`, from the program's start.
 GpuActivity sampled_as(const GpuActivity& whole, const TraceSampling& sampling) {
-  GpuActivity out;
-  TracingMode mode;
-  mode.sampling = sampling;
-  out.tracing = mode;
-  const std::int64_t start = kOrigin;
-  const std::int64_t end = whole.runtime.back().end_ns + kSampledMs;
-  TracedWindowLog log;
-  for (std::int64_t t = start; t < end; t = next_sampling_change(sampling, start, t)) {
-    if (traced_at(sampling, start, t)) log.open(t);
-    else log.close(t);
-  }
-  log.close(end);
-  out.traced_windows = log.take(end);
-  std::unordered_set<std::uint32_t> launched;
-  for (const RuntimeApiRecord& r : whole.runtime) {
-    if (!log.covers(r.start_ns)) {
-      ++out.outside_windows;
-      continue;
-    }
-    out.runtime.push_back(r);
-    launched.insert(r.correlation_id);
-  }
-  for (const KernelRecord& k : whole.kernels)
-    if (launched.contains(k.correlation_id)) out.kernels.push_back(k);
-  return out;
+  return testing::sampled_as(whole, sampling, kOrigin, whole.runtime.back().end_ns + kSampledMs);
 }
 
 const TraceSampling kTenthOfEachHalfSecond{50 * kSampledMs, 500 * kSampledMs, 200 * kSampledMs};

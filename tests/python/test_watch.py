@@ -188,6 +188,10 @@ class WatchTest(unittest.TestCase):
         r = subprocess.run([FEEDSCOPE, "watch"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("COMMAND", r.stderr)
+        r = subprocess.run([FEEDSCOPE, "watch", "--gpu-trace", "10/1", "--", "true"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--gpu-trace: "10/1"', r.stderr)
 
     @unittest.skipUnless(os.environ.get("FEEDSCOPE_INJECT_HOST"), "built without CUDA")
     def test_cuda_activity_of_the_program_reaches_the_report(self):
@@ -212,6 +216,21 @@ class WatchTest(unittest.TestCase):
         trace = json.loads((self.dir / "cuda" / "trace.json").read_text())
         names = {e.get("name") for e in trace.get("traceEvents", trace)}
         self.assertIn("foo(int)", names)
+        # Sampled by default (1 s of every 10 after the first 5 s): said in the trace's mode and
+        # in what the summary read; 0.7 s is all lead, so all of it was read, unscaled.
+        self.assertEqual(g["tracing"]["sampling"], "1/10", g["tracing"])
+        self.assertEqual(g["sampled"]["sampling"], "1/10", g["sampled"])
+        self.assertEqual(g["sampled"]["lead_s"], 5, g["sampled"])
+        self.assertEqual(g["sampled"]["windows_without_records"], 0, g["sampled"])
+        self.assertAlmostEqual(g["sampled"]["scale"], 1.0, places=6)
+        # --gpu-trace whole: every record, and nothing scaled.
+        _, whole = self.watch("cuda-whole", [host, os.environ["FEEDSCOPE_INJECT_LIB"], "env",
+                                             "sleep:300", os.environ["FEEDSCOPE_FAKE_CUDA_DRIVER"],
+                                             os.environ["FEEDSCOPE_FAKE_CUPTI"]],
+                              "--gpu-trace", "whole")
+        self.assertEqual(whole["gpu_trace"]["tracing"]["sampling"], "whole")
+        self.assertIsNone(whole["gpu_trace"]["sampled"])
+        self.assertEqual(whole["gpu_trace"]["kernels"], 1)
 
     @unittest.skipUnless(HAVE_TORCH, "this python3 has no torch/torchvision")
     def test_a_feedscope_session_inside_the_program_sends_its_spans(self):

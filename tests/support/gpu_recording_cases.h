@@ -12,6 +12,7 @@
 
 #include "exporters/recording.h"
 #include "tests/support/diagnosis_scenarios.h"
+#include "tests/support/sampled_activity.h"
 
 namespace feedscope::testing {
 
@@ -141,8 +142,40 @@ inline RecordingCase launch_bound_watch_case() {
   return c;
 }
 
+// A lighter launch-bound step for a sampled trace: 8 kernels of 10 us in a 1 ms step, and the
+// sync for the loss.
+inline void light_launch_bound_step(GpuActivity& a, std::int64_t begin, std::uint32_t& corr) {
+  for (int k = 0; k < 8; ++k) {
+    const std::int64_t launch = begin + k * 60 * kCaseUs;
+    a.runtime.push_back({"cudaLaunchKernel", launch, launch + 5 * kCaseUs, 1, corr});
+    a.kernels.push_back({"void at::native::vectorized_elementwise_kernel<4>()", launch + 10 * kCaseUs,
+                         launch + 20 * kCaseUs, 0, 7, corr++});
+  }
+  const std::int64_t sync = begin + 800 * kCaseUs;
+  a.runtime.push_back({"cudaStreamSynchronize", sync, sync + 100 * kCaseUs, 1, corr++});
+}
+
+// The watched launch-bound program under sampled tracing (20 ms of every 200 after the first
+// 100 ms, watch's 1/10 shrunk to fit a fixture): its recording carries the tracing mode and the
+// windows, and replays to the verdict, with the totals scaled from the windows.
+inline RecordingCase sampled_launch_bound_watch_case() {
+  RecordingCase c = launch_bound_watch_case();
+  c.name = "fabricated-watch-sampled-launch-bound";
+  // It ends inside a window: a watched span ends at the last traced kernel, up to a period
+  // before the program's last.
+  const RecordedGpu whole = fabricated_run_gpu(0, 810, 1 * kCaseMs, light_launch_bound_step);
+  constexpr TraceSampling kSampling{20 * kCaseMs, 200 * kCaseMs, 100 * kCaseMs};
+  RecordedGpu g;
+  g.activity = sampled_as(whole.activity, kSampling, kCaseOrigin, kCaseOrigin + 810 * kCaseMs);
+  c.recording.watch->wall_s = 0.9;
+  c.recording.gpu = g;
+  c.produced = produced_by_watch(*c.recording.watch, g);
+  return c;
+}
+
 inline std::vector<RecordingCase> fabricated_recording_cases() {
-  return {launch_bound_run_case(), copy_bound_run_case(), launch_bound_watch_case()};
+  return {launch_bound_run_case(), copy_bound_run_case(), launch_bound_watch_case(),
+          sampled_launch_bound_watch_case()};
 }
 
 }  // namespace feedscope::testing
