@@ -18,7 +18,8 @@
 #     one-call   everything, in one call under the deadline, most important first, each step under
 #                its own budget: build every test and benchmark, the GPU tests; the copy hidden
 #                behind the step (bench/h2d_bench --overlap-only); tracing's cost (the MLP loop
-#                bare, watched with a no-op injection, watched; 2 interleaved pairs); the MLP's
+#                bare, watched with a no-op injection, traced whole, sampled; 2 interleaved
+#                pairs); the MLP's
 #                batch and CPU predictions against 3 runs of each change; public GPU programs
 #                (imagenet at 2 workers and as advised, nanoGPT compiled, imagenet --dummy
 #                resnet50, imagenet at 12 workers); the classic cases. Each step records what
@@ -514,33 +515,40 @@ mlp_cases() {
 }
 
 # watched_rounds ROUNDS PART...: the MLP loop as an unmodified PyTorch program, ROUNDS times: bare,
-# then under `feedscope watch` once per PART ("NAME [VAR=VALUE...]": the part's environment), each
-# figure the program's own printed rate. The part named `watched` (feedscope's tracing as it
-# ships) has its CUDA libraries read from /proc (watch_maps into watch-mlp.maps).
+# then under `feedscope watch` once per PART ("NAME [VAR=VALUE...] [--watch-option VALUE...]": the
+# part's environment, then watch's options), each figure the program's own printed rate. The part
+# named `watched` (feedscope's tracing as it ships) has its CUDA libraries read from /proc
+# (watch_maps into watch-mlp.maps).
 watched_rounds() {
-  local rounds="$1" i part name maps mlp=(python3 "$gpu_programs" mlp --steps 4000)
-  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s')
+  local rounds="$1" i part word name maps mlp=(python3 "$gpu_programs" mlp --steps 4000)
+  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s') vars options
   shift
   for i in $(seq "$rounds"); do
     step "trace-bare-$i" 25 "${mlp[@]}"
     for part in "$@"; do
       read -r -a part <<<"$part"
-      name="${part[0]}"
+      name="${part[0]}" vars=() options=()
+      for word in "${part[@]:1}"; do
+        if [ "${#options[@]}" -eq 0 ] && [[ "$word" == *=* ]]; then vars+=("$word"); else options+=("$word"); fi
+      done
       maps=()
       [ "$name" != watched ] || maps=(bash -c 'watch_maps "$@"' _ "$rep/watch-mlp.maps")
-      step "trace-$name-$i" 30 "${maps[@]}" env "${part[@]:1}" "$fs" watch "${said[@]}" \
+      step "trace-$name-$i" 30 "${maps[@]}" env "${vars[@]}" "$fs" watch "${said[@]}" "${options[@]}" \
         --report-dir "$rep/trace-$name-$i" -- "${mlp[@]}"
     done
   done
 }
 
 # tracing_cost PAIRS: what watching costs a launch-bound program: bare, under `watch` with an
-# injection library that does nothing (bench/noop_inject.cc: the sampler's cost), and under watch
-# with feedscope's CUPTI tracing, interleaved PAIRS times. The watched runs are also the in-memory
-# loop's verdict: no DataLoader, data made on the GPU.
+# injection library that does nothing (bench/noop_inject.cc: the sampler's cost), under watch with
+# every record traced (--gpu-trace whole), and with the device's records sampled at watch's duty of
+# a tenth (0.2 s of every 2 from the start: watch's 1/10 after 5 s, shrunk to fit the 4-s loop),
+# interleaved PAIRS times. The sampled runs are also the in-memory loop's verdict: no DataLoader,
+# data made on the GPU.
 tracing_cost() {
   rm -f "$rep/watch-mlp.maps"
-  watched_rounds "$1" "noop FEEDSCOPE_INJECTION_LIBRARY=$build/bench/libnoop_inject.so" watched
+  watched_rounds "$1" "noop FEEDSCOPE_INJECTION_LIBRARY=$build/bench/libnoop_inject.so" \
+    "whole --gpu-trace whole" "watched --gpu-trace 0.2/2 --gpu-trace-lead 0"
   report_maps "$rep/watch-mlp.maps" python3
   step watch-mlp-cpu 30 "$fs" watch --throughput-pattern 'throughput: ([0-9.]+) samples/s' \
     --report-dir "$rep/watch-mlp-cpu" -- python3 "$gpu_programs" mlp --steps 4000 --device cpu
@@ -624,14 +632,14 @@ PY
 
 # tracing_parts ROUNDS: what each part of the CUDA trace costs the MLP loop under `watch`, by
 # turning parts off (FEEDSCOPE_CUPTI_RUNTIME, _DRIVER, _SYNC: profiler/detail/cupti_records.h),
-# interleaved with bare runs: the default (the selected runtime calls, the driver's launches),
-# no driver calls, no runtime calls (synchronization records instead), the device's records
-# alone, and every runtime call.
+# each traced whole, interleaved with bare runs: the default (the selected runtime calls, the
+# driver's launches), no driver calls, no runtime calls (synchronization records instead), the
+# device's records alone, and every runtime call.
 tracing_parts() {
-  watched_rounds "$1" watched "nodriver FEEDSCOPE_CUPTI_DRIVER=0" \
-    "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0" \
-    "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0" \
-    "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0"
+  watched_rounds "$1" "whole --gpu-trace whole" "nodriver FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole" \
+    "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole" \
+    "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0 --gpu-trace whole" \
+    "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole"
 }
 
 # The tracing phase: a short second call, for when the one call left device time: builds only

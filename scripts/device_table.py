@@ -129,7 +129,8 @@ def table(work):
              ("noruntime", "watch, + sync records / bare", None),
              ("nodriver", "watch, + selected runtime calls / bare", None),
              ("allruntime", "watch, every runtime call, no driver / bare", None),
-             ("watched", "watch, CUPTI tracing / bare", 0.97))
+             ("whole", "watch, CUPTI traced whole / bare", None),
+             ("watched", "watch, CUPTI sampled 0.2 s in 2 / bare", 0.97))
     for kind, label, goal in parts:
         if kind != "watched" and not rs.runs(f"trace-{kind}"):
             continue
