@@ -282,7 +282,7 @@ void CommandLine::add_watch(CLI::App& app) {
                     "them all (the kernels' records alone cost a launch-bound loop a tenth of its "
                     "speed) [1/10]");
   watch->add_option("--gpu-trace-lead", watch_options.gpu_trace_lead_s,
-                    "with a sampled --gpu-trace: the program's first seconds traced whole [5]");
+                    "with a sampled --gpu-trace: seconds traced whole from each process's first kernel [5]");
   watch->add_flag("--no-try-loader", no_try_loader,
                   "do not measure the program's files after it ends: feedscope's loader on a "
                   "cpu_preprocess program's, each image's load time with feedscope's decoder");

@@ -102,9 +102,9 @@ struct TracedWindow {
 };
 
 // When the device's records are taken (profiler/trace_sampling.h). Whole (period 0): always. Else
-// from the process's start for lead_ns, then window_ns of every period_ns, the windows aligned to
-// the clock (now_ns() % period_ns < window_ns), so that the processes of one program trace the same
-// stretches: 1 s in every 10 after the first 5 s is watch's default.
+// until the process's first kernel and lead_ns from it, then window_ns of every period_ns, the
+// windows aligned to the clock (now_ns() % period_ns < window_ns), so that the processes of one
+// program trace the same stretches: 1 s in every 10 after the first 5 s is watch's default.
 struct TraceSampling {
   std::int64_t window_ns = 0;
   std::int64_t period_ns = 0;  // 0: whole
@@ -169,7 +169,7 @@ struct GpuActivity {
 
   bool empty() const {
     return kernels.empty() && memcpys.empty() && memsets.empty() && syncs.empty() &&
-           runtime.empty() && traced_windows.empty();
+           runtime.empty();
   }
   bool sampled() const { return tracing && tracing->sampling.sampled(); }
   std::size_t records() const {

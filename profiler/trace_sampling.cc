@@ -113,13 +113,14 @@ std::string describe_sampling(const TraceSampling& s) {
 }
 
 bool traced_at(const TraceSampling& s, std::int64_t start_ns, std::int64_t t) {
-  if (!s.sampled() || t - start_ns < s.lead_ns) return true;
+  if (!s.sampled() || start_ns > t || t - start_ns < s.lead_ns) return true;
   const std::int64_t phase = ((t % s.period_ns) + s.period_ns) % s.period_ns;
   return phase < s.window_ns;
 }
 
 std::int64_t next_sampling_change(const TraceSampling& s, std::int64_t start_ns, std::int64_t t) {
-  if (!s.sampled()) return std::numeric_limits<std::int64_t>::max();
+  // Whole, or a lead that has not begun: nothing is due.
+  if (!s.sampled() || start_ns > t) return std::numeric_limits<std::int64_t>::max();
   // The schedule changes only at the lead's end and at the windows' edges.
   const auto next_edge = [&s, start_ns](std::int64_t x) {
     const std::int64_t period_start = x - (((x % s.period_ns) + s.period_ns) % s.period_ns);

@@ -17,7 +17,7 @@
 
 namespace feedscope {
 
-// watch's default: 1 s of every 10, after the first 5 s of a process traced whole.
+// watch's default: 1 s of every 10, after the first 5 s of a process's kernels traced whole.
 inline constexpr TraceSampling kWatchTraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
 
 // `spec` "whole", or "W/P" in seconds ("1/10", "0.5/5"): W traced of every P, 0 < W < P <= 3600;
@@ -29,9 +29,12 @@ std::string trace_sampling_spec(const TraceSampling& sampling);
 // For people: "whole", or "1 s of every 10 s after the first 5 s".
 std::string describe_sampling(const TraceSampling& sampling);
 
-// Whether a process that began tracing at `start_ns` takes the device's records at `t`.
+// Whether a process whose lead began at `start_ns` takes the device's records at `t`: always
+// before and during the lead, then in the windows. The recorder starts the lead at the process's
+// first kernel, so until one has run, `start_ns` is the largest time.
 bool traced_at(const TraceSampling& sampling, std::int64_t start_ns, std::int64_t t);
-// The first time after `t` at which traced_at changes; the largest time under whole tracing.
+// The first time after `t` at which traced_at changes; the largest time under whole tracing or
+// before the lead began.
 std::int64_t next_sampling_change(const TraceSampling& sampling, std::int64_t start_ns,
                                   std::int64_t t);
 

@@ -85,8 +85,9 @@ struct Shared {
   std::string clock;  // guarded by mutex; how the records' times reach now_ns()
   // What the last start enabled; guarded by mutex.
   std::optional<CuptiEnabled> enabled;
-  // Sampled tracing: when the last start was, and the windows since; guarded by mutex.
-  std::int64_t started_ns = 0;
+  // Sampled tracing: when the lead began (the first kernel's start; none yet: the largest time),
+  // and the windows since the start; guarded by mutex.
+  std::int64_t lead_from_ns = std::numeric_limits<std::int64_t>::max();
   TracedWindowLog windows;
   std::atomic<std::uint64_t> buffers_completed{0};
   std::atomic<std::uint64_t> device_records{0};
@@ -318,6 +319,9 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
     if (s.enabled && s.enabled->mode.sampling.sampled()) {
       drop_outside_windows(s, parsed.syncs);
       drop_outside_windows(s, parsed.runtime);
+      // The lead counts from the first kernel: a program that initializes CUDA early (torch's
+      // is_available()) and indexes its data for a minute still has its first steps traced whole.
+      for (const KernelRecord& k : parsed.kernels) s.lead_from_ns = std::min(s.lead_from_ns, k.start_ns);
     }
     keep_under_cap(s, parsed.syncs, s.store.syncs);
     keep_under_cap(s, parsed.runtime, s.store.runtime);
@@ -612,7 +616,7 @@ std::int64_t next_trace_sampling_change(std::int64_t now) {
   Shared& s = shared();
   std::lock_guard lock(s.mutex);
   if (!s.enabled) return std::numeric_limits<std::int64_t>::max();
-  return next_sampling_change(s.enabled->mode.sampling, s.started_ns, now);
+  return next_sampling_change(s.enabled->mode.sampling, s.lead_from_ns, now);
 }
 
 std::string follow_trace_sampling(std::int64_t now) {
@@ -623,7 +627,7 @@ std::string follow_trace_sampling(std::int64_t now) {
     std::lock_guard lock(s.mutex);
     if (!s.enabled || !s.enabled->mode.sampling.sampled()) return "";
     open = s.windows.is_open();
-    if (traced_at(s.enabled->mode.sampling, s.started_ns, now) == open) return "";
+    if (traced_at(s.enabled->mode.sampling, s.lead_from_ns, now) == open) return "";
     enabled = s.enabled;
   }
   // Outside the lock: CUPTI may hand a buffer to buffer_completed, which takes it, meanwhile.
@@ -664,9 +668,9 @@ std::string start_cupti_recording(const TracingRequest& request) {
   if (std::string why = enable_tracing(api, enabled, request); !why.empty()) return why;
   std::lock_guard lock(s.mutex);
   s.enabled = std::move(enabled);
-  s.started_ns = now_ns();
+  s.lead_from_ns = std::numeric_limits<std::int64_t>::max();
   s.windows = TracedWindowLog{};
-  s.windows.open(s.started_ns);
+  s.windows.open(now_ns());
   return "";
 }
 

@@ -105,7 +105,8 @@ void write_status(Recording& r, const std::string& status) {
 void write_records(Recording& r) {
   GpuActivity activity = detail::take_cupti_records();
   if (!activity.empty() || activity.dropped != 0 || activity.not_kept != 0 ||
-      activity.bad_timestamps != 0 || activity.incomplete_buffers != 0)
+      activity.bad_timestamps != 0 || activity.incomplete_buffers != 0 ||
+      !activity.traced_windows.empty() || activity.outside_windows != 0)
     write_frame(r, encode_gpu_activity(activity));
 }
 

@@ -46,6 +46,10 @@ TEST(TraceSamplingTest, TheLeadIsWholeThenTheWindowsFollowTheClock) {
   EXPECT_TRUE(traced_at(s, start, 1010 * kSampleS + 999 * kSampleMs));
   EXPECT_FALSE(traced_at(s, start, 1011 * kSampleS));
   EXPECT_TRUE(traced_at(TraceSampling{}, start, start + 100 * kSampleS));
+  // Before the lead began (no kernel yet): traced, and nothing due.
+  constexpr std::int64_t kNotYet = std::numeric_limits<std::int64_t>::max();
+  EXPECT_TRUE(traced_at(s, kNotYet, 1008 * kSampleS + 500 * kSampleMs));
+  EXPECT_EQ(next_sampling_change(s, kNotYet, start), kNotYet);
 
   // The changes, in order: the lead ends at 1008.5, the window 1010-1011, then 1020.
   EXPECT_EQ(next_sampling_change(s, start, start), 1008 * kSampleS + 500 * kSampleMs);
