@@ -55,9 +55,9 @@ struct WatchOptions {
   double try_seconds = 20;
   int try_rounds = 2;
   // How the CUPTI injection traces the program's GPU (profiler/trace_sampling.h): "whole", or the
-  // device's records in W of every P seconds after each process's first kernel and `gpu_trace_lead_s`
-  // from it traced whole. Sampled by
-  // default: the kernels' records alone cost a launch-bound loop 11 points of its speed (H200).
+  // device's records in W of every P seconds, each process traced whole until its first kernel and
+  // `gpu_trace_lead_s` from it. Sampled by default: the kernels' records alone cost a
+  // launch-bound loop 11 points of its speed (H200).
   std::string gpu_trace = "1/10";
   double gpu_trace_lead_s = 5;
 };
