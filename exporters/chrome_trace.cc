@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "profiler/trace_sampling.h"
+
 namespace feedscope {
 
 namespace {
@@ -203,6 +205,20 @@ void ChromeTraceWriter::complete(int pid, int tid, std::string_view name,
   out_ << "}}";
 }
 
+namespace {
+
+// A sampled trace's windows on a track of their own, above the streams: between them the GPU
+// tracks are empty because nothing was recorded, not because the GPU was idle.
+void write_traced_windows(ChromeTraceWriter& w, const GpuActivity& gpu, int tid) {
+  if (!gpu.sampled()) return;
+  w.name_thread(kGpuPid, tid, "traced (sampled: " + describe_sampling(gpu.tracing->sampling) + ")",
+                0);
+  for (const TracedWindow& t : gpu.traced_windows)
+    w.complete(kGpuPid, tid, "traced", "sampling", t.begin_ns, t.end_ns);
+}
+
+}  // namespace
+
 void write_chrome_trace(std::ostream& out, std::span<const Span> spans,
                         const std::vector<LaneInfo>& lanes, const GpuActivity* gpu,
                         std::int64_t origin_ns) {
@@ -243,6 +259,7 @@ void write_chrome_trace(std::ostream& out, std::span<const Span> spans,
       w.complete(kGpuPid, track(m.device, m.stream), "Memset", "memset", m.start_ns, m.end_ns,
                  {{"bytes", static_cast<std::int64_t>(m.bytes)},
                   {"correlation", m.correlation_id}});
+    write_traced_windows(w, *gpu, next);
   }
   w.finish();
 }

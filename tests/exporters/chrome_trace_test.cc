@@ -150,6 +150,36 @@ TEST(ChromeTraceTest, GpuProcessHasATrackPerDeviceStream) {
   EXPECT_TRUE(saw_kernel);
 }
 
+// A sampled trace shows its windows on a track of their own, so the streams' empty stretches
+// between them do not read as an idle GPU.
+TEST(ChromeTraceTest, ASampledTracesWindowsHaveATrackOfTheirOwn) {
+  GpuActivity gpu = activity();
+  TracingMode mode;
+  mode.sampling = TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
+  gpu.tracing = mode;
+  gpu.traced_windows = {{kOrigin + 1'000'000, kOrigin + 2'000'000},
+                        {kOrigin + 5'000'000, kOrigin + 6'000'000}};
+  const nlohmann::json j = trace(&gpu);
+  int windows_tid = -1;
+  for (const auto& e : j["traceEvents"])
+    if (e["pid"] == kGpuPid && e["ph"] == "M" && e["name"] == "thread_name" &&
+        e["args"]["name"] == "traced (sampled: 1 s of every 10 s after the first 5 s)")
+      windows_tid = e["tid"];
+  ASSERT_GT(windows_tid, 3) << "after the three streams' tracks";
+  std::vector<double> begins;
+  for (const auto& e : j["traceEvents"])
+    if (e["pid"] == kGpuPid && e["ph"] == "X" && e["tid"] == windows_tid) {
+      EXPECT_EQ(e["name"], "traced");
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 1000.0);
+      begins.push_back(e["ts"].get<double>());
+    }
+  EXPECT_EQ(begins.size(), 2u);
+  // Whole tracing has no such track.
+  const GpuActivity whole = activity();
+  for (const auto& e : trace(&whole)["traceEvents"])
+    EXPECT_FALSE(e["ph"] == "X" && e["cat"] == "sampling");
+}
+
 TEST(ChromeTraceTest, StringsAreEscapedForStrictJson) {
   EXPECT_EQ(escaped("plain"), "\"plain\"");
   EXPECT_EQ(escaped("a\"b\\c"), "\"a\\\"b\\\\c\"");
