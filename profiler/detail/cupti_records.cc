@@ -313,9 +313,6 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
       s.store.dropped += dropped;
     s.store.bad_timestamps += parsed.bad_timestamps;
     s.store.incomplete_buffers += parsed.incomplete_buffers;
-    keep_under_cap(s, parsed.kernels, s.store.kernels);
-    keep_under_cap(s, parsed.memcpys, s.store.memcpys);
-    keep_under_cap(s, parsed.memsets, s.store.memsets);
     if (s.enabled && s.enabled->mode.sampling.sampled()) {
       drop_outside_windows(s, parsed.syncs);
       drop_outside_windows(s, parsed.runtime);
@@ -323,6 +320,9 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
       // is_available()) and indexes its data for a minute still has its first steps traced whole.
       for (const KernelRecord& k : parsed.kernels) s.lead_from_ns = std::min(s.lead_from_ns, k.start_ns);
     }
+    keep_under_cap(s, parsed.kernels, s.store.kernels);
+    keep_under_cap(s, parsed.memcpys, s.store.memcpys);
+    keep_under_cap(s, parsed.memsets, s.store.memsets);
     keep_under_cap(s, parsed.syncs, s.store.syncs);
     keep_under_cap(s, parsed.runtime, s.store.runtime);
   } catch (...) {
