@@ -213,7 +213,7 @@ void write_traced_windows(ChromeTraceWriter& w, const GpuActivity& gpu, int tid)
   if (!gpu.sampled()) return;
   w.name_thread(kGpuPid, tid, "traced (sampled: " + describe_sampling(gpu.tracing->sampling) + ")",
                 0);
-  for (const TracedWindow& t : gpu.traced_windows)
+  for (const TimeWindow& t : gpu.traced_windows)
     w.complete(kGpuPid, tid, "traced", "sampling", t.begin_ns, t.end_ns);
 }
 

@@ -78,7 +78,7 @@ GpuActivity keep_between(const GpuActivity& a, std::int64_t after_ns, std::int64
   copy(a.memsets, out.memsets);
   copy(a.syncs, out.syncs);
   copy(a.runtime, out.runtime);
-  for (const TracedWindow& w : a.traced_windows)
+  for (const TimeWindow& w : a.traced_windows)
     if (w.end_ns > after_ns && w.begin_ns < before_ns) out.traced_windows.push_back(w);
   out.outside_windows = a.outside_windows;
   out.tracing = a.tracing;

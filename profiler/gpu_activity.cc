@@ -74,7 +74,7 @@ void GpuActivity::append(GpuActivity&& more) {
   more.incomplete_buffers = 0;
   if (!tracing) tracing = std::move(more.tracing);
   more.tracing.reset();
-  for (const TracedWindow& w : more.traced_windows) {
+  for (const TimeWindow& w : more.traced_windows) {
     if (!traced_windows.empty() && w.begin_ns <= traced_windows.back().end_ns) {
       traced_windows.back().end_ns = std::max(traced_windows.back().end_ns, w.end_ns);
     } else {

@@ -93,12 +93,12 @@ struct RuntimeApiRecord {
   ApiDomain domain = ApiDomain::runtime;  // a driver call's name is the driver's: "cuLaunchKernel"
 };
 
-// A stretch of now_ns() time in which the device's records (kernels, copies, memsets) were traced,
-// [begin_ns, end_ns): under sampled tracing (TraceSampling) only these stretches have records.
-struct TracedWindow {
+// [begin_ns, end_ns) of now_ns() time: a stretch in which a sampled trace took the device's records
+// (GpuActivity::traced_windows), or a training step (gpu_trace.h's StepWindow).
+struct TimeWindow {
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
-  friend bool operator==(const TracedWindow&, const TracedWindow&) = default;
+  friend bool operator==(const TimeWindow&, const TimeWindow&) = default;
 };
 
 // When the device's records are taken (profiler/trace_sampling.h). Whole (period 0): always. Else
@@ -163,7 +163,7 @@ struct GpuActivity {
   std::optional<TracingMode> tracing;
   // Under sampled tracing (tracing->sampling), the stretches that were traced, in time order;
   // records outside them are absent, not idle. Empty under whole tracing.
-  std::vector<TracedWindow> traced_windows;
+  std::vector<TimeWindow> traced_windows;
   // Host calls and sync records the source left out for starting between two windows.
   std::uint64_t outside_windows = 0;
 

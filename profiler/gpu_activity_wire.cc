@@ -193,7 +193,7 @@ std::string records_payload(const GpuActivity& a) {
   }
   body.u64(a.outside_windows);
   body.u32(static_cast<std::uint32_t>(a.traced_windows.size()));
-  for (const TracedWindow& t : a.traced_windows) {
+  for (const TimeWindow& t : a.traced_windows) {
     body.i64(t.begin_ns);
     body.i64(t.end_ns);
   }
@@ -288,7 +288,7 @@ bool decode_records(std::string_view payload, std::uint16_t version, GpuActivity
   if (version >= 4) {
     a.outside_windows = r.u64();
     a.traced_windows.resize(r.count(kWindowBytes));
-    for (TracedWindow& t : a.traced_windows) {
+    for (TimeWindow& t : a.traced_windows) {
       t.begin_ns = r.i64();
       t.end_ns = r.i64();
       if (t.end_ns < t.begin_ns) r.fail();
@@ -451,57 +451,32 @@ std::filesystem::path gpu_activity_file(const std::filesystem::path& dir, int pi
   return dir / ("gpu-" + std::to_string(pid) + ".fsgpu");
 }
 
-namespace {
-
-// Length of the union of [begin, end) intervals.
-std::int64_t union_ns(std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
-  std::sort(spans.begin(), spans.end());
-  std::int64_t total = 0, covered_to = std::numeric_limits<std::int64_t>::min();
-  for (const auto& [begin, end] : spans) {
-    const std::int64_t from = std::max(begin, covered_to);
-    if (end > from) total += end - from;
-    covered_to = std::max(covered_to, end);
-  }
-  return total;
-}
-
-
-}  // namespace
-
 ProcessGpu summarize_process_gpu(const GpuActivity& a) {
   ProcessGpu out;
   if (a.kernels.empty()) return out;
   out.device = a.kernels.front().device;
   out.kernels = static_cast<std::int64_t>(a.kernels.size());
   std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = std::numeric_limits<std::int64_t>::min();
-  std::vector<std::pair<std::int64_t, std::int64_t>> busy, nccl;
+  std::vector<TimeWindow> busy, nccl;
   for (const KernelRecord& k : a.kernels) {
     first = std::min(first, k.start_ns);
     last = std::max(last, k.end_ns);
-    busy.emplace_back(k.start_ns, k.end_ns);
-    if (is_collective_kernel(k.name.str())) nccl.emplace_back(k.start_ns, k.end_ns);
+    busy.push_back({k.start_ns, k.end_ns});
+    if (is_collective_kernel(k.name.str())) nccl.push_back({k.start_ns, k.end_ns});
   }
-  for (const MemcpyRecord& m : a.memcpys)
-    if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));
-  for (const MemsetRecord& m : a.memsets)
-    if (m.end_ns > first && m.start_ns < last) busy.emplace_back(std::max(m.start_ns, first), std::min(m.end_ns, last));
+  for (const MemcpyRecord& m : a.memcpys) busy.push_back({m.start_ns, m.end_ns});
+  for (const MemsetRecord& m : a.memsets) busy.push_back({m.start_ns, m.end_ns});
   if (last <= first) return out;
   // A sampled trace is read in its windows only: between them nothing was recorded.
-  const std::vector<TracedWindow> spans =
+  const std::vector<TimeWindow> spans =
       a.sampled() ? intersect_windows({{first, last}}, readable_windows(a).windows)
-                  : std::vector<TracedWindow>{{first, last}};
+                  : std::vector<TimeWindow>{{first, last}};
   const std::int64_t span_ns = windows_ns(spans);
   if (span_ns <= 0) return out;
-  const auto within = [&spans](std::vector<std::pair<std::int64_t, std::int64_t>> v) {
-    std::vector<TracedWindow> as_windows;
-    for (const auto& [begin, end] : v) as_windows.push_back({begin, end});
-    std::vector<std::pair<std::int64_t, std::int64_t>> out;
-    for (const TracedWindow& w : intersect_windows(as_windows, spans)) out.emplace_back(w.begin_ns, w.end_ns);
-    return out;
-  };
+  // Copies and memsets only where they overlap the kernels' span (clipped by the intersection).
   const double span = static_cast<double>(span_ns);
-  out.busy_ratio = static_cast<double>(union_ns(within(std::move(busy)))) / span;
-  out.collective_ratio = static_cast<double>(union_ns(within(std::move(nccl)))) / span;
+  out.busy_ratio = static_cast<double>(union_ns(intersect_windows(busy, spans))) / span;
+  out.collective_ratio = static_cast<double>(union_ns(intersect_windows(nccl, spans))) / span;
   return out;
 }
 
@@ -527,7 +502,7 @@ WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir) {
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     files.emplace(std::stoi(digits), it->path());
   }
-  std::vector<std::vector<TracedWindow>> windows;  // each sampled process's own
+  std::vector<std::vector<TimeWindow>> windows;  // each sampled process's own
   for (const auto& [pid, path] : files) {
     GpuActivityStream s = read_gpu_activity(path);
     if (!s.activity.kernels.empty()) w.by_pid[pid] = summarize_process_gpu(s.activity);

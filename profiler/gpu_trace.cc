@@ -572,26 +572,16 @@ void scale_totals(GpuTraceSummary& s, double k) {
   }
 }
 
-std::vector<TracedWindow> as_traced(const std::vector<StepWindow>& windows) {
-  std::vector<TracedWindow> out;
-  for (const StepWindow& w : windows) out.push_back({w.begin_ns, w.end_ns});
-  return out;
-}
-
 // A sampled trace's summary over the parts of `windows` its windows can be read in, its totals
 // scaled to the whole of `windows`.
 GpuTraceSummary summarize_sampled(const GpuActivity& a, const std::vector<StepWindow>& windows) {
   const ReadableWindows readable = readable_windows(a);
-  std::vector<TracedWindow> spans = as_traced(windows);
-  std::vector<StepWindow> pieces;
-  for (const TracedWindow& p : intersect_windows(spans, readable.windows))
-    pieces.push_back({p.begin_ns, p.end_ns});
-  GpuTraceSummary s = summarize_gpu_trace(a, pieces);
+  GpuTraceSummary s = summarize_gpu_trace(a, intersect_windows(windows, readable.windows));
   GpuTraceSummary::Sampled t;
   t.sampling = a.tracing->sampling;
   std::vector<StepWindow> whole = windows;
   merge_step_windows(whole);
-  t.span_s = static_cast<double>(windows_ns(as_traced(whole))) / 1e9;
+  t.span_s = static_cast<double>(windows_ns(whole)) / 1e9;
   t.read_s = s.step_wall_s;
   t.windows = static_cast<std::int64_t>(readable.windows.size());
   t.windows_without_records = readable.without_records;

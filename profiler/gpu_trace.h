@@ -14,10 +14,7 @@
 namespace feedscope {
 
 // [begin_ns, end_ns) of one `step` span, in now_ns() time.
-struct StepWindow {
-  std::int64_t begin_ns = 0;
-  std::int64_t end_ns = 0;
-};
+using StepWindow = TimeWindow;
 
 // Windows may come in any order; empty ones are ignored. Overlapping windows are merged so that
 // no GPU time counts twice.

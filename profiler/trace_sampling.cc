@@ -32,11 +32,11 @@ std::string seconds_text(std::int64_t ns) {
 }
 
 // Sorted, and touching or overlapping windows joined.
-std::vector<TracedWindow> merged(std::vector<TracedWindow> v) {
+std::vector<TimeWindow> merged(std::vector<TimeWindow> v) {
   std::sort(v.begin(), v.end(),
-            [](const TracedWindow& a, const TracedWindow& b) { return a.begin_ns < b.begin_ns; });
-  std::vector<TracedWindow> out;
-  for (const TracedWindow& w : v) {
+            [](const TimeWindow& a, const TimeWindow& b) { return a.begin_ns < b.begin_ns; });
+  std::vector<TimeWindow> out;
+  for (const TimeWindow& w : v) {
     if (w.end_ns <= w.begin_ns) continue;
     if (!out.empty() && w.begin_ns <= out.back().end_ns) {
       out.back().end_ns = std::max(out.back().end_ns, w.end_ns);
@@ -48,11 +48,11 @@ std::vector<TracedWindow> merged(std::vector<TracedWindow> v) {
 }
 
 // `from` less `cut`, both sorted and disjoint.
-std::vector<TracedWindow> subtract(const std::vector<TracedWindow>& from,
-                                   const std::vector<TracedWindow>& cut) {
-  std::vector<TracedWindow> out;
+std::vector<TimeWindow> subtract(const std::vector<TimeWindow>& from,
+                                   const std::vector<TimeWindow>& cut) {
+  std::vector<TimeWindow> out;
   std::size_t c = 0;
-  for (TracedWindow w : from) {
+  for (TimeWindow w : from) {
     while (c < cut.size() && cut[c].end_ns <= w.begin_ns) ++c;
     for (std::size_t i = c; i < cut.size() && cut[i].begin_ns < w.end_ns; ++i) {
       if (cut[i].begin_ns > w.begin_ns) out.push_back({w.begin_ns, cut[i].begin_ns});
@@ -151,14 +151,14 @@ void TracedWindowLog::close(std::int64_t t) {
 
 bool TracedWindowLog::covers(std::int64_t t) const {
   auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
-                             [](std::int64_t v, const TracedWindow& w) { return v < w.begin_ns; });
+                             [](std::int64_t v, const TimeWindow& w) { return v < w.begin_ns; });
   return it != windows_.begin() && t < std::prev(it)->end_ns;
 }
 
-std::vector<TracedWindow> TracedWindowLog::take(std::int64_t now) {
-  std::vector<TracedWindow> out;
+std::vector<TimeWindow> TracedWindowLog::take(std::int64_t now) {
+  std::vector<TimeWindow> out;
   for (; first_untaken_ < windows_.size(); ++first_untaken_) {
-    const TracedWindow& w = windows_[first_untaken_];
+    const TimeWindow& w = windows_[first_untaken_];
     const std::int64_t begin = std::max(w.begin_ns, taken_until_ns_);
     const std::int64_t end = std::min(w.end_ns, now);
     if (end > begin) out.push_back({begin, end});
@@ -168,11 +168,11 @@ std::vector<TracedWindow> TracedWindowLog::take(std::int64_t now) {
   return out;
 }
 
-std::vector<TracedWindow> traced_by_every_process(
-    const std::vector<std::vector<TracedWindow>>& per_process) {
-  std::vector<TracedWindow> lives, gaps;
-  for (const std::vector<TracedWindow>& windows : per_process) {
-    const std::vector<TracedWindow> w = merged(windows);
+std::vector<TimeWindow> traced_by_every_process(
+    const std::vector<std::vector<TimeWindow>>& per_process) {
+  std::vector<TimeWindow> lives, gaps;
+  for (const std::vector<TimeWindow>& windows : per_process) {
+    const std::vector<TimeWindow> w = merged(windows);
     if (w.empty()) continue;
     lives.push_back({w.front().begin_ns, w.back().end_ns});
     for (std::size_t i = 1; i < w.size(); ++i) gaps.push_back({w[i - 1].end_ns, w[i].begin_ns});
@@ -190,7 +190,7 @@ ReadableWindows readable_windows(const GpuActivity& a) {
   std::sort(device.begin(), device.end());
   std::sort(launches.begin(), launches.end());
   ReadableWindows out;
-  for (const TracedWindow& w : merged(a.traced_windows)) {
+  for (const TimeWindow& w : merged(a.traced_windows)) {
     if (const std::optional<std::int64_t> first = first_in(device, w.begin_ns, w.end_ns)) {
       out.windows.push_back({*first, w.end_ns});
     } else if (first_in(launches, w.begin_ns, w.end_ns)) {
@@ -202,26 +202,28 @@ ReadableWindows readable_windows(const GpuActivity& a) {
   return out;
 }
 
-std::vector<TracedWindow> intersect_windows(const std::vector<TracedWindow>& spans,
-                                            const std::vector<TracedWindow>& windows) {
-  std::vector<TracedWindow> out;
-  for (const TracedWindow& s : spans) {
+std::vector<TimeWindow> intersect_windows(const std::vector<TimeWindow>& spans,
+                                            const std::vector<TimeWindow>& windows) {
+  std::vector<TimeWindow> out;
+  for (const TimeWindow& s : spans) {
     auto it = std::upper_bound(windows.begin(), windows.end(), s.begin_ns,
-                               [](std::int64_t t, const TracedWindow& w) { return t < w.end_ns; });
+                               [](std::int64_t t, const TimeWindow& w) { return t < w.end_ns; });
     for (; it != windows.end() && it->begin_ns < s.end_ns; ++it) {
-      const TracedWindow piece{std::max(s.begin_ns, it->begin_ns), std::min(s.end_ns, it->end_ns)};
+      const TimeWindow piece{std::max(s.begin_ns, it->begin_ns), std::min(s.end_ns, it->end_ns)};
       if (piece.end_ns > piece.begin_ns) out.push_back(piece);
     }
   }
   std::sort(out.begin(), out.end(),
-            [](const TracedWindow& a, const TracedWindow& b) { return a.begin_ns < b.begin_ns; });
+            [](const TimeWindow& a, const TimeWindow& b) { return a.begin_ns < b.begin_ns; });
   return out;
 }
 
-std::int64_t windows_ns(const std::vector<TracedWindow>& windows) {
+std::int64_t windows_ns(const std::vector<TimeWindow>& windows) {
   std::int64_t ns = 0;
-  for (const TracedWindow& w : windows) ns += w.end_ns - w.begin_ns;
+  for (const TimeWindow& w : windows) ns += w.end_ns - w.begin_ns;
   return ns;
 }
+
+std::int64_t union_ns(std::vector<TimeWindow> windows) { return windows_ns(merged(std::move(windows))); }
 
 }  // namespace feedscope

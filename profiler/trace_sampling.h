@@ -17,9 +17,6 @@
 
 namespace feedscope {
 
-// watch's default: 1 s of every 10, after the first 5 s of a process's kernels traced whole.
-inline constexpr TraceSampling kWatchTraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
-
 // `spec` "whole", or "W/P" in seconds ("1/10", "0.5/5"): W traced of every P, 0 < W < P <= 3600;
 // `lead_s` (0 to 3600) seconds traced whole first. nullopt, with `why` naming the text, otherwise.
 std::optional<TraceSampling> parse_trace_sampling(std::string_view spec, double lead_s,
@@ -49,11 +46,11 @@ class TracedWindowLog {
   bool covers(std::int64_t t) const;
   // The windows' time since the last take up to `now`, in order: the open one is cut at `now` and
   // goes on in the next take (GpuActivity::append joins the pieces again).
-  std::vector<TracedWindow> take(std::int64_t now);
+  std::vector<TimeWindow> take(std::int64_t now);
 
  private:
   static constexpr std::int64_t kOpen = std::numeric_limits<std::int64_t>::max();
-  std::vector<TracedWindow> windows_;  // every window, in order; the open one ends at kOpen
+  std::vector<TimeWindow> windows_;  // every window, in order; the open one ends at kOpen
   std::size_t first_untaken_ = 0;
   std::int64_t taken_until_ns_ = std::numeric_limits<std::int64_t>::min();
 };
@@ -61,8 +58,8 @@ class TracedWindowLog {
 // The windows of several processes of one program together: a time is traced where every process
 // alive then was tracing. A process's life is its first window's begin to its last window's end,
 // so one that started late or ended early does not cut the others' windows. Sorted, disjoint.
-std::vector<TracedWindow> traced_by_every_process(
-    const std::vector<std::vector<TracedWindow>>& per_process);
+std::vector<TimeWindow> traced_by_every_process(
+    const std::vector<std::vector<TimeWindow>>& per_process);
 
 // Where a sampled trace can be read. Work launched before a window opened runs into it with no
 // record, so each window is read from its first recorded kernel, copy or memset on. A window with
@@ -70,16 +67,19 @@ std::vector<TracedWindow> traced_by_every_process(
 // and counted, so a failed re-enable reads as "not traced", never as an idle GPU; a window with
 // neither stays whole (the program left the GPU idle).
 struct ReadableWindows {
-  std::vector<TracedWindow> windows;  // sorted, disjoint
+  std::vector<TimeWindow> windows;  // sorted, disjoint
   std::int64_t without_records = 0;   // windows left out: launches but no device record
 };
 ReadableWindows readable_windows(const GpuActivity& activity);
 
 // The parts of `spans` ([begin, end) pairs, any order) inside `windows` (sorted, disjoint).
-std::vector<TracedWindow> intersect_windows(const std::vector<TracedWindow>& spans,
-                                            const std::vector<TracedWindow>& windows);
+std::vector<TimeWindow> intersect_windows(const std::vector<TimeWindow>& spans,
+                                            const std::vector<TimeWindow>& windows);
 
 // The summed length of sorted, disjoint windows.
-std::int64_t windows_ns(const std::vector<TracedWindow>& windows);
+std::int64_t windows_ns(const std::vector<TimeWindow>& windows);
+// The length of the union of `windows` (any order, overlapping): time covered once however many
+// of them cover it.
+std::int64_t union_ns(std::vector<TimeWindow> windows);
 
 }  // namespace feedscope

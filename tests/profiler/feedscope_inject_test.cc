@@ -509,7 +509,7 @@ TEST(FeedscopeInjectTest, SampledTracingSwitchesTheDeviceKindsOnTheScheduleAndWr
   ASSERT_TRUE(gpu.activity.tracing);
   constexpr std::int64_t kWindow = 200'000'000, kPeriod = 500'000'000;
   EXPECT_EQ(gpu.activity.tracing->sampling, (TraceSampling{kWindow, kPeriod, 200'000'000}));
-  const std::vector<TracedWindow>& w = gpu.activity.traced_windows;
+  const std::vector<TimeWindow>& w = gpu.activity.traced_windows;
   ASSERT_GE(w.size(), 2u);
   constexpr std::int64_t kSlack = 250'000'000;
   // Until the first kernel (the stand-in's first flush, 200 ms in), the lead from it, and where

@@ -284,7 +284,7 @@ TEST(GpuActivityWireTest, ASampledTracesWindowsAndScheduleRoundTrip) {
   ASSERT_TRUE(s.activity.tracing);
   EXPECT_EQ(s.activity.tracing->sampling, t.sampling);
   EXPECT_TRUE(s.activity.sampled());
-  EXPECT_EQ(s.activity.traced_windows, (std::vector<TracedWindow>{{0, 150}, {1000, 1100}}));
+  EXPECT_EQ(s.activity.traced_windows, (std::vector<TimeWindow>{{0, 150}, {1000, 1100}}));
   EXPECT_EQ(s.activity.outside_windows, 42u);
 
   // A second process that began later: read where both traced, each over its own life.
@@ -292,7 +292,7 @@ TEST(GpuActivityWireTest, ASampledTracesWindowsAndScheduleRoundTrip) {
   late.traced_windows = {{120, 400}, {1000, 1100}, {2000, 2100}};
   write_file(dir / "gpu-9.fsgpu", encode_gpu_tracing(t) + encode_gpu_activity(late));
   EXPECT_EQ(read_watch_gpu_dir(dir.path()).activity.traced_windows,
-            (std::vector<TracedWindow>{{0, 150}, {1000, 1100}, {2000, 2100}}));
+            (std::vector<TimeWindow>{{0, 150}, {1000, 1100}, {2000, 2100}}));
 
   // A window that ends before it begins is a corrupt frame.
   GpuActivity bad;

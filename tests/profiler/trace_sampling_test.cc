@@ -67,14 +67,14 @@ TEST(TraceSamplingTest, TheLogHandsEachStretchOutOnceAndCoversWhatWasOpen) {
   TracedWindowLog log;
   log.open(100);
   EXPECT_TRUE(log.is_open());
-  EXPECT_EQ(log.take(150), (std::vector<TracedWindow>{{100, 150}}));
+  EXPECT_EQ(log.take(150), (std::vector<TimeWindow>{{100, 150}}));
   log.close(200);
   log.close(250);  // nothing: none is open
   log.open(300);
-  EXPECT_EQ(log.take(350), (std::vector<TracedWindow>{{150, 200}, {300, 350}}));
-  EXPECT_EQ(log.take(360), (std::vector<TracedWindow>{{350, 360}}));
+  EXPECT_EQ(log.take(350), (std::vector<TimeWindow>{{150, 200}, {300, 350}}));
+  EXPECT_EQ(log.take(360), (std::vector<TimeWindow>{{350, 360}}));
   log.close(400);
-  EXPECT_EQ(log.take(500), (std::vector<TracedWindow>{{360, 400}}));
+  EXPECT_EQ(log.take(500), (std::vector<TimeWindow>{{360, 400}}));
   EXPECT_TRUE(log.take(600).empty());
   EXPECT_TRUE(log.covers(100));
   EXPECT_TRUE(log.covers(199));
@@ -90,16 +90,16 @@ TEST(TraceSamplingTest, TheLogHandsEachStretchOutOnceAndCoversWhatWasOpen) {
   a.traced_windows = {{100, 150}};
   b.traced_windows = {{150, 200}, {300, 350}};
   a.append(std::move(b));
-  EXPECT_EQ(a.traced_windows, (std::vector<TracedWindow>{{100, 200}, {300, 350}}));
+  EXPECT_EQ(a.traced_windows, (std::vector<TimeWindow>{{100, 200}, {300, 350}}));
 }
 
 // A time is read where every process alive then was tracing: one process's lead is not the
 // other's window.
 TEST(TraceSamplingTest, SeveralProcessesAreReadWhereAllThatLivedWereTracing) {
-  const std::vector<TracedWindow> first = {{0, 50}, {100, 110}, {200, 210}};
-  const std::vector<TracedWindow> late = {{80, 130}, {200, 210}, {300, 310}};  // lead 80-130
+  const std::vector<TimeWindow> first = {{0, 50}, {100, 110}, {200, 210}};
+  const std::vector<TimeWindow> late = {{80, 130}, {200, 210}, {300, 310}};  // lead 80-130
   EXPECT_EQ(traced_by_every_process({first, late}),
-            (std::vector<TracedWindow>{{0, 50}, {100, 110}, {200, 210}, {300, 310}}));
+            (std::vector<TimeWindow>{{0, 50}, {100, 110}, {200, 210}, {300, 310}}));
   EXPECT_EQ(traced_by_every_process({first}), first);
   EXPECT_TRUE(traced_by_every_process({}).empty());
 }
@@ -117,11 +117,11 @@ TEST(TraceSamplingTest, AWindowIsReadFromItsFirstDeviceRecordAndOneWithoutRecord
   a.runtime.push_back({"cudaLaunchKernel", 101 * kSampleMs, 101 * kSampleMs + 5000, 1, 2});
   // Window 3: nothing at all: the program left the GPU idle.
   const ReadableWindows r = readable_windows(a);
-  EXPECT_EQ(r.windows, (std::vector<TracedWindow>{{3 * kSampleMs, 10 * kSampleMs}, {200 * kSampleMs, 210 * kSampleMs}}));
+  EXPECT_EQ(r.windows, (std::vector<TimeWindow>{{3 * kSampleMs, 10 * kSampleMs}, {200 * kSampleMs, 210 * kSampleMs}}));
   EXPECT_EQ(r.without_records, 1);
   EXPECT_EQ(windows_ns(r.windows), 17 * kSampleMs);
   EXPECT_EQ(intersect_windows({{5 * kSampleMs, 205 * kSampleMs}}, r.windows),
-            (std::vector<TracedWindow>{{5 * kSampleMs, 10 * kSampleMs}, {200 * kSampleMs, 205 * kSampleMs}}));
+            (std::vector<TimeWindow>{{5 * kSampleMs, 10 * kSampleMs}, {200 * kSampleMs, 205 * kSampleMs}}));
 }
 
 }  // namespace
