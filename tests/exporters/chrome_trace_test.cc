@@ -176,7 +176,8 @@ TEST(ChromeTraceTest, ASampledTracesWindowsHaveATrackOfTheirOwn) {
   EXPECT_EQ(begins.size(), 2u);
   // Whole tracing has no such track.
   const GpuActivity whole = activity();
-  for (const auto& e : trace(&whole)["traceEvents"])
+  const nlohmann::json whole_trace = trace(&whole);
+  for (const auto& e : whole_trace["traceEvents"])
     EXPECT_FALSE(e["ph"] == "X" && e["cat"] == "sampling");
 }
 
