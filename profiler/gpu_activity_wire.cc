@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "loader/detail/crc32c.h"
+#include "profiler/time_windows.h"
 #include "profiler/trace_sampling.h"
 
 namespace feedscope {

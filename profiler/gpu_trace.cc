@@ -10,45 +10,13 @@
 #include <unordered_set>
 
 #include "profiler/detail/format.h"
+#include "profiler/time_windows.h"
 #include "profiler/trace_sampling.h"
 #include "sampler/statistics.h"
 
 namespace feedscope {
 
 namespace {
-
-struct Interval {
-  std::int64_t begin = 0;
-  std::int64_t end = 0;
-};
-
-// Sorted, disjoint union of the intervals: concurrent kernels on several streams count once.
-// Intervals that only touch are joined unless `keep_touching` (back-to-back steps stay two).
-std::vector<Interval> merge(std::vector<Interval> v, bool keep_touching = false) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
-    return a.begin < b.begin;
-  });
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.end <= i.begin) continue;
-    if (!out.empty() && (keep_touching ? i.begin < out.back().end : i.begin <= out.back().end)) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-// Calls fn for each piece of the disjoint, sorted `merged` that lies inside `w`, clipped to it.
-template <typename Fn>
-void for_each_piece(const std::vector<Interval>& merged, const StepWindow& w, Fn&& fn) {
-  // Disjoint and sorted by begin means sorted by end too.
-  auto it = std::upper_bound(merged.begin(), merged.end(), w.begin_ns,
-                             [](std::int64_t t, const Interval& i) { return t < i.end; });
-  for (; it != merged.end() && it->begin < w.end_ns; ++it)
-    fn(Interval{std::max(it->begin, w.begin_ns), std::min(it->end, w.end_ns)});
-}
 
 std::string sync_kind_name(SyncType type) {
   switch (type) {
@@ -138,7 +106,7 @@ ActiveWindows kernel_active_windows(const GpuActivity& a) {
       feeding = &m;
   if (feeding != nullptr) first = feeding->start_ns;
   std::int64_t begin = first, end = last;
-  std::vector<Interval> activity;
+  std::vector<TimeWindow> activity;
   const auto add = [&](const auto& records) {
     for (const auto& r : records) {
       begin = std::min(begin, r.start_ns);
@@ -163,9 +131,10 @@ ActiveWindows kernel_active_windows(const GpuActivity& a) {
     return gap >= kIdleLeftOutNs && static_cast<double>(gap) >= kIdleLeftOutShare * static_cast<double>(span);
   };
   std::int64_t quiet_from = first;  // where the current silence began
-  for (const Interval& i : merge(std::move(activity))) {
-    if (i.begin > quiet_from && long_enough(i.begin - quiet_from)) out.idle.push_back({quiet_from, i.begin});
-    quiet_from = std::max(quiet_from, i.end);
+  for (const TimeWindow& i : merged_windows(std::move(activity))) {
+    if (i.begin_ns > quiet_from && long_enough(i.begin_ns - quiet_from))
+      out.idle.push_back({quiet_from, i.begin_ns});
+    quiet_from = std::max(quiet_from, i.end_ns);
   }
   std::int64_t at = first;
   for (const StepWindow& gap : out.idle) {
@@ -181,13 +150,10 @@ namespace {
 // Sorts and merges `windows` into the time base; returns how many steps they were (overlapping
 // steps are merged for the time base, but each one is still a step).
 std::int64_t merge_step_windows(std::vector<StepWindow>& windows) {
-  std::vector<Interval> w;
-  for (const StepWindow& x : windows) w.push_back({x.begin_ns, x.end_ns});
   const std::size_t given = std::count_if(windows.begin(), windows.end(), [](const StepWindow& x) {
     return x.end_ns > x.begin_ns;
   });
-  windows.clear();
-  for (const Interval& i : merge(std::move(w), true)) windows.push_back({i.begin, i.end});
+  windows = merged_windows(std::move(windows), true);
   return static_cast<std::int64_t>(given);
 }
 
@@ -232,25 +198,25 @@ void summarize_kernels(const GpuActivity& a, const InStep& in_step, double steps
 // pieces inside each step.
 void summarize_busy(const GpuActivity& a, const std::vector<StepWindow>& windows,
                     std::int64_t wall_ns, GpuTraceSummary& s) {
-  std::vector<Interval> busy;
+  std::vector<TimeWindow> busy;
   busy.reserve(a.kernels.size() + a.memcpys.size() + a.memsets.size());
   for (const KernelRecord& k : a.kernels) busy.push_back({k.start_ns, k.end_ns});
   for (const MemcpyRecord& m : a.memcpys) busy.push_back({m.start_ns, m.end_ns});
   for (const MemsetRecord& m : a.memsets) busy.push_back({m.start_ns, m.end_ns});
-  const std::vector<Interval> merged = merge(std::move(busy));
+  const std::vector<TimeWindow> merged = merged_windows(std::move(busy));
   std::int64_t busy_ns = 0, gap_ns = 0;
   std::vector<double> gap_us;
   for (const StepWindow& w : windows) {
     std::int64_t prev_end = -1;
     bool first = true;
-    for_each_piece(merged, w, [&](const Interval& piece) {
-      busy_ns += piece.end - piece.begin;
+    for_each_piece(merged, w, [&](const TimeWindow& piece) {
+      busy_ns += piece.end_ns - piece.begin_ns;
       if (!first) {
-        gap_ns += piece.begin - prev_end;
-        gap_us.push_back(static_cast<double>(piece.begin - prev_end) / 1e3);
+        gap_ns += piece.begin_ns - prev_end;
+        gap_us.push_back(static_cast<double>(piece.begin_ns - prev_end) / 1e3);
       }
       first = false;
-      prev_end = piece.end;
+      prev_end = piece.end_ns;
     });
   }
   s.gpu_busy_s = static_cast<double>(busy_ns) / 1e9;
@@ -262,19 +228,15 @@ void summarize_busy(const GpuActivity& a, const std::vector<StepWindow>& windows
 }
 
 // The time inside the steps covered by `intervals`, merged.
-std::int64_t in_steps_ns(std::vector<Interval> intervals, const std::vector<StepWindow>& windows) {
-  const std::vector<Interval> merged = merge(std::move(intervals));
-  std::int64_t ns = 0;
-  for (const StepWindow& w : windows)
-    for_each_piece(merged, w, [&](const Interval& p) { ns += p.end - p.begin; });
-  return ns;
+std::int64_t in_steps_ns(std::vector<TimeWindow> intervals, const std::vector<StepWindow>& windows) {
+  return covered_ns(merged_windows(std::move(intervals)), windows);
 }
 
 // NCCL's kernels apart from the rest: a rank waiting in an all-reduce runs one, so the device's
 // own work is what ran beside or without them.
 void summarize_collectives(const GpuActivity& a, const std::vector<StepWindow>& windows,
                            std::int64_t wall_ns, GpuTraceSummary& s) {
-  std::vector<Interval> collective, other;
+  std::vector<TimeWindow> collective, other;
   for (const KernelRecord& k : a.kernels)
     (is_collective_kernel(k.name.str()) ? collective : other).push_back({k.start_ns, k.end_ns});
   if (collective.empty()) return;
@@ -293,7 +255,7 @@ void summarize_collectives(const GpuActivity& a, const std::vector<StepWindow>& 
 void summarize_devices(const GpuActivity& a, const InStep& in_step,
                        const std::vector<StepWindow>& windows, std::int64_t wall_ns,
                        GpuTraceSummary& s) {
-  std::map<std::uint32_t, std::vector<Interval>> by_device;
+  std::map<std::uint32_t, std::vector<TimeWindow>> by_device;
   std::map<std::uint32_t, std::int64_t> kernels;
   for (const KernelRecord& k : a.kernels) {
     by_device[k.device].push_back({k.start_ns, k.end_ns});
@@ -317,24 +279,20 @@ void summarize_devices(const GpuActivity& a, const InStep& in_step,
 // pageable copy is the host's time, which h2d_submit counts).
 double device_s_per_step(const GpuActivity& a, const std::vector<StepWindow>& windows,
                          double steps) {
-  std::vector<Interval> compute;
+  std::vector<TimeWindow> compute;
   for (const KernelRecord& k : a.kernels) compute.push_back({k.start_ns, k.end_ns});
   for (const MemsetRecord& m : a.memsets) compute.push_back({m.start_ns, m.end_ns});
-  std::int64_t all_ns = 0;
-  for_each_piece(merge(std::move(compute)), {windows.front().begin_ns, windows.back().end_ns},
-                 [&](const Interval& piece) { all_ns += piece.end - piece.begin; });
+  const std::int64_t all_ns = covered_ns(merged_windows(std::move(compute)),
+                                         {{windows.front().begin_ns, windows.back().end_ns}});
   return static_cast<double>(all_ns) / 1e9 / steps;
 }
 
 double h2d_share(const GpuActivity& a, const std::vector<StepWindow>& windows,
                  std::int64_t wall_ns) {
-  std::vector<Interval> h2d;
+  std::vector<TimeWindow> h2d;
   for (const MemcpyRecord& m : a.memcpys)
     if (m.kind == MemcpyKind::h2d) h2d.push_back({m.start_ns, m.end_ns});
-  const std::vector<Interval> h2d_merged = merge(std::move(h2d));
-  std::int64_t h2d_ns = 0;
-  for (const StepWindow& w : windows)
-    for_each_piece(h2d_merged, w, [&](const Interval& p) { h2d_ns += p.end - p.begin; });
+  const std::int64_t h2d_ns = in_steps_ns(std::move(h2d), windows);
   return static_cast<double>(h2d_ns) / static_cast<double>(wall_ns);
 }
 

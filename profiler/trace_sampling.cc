@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "profiler/cuda_api_names.h"
+#include "profiler/time_windows.h"
 
 namespace feedscope {
 
@@ -29,38 +30,6 @@ std::string seconds_text(std::int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", static_cast<double>(ns) / 1e9);
   return buf;
-}
-
-// Sorted, and touching or overlapping windows joined.
-std::vector<TimeWindow> merged(std::vector<TimeWindow> v) {
-  std::sort(v.begin(), v.end(),
-            [](const TimeWindow& a, const TimeWindow& b) { return a.begin_ns < b.begin_ns; });
-  std::vector<TimeWindow> out;
-  for (const TimeWindow& w : v) {
-    if (w.end_ns <= w.begin_ns) continue;
-    if (!out.empty() && w.begin_ns <= out.back().end_ns) {
-      out.back().end_ns = std::max(out.back().end_ns, w.end_ns);
-    } else {
-      out.push_back(w);
-    }
-  }
-  return out;
-}
-
-// `from` less `cut`, both sorted and disjoint.
-std::vector<TimeWindow> subtract(const std::vector<TimeWindow>& from,
-                                   const std::vector<TimeWindow>& cut) {
-  std::vector<TimeWindow> out;
-  std::size_t c = 0;
-  for (TimeWindow w : from) {
-    while (c < cut.size() && cut[c].end_ns <= w.begin_ns) ++c;
-    for (std::size_t i = c; i < cut.size() && cut[i].begin_ns < w.end_ns; ++i) {
-      if (cut[i].begin_ns > w.begin_ns) out.push_back({w.begin_ns, cut[i].begin_ns});
-      w.begin_ns = std::max(w.begin_ns, cut[i].end_ns);
-    }
-    if (w.end_ns > w.begin_ns) out.push_back(w);
-  }
-  return out;
 }
 
 template <typename Records>
@@ -172,12 +141,12 @@ std::vector<TimeWindow> traced_by_every_process(
     const std::vector<std::vector<TimeWindow>>& per_process) {
   std::vector<TimeWindow> lives, gaps;
   for (const std::vector<TimeWindow>& windows : per_process) {
-    const std::vector<TimeWindow> w = merged(windows);
+    const std::vector<TimeWindow> w = merged_windows(windows);
     if (w.empty()) continue;
     lives.push_back({w.front().begin_ns, w.back().end_ns});
     for (std::size_t i = 1; i < w.size(); ++i) gaps.push_back({w[i - 1].end_ns, w[i].begin_ns});
   }
-  return subtract(merged(std::move(lives)), merged(std::move(gaps)));
+  return subtract_windows(merged_windows(std::move(lives)), merged_windows(std::move(gaps)));
 }
 
 ReadableWindows readable_windows(const GpuActivity& a) {
@@ -190,7 +159,7 @@ ReadableWindows readable_windows(const GpuActivity& a) {
   std::sort(device.begin(), device.end());
   std::sort(launches.begin(), launches.end());
   ReadableWindows out;
-  for (const TimeWindow& w : merged(a.traced_windows)) {
+  for (const TimeWindow& w : merged_windows(a.traced_windows)) {
     if (const std::optional<std::int64_t> first = first_in(device, w.begin_ns, w.end_ns)) {
       out.windows.push_back({*first, w.end_ns});
     } else if (first_in(launches, w.begin_ns, w.end_ns)) {
@@ -201,29 +170,5 @@ ReadableWindows readable_windows(const GpuActivity& a) {
   }
   return out;
 }
-
-std::vector<TimeWindow> intersect_windows(const std::vector<TimeWindow>& spans,
-                                            const std::vector<TimeWindow>& windows) {
-  std::vector<TimeWindow> out;
-  for (const TimeWindow& s : spans) {
-    auto it = std::upper_bound(windows.begin(), windows.end(), s.begin_ns,
-                               [](std::int64_t t, const TimeWindow& w) { return t < w.end_ns; });
-    for (; it != windows.end() && it->begin_ns < s.end_ns; ++it) {
-      const TimeWindow piece{std::max(s.begin_ns, it->begin_ns), std::min(s.end_ns, it->end_ns)};
-      if (piece.end_ns > piece.begin_ns) out.push_back(piece);
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const TimeWindow& a, const TimeWindow& b) { return a.begin_ns < b.begin_ns; });
-  return out;
-}
-
-std::int64_t windows_ns(const std::vector<TimeWindow>& windows) {
-  std::int64_t ns = 0;
-  for (const TimeWindow& w : windows) ns += w.end_ns - w.begin_ns;
-  return ns;
-}
-
-std::int64_t union_ns(std::vector<TimeWindow> windows) { return windows_ns(merged(std::move(windows))); }
 
 }  // namespace feedscope

@@ -72,14 +72,4 @@ struct ReadableWindows {
 };
 ReadableWindows readable_windows(const GpuActivity& activity);
 
-// The parts of `spans` ([begin, end) pairs, any order) inside `windows` (sorted, disjoint).
-std::vector<TimeWindow> intersect_windows(const std::vector<TimeWindow>& spans,
-                                            const std::vector<TimeWindow>& windows);
-
-// The summed length of sorted, disjoint windows.
-std::int64_t windows_ns(const std::vector<TimeWindow>& windows);
-// The length of the union of `windows` (any order, overlapping): time covered once however many
-// of them cover it.
-std::int64_t union_ns(std::vector<TimeWindow> windows);
-
 }  // namespace feedscope

@@ -1,6 +1,7 @@
 // Sampled GPU tracing's pure parts (profiler/trace_sampling.h): the schedule, the window log a
 // recorder keeps, several processes' windows together, and where a window can be read.
 #include "profiler/trace_sampling.h"
+#include "profiler/time_windows.h"
 
 #include <gtest/gtest.h>
 
