@@ -14,6 +14,7 @@
 
 #include "loader/synthetic_dataset.h"
 #include "pinned_memory/device_probe.h"
+#include "profiler/trace_sampling.h"
 
 namespace feedscope {
 
@@ -65,6 +66,12 @@ void check_device(const std::string& key, const std::string& value, const std::s
   constexpr std::string_view allowed = "auto | cpu | cuda | cuda:N";
   if (value == "auto" || value == "cpu" || value == "cuda" || cuda_device_index(value)) return;
   fail(key, value, source, "is not a device", allowed);
+}
+
+void check_gpu_trace(const std::string& key, const std::string& value, const std::string& source) {
+  std::string why;
+  if (!parse_trace_sampling(value, 0, why))
+    fail(key, value, source, "is not a tracing mode", "whole | W/P seconds, 0 < W < P <= 3600 (e.g. 1/10)");
 }
 
 void check_model(const std::string& key, const std::string& value, const std::string& source) {
@@ -183,6 +190,12 @@ const std::vector<KeySpec>& specs() {
       {{"trace_max_spans", KeyType::integer, "0 to 1000000000",
         "stage spans kept for trace.json: the first half and the latest half"},
        &RunConfig::trace_max_spans, 0, 1e9},
+      {{"gpu_trace", KeyType::text, "whole | W/P seconds, 0 < W < P <= 3600 (e.g. 1/10)",
+        "GPU tracing: whole, or the device's records W s of every P after gpu_trace_lead s (scaled to the whole)"},
+       &RunConfig::gpu_trace, 0, 0, check_gpu_trace},
+      {{"gpu_trace_lead", KeyType::number, "0 to 3600 seconds",
+        "sampled GPU tracing: seconds traced whole from the first kernel"},
+       &RunConfig::gpu_trace_lead, 0, 3600},
       {{"sample_hz", KeyType::number, "0 (off) to 1000", "utilization samples per second"},
        &RunConfig::sample_hz, 0, 1000},
       {{"timeseries_max_mib", KeyType::integer, "0 (no limit) to 1048576",

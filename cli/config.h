@@ -52,6 +52,10 @@ struct RunConfig {
   // Stage spans trace.json keeps (the first half and the latest half; the rest are counted):
   // 32 bytes each while the run lasts, about 100 in the file.
   std::int64_t trace_max_spans = 1'000'000;
+  // The GPU trace: "whole", or "W/P", the device's records W seconds of every P after the first
+  // gpu_trace_lead seconds from the first kernel (watch's --gpu-trace, --gpu-trace-lead).
+  std::string gpu_trace = "1/10";
+  double gpu_trace_lead = 5;
   double sample_hz = 10;  // utilization sampling; 0 turns the sampler off
   // timeseries.csv's size limit: past it the rows thin to every other one (0: no limit).
   std::int64_t timeseries_max_mib = 64;

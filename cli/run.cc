@@ -29,6 +29,7 @@
 #include "exporters/report_assembly.h"
 #include "exporters/timeseries_csv.h"
 #include "loader/batch_loader.h"
+#include "profiler/trace_sampling.h"
 #include "loader/device_feeder.h"
 #include "profiler/slow_samples.h"
 #include "loader/image_folder_dataset.h"
@@ -136,7 +137,7 @@ struct GpuTrace {
   std::string unavailable;
 };
 
-GpuTrace open_gpu_trace(const Trainer* trainer) {
+GpuTrace open_gpu_trace(const Trainer* trainer, const RunConfig& config) {
   GpuTrace gpu;
   if (!trainer) {
     gpu.unavailable = "loader only: no training step";
@@ -154,7 +155,9 @@ GpuTrace open_gpu_trace(const Trainer* trainer) {
     // made against the untraced GPU (the device check's).
     gpu.unavailable = "off (FEEDSCOPE_GPU_TRACE=0)";
   } else {
-    gpu.source = make_cupti_source();
+    std::string why;  // validate_config has read both keys
+    gpu.source = make_cupti_source(
+        parse_trace_sampling(config.gpu_trace, config.gpu_trace_lead, why).value_or(TraceSampling{}));
   }
   return gpu;
 }
@@ -561,7 +564,7 @@ Report run_profiled(const RunConfig& config, std::ostream& log) {
   }
   const bool on_gpu = trainer && trainer->on_gpu();
   const std::string device = trainer ? trainer->device() : "none (loader only)";
-  GpuTrace gpu = open_gpu_trace(trainer.get());
+  GpuTrace gpu = open_gpu_trace(trainer.get(), config);
 
   const Placement placement = resolve_placement(config);
   Pipeline pipeline(config, dataset, trainer.get());

@@ -21,6 +21,7 @@
 #include "profiler/cupti_activity_source.h"
 #include "profiler/diagnosis.h"
 #include "profiler/span_digest.h"
+#include "profiler/trace_sampling.h"
 
 namespace feedscope {
 
@@ -160,6 +161,17 @@ Session::Options with_rank_from_environment(Session::Options o) {
   return o;
 }
 
+// The GPU trace's sampling the options ask for; std::invalid_argument naming the option otherwise.
+TraceSampling gpu_trace_sampling(const Session::Options& o) {
+  if (!(o.gpu_trace_lead >= 0 && o.gpu_trace_lead <= 3600))
+    throw std::invalid_argument("gpu_trace_lead: must be 0 to 3600 seconds, got " +
+                                std::to_string(o.gpu_trace_lead));
+  std::string why;
+  const std::optional<TraceSampling> sampling = parse_trace_sampling(o.gpu_trace, o.gpu_trace_lead, why);
+  if (!sampling) throw std::invalid_argument("gpu_trace: " + why);
+  return *sampling;
+}
+
 void check_options(const Session::Options& o) {
   if (o.warmup < 0) throw std::invalid_argument("warmup: must be >= 0, got " + std::to_string(o.warmup));
   if (o.sample_hz < 0)
@@ -172,6 +184,7 @@ void check_options(const Session::Options& o) {
   if (o.trace_max_spans < 0)
     throw std::invalid_argument("trace_max_spans: must be >= 0, got " +
                                 std::to_string(o.trace_max_spans));
+  gpu_trace_sampling(o);
 }
 
 std::filesystem::path created_report_dir(const std::string& report_dir) {
@@ -201,7 +214,7 @@ void Session::Impl::start_gpu_trace() {
   gpu_unavailable = gpu_trace_precondition(options.trace_gpu);
   if (!gpu_unavailable.empty()) return;
   // CUPTI's start-up stays out of the loop: it runs here, before the first fetch.
-  gpu = make_cupti_source();
+  gpu = make_cupti_source(gpu_trace_sampling(options));
   if (!gpu->start()) {
     gpu_unavailable = gpu->unavailable_reason();
     gpu.reset();
@@ -358,6 +371,8 @@ const Report& Session::finish() {
                    {"persistent_workers", known(o.persistent_workers)},
                    {"device", o.device},
                    {"trace_gpu", o.trace_gpu},
+                   {"gpu_trace", o.gpu_trace},
+                   {"gpu_trace_lead", o.gpu_trace_lead},
                    {"trace_max_spans", o.trace_max_spans}};
   if (o.rank >= 0) report.config.emplace_back("rank", std::int64_t{o.rank});
   fill_measurements(report, *s.digest, window, s.run_begin_ns,

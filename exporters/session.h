@@ -54,6 +54,12 @@ class Session {
                          // kernels means the GPU, otherwise the CPU
     bool print = true;      // the console report (verdict first) on stderr at finish()
     bool trace_gpu = true;  // CUPTI activity trace, where the build and the machine allow it
+    // How the GPU is traced, as `feedscope watch --gpu-trace` and `--gpu-trace-lead` say:
+    // "whole", or "W/P", the device's records W seconds of every P after the first
+    // gpu_trace_lead seconds from the first kernel (they are most of what tracing costs a
+    // launch-bound loop); the report scales the windows to the whole and says so.
+    std::string gpu_trace = "1/10";
+    double gpu_trace_lead = 5;
     // Stage spans trace.json keeps: the first half and the latest half; the rest are counted.
     std::int64_t trace_max_spans = 1'000'000;
     LoopProfiler::Clock clock = &now_ns;  // the spans' clock; tests pass their own

@@ -4,11 +4,15 @@
 
 #if FEEDSCOPE_WITH_CUDA
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <optional>
 
+#include "loader/span_recorder.h"
 #include "pinned_memory/device_probe.h"
 #include "profiler/detail/cupti_api.h"
 #include "profiler/detail/cupti_records.h"
+#include "profiler/detail/trace_timer.h"
 #endif
 
 namespace feedscope {
@@ -23,9 +27,24 @@ std::atomic<bool>& claimed() {
   return claimed;
 }
 
+// Under sampled tracing, a timer of the source's own opens and closes the device's records at the
+// schedule's edges, as the injection's flush thread does under watch, and has CUPTI hand its
+// buffers over every kFlushEvery: the lead counts from the first kernel record the recorder saw.
+constexpr auto kFlushEvery = std::chrono::milliseconds(250);
+
+// Timer thread only: says the first failure on stderr, once.
+void follow_sampling(bool& said) {
+  std::string why = detail::follow_trace_sampling(now_ns());
+  if (why.empty()) why = detail::flush_cupti_records(false);
+  if (why.empty() || said) return;
+  said = true;
+  std::fprintf(stderr, "feedscope: GPU activity trace: sampled tracing: %s\n", why.c_str());
+}
+
 // Owner thread only (start/stop/collect); CUPTI's buffer thread fills the shared records.
 class CuptiActivitySource final : public GpuActivitySource {
  public:
+  explicit CuptiActivitySource(const TraceSampling& sampling) : sampling_(sampling) {}
   ~CuptiActivitySource() override {
     stop();
     if (owner_) {
@@ -57,7 +76,9 @@ class CuptiActivitySource final : public GpuActivitySource {
       }
       owner_ = true;
     }
-    if (std::string why = detail::start_cupti_recording(detail::tracing_request(true)); !why.empty()) {
+    detail::TracingRequest request = detail::tracing_request(true);
+    request.sampling = sampling_;
+    if (std::string why = detail::start_cupti_recording(request); !why.empty()) {
       // Let a later source try; this one keeps its reason.
       reason_ = std::move(why);
       log_once(reason_);
@@ -66,12 +87,16 @@ class CuptiActivitySource final : public GpuActivitySource {
       return false;
     }
     running_ = true;
+    if (sampling_.sampled())
+      timer_.emplace(kFlushEvery, detail::next_trace_sampling_change,
+                     [said = false]() mutable { follow_sampling(said); });
     return true;
   }
 
   void stop() override {
     if (!running_) return;
     running_ = false;
+    timer_.reset();  // no switch after the recording stopped
     if (const std::string why = detail::stop_cupti_recording(); !why.empty()) log_once(why);
   }
 
@@ -95,16 +120,18 @@ class CuptiActivitySource final : public GpuActivitySource {
     std::fprintf(stderr, "feedscope: GPU activity trace: %s\n", text.c_str());
   }
 
+  const TraceSampling sampling_;
   bool owner_ = false;    // holds claimed()
   bool running_ = false;
+  std::optional<detail::TraceTimer> timer_;  // while running under sampled tracing
   bool logged_ = false;
   std::string reason_;
 };
 
 }  // namespace
 
-std::unique_ptr<GpuActivitySource> make_cupti_source() {
-  return std::make_unique<CuptiActivitySource>();
+std::unique_ptr<GpuActivitySource> make_cupti_source(const TraceSampling& sampling) {
+  return std::make_unique<CuptiActivitySource>(sampling);
 }
 
 #else  // !FEEDSCOPE_WITH_CUDA
@@ -124,7 +151,9 @@ class NoCuptiSource final : public GpuActivitySource {
 
 }  // namespace
 
-std::unique_ptr<GpuActivitySource> make_cupti_source() { return std::make_unique<NoCuptiSource>(); }
+std::unique_ptr<GpuActivitySource> make_cupti_source(const TraceSampling&) {
+  return std::make_unique<NoCuptiSource>();
+}
 
 #endif
 

@@ -3,6 +3,7 @@
 // CuptiActivityApi uses it. Only this header's factory is public; CUPTI stays in the .cc.
 #include <memory>
 
+#include "profiler/gpu_activity.h"
 #include "profiler/gpu_activity_source.h"
 
 namespace feedscope {
@@ -14,6 +15,9 @@ namespace feedscope {
 // finds no device, start() says so without calling into CUPTI ("CUPTI: no CUDA device to
 // trace: ..."); where another CUPTI client holds CUPTI's one subscription (torch.profiler,
 // Nsight), start() leaves CUPTI to it and says so ("CUPTI: cuptiSubscribe: ...").
-std::unique_ptr<GpuActivitySource> make_cupti_source();
+// `sampling` whole (the default) records all the while; sampled, the device's records are taken
+// during its lead and then in its windows only, switched by a timer thread of the source's own,
+// and the activity collect() returns carries the windows (trace_sampling.h).
+std::unique_ptr<GpuActivitySource> make_cupti_source(const TraceSampling& sampling = {});
 
 }  // namespace feedscope

@@ -119,6 +119,8 @@ feedscope::Session::Options parse_options(const char* text) {
   r.take("device", o.device, "a string");
   r.take("print", o.print, "true or false");
   r.take("trace_gpu", o.trace_gpu, "true or false");
+  r.take("gpu_trace", o.gpu_trace, "a string");
+  r.take("gpu_trace_lead", o.gpu_trace_lead, "a number");
   r.take("trace_max_spans", o.trace_max_spans, "an integer");
   r.refuse_unknown();
   return o;

@@ -31,8 +31,8 @@ int64_t feedscope_now_ns(void);
 
 /* options_json: an object with any of Session::Options' keys (report_dir, warmup, metrics_addr,
  * rank, host, sample_hz, timeseries_max_mib, batch_size, num_workers, pin_memory, prefetch_factor,
- * persistent_workers, device, print, trace_gpu, trace_max_spans); an unknown key or a wrong type
- * is an error naming it. */
+ * persistent_workers, device, print, trace_gpu, gpu_trace, gpu_trace_lead, trace_max_spans); an
+ * unknown key or a wrong type is an error naming it. */
 feedscope_session* feedscope_session_create(const char* options_json);
 /* Finishes the session if not done yet, then frees it. NULL is allowed. In a forked child (a
  * DataLoader worker holds a copy of the session) it only forgets the copy: the session's threads

@@ -496,8 +496,9 @@ measure_h2d() {
 # batch's run read slower than the prediction, which is per full batch).
 mlp_cases() {
   local runs="$1" i batch
-  local mlp_model=(--dataset synthetic:3 --synthetic-samples 102400 --classes 3 --model mlp
-                   --hidden 100 --layers 1 --num-workers 1 --steps 3000 --warmup 50)
+  local mlp_loop=(--dataset synthetic:3 --synthetic-samples 102400 --classes 3 --model mlp
+                  --hidden 100 --layers 1 --num-workers 1 --warmup 50)
+  local mlp_model=("${mlp_loop[@]}" --steps 3000)
   rm -f "$rep/mlp-gpu.maps"
   step mlp-gpu 25 bash -c 'watch_maps "$@"' _ "$rep/mlp-gpu.maps" \
     "$fs" run "${mlp_model[@]}" --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu"
@@ -512,6 +513,10 @@ mlp_cases() {
     step "mlp-gpu-untraced-$i" 20 env FEEDSCOPE_GPU_TRACE=0 "$fs" run "${mlp_model[@]}" \
       --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-$i"
   done
+  # In-process sampled tracing (the 3000 steps above end inside the 5-s lead, so they are traced
+  # whole): 4 s at a tenth's duty from the first kernel, which must read every window.
+  step mlp-gpu-sampled 20 "$fs" run "${mlp_loop[@]}" --batch-size 100 \
+    --device cuda --duration 4 --gpu-trace 0.2/1 --gpu-trace-lead 0 --report-dir "$rep/mlp-gpu-sampled"
 }
 
 # watched_rounds ROUNDS PART...: the MLP loop as an unmodified PyTorch program, ROUNDS times: bare,

@@ -155,6 +155,19 @@ def table(work):
     if traced and any(untraced):
         med, text = spread([traced / u for u in untraced if u])
         rows.append(["`run`'s own trace: traced / untraced", "", "", text, ""])
+    r = rs.report("mlp-gpu-sampled")
+    sampled = ((r or {}).get("gpu_trace") or {}).get("sampled")
+    if r is None or not sampled:
+        rows.append(["`run` sampled 0.2 s in 1", rs.why_not("mlp-gpu-sampled") if r is None else "not sampled",
+                     "", "", "no"])
+    else:
+        rate, base = rs.rate("mlp-gpu-sampled"), [rs.rate(n) for n in rs.runs("mlp-gpu-untraced")]
+        base = sorted(b for b in base if b)
+        ratio = f"{rate / base[len(base) // 2]:.2f}x of untraced; " if rate and base else ""
+        missed = sampled["windows_without_records"]
+        rows.append(["`run` sampled 0.2 s in 1", rs.verdict("mlp-gpu-sampled"), f"scale {sampled['scale']:.2f}",
+                     f"{ratio}{sampled['windows']} windows read, {missed} without records",
+                     "yes (every window read)" if sampled["windows"] and not missed else "no"])
     rows.append(prediction_row(rs, "imagenet-j2", "num_workers=", "imagenet-advised", "imagenet r18 -j 2 -> advised"))
     for name, expect in (("imagenet-advised", None), ("imagenet-j12", None),
                          ("imagenet-dummy-r50", "gpu_compute"), ("nanogpt-compile", None)):

@@ -65,8 +65,8 @@ struct TracingRequest {
 // overridden by FEEDSCOPE_CUPTI_RUNTIME (selected, all, none), FEEDSCOPE_CUPTI_DRIVER (0, 1) and
 // FEEDSCOPE_CUPTI_SYNC (0, 1): what the device check uses to split tracing's cost by part. The
 // injection samples as FEEDSCOPE_GPU_TRACE_SAMPLE ("whole", "1/10") and FEEDSCOPE_GPU_TRACE_LEAD
-// (seconds) say, which `watch` sets; whole where they are absent. An in-process source has no
-// timer of its own and traces whole.
+// (seconds) say, which `watch` sets; whole where they are absent. An in-process source samples as
+// its options say (cupti_activity_source.h), not as the environment does.
 TracingRequest tracing_request(bool in_process);
 
 std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out,

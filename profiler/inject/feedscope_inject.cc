@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,11 +25,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "loader/span_recorder.h"
 #include "profiler/detail/cupti_api.h"
 #include "profiler/detail/cupti_records.h"
+#include "profiler/detail/trace_timer.h"
 #include "profiler/gpu_activity_wire.h"
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void);
@@ -56,10 +55,9 @@ struct Recording {
   pid_t pid = 0;
   int fd = -1;
   std::mutex mutex;  // one frame at a time in the file
-  std::thread flusher;
-  std::mutex wake_mutex;
-  std::condition_variable wake;
-  bool stopping = false;  // guarded by wake_mutex
+  // Flushes every kFlushEvery, and switches sampled windows on time (flush_once).
+  std::optional<detail::TraceTimer> flusher;
+  std::uint64_t ticks = 0;  // the flush thread's
   std::atomic<bool> flush_failed{false};
   // The takeover probe, the flush thread's own but read by the exit handler after the join.
   std::int64_t probe_timeout_ns = kProbeTimeoutNs;  // set before the flush thread starts
@@ -258,36 +256,11 @@ void flush_once(Recording& r, std::uint64_t tick) {
   if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
 }
 
-// Until the next flush, or sooner where a sampled window opens or closes before it, so that
-// windows last what the schedule says rather than a multiple of the flush period.
-std::chrono::nanoseconds until_next_wake() {
-  const std::int64_t now = now_ns();
-  const std::int64_t change = detail::next_trace_sampling_change(now);
-  const std::int64_t flush = std::chrono::nanoseconds(kFlushEvery).count();
-  constexpr std::int64_t kAtLeast = 1'000'000;  // no spin where a change is due already
-  return std::chrono::nanoseconds(std::max(kAtLeast, std::min(change - now, flush)));
-}
-
-void flush_loop(Recording& r) {
-  std::uint64_t tick = 0;
-  std::unique_lock lock(r.wake_mutex);
-  while (!r.wake.wait_for(lock, until_next_wake(), [&] { return r.stopping; })) {
-    lock.unlock();
-    flush_once(r, ++tick);
-    lock.lock();
-  }
-}
-
 // At exit: the flush thread stops, CUPTI hands over every buffer (forced), the rest is written.
 void finish() {
   Recording* r = current.load();
   if (r == nullptr || r->pid != ::getpid()) return;
-  {
-    std::lock_guard lock(r->wake_mutex);
-    r->stopping = true;
-  }
-  r->wake.notify_all();
-  if (r->flusher.joinable()) r->flusher.join();
+  r->flusher.reset();
   if (r->flush_failed.load()) {
     write_records(*r);
     return;
@@ -323,7 +296,8 @@ int initialize() {
   if (const std::optional<TracingMode> tracing = detail::cupti_tracing())
     write_frame(*r, encode_gpu_tracing(*tracing));
   r->probe_timeout_ns = probe_timeout_ns();
-  r->flusher = std::thread(flush_loop, std::ref(*r));
+  r->flusher.emplace(kFlushEvery, detail::next_trace_sampling_change,
+                     [r] { flush_once(*r, ++r->ticks); });
   std::atexit(finish);
   return 1;
 }

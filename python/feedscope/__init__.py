@@ -156,7 +156,9 @@ class Session:
     Options are those of the C++ feedscope::Session (exporters/session.h): report_dir, warmup
     (batches left out of the measured window), metrics_addr (HOST:PORT of a Prometheus endpoint),
     rank, host, sample_hz, timeseries_max_mib, device ("cpu", "cuda:0"; empty: a GPU trace with
-    kernels means the GPU), print (the verdict on stderr at finish), trace_gpu, trace_max_spans,
+    kernels means the GPU), print (the verdict on stderr at finish), trace_gpu, gpu_trace
+    ("whole", or "W/P": the device's records W s of every P after gpu_trace_lead s; default
+    "1/10" after 5 s), gpu_trace_lead, trace_max_spans,
     and your loader's num_workers, batch_size, pin_memory, prefetch_factor, persistent_workers.
     wrap() reads those five from a torch DataLoader itself; one you pass here wins over what it
     reads (give them for a loader wrap() cannot read, such as a generator over a pool of yours).

@@ -164,6 +164,37 @@ TEST(SessionTest, BadOptionsThrowAtSetup) {
   EXPECT_THROW(Session{o}, std::invalid_argument);
 }
 
+// The GPU trace's sampling is checked at setup, naming the option and the value, and the report's
+// config says what was asked for.
+TEST(SessionTest, TheGpuTracesSamplingIsCheckedAndWrittenToTheConfig) {
+  testing::TempDir dir;
+  const auto refused = [&](const std::string& spec, double lead) {
+    Session::Options o = quiet(dir.path());
+    o.gpu_trace = spec;
+    o.gpu_trace_lead = lead;
+    try {
+      Session s{o};
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused("10/1", 5).find("gpu_trace: \"10/1\""), std::string::npos) << refused("10/1", 5);
+  EXPECT_NE(refused("sometimes", 5).find("gpu_trace: \"sometimes\""), std::string::npos);
+  EXPECT_NE(refused("1/10", -1).find("gpu_trace_lead"), std::string::npos) << refused("1/10", -1);
+  EXPECT_EQ(refused("whole", 0), "");
+  Session::Options o = quiet(dir.path());
+  o.gpu_trace = "0.5/5";
+  o.gpu_trace_lead = 2;
+  {
+    Session fs(o);
+    for (int x : fs.wrap(std::vector<int>{1, 2, 3})) (void)x;
+  }
+  const auto j = read_json(dir / "report.json");
+  EXPECT_EQ(j["config"]["gpu_trace"], "0.5/5");
+  EXPECT_EQ(j["config"]["gpu_trace_lead"], 2.0);
+}
+
 TEST(SessionTest, LoaderSettingsToldAfterConstructionReachTheConfig) {
   testing::TempDir dir;
   Session::Options o = quiet(dir.path());

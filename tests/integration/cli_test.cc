@@ -186,6 +186,12 @@ TEST_F(CliTest, BadConfigValuesExit2NamingKeyAndValue) {
               std::string::npos)
         << cap.err;
   }
+  const auto sampling = run_process({kBinary, "run", "--gpu-trace", "5/2"});
+  EXPECT_EQ(sampling.exit_code, 2);
+  EXPECT_NE(sampling.err.find("gpu_trace: '5/2' (from --gpu-trace)"), std::string::npos) << sampling.err;
+  const auto lead = run_process({kBinary, "run", "--gpu-trace-lead", "-1"});
+  EXPECT_EQ(lead.exit_code, 2);
+  EXPECT_NE(lead.err.find("gpu_trace_lead: '-1'"), std::string::npos) << lead.err;
 }
 
 TEST_F(CliTest, ALongLoaderRunWritesATraceCappedAtTraceMaxSpansAndSaysWhatItLeftOut) {

@@ -114,6 +114,10 @@ class SessionTest(unittest.TestCase):
             feedscope.Session(self.dir / "r", warm_up=3)
         with self.assertRaisesRegex(feedscope.FeedscopeError, "option 'warmup': expected"):
             feedscope.Session(self.dir / "r", warmup="three")
+        with self.assertRaisesRegex(feedscope.FeedscopeError, 'gpu_trace: "10/1"'):
+            feedscope.Session(self.dir / "r", gpu_trace="10/1")
+        with self.assertRaisesRegex(feedscope.FeedscopeError, "option 'gpu_trace_lead': expected"):
+            feedscope.Session(self.dir / "r", gpu_trace_lead="soon")
 
     def test_a_report_directory_that_cannot_be_written_is_an_exception(self):
         blocker = self.dir / "a-file"
