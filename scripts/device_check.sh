@@ -20,7 +20,8 @@
 #                behind the step (bench/h2d_bench --overlap-only); tracing's cost (the MLP loop
 #                bare, watched with a no-op injection, traced whole, sampled; 2 interleaved
 #                pairs); the MLP's
-#                batch and CPU predictions against 3 runs of each change; public GPU programs
+#                batch and CPU predictions against 3 runs of each change, and `run` sampled beside
+#                `run` traced whole (4 s each); public GPU programs
 #                (imagenet at 2 workers and as advised, nanoGPT compiled, imagenet --dummy
 #                resnet50, imagenet at 12 workers); the classic cases. Each step records what
 #                feedscope received (FEEDSCOPE_RECORD_DIR) for tests/fixtures/gpu/. Ends with a
@@ -514,9 +515,12 @@ mlp_cases() {
       --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-$i"
   done
   # In-process sampled tracing (the 3000 steps above end inside the 5-s lead, so they are traced
-  # whole): 4 s at a tenth's duty from the first kernel, which must read every window.
+  # whole): 4 s at a fifth's duty from the first kernel, which must read every window, beside the
+  # same 4 s traced whole: what sampling saves `run`.
   step mlp-gpu-sampled 20 "$fs" run "${mlp_loop[@]}" --batch-size 100 \
     --device cuda --duration 4 --gpu-trace 0.2/1 --gpu-trace-lead 0 --report-dir "$rep/mlp-gpu-sampled"
+  step mlp-gpu-whole 20 "$fs" run "${mlp_loop[@]}" --batch-size 100 \
+    --device cuda --duration 4 --gpu-trace whole --report-dir "$rep/mlp-gpu-whole"
 }
 
 # watched_rounds ROUNDS PART...: the MLP loop as an unmodified PyTorch program, ROUNDS times: bare,

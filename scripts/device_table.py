@@ -158,14 +158,16 @@ def table(work):
     r = rs.report("mlp-gpu-sampled")
     sampled = ((r or {}).get("gpu_trace") or {}).get("sampled")
     if r is None or not sampled:
-        rows.append(["`run` sampled 0.2 s in 1", rs.why_not("mlp-gpu-sampled") if r is None else "not sampled",
+        rows.append(["`run` sampled 0.2 s in 1 s", rs.why_not("mlp-gpu-sampled") if r is None else "not sampled",
                      "", "", "no"])
     else:
         rate, base = rs.rate("mlp-gpu-sampled"), [rs.rate(n) for n in rs.runs("mlp-gpu-untraced")]
         base = sorted(b for b in base if b)
-        ratio = f"{rate / base[len(base) // 2]:.2f}x of untraced; " if rate and base else ""
+        ratio = f"{rate / base[len(base) // 2]:.2f}x of untraced, " if rate and base else ""
+        whole = rs.rate("mlp-gpu-whole")
+        ratio += f"{rate / whole:.2f}x of whole; " if rate and whole else "whole not measured; "
         missed = sampled["windows_without_records"]
-        rows.append(["`run` sampled 0.2 s in 1", rs.verdict("mlp-gpu-sampled"), f"scale {sampled['scale']:.2f}",
+        rows.append(["`run` sampled 0.2 s in 1 s", rs.verdict("mlp-gpu-sampled"), f"scale {sampled['scale']:.2f}",
                      f"{ratio}{sampled['windows']} windows read, {missed} without records",
                      "yes (every window read)" if sampled["windows"] and not missed else "no"])
     rows.append(prediction_row(rs, "imagenet-j2", "num_workers=", "imagenet-advised", "imagenet r18 -j 2 -> advised"))
