@@ -68,10 +68,11 @@ void check_device(const std::string& key, const std::string& value, const std::s
   fail(key, value, source, "is not a device", allowed);
 }
 
+constexpr std::string_view kGpuTraceAllowed = "whole | W/P seconds, 0 < W < P <= 3600 (e.g. 1/10)";
+
 void check_gpu_trace(const std::string& key, const std::string& value, const std::string& source) {
   std::string why;
-  if (!parse_trace_sampling(value, 0, why))
-    fail(key, value, source, "is not a tracing mode", "whole | W/P seconds, 0 < W < P <= 3600 (e.g. 1/10)");
+  if (!parse_trace_sampling(value, 0, why)) fail(key, value, source, "is not a tracing mode", kGpuTraceAllowed);
 }
 
 void check_model(const std::string& key, const std::string& value, const std::string& source) {
@@ -190,7 +191,7 @@ const std::vector<KeySpec>& specs() {
       {{"trace_max_spans", KeyType::integer, "0 to 1000000000",
         "stage spans kept for trace.json: the first half and the latest half"},
        &RunConfig::trace_max_spans, 0, 1e9},
-      {{"gpu_trace", KeyType::text, "whole | W/P seconds, 0 < W < P <= 3600 (e.g. 1/10)",
+      {{"gpu_trace", KeyType::text, kGpuTraceAllowed,
         "GPU tracing: whole, or the device's records W s of every P after gpu_trace_lead s (scaled to the whole)"},
        &RunConfig::gpu_trace, 0, 0, check_gpu_trace},
       {{"gpu_trace_lead", KeyType::number, "0 to 3600 seconds",

@@ -161,11 +161,7 @@ std::int64_t merge_step_windows(std::vector<StepWindow>& windows) {
 class InStep {
  public:
   explicit InStep(const std::vector<StepWindow>& windows) : windows_(windows) {}
-  bool operator()(std::int64_t t) const {
-    auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
-                               [](std::int64_t v, const StepWindow& w) { return v < w.begin_ns; });
-    return it != windows_.begin() && t < std::prev(it)->end_ns;
-  }
+  bool operator()(std::int64_t t) const { return windows_cover(windows_, t); }
 
  private:
   const std::vector<StepWindow>& windows_;

@@ -1,5 +1,7 @@
 #include "profiler/time_windows.h"
 
+#include <iterator>
+
 namespace feedscope {
 
 namespace {
@@ -57,6 +59,12 @@ std::int64_t windows_ns(const std::vector<TimeWindow>& windows) {
 
 std::int64_t union_ns(std::vector<TimeWindow> windows) {
   return windows_ns(merged_windows(std::move(windows)));
+}
+
+bool windows_cover(const std::vector<TimeWindow>& windows, std::int64_t t) {
+  auto it = std::upper_bound(windows.begin(), windows.end(), t,
+                             [](std::int64_t v, const TimeWindow& w) { return v < w.begin_ns; });
+  return it != windows.begin() && t < std::prev(it)->end_ns;
 }
 
 std::int64_t covered_ns(const std::vector<TimeWindow>& merged, const std::vector<TimeWindow>& windows) {

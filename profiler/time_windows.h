@@ -41,6 +41,9 @@ void for_each_piece(const std::vector<TimeWindow>& merged, const TimeWindow& w, 
     fn(TimeWindow{std::max(it->begin_ns, w.begin_ns), std::min(it->end_ns, w.end_ns)});
 }
 
+// Whether `t` falls in one of the sorted, disjoint `windows`.
+bool windows_cover(const std::vector<TimeWindow>& windows, std::int64_t t);
+
 // The length of `merged` (sorted, disjoint) inside each of `windows` (sorted, disjoint), summed.
 std::int64_t covered_ns(const std::vector<TimeWindow>& merged, const std::vector<TimeWindow>& windows);
 

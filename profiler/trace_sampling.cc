@@ -118,11 +118,7 @@ void TracedWindowLog::close(std::int64_t t) {
   windows_.back().end_ns = std::max(t, windows_.back().begin_ns);
 }
 
-bool TracedWindowLog::covers(std::int64_t t) const {
-  auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
-                             [](std::int64_t v, const TimeWindow& w) { return v < w.begin_ns; });
-  return it != windows_.begin() && t < std::prev(it)->end_ns;
-}
+bool TracedWindowLog::covers(std::int64_t t) const { return windows_cover(windows_, t); }
 
 std::vector<TimeWindow> TracedWindowLog::take(std::int64_t now) {
   std::vector<TimeWindow> out;

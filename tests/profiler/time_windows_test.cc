@@ -37,6 +37,18 @@ TEST(TimeWindowsTest, IntersectingClipsEachSpanToTheWindowsItCrosses) {
   EXPECT_EQ(intersect_windows({{0, 100}}, windows), windows);
 }
 
+TEST(TimeWindowsTest, ATimeIsCoveredFromAWindowsBeginUpToButNotAtItsEnd) {
+  const Windows windows{{10, 20}, {30, 40}};
+  EXPECT_FALSE(windows_cover(windows, 9));
+  EXPECT_TRUE(windows_cover(windows, 10));
+  EXPECT_TRUE(windows_cover(windows, 19));
+  EXPECT_FALSE(windows_cover(windows, 20));
+  EXPECT_FALSE(windows_cover(windows, 25)) << "between windows";
+  EXPECT_TRUE(windows_cover(windows, 35));
+  EXPECT_FALSE(windows_cover(windows, 40));
+  EXPECT_FALSE(windows_cover({}, 0));
+}
+
 TEST(TimeWindowsTest, CoveredTimeIsCountedInsideEachWindowOnly) {
   const Windows busy = merged_windows({{0, 5}, {8, 25}, {28, 50}});
   EXPECT_EQ(covered_ns(busy, {{10, 20}, {30, 40}}), 20);
