@@ -24,8 +24,9 @@ inline constexpr double kBusyApart = 0.20;
 // Every rank waiting for data at least this much: loading is too slow everywhere.
 inline constexpr double kStallEverywhere = 0.10;
 // A straggler that moves: at least kMovingMoments windows (and kMovingShare of those where every
-// rank's stall is known) in which one rank stood kStallApart above the others, no rank the one
-// in kMovingMostOneRank of them, and a second rank in kMovingShare of them.
+// rank's stall is known) in which one rank stood kStallApart above the others, a second rank the
+// one in kMovingShare of them, and no rank in kMovingMostOneRank of them whose stall over the
+// whole run also stands apart (that is a straggler).
 inline constexpr std::size_t kMovingMoments = 4;
 inline constexpr double kMovingShare = 0.2;
 inline constexpr double kMovingMostOneRank = 0.6;

@@ -185,6 +185,24 @@ TEST(RankDigestTest, AStragglerThatMovesFromRankToRankIsNamedSoFromTheStallTimel
   ASSERT_TRUE(v.straggler);
   EXPECT_EQ(v.straggler->rank, 0);
 
+  // Two ranks taking turns, windows split 7:4 as turns and windows fell: the first leads 64 % of
+  // the time, yet over the run both wait alike (CI saw this one called all_input_bound).
+  std::vector<RankSummary> two = {spans_rank(0, 0.5, 60, 100), spans_rank(1, 0.5, 60, 100)};
+  for (RankSummary& r : two) r.timeline_bucket_s = 1;
+  two[0].timeline_data_stall = {0.77, 0.66, 0.02, 0.74, 0.22, 0.40, 0.66, 0.01, 0.88, 0.05, 0.58, 0.52};
+  two[1].timeline_data_stall = {0.13, 0.28, 0.80, 0.01, 0.71, 0.36, 0.27, 0.79, 0.02, 0.86, 0.22, 0.28};
+  v = judge_ranks(two);
+  EXPECT_EQ(v.pattern, "moving_straggler") << v.evidence[0];
+  EXPECT_NE(v.evidence[0].find("in 11 of 12 windows of 1 s"), std::string::npos) << v.evidence[0];
+  EXPECT_NE(v.evidence[0].find("rank 0 in 64 %, rank 1 in 36 %"), std::string::npos) << v.evidence[0];
+  // The same windows where rank 0 also waits 15 points more over the run: it is the straggler.
+  two[0].data_stall_ratio = 0.6;
+  two[1].data_stall_ratio = 0.45;
+  v = judge_ranks(two);
+  EXPECT_EQ(v.pattern, "straggler");
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 0);
+
   // Ranks of two machines share no clock: their timelines are not compared window by window.
   at(0, {0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1});
   at(1, {0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.1, 0.1});

@@ -2,7 +2,7 @@
 `python -m torch.distributed.run` (it reads RANK, LOCAL_RANK, WORLD_SIZE) on one machine or
 several. Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
 so one rank can be made to load slower than the others (--slow-rank), or each rank in turn for
---alternate-s seconds, waiting (a straggler that moves from rank to rank); a rank can raise mid-run
+--alternate-steps steps, waiting (a straggler that moves from rank to rank); a rank can raise mid-run
 (--raise-rank); --feedscope puts the Python client's Session in every rank."""
 
 import argparse
@@ -24,8 +24,8 @@ parser.add_argument("--num-workers", type=int, default=1)
 parser.add_argument("--load-ms", type=float, default=1.0, help="CPU burned per sample")
 parser.add_argument("--slow-rank", type=int, default=-1)
 parser.add_argument("--slow-load-ms", type=float, default=8.0)
-parser.add_argument("--alternate-s", type=float, default=0.0,
-                    help="each rank in turn waits --slow-load-ms more per sample for this long")
+parser.add_argument("--alternate-steps", type=int, default=0,
+                    help="each rank in turn waits --slow-load-ms more per sample for this many steps")
 parser.add_argument("--raise-rank", type=int, default=-1)
 parser.add_argument("--raise-step", type=int, default=10)
 parser.add_argument("--feedscope", action="store_true", help="a feedscope Session in every rank")
@@ -40,9 +40,12 @@ class Burned(Dataset):
 
     def __getitem__(self, i):
         ms = self.ms
-        if self.turn:  # (rank, world, seconds, slow ms): slow while it is this rank's turn
-            rank, world, seconds, slow = self.turn
-            if int(time.time() / seconds) % world == rank:
+        if self.turn:  # (rank, world, batch size, steps, slow ms): slow in this rank's turns
+            rank, world, batch, steps, slow = self.turn
+            # Unshuffled, the sampler gives rank r the indices r, r + world, ...: which step this
+            # sample is in, so that turns are counted in steps and every rank has as many (turns
+            # of wall-clock time would end the run part-way through one, one rank's turn more).
+            if (i // world // batch // steps) % world == rank:
                 # Waited, not burned: on a loaded machine a burned turn takes the cores the other
                 # rank's loader needs, and both ranks stall alike, whose turn it is blurred.
                 time.sleep(slow / 1000)
@@ -61,9 +64,12 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     ms = args.slow_load_ms if rank == args.slow_rank else args.load_ms
-    turn = (rank, world, args.alternate_s, args.slow_load_ms) if args.alternate_s > 0 else None
+    turn = None
+    if args.alternate_steps > 0:
+        turn = (rank, world, args.batch_size, args.alternate_steps, args.slow_load_ms)
     data = Burned(args.steps * args.batch_size * world, args.width, ms, turn)
-    loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data),
+    sampler = DistributedSampler(data, shuffle=turn is None)
+    loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler,
                         num_workers=args.num_workers, persistent_workers=args.num_workers > 0)
     model = DDP(nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, 10)))
     opt = torch.optim.SGD(model.parameters(), 0.01)

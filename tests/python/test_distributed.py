@@ -113,13 +113,15 @@ class DistributedWatchTest(unittest.TestCase):
             self.assertTrue((self.dir / "feedscope-report" / f"rank-{rank}" / "report.json").exists())
 
     def test_a_straggler_that_moves_from_rank_to_rank_is_told_apart(self):
-        # Each rank in turn loads 8x slower for 2 s: over the run both wait alike; window by
-        # window one holds the other back, and not the same one.
+        # Each rank in turn loads 8x slower for 10 steps, 5 turns each: over the run both wait
+        # alike; window by window one holds the other back, and not the same one.
         build_python = pathlib.Path(os.environ.get("FEEDSCOPE_LIBRARY", "")).parent.parent
         env = {"PYTHONPATH": f"{build_python}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        _, report = self.watch("moving", self.standalone("--steps", "110", "--alternate-s", "2",
+        _, report = self.watch("moving", self.standalone("--steps", "100", "--alternate-steps", "10",
                                                          "--feedscope"), env=env)
-        self.assertEqual(report["job"]["pattern"], "moving_straggler", report["diagnosis"]["evidence"])
+        timelines = {r["rank"]: r["timeline"] for r in report["ranks"]}
+        self.assertEqual(report["job"]["pattern"], "moving_straggler",
+                         (report["diagnosis"]["evidence"], timelines))
         self.assertIsNone(report["diagnosis"]["straggler"])
         self.assertIn("moves from rank to rank", report["diagnosis"]["verdict"])
         for r in report["ranks"]:
