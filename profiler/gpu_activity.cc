@@ -7,6 +7,8 @@
 #include <ostream>
 #include <unordered_set>
 
+#include "profiler/time_windows.h"
+
 namespace feedscope {
 
 namespace {
@@ -74,14 +76,8 @@ void GpuActivity::append(GpuActivity&& more) {
   more.incomplete_buffers = 0;
   if (!tracing) tracing = std::move(more.tracing);
   more.tracing.reset();
-  for (const TimeWindow& w : more.traced_windows) {
-    if (!traced_windows.empty() && w.begin_ns <= traced_windows.back().end_ns) {
-      traced_windows.back().end_ns = std::max(traced_windows.back().end_ns, w.end_ns);
-    } else {
-      traced_windows.push_back(w);
-    }
-  }
-  more.traced_windows.clear();
+  move_append(traced_windows, more.traced_windows);
+  traced_windows = merged_windows(std::move(traced_windows));
   outside_windows += more.outside_windows;
   more.outside_windows = 0;
 }

@@ -45,7 +45,7 @@ class TracedWindowLog {
   // Whether `t` lies in a window opened so far, the open one included.
   bool covers(std::int64_t t) const;
   // The windows' time since the last take up to `now`, in order: the open one is cut at `now` and
-  // goes on in the next take (GpuActivity::append joins the pieces again).
+  // goes on in the next take (GpuActivity::append merges the pieces again).
   std::vector<TimeWindow> take(std::int64_t now);
 
  private:
