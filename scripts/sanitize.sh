@@ -27,6 +27,46 @@ failed() {
   exit "$rc"
 }
 
+# only_lsan_tracer_crashes DIR: whether every test that failed in DIR's last ctest run passed and
+# then failed at exit only because LeakSanitizer's own tracer crashed ("Tracer caught signal 11",
+# "LeakSanitizer has encountered a fatal error"): a fault of the sanitizer runtime's
+# stop-the-world at exit (google/sanitizers#1353), not a leak and not a failed test. Seen once,
+# on profiler_tests' first shard with its 63 tests passed, and not in 60 runs of it since. Any other report in its output, a
+# failed or crashed test, a leak found, a UBSan error, and it is a real failure.
+only_lsan_tracer_crashes() {
+  local dir="$1" name out
+  local list="$dir/Testing/Temporary/LastTestsFailed.log"
+  [ -s "$list" ] || return 1
+  while IFS= read -r name; do
+    out="$(bash "$root/scripts/test_output.sh" "$dir" "$name")"
+    grep -q "^Tracer caught signal" <<<"$out" || return 1
+    grep -q "LeakSanitizer has encountered a fatal error" <<<"$out" || return 1
+    if grep -qE '\[  FAILED  \]|ERROR: (Address|Leak|Thread|UndefinedBehavior)Sanitizer|runtime error:' <<<"$out"; then
+      return 1
+    fi
+  done < <(cut -d: -f2- "$list")
+}
+
+# failed_unless_tracer_crash DIR: `failed`, unless only LeakSanitizer's tracer crashed: then those
+# tests run once more, and fail only if they fail again.
+failed_unless_tracer_crash() {
+  local rc=$?
+  if only_lsan_tracer_crashes "$1"; then
+    local names
+    names="$(cut -d: -f2- "$1/Testing/Temporary/LastTestsFailed.log")"
+    echo "== LeakSanitizer's tracer crashed at exit after every test passed (no leak, no failure):"
+    sed 's/^/   /' <<<"$names"
+    echo "== running them once more"
+    # By name: LastTestsFailed.log numbers the tests of the run, -E's exclusions left out, and
+    # --rerun-failed reads the numbers against them all (it ran sampler_tests for profiler_tests).
+    ctest --test-dir "$1" --output-on-failure --timeout 900 \
+      -R "^($(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$names" | paste -sd'|'))\$" && return 0
+    rc=$?
+  fi
+  bash "$root/scripts/show_failures.sh" "$1"
+  exit "$rc"
+}
+
 run_asan() {
   local dir="${ASAN_BUILD_DIR:-$root/build-asan}"
   echo "== ASan + UBSan: the whole suite ($dir)"
@@ -42,11 +82,11 @@ run_asan() {
   cmake --build "$dir"
   # The planted scenarios assert measured speed-ups; instrumented code is 2-3x slower and would
   # change the very bottleneck they plant. They run uninstrumented in ./scripts/test.sh.
-  ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_invalid_pointer_pairs=1" \
-  LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0" \
-  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp" \
-    ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E 'PlantedScenario' ||
-    failed "$dir"
+  local -x ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_invalid_pointer_pairs=1"
+  local -x LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+  local -x UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" -E 'PlantedScenario' ||
+    failed_unless_tracer_crash "$dir"
 }
 
 run_tsan() {
