@@ -101,7 +101,11 @@ class AttachTest(unittest.TestCase):
         session = json.loads((self.dir / "session" / "report.json").read_text())["diagnosis"]
         print(f"data stall: attach {d['data_stall_ratio']:.3f}, the Session's "
               f"{session['data_stall_ratio']:.3f}", file=sys.stderr)
-        self.assertLess(abs(d["data_stall_ratio"] - session["data_stall_ratio"]), 0.10,
+        # Two windows of one run: attach's 8 s against the Session's whole run. On a quiet
+        # machine they agree within 4 points; with another test's load coming and going they
+        # drift apart (0.537 against 0.433 in a fresh-clone CI, where this run's stalls were
+        # 0.28-0.54): 15 points.
+        self.assertLess(abs(d["data_stall_ratio"] - session["data_stall_ratio"]), 0.15,
                         f"attach {d['data_stall_ratio']:.3f} vs the Session's "
                         f"{session['data_stall_ratio']:.3f}")
 
@@ -150,8 +154,10 @@ class AttachTest(unittest.TestCase):
         self.assertTrue(any(str(log) in n for n in report["program"]["notes"]), report["program"]["notes"])
 
     def test_a_job_that_ends_during_the_window_gets_a_report(self):
+        # 10 s of work, attached after 0.5: attach, which loads libtorch, took over 2.5 s to
+        # reach its first read in a loaded fresh-clone CI and found a 3-s program ended.
         p = self.start([sys.executable, "-c",
-                        "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+                        "import time\nend = time.time() + 10\nwhile time.time() < end: pass"])
         time.sleep(0.5)
         r, report = self.attach("ends", p.pid, "--duration", "60")
         self.assertEqual(report["program"]["ended"], "ended", report["program"])
