@@ -31,8 +31,9 @@ failed() {
 # then failed at exit only because LeakSanitizer's own tracer crashed ("Tracer caught signal 11",
 # "LeakSanitizer has encountered a fatal error"): a fault of the sanitizer runtime's
 # stop-the-world at exit (google/sanitizers#1353), not a leak and not a failed test. Seen once,
-# on profiler_tests' first shard with its 63 tests passed, and not in 60 runs of it since. Any other report in its output, a
-# failed or crashed test, a leak found, a UBSan error, and it is a real failure.
+# on profiler_tests' first shard with its 63 tests passed, and not in 60 runs of it since. Any
+# other report in its output, a failed or crashed test, a leak found, a UBSan error, and it is a
+# real failure.
 only_lsan_tracer_crashes() {
   local dir="$1" name out
   local list="$dir/Testing/Temporary/LastTestsFailed.log"
