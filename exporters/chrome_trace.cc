@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -54,6 +55,14 @@ void write_us(std::ostream& out, std::int64_t ns) {
   std::int64_t rest = ns % 1000;
   for (int i = 3; i >= 1; --i, rest /= 10) frac[i] = static_cast<char>('0' + rest % 10);
   out.write(frac, 4);
+}
+
+// The Unix time, in nanoseconds, of `origin_ns` on the now_ns() clock: both clocks read together,
+// the gap between them carried back to the origin.
+std::int64_t unix_ns_at(std::int64_t origin_ns) {
+  const std::int64_t unix_now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count();
+  return unix_now - (now_ns() - origin_ns);
 }
 
 int lane_sort_index(const LaneInfo& lane) {
@@ -128,7 +137,11 @@ void write_json_string(std::ostream& out, std::string_view text) {
 
 ChromeTraceWriter::ChromeTraceWriter(std::ostream& out, std::int64_t origin_ns)
     : out_(out), origin_ns_(origin_ns) {
-  out_ << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  // baseTimeNanoseconds: where ts 0 is in Unix time, the key PyTorch's profiler writes, so that
+  // traces of one job written by different processes line up.
+  out_ << "{\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":";
+  write_int(out_, unix_ns_at(origin_ns));
+  out_ << ",\"traceEvents\":[";
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() { finish(); }

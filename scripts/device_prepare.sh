@@ -146,5 +146,5 @@ bytes="$(cat "$out"/*.deb | wc -c)"
 echo "device_prepare: ${#files[@]} packages in $out, $((bytes / 1024)) KiB" \
      "($(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1048576}') MiB of the 64 MiB a device call carries)"
 echo "device_prepare: left out (see the script for why): ${skipped[*]}"
-echo "device_prepare: next, two device calls, each with carry [\".device-debs\"] (docs/gpu.md: The" \
-     "device check): 'bash scripts/device_check.sh gpu-tests', then 'bash scripts/device_check.sh measure'"
+echo "device_prepare: next, scripts/device_programs_prepare.sh, then one device call (docs/gpu.md: The" \
+     "device check): 'bash scripts/device_check.sh one-call' with carry [\".device-debs\", \".device-programs\"]"

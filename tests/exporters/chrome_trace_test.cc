@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -53,6 +54,18 @@ std::string escaped(std::string_view text) {
   std::ostringstream out;
   write_json_string(out, text);
   return out.str();
+}
+
+TEST(ChromeTraceTest, SaysInUnixTimeWhereItsTimeZeroIs) {
+  // ts 0 two seconds ago on the now_ns() clock is two seconds ago in Unix time: traces written
+  // by different processes of one job (attach beside a Session, the ranks) line up by it.
+  std::ostringstream out;
+  write_chrome_trace(out, {}, {}, nullptr, now_ns() - 2'000'000'000);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(j["baseTimeNanoseconds"].is_number_integer()) << out.str();
+  const double unix_s = std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(j["baseTimeNanoseconds"].get<std::int64_t>() / 1e9, unix_s - 2, 30);
 }
 
 TEST(ChromeTraceTest, ParsesAndEveryEventHasTheRequiredFields) {
