@@ -27,8 +27,9 @@
 #                feedscope received (FEEDSCOPE_RECORD_DIR) for tests/fixtures/gpu/. Ends with a
 #                table of at most 30 lines.
 #     tracing    a short second call: build feedscope and its injection library; the MLP through
-#                `run`; tracing's cost split by part (FEEDSCOPE_CUPTI_RUNTIME/_DRIVER/_SYNC), with
-#                bare runs, 2 interleaved rounds.
+#                `run`; tracing's cost split by part (FEEDSCOPE_CUPTI_RUNTIME/_DRIVER/_SYNC) and
+#                sampled as in one-call (0.2 s in 2 s), between bare runs: FEEDSCOPE_TRACING_ROUNDS
+#                rounds (default 1), then a last bare run.
 #     gpu-tests  unpack the .debs into the prefix, configure (Release, CUDA on, sm_90), build every
 #                test with all the machine's cores, print the compiler and where each library came
 #                from; run the tests that need a GPU (ctest -R "$GPU_TESTS": every *Gpu* test and
@@ -52,7 +53,8 @@
 # of gpu-tests), FEEDSCOPE_DEVICE_ONLY (a regex: only the measurements whose name matches run, the
 # others are left out without failing; e.g. '^watch-' to run a failing part again),
 # FEEDSCOPE_DEVICE_CMAKE_ARGS (more configure options, e.g. "-DFEEDSCOPE_SANITIZE=address" with its
-# own BUILD_DIR, to find a crash seen there).
+# own BUILD_DIR, to find a crash seen there), FEEDSCOPE_TRACING_ROUNDS (the tracing phase's rounds
+# of its parts; default 1).
 #
 # What comes back under $OUT: device_check.log (everything printed), summary.md (the key figures)
 # and reports.tar.gz (every report.json, trace.json of the GPU runs, bench output, ctest's JUnit).
@@ -645,7 +647,8 @@ PY
 # driver's launches), no driver calls, no runtime calls (synchronization records instead), the
 # device's records alone, and every runtime call.
 tracing_parts() {
-  watched_rounds "$1" "whole --gpu-trace whole" "nodriver FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole" \
+  watched_rounds "$1" "whole --gpu-trace whole" "watched --gpu-trace 0.2/2 --gpu-trace-lead 0" \
+    "nodriver FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole" \
     "noruntime FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole" \
     "devonly FEEDSCOPE_CUPTI_RUNTIME=none FEEDSCOPE_CUPTI_DRIVER=0 FEEDSCOPE_CUPTI_SYNC=0 --gpu-trace whole" \
     "allruntime FEEDSCOPE_CUPTI_RUNTIME=all FEEDSCOPE_CUPTI_DRIVER=0 --gpu-trace whole"
@@ -664,8 +667,8 @@ do_tracing() {
     --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-1"
   step mlp-cpu-1 20 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cpu \
     --report-dir "$rep/mlp-cpu-1"
-  tracing_parts 1
-  step trace-bare-2 25 python3 "$gpu_programs" mlp --steps 4000
+  tracing_parts "${FEEDSCOPE_TRACING_ROUNDS:-1}"
+  step "trace-bare-$((${FEEDSCOPE_TRACING_ROUNDS:-1} + 1))" 25 python3 "$gpu_programs" mlp --steps 4000
   return 0
 }
 

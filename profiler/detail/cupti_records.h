@@ -76,9 +76,10 @@ std::string enable_tracing(const CuptiApi& api, CuptiEnabled& out,
 std::string disable_tracing(const CuptiApi& api, const CuptiEnabled& enabled);
 
 // Under sampled tracing, turns the kinds enable_tracing enabled (`enabled.kinds`: the device's,
-// and the RUNTIME kind where it is traced whole) on or off. The per-call selections stay armed
-// throughout: a CUPTI 13 recorded none of a selection armed while CUDA ran (H200, 2026-11-27),
-// whereas kinds are what torch.profiler's schedule turns on and off in a running program. Empty,
+// and the RUNTIME kind where it is traced whole) on or off. Per-call selections stay armed: a
+// CUPTI 13 recorded none of a selection armed while CUDA ran (H200, 2026-11-27), whereas kinds are
+// what torch.profiler's schedule turns on and off in a running program; so a sampled request
+// traces the runtime as its whole kind (tracing_request), unless an override selects. Empty,
 // or the first call that failed (the kinds are then left as they were asked to be, where they
 // could).
 std::string switch_sampled_kinds(const CuptiApi& api, const CuptiEnabled& enabled, bool on);

@@ -296,6 +296,29 @@ TEST(CuptiRecordsTest, TheInjectionSamplesAsTheEnvironmentSaysAndABadValueTraces
   EXPECT_EQ(tracing_request(false).sampling,
             (TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000}));
   EXPECT_FALSE(tracing_request(true).sampling.sampled());
+  // Sampled, the runtime's calls are its whole kind, switched with the windows (a selection
+  // would stay armed between them), and the driver's launches are left out; an override stands.
+  const TracingRequest sampled = tracing_request(false);
+  EXPECT_EQ(sampled.runtime, TracingMode::Calls::all);
+  EXPECT_FALSE(sampled.driver_launches);
+  EXPECT_NE(sampled.why.find("sampled"), std::string::npos) << sampled.why;
+  {
+    const CuptiApi api = fake_api();
+    CuptiEnabled enabled;
+    ASSERT_EQ(enable_tracing(api, enabled, sampled), "");
+    EXPECT_TRUE(fake.runtime_enabled.empty());
+    EXPECT_TRUE(fake.driver_enabled.empty());
+    EXPECT_EQ(switch_sampled_kinds(api, enabled, false), "");
+    EXPECT_TRUE(fake.kinds.empty()) << "nothing is recorded between the windows";
+    EXPECT_EQ(switch_sampled_kinds(api, enabled, true), "");
+    EXPECT_TRUE(fake.kinds.contains(CUPTI_ACTIVITY_KIND_RUNTIME));
+  }
+  ::setenv("FEEDSCOPE_CUPTI_RUNTIME", "selected", 1);
+  ::setenv("FEEDSCOPE_CUPTI_DRIVER", "1", 1);
+  EXPECT_EQ(tracing_request(false).runtime, TracingMode::Calls::selected);
+  EXPECT_TRUE(tracing_request(false).driver_launches);
+  ::unsetenv("FEEDSCOPE_CUPTI_RUNTIME");
+  ::unsetenv("FEEDSCOPE_CUPTI_DRIVER");
   ::setenv("FEEDSCOPE_GPU_TRACE_SAMPLE", "10/1", 1);
   TracingRequest bad = tracing_request(false);
   EXPECT_FALSE(bad.sampling.sampled());
