@@ -50,6 +50,10 @@ inline constexpr std::uint64_t kSlowSamplesMinCount = 200;
 inline constexpr double kMemoryGrowthBytesPerS = 256.0 * 1024;
 inline constexpr double kMemoryGrowthBytes = 32.0 * 1024 * 1024;
 inline constexpr double kMemoryCopiedShare = 0.25;
+// A process that grows alone is called a leak only over this many seconds of its readings (its
+// start-up left out): a CUDA program's first seconds grow steadily as torch loads its kernels and
+// cuBLAS its workspaces (a 7-s matmul loop on an H200: 124 MiB/s over 3.9 s, then nothing).
+inline constexpr double kMemoryLeakSeconds = 10.0;
 // Loader workers this many times the cores or more, each wanting less than this share of a core
 // (busy + waiting for one): mostly idle, and fewer would do.
 inline constexpr int kIdleWorkersPerCore = 4;

@@ -139,6 +139,14 @@ bool memory_leak_one_process(const Facts& f, Diagnosis& d) {
       continue;
     }
     const double rate = *p->memory->private_bytes_per_s;
+    if (p->memory->window_s < kMemoryLeakSeconds) {
+      d.evidence.push_back(fmt("memory: the %s process %d's private memory grew %.1f MiB/s over "
+                               "%.1f s: too short a stretch to tell a leak from its start-up (a "
+                               "leak is called over %.0f s or more)",
+                               to_string(p->role), p->pid, mib(rate), p->memory->window_s,
+                               kMemoryLeakSeconds));
+      continue;
+    }
     MemoryFinding finding;
     finding.kind = "memory_leak_one_process";
     finding.role = to_string(p->role);

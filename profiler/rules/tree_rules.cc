@@ -259,8 +259,10 @@ const char* gpu_limit(const GpuTraceSummary& g, bool host_busy) {
 }
 
 
+// `loader_pace`: how many times today's rate the loader workers can carry (1 / their demand of a
+// core), 0 where there are none; a faster loop waits for them.
 void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double launching,
-                   Diagnosis& d) {
+                   double loader_pace, Diagnosis& d) {
   d.bottleneck = limit;
   if (limit == "host_to_device") {
     d.verdict = fmt("Copy-bound: host-to-device copies take %.0f%% of the time, mostly from "
@@ -317,8 +319,14 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
               "of the longer of the training thread's own work (%.0f%% of the time) and the GPU's "
               "(busy %.0f%%): 1 / max(%.2f, %.2f)",
               100 * waiting, 100 * launching, 100 * g.gpu_busy_ratio, launching, g.gpu_busy_ratio));
-      if (launching > 0.05 || g.gpu_busy_ratio > 0.05)
+      if (launching > 0.05 || g.gpu_busy_ratio > 0.05) {
         r.predicted_speedup = 1.0 / std::max(launching, g.gpu_busy_ratio);
+        if (loader_pace > 0 && loader_pace < *r.predicted_speedup) {
+          r.predicted_speedup = loader_pace;
+          r.basis += fmt("; capped at %.2fx by the loader workers, busy %.0f%% of a core each",
+                         loader_pace, 100 / loader_pace);
+        }
+      }
       d.recommendations.push_back(std::move(r));
     }
     // A step in a CUDA graph already is not told to capture itself in one.
@@ -373,7 +381,9 @@ bool tree_gpu_trace(const Facts& f, Diagnosis& d) {
   if (!T.traced || T.workers_busy) return false;
   const char* limit = gpu_limit(*f.e.gpu_trace, t.main_thread_busy >= kThreadPinned);
   if (limit == nullptr) return false;
-  gpu_diagnosis(limit, *f.e.gpu_trace, T.working, d);
+  const double demand = worker_demand(t);
+  const double loader_pace = t.workers > 0 && demand > 0.05 ? 1.0 / demand : 0.0;
+  gpu_diagnosis(limit, *f.e.gpu_trace, T.working, loader_pace, d);
   return true;
 }
 

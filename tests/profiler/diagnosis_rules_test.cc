@@ -974,6 +974,15 @@ TEST(DiagnosisRulesTest, MemoryFindingsStandBesideTheBottleneck) {
   ASSERT_EQ(both.memory.size(), 2u) << ::testing::PrintToString(both.evidence);
   EXPECT_EQ(both.memory[1].kind, "memory_leak_one_process");
 
+  // A short program's growth is its start-up until it has lasted kMemoryLeakSeconds: the 7-s
+  // matmul loop on an H200 grew 124 MiB/s over 3.9 s as CUDA started, and was called a leak.
+  WatchDiagnosisInput short_run = memory_input(0, 12);
+  short_run.tree.processes[0].memory->window_s = 3.9;
+  const Diagnosis start_up = diagnose(watched(short_run));
+  EXPECT_TRUE(start_up.memory.empty()) << ::testing::PrintToString(start_up.evidence);
+  EXPECT_TRUE(says(start_up, "grew 12.0 MiB/s over 3.9 s: too short a stretch to tell a leak from "
+                             "its start-up"));
+
   EXPECT_TRUE(diagnose(watched(memory_input(0, 0))).memory.empty()) << "flat memory";
   EXPECT_TRUE(diagnose(watched(memory_input(0.1, 0.1))).memory.empty()) << "under the thresholds";
 }

@@ -611,6 +611,31 @@ TEST(WatchDiagnosisTest, AnItemEveryIterationWithTheGpuHalfBusyIsSyncBoundWithAP
   EXPECT_NEAR(sync->predicted_speedup.value_or(-1), 1.0 / (0.97 - 0.309 / 1.166), 1e-6);
 }
 
+TEST(WatchDiagnosisTest, ASyncPredictionIsCappedByWhatTheLoaderWorkersCanCarry) {
+  // imagenet --dummy resnet50 on an H200 (2026-11-28): 8 workers busy 62% of a core each, the
+  // main thread 77% busy of which 34% in syncs, the GPU busy 52%. Without the syncs the loop
+  // would run 1 / max(0.43, 0.52) = 1.92x faster, but the workers carry only 1 / 0.62 = 1.61x.
+  WatchDiagnosisInput in = tree_input(0.77, 8, 0.62, 0.25);
+  in.gpu_trace = traced(5.21, 17'939, 147.6, 0.52, 68, 0.34 * 5.21);
+  const Diagnosis d = diagnose_watched(in);
+  ASSERT_EQ(d.bottleneck, "launch_overhead") << d.verdict;
+  const Recommendation* sync = nullptr;
+  for (const Recommendation& r : d.recommendations)
+    if (r.setting == "no per-step sync") sync = &r;
+  ASSERT_NE(sync, nullptr);
+  EXPECT_NEAR(sync->predicted_speedup.value_or(-1), 1.0 / 0.62, 1e-6);
+  EXPECT_NE(sync->basis.find("capped at 1.61x by the loader workers, busy 62% of a core each"),
+            std::string::npos) << sync->basis;
+  // Workers with room to spare leave the prediction as it was.
+  in.tree.worker_busy = 0.3;
+  const Diagnosis spare = diagnose_watched(in);
+  for (const Recommendation& r : spare.recommendations) {
+    if (r.setting == "no per-step sync") {
+      EXPECT_NEAR(r.predicted_speedup.value_or(-1), 1.0 / 0.52, 1e-6) << r.basis;
+    }
+  }
+}
+
 TEST(WatchDiagnosisTest, ASaturatedWorkerIsNotHiddenByATrainingThreadSpinningInSyncs) {
   // One loader worker at 99 %, the GPU at 30 %, the main thread 90 % busy of which 70 % is spent
   // spinning in the sync that waits for its next batch's step: input-bound, not CPU compute.
