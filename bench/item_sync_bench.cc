@@ -58,10 +58,12 @@ int main(int argc, char** argv) {
     double checksum = 0;
     for (const int i : fs.wrap(std::views::iota(0, iterations))) {
       auto step = fs.step(size);  // the product's rows count as the step's samples
-      const torch::Tensor c = a.mm(b);
-      // `step`: read back every iteration, as a loop that logs its loss each step does. `end`:
-      // once, in the last iteration, so both runs hold the same steps.
-      if (sync == "step" || i == iterations - 1) checksum += c.sum().item<double>();
+      // The same kernels either way, as a loop's loss is computed whether or not it is read:
+      // `step` reads the sum back every iteration, as a loop that logs its loss each step does;
+      // `end` once, in the last iteration, so both runs hold the same steps. (Until 2026-11-28
+      // `end` left the sum out too, and its 2.01x on an H200 counted a kernel fewer a step.)
+      const torch::Tensor sum = a.mm(b).sum();
+      if (sync == "step" || i == iterations - 1) checksum += sum.item<double>();
     }
     const feedscope::Report& report = fs.finish();
     std::printf("item_sync_bench: --sync %s, %d iterations of a %lldx%lld product on %s: %.1f "
