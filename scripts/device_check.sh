@@ -636,7 +636,10 @@ PY
     "$fs" watch --duration 80 --report-dir "$rep/nanogpt-compile" -- python3 train.py \
     config/train_shakespeare_char.py --compile=True --batch_size=64 --max_iters=500 \
     --eval_interval=100000 --eval_iters=1 --log_interval=10 "--out_dir=$ng/out"
-  step imagenet-dummy-r50 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-dummy-r50" -- \
+  # Its first step takes 4 s (cuDNN's autotuning) and CUDA starts 13 s in: at watch's 1 s in 10
+  # the 25 s held only the lead, its warm-up (2026-11-28). Windows of 1 s in 2 read its steady
+  # state after the lead.
+  step imagenet-dummy-r50 35 "$fs" watch "${timed[@]}" --gpu-trace 1/2 --report-dir "$rep/imagenet-dummy-r50" -- \
     python3 "$programs/imagenet/main.py" -a resnet50 -b 256 -p 2 -j 8 --dummy
   step imagenet-j12 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-j12" -- "${imagenet[@]}" -j 12 "$inet"
 }

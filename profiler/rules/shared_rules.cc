@@ -149,6 +149,21 @@ void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
 }
 
 
+// A watched program sampled, whose figures are mostly its lead: the first seconds of kernels,
+// traced whole, where its warm-up is (imagenet's resnet50 on an H200: its first step took 4.1 s
+// of the 5.2 s read, and the trace read sync-bound where its last seconds are GPU-bound).
+void lead_only_evidence(const GpuTraceSummary& g, Diagnosis& d) {
+  if (!g.sampled || g.sampled->sampling.lead_ns <= 0) return;
+  const double lead_s = static_cast<double>(g.sampled->sampling.lead_ns) / 1e9;
+  const double window_s = static_cast<double>(g.sampled->sampling.window_ns) / 1e9;
+  if (g.sampled->read_s >= lead_s + window_s) return;
+  d.evidence.push_back(fmt("the GPU figures are mostly the lead, the first %.0f s of kernels traced "
+                           "whole, and not a full window after it: the program's warm-up (cuDNN's "
+                           "autotuning, the first batches) weighs in them as it would not in its "
+                           "steady state; a run that lasts some windows past its lead is read there",
+                           lead_s));
+}
+
 void window_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d) {
   d.evidence.push_back(fmt("CUDA trace over %.2f s: GPU busy %.0f%% (kernels and copies, all "
                            "streams); %lld kernels, mean %.1f us, p95 %.1f us",
@@ -165,6 +180,7 @@ void window_gpu_evidence(const GpuTraceSummary& g, double window_s, Diagnosis& d
                              100 * g.h2d_share, static_cast<double>(g.h2d_pinned_bytes) / 1e6,
                              static_cast<double>(g.h2d_pageable_bytes) / 1e6));
   shared_gpu_evidence(g, d);
+  lead_only_evidence(g, d);
 }
 
 

@@ -636,6 +636,30 @@ TEST(WatchDiagnosisTest, ASyncPredictionIsCappedByWhatTheLoaderWorkersCanCarry) 
   }
 }
 
+TEST(WatchDiagnosisTest, FiguresReadMostlyInTheLeadSaySoForTheWarmUpIsInThem) {
+  // imagenet --dummy resnet50 on an H200: 5.2 s read, the 5-s lead and 0.2 s of a window before
+  // the device check stopped it; its first step alone took 4.1 s.
+  WatchDiagnosisInput in = tree_input(0.77, 0, 0, 0.25);
+  in.gpu_trace = traced(5.21, 17'939, 147.6, 0.52, 68, 0.34 * 5.21);
+  GpuTraceSummary::Sampled sampled;
+  sampled.sampling = TraceSampling{1'000'000'000, 10'000'000'000, 5'000'000'000};
+  sampled.read_s = sampled.span_s = 5.21;
+  sampled.windows = 2;
+  in.gpu_trace->sampled = sampled;
+  const auto says_lead = [](const Diagnosis& d) {
+    return std::any_of(d.evidence.begin(), d.evidence.end(), [](const std::string& e) {
+      return e.find("the GPU figures are mostly the lead, the first 5 s of kernels") != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(says_lead(diagnose_watched(in)));
+  // A full window past the lead: the steady state is in the figures.
+  in.gpu_trace->sampled->read_s = 6.2;
+  in.gpu_trace->sampled->span_s = 20;
+  EXPECT_FALSE(says_lead(diagnose_watched(in)));
+  in.gpu_trace->sampled.reset();
+  EXPECT_FALSE(says_lead(diagnose_watched(in))) << "traced whole";
+}
+
 TEST(WatchDiagnosisTest, ASaturatedWorkerIsNotHiddenByATrainingThreadSpinningInSyncs) {
   // One loader worker at 99 %, the GPU at 30 %, the main thread 90 % busy of which 70 % is spent
   // spinning in the sync that waits for its next batch's step: input-bound, not CPU compute.

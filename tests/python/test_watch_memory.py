@@ -111,7 +111,8 @@ class WatchMemoryTest(unittest.TestCase):
                 self.assertLess(p["memory"]["private_bytes_per_s"], 1 << 20, p)
 
     def test_a_loop_that_keeps_each_loss_tensor_is_a_leak_in_the_trainer(self):
-        report, own = self.watch("leak", "--leak", "--steps", "400", "--pace-s", "0.04")
+        # 800 steps: about 24 s, a trend over 15 s of them, past the 10 s a leak is called over.
+        report, own = self.watch("leak", "--leak", "--steps", "800", "--pace-s", "0.04")
         findings = report["diagnosis"]["memory"]
         self.assertEqual([f["kind"] for f in findings], ["memory_leak_one_process"], report["diagnosis"])
         leak = findings[0]
