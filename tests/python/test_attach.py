@@ -33,16 +33,15 @@ except ImportError:
     HAVE_TORCH = False
 
 
-@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
-def trace_base_s(path):
+def trace_base_s(trace):
     """Where a feedscope trace.json's ts 0 is, in Unix seconds."""
-    return json.loads(path.read_text())["baseTimeNanoseconds"] / 1e9
+    return trace["baseTimeNanoseconds"] / 1e9
 
 
 def waited_in(trace, begin_s, end_s):
     """Seconds of the host's "wait" spans (the loop waiting for its next batch) inside
     [begin_s, end_s], Unix seconds."""
-    base = trace["baseTimeNanoseconds"] / 1e9
+    base = trace_base_s(trace)
     waited = 0.0
     for e in trace["traceEvents"]:
         if e.get("ph") == "X" and e.get("name") == "wait" and e.get("pid") == 1:
@@ -51,6 +50,7 @@ def waited_in(trace, begin_s, end_s):
     return waited
 
 
+@unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
 class AttachTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -116,7 +116,7 @@ class AttachTest(unittest.TestCase):
         # started it), from its trace once the program has ended by itself: both traces say where
         # their time 0 is in Unix time (baseTimeNanoseconds).
         self.assertEqual(p.wait(timeout=240), 0)
-        begin = trace_base_s(self.dir / "input" / "trace.json")
+        begin = trace_base_s(json.loads((self.dir / "input" / "trace.json").read_text()))
         window = (begin, begin + report["program"]["wall_s"])
         session_trace = json.loads((self.dir / "session" / "trace.json").read_text())
         session = waited_in(session_trace, *window) / (window[1] - window[0])
