@@ -529,33 +529,22 @@ void request_sampling(TracingRequest& request) {
                          ", FEEDSCOPE_GPU_TRACE_LEAD=" + (lead_text ? lead_text : "") + ": " + why;
 }
 
-// Sampled: the runtime's calls only in the windows, as its whole kind, which is switched with
-// the device's. A per-call selection cannot be switched: a CUPTI 13 records none of one armed
-// while CUDA runs, and one left armed between the windows costs what tracing whole does (the
-// launch-bound MLP under watch at 0.79x bare sampled so, 0.85x traced whole: H200, 2026-11-28).
-// The driver's launches are left out with it; their kernels count as launches. An environment
-// override (the device check's parts) stands.
-void trace_calls_in_windows_only(TracingRequest& request) {
-  const std::string why = "sampled: a per-call selection cannot be switched off between the windows";
-  if (std::getenv("FEEDSCOPE_CUPTI_RUNTIME") == nullptr &&
-      request.runtime == TracingMode::Calls::selected) {
-    request.runtime = TracingMode::Calls::all;
-    request.why = why;
-  }
-  if (std::getenv("FEEDSCOPE_CUPTI_DRIVER") == nullptr && request.driver_launches) {
-    request.driver_launches = false;
-    request.why = why;
-  }
-}
-
 }  // namespace
 
 TracingRequest tracing_request(bool in_process) {
   TracingRequest request;
-  if (in_process) {
+  if (!in_process) request_sampling(request);
+  // The runtime as its whole kind and no driver call, where a per-call selection cannot serve: in
+  // a process whose CUDA runs already, CUPTI 13 records none of one; sampled, one stays armed
+  // between the windows, the kinds alone being switched, and costs what tracing whole does (the
+  // launch-bound MLP under watch at 0.79x bare sampled so, 0.85x traced whole: H200, 2026-11-28).
+  // The driver's launches' kernels then count as launches. The overrides below still stand.
+  if (in_process || request.sampling.sampled()) {
     request.runtime = TracingMode::Calls::all;
     request.driver_launches = false;
-    request.why = "in a process whose CUDA runs already, CUPTI records none of a per-call selection";
+    request.why = in_process
+                      ? "in a process whose CUDA runs already, CUPTI records none of a per-call selection"
+                      : "sampled: a per-call selection cannot be switched off between the windows";
   }
   // The runtime's blocking sync calls carry the host's waits; the SYNCHRONIZATION kind costs more
   // than every traced call together (14 points of a launch-bound loop's speed, H200).
@@ -572,8 +561,6 @@ TracingRequest tracing_request(bool in_process) {
   if (request.runtime == TracingMode::Calls::none) request.syncs = true;  // the syncs' only record
   if (const char* v = std::getenv("FEEDSCOPE_CUPTI_SYNC"); v != nullptr)
     request.syncs = std::string_view(v) != "0";
-  if (!in_process) request_sampling(request);
-  if (request.sampling.sampled()) trace_calls_in_windows_only(request);
   return request;
 }
 
