@@ -542,9 +542,10 @@ TracingRequest tracing_request(bool in_process) {
   if (in_process || request.sampling.sampled()) {
     request.runtime = TracingMode::Calls::all;
     request.driver_launches = false;
-    request.why = in_process
-                      ? "in a process whose CUDA runs already, CUPTI records none of a per-call selection"
-                      : "sampled: a per-call selection cannot be switched off between the windows";
+    request.why = in_process ? "in a process whose CUDA runs already, CUPTI records none of a "
+                               "per-call selection"
+                             : "sampled: a per-call selection cannot be switched off between the "
+                               "windows";
   }
   // The runtime's blocking sync calls carry the host's waits; the SYNCHRONIZATION kind costs more
   // than every traced call together (14 points of a launch-bound loop's speed, H200).
