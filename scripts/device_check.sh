@@ -670,8 +670,9 @@ do_tracing() {
     --batch-size 100 --device cuda --report-dir "$rep/mlp-gpu-untraced-1"
   step mlp-cpu-1 20 "$fs" run "${mlp_model[@]}" --batch-size 100 --device cpu \
     --report-dir "$rep/mlp-cpu-1"
-  tracing_parts "${FEEDSCOPE_TRACING_ROUNDS:-1}"
-  step "trace-bare-$((${FEEDSCOPE_TRACING_ROUNDS:-1} + 1))" 25 python3 "$gpu_programs" mlp --steps 4000
+  local rounds="${FEEDSCOPE_TRACING_ROUNDS:-1}"
+  tracing_parts "$rounds"
+  step "trace-bare-$((rounds + 1))" 25 python3 "$gpu_programs" mlp --steps 4000
   return 0
 }
 
