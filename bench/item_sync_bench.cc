@@ -17,7 +17,9 @@
 #include <ranges>
 #include <string>
 
-#include "exporters/session.h"
+#include <feedscope/session.h>
+
+#include "exporters/session_access.h"
 
 int main(int argc, char** argv) {
   std::string sync, device = "cuda", report_dir = "item-sync-report";
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
       const torch::Tensor sum = a.mm(b).sum();
       if (sync == "step" || i == iterations - 1) checksum += sum.item<double>();
     }
-    const feedscope::Report& report = fs.finish();
+    const feedscope::Report& report = feedscope::SessionAccess::finish(fs);
     std::printf("item_sync_bench: --sync %s, %d iterations of a %lldx%lld product on %s: %.1f "
                 "steps/s, bottleneck %s (checksum %.3f)\n",
                 sync.c_str(), iterations, static_cast<long long>(size),

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "exporters/session.h"
+#include <feedscope/session.h>
 
 namespace {
 

@@ -1,7 +1,7 @@
 #pragma once
-// The dataset and the loader that a run's config names, built the one way `feedscope run` and
-// feedscope.DataLoader (python/py_loader.h) both use. Torch-free, like config.h: the Python client
-// links these two without libtorch.
+// The dataset and the loader that a run's config names, built the one way that `feedscope run`,
+// feedscope.DataLoader and feedscope::Loader (api/handed_loader.h) use. Torch-free, like config.h:
+// the Python client links these two without libtorch.
 #include <memory>
 
 #include "cli/config.h"

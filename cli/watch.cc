@@ -160,8 +160,9 @@ void note_work_began(std::optional<std::int64_t> first_kernel_ns, const OutputSc
   }
 }
 
-// The CUPTI injection library next to this program's build (build/profiler/), or where
-// FEEDSCOPE_INJECTION_LIBRARY names it; empty with the reason when there is none.
+// The CUPTI injection library of this program: where an installed feedscope has it
+// (<prefix>/lib/feedscope/), beside its build (build/profiler/), or where FEEDSCOPE_INJECTION_LIBRARY
+// names it; empty with the reason (naming where it looked) when there is none.
 std::string injection_library(std::string& why_not) {
   if (const char* named = std::getenv("FEEDSCOPE_INJECTION_LIBRARY"); named && *named) {
     if (fs::exists(named)) return named;
@@ -170,13 +171,21 @@ std::string injection_library(std::string& why_not) {
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& candidate : {exe.parent_path() / "../profiler/libfeedscope_inject.so",
-                                    exe.parent_path() / "libfeedscope_inject.so",
-                                    exe.parent_path() / "../lib/feedscope/libfeedscope_inject.so"}) {
+  const fs::path dir = exe.parent_path();
+  const fs::path candidates[] = {dir / "../lib/feedscope/libfeedscope_inject.so",
+                                 dir / "../profiler/libfeedscope_inject.so",
+                                 dir / "libfeedscope_inject.so"};
+  for (const fs::path& candidate : candidates)
     if (fs::exists(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
+  if (!FEEDSCOPE_WITH_CUDA) {
+    why_not = "feedscope was built without CUDA: no CUDA trace";
+    return "";
   }
-  why_not = "feedscope was built without CUDA (no libfeedscope_inject.so beside " + exe.string() +
-            "): no CUDA trace";
+  why_not = "the CUPTI injection library is missing: looked for " +
+            fs::weakly_canonical(candidates[0], ec).string() + ", " +
+            fs::weakly_canonical(candidates[1], ec).string() + " and " +
+            fs::weakly_canonical(candidates[2], ec).string() +
+            " (reinstall feedscope, or name it with FEEDSCOPE_INJECTION_LIBRARY): no CUDA trace";
   return "";
 }
 

@@ -21,7 +21,10 @@ function(feedscope_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_LINKS;PRIVATE_LINKS" ${ARGN})
   set(target feedscope_${name})
   add_library(${target} STATIC ${ARG_SOURCES})
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  # Modules include one another by their folder ("loader/batch_loader.h") and the public headers
+  # as users do (<feedscope/session.h>, version.h generated into the build).
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
+                                              ${PROJECT_BINARY_DIR}/include)
   target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_LINKS} PRIVATE ${ARG_PRIVATE_LINKS})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   feedscope_warnings(${target})

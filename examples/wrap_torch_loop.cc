@@ -7,7 +7,7 @@
 #include <string>
 
 #include "examples/mnist_like.h"
-#include "exporters/session.h"  // feedscope
+#include <feedscope/session.h>  // feedscope
 
 int main(int argc, char** argv) {
   const int epochs = example::epochs_arg(argc, argv);

@@ -13,7 +13,7 @@ std::string report_to_json(const Report& report);
 void write_file_atomically(const std::string& path, const std::string& text);
 
 // report.json's autotune object (null for a loader at fixed settings), as its own JSON text: what
-// feedscope.DataLoader's `autotune` shows (python/py_loader.cc).
+// feedscope.DataLoader's `autotune` shows (api/handed_loader.cc).
 // report.json's `samples` object alone (feedscope.DataLoader.sample_costs()).
 std::string samples_to_json(const SampleCosts& samples);
 std::string autotune_to_json(const std::optional<AutotuneSummary>& autotune);

@@ -1,5 +1,5 @@
 #pragma once
-// What `feedscope run` and a wrapped user loop (exporters/session.h) share: draining spans to the
+// What `feedscope run` and a wrapped user loop (include/feedscope/session.h) share: draining spans to the
 // metrics endpoint while the loop runs, utilization sampling into timeseries.csv, and, at the
 // end, spans + sampler + GPU trace -> Report -> diagnosis -> report.json, report.html and
 // trace.json. One implementation, so the two kinds of run report the same numbers the same way.

@@ -1,4 +1,4 @@
-#include "exporters/session.h"
+#include <feedscope/session.h>
 
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
 #include "exporters/report_assembly.h"
+#include "exporters/session_access.h"
 #include "exporters/watch_channel.h"
 #include "pinned_memory/device_drain.h"
 #include "pinned_memory/device_probe.h"
@@ -99,6 +100,7 @@ struct Session::Impl final : LoopListener {
   void start_gpu_trace();
   void start_loop(LoopProfiler::Clock clock);
   void start_collector(LoopProfiler::Clock clock);
+  const Report& finish();
 
   Options options;
   const ProcFs fs;
@@ -123,6 +125,7 @@ struct Session::Impl final : LoopListener {
   std::unique_ptr<LoopProfiler> loop;
   std::unique_ptr<SpanCollector> collector;
   std::optional<Report> report;
+  std::optional<Summary> summary;  // finish()'s, for the public API
 };
 
 Session::Session() : Session(Options{}) {}
@@ -279,7 +282,7 @@ Session::Session(Options options)
   s.start_gpu_trace();
   s.usage_begin = take_usage_snapshot(s.fs, now_ns());
   s.start_loop(clock);
-  loop_ = s.loop.get();
+  events_ = s.loop.get();
   s.start_collector(clock);
 }
 
@@ -312,8 +315,12 @@ void Session::set_loader_settings(const LoaderSettings& settings) {
   s.live_setup.pin_memory = o.pin_memory;
 }
 
-void Session::set_autotune(AutotuneSummary autotune, std::int64_t start_ns) {
-  Impl& s = *impl_;
+Session::StageScope Session::scope(std::string_view name) {
+  return impl_->loop->scope(name);
+}
+
+void SessionAccess::set_autotune(Session& session, AutotuneSummary autotune, std::int64_t start_ns) {
+  Session::Impl& s = *session.impl_;
   if (s.report) return;
   const double shift_s = static_cast<double>(start_ns - s.run_begin_ns) / 1e9;
   for (TunerMove& m : autotune.moves) m.t_s += shift_s;
@@ -324,20 +331,46 @@ void Session::set_autotune(AutotuneSummary autotune, std::int64_t start_ns) {
   s.live_setup.num_workers = a.final.num_workers;
 }
 
-void Session::set_sample_costs(SampleCosts samples) {
-  Impl& s = *impl_;
+void SessionAccess::set_sample_costs(Session& session, SampleCosts samples) {
+  Session::Impl& s = *session.impl_;
   if (s.report) return;
   s.samples = std::move(samples);
 }
 
-SpanRegistry& Session::spans() noexcept { return impl_->spans; }
+SpanRegistry& SessionAccess::spans(Session& session) noexcept { return session.impl_->spans; }
+
+LoopProfiler& SessionAccess::profiler(Session& session) noexcept { return *session.impl_->loop; }
+
+const Report& SessionAccess::finish(Session& session) {
+  session.finish();
+  return *session.impl_->report;
+}
+
+std::string Session::report_dir() const { return impl_->report_dir.string(); }
 
 std::string Session::metrics_address() const {
   return impl_->metrics ? impl_->metrics->address() : std::string();
 }
 
-const Report& Session::finish() {
+const Session::Summary& Session::finish() {
   Impl& s = *impl_;
+  if (!s.summary) {
+    const Report& report = s.finish();
+    Summary summary;
+    const Diagnosis& d = report.diagnosis;
+    summary.bottleneck = d.bottleneck;
+    summary.verdict = d.verdict;
+    // Null where not measured, as report.json has them.
+    if (!d.data_stall_source.empty()) summary.data_stall_ratio = d.data_stall_ratio;
+    if (report.throughput.steps > 0) summary.samples_per_s = report.throughput.samples_per_s;
+    summary.report_dir = s.report_dir.string();
+    s.summary = std::move(summary);
+  }
+  return *s.summary;
+}
+
+const Report& Session::Impl::finish() {
+  Impl& s = *this;
   if (s.report) return *s.report;
   const Options& o = s.options;
   const LoopWindow w = s.loop->window();

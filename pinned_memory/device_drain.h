@@ -1,6 +1,6 @@
 #pragma once
 // Waiting for the devices a program has used, at the end of a profiled loop that feedscope did not
-// write (exporters/session.h): its steps may still be queued when the loop ends, and a GPU trace
+// write (include/feedscope/session.h): its steps may still be queued when the loop ends, and a GPU trace
 // stopped before they run loses their kernels.
 namespace feedscope {
 

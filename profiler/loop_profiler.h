@@ -2,8 +2,9 @@
 // The timing core of the wrap API (DESIGN.md user story 3): times a user's own training loop,
 // `wait` for every batch the loop fetches and `step` for every step scope, on the training lane of
 // a SpanRegistry, plus user-named extra stages, and turns the measured window (warm-up excluded)
-// into stage statistics. No torch, no exporters: exporters/session.h puts reports and metrics on
-// top of it.
+// into stage statistics. No torch, no exporters: feedscope::Session (include/feedscope/session.h)
+// puts reports and metrics on top of it; the scopes and the wrapped range are the public
+// feedscope/loop.h's.
 #include <cstdint>
 #include <deque>
 #include <iterator>
@@ -14,6 +15,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <feedscope/loop.h>
 
 #include "loader/span_recorder.h"
 #include "profiler/report.h"
@@ -46,12 +49,12 @@ struct LoopWindow {
   bool warmup_done = false;  // false: the loop ended inside warm-up (the window is the whole run)
 };
 
-// Threading contract: one training thread calls the recording API (fetch_*, scopes, the
+// Threading contract: one training thread calls the recording API (LoopEvents, the scopes, the
 // iterator of wrap()); a collector thread may call collect() meanwhile; window(), spans() and
 // custom_stage_stats() are for after the loop, or any thread once collect() ran. Spans go to
 // per-thread rings: no lock, allocation or std::function per span. A custom stage allocates its
 // ring once, when its name is first used.
-class LoopProfiler {
+class LoopProfiler final : public LoopEvents {
  public:
   using Clock = std::int64_t (*)() noexcept;  // now_ns() or a test's clock
 
@@ -67,51 +70,17 @@ class LoopProfiler {
   LoopProfiler(const LoopProfiler&) = delete;
   LoopProfiler& operator=(const LoopProfiler&) = delete;
 
-  std::int64_t now() const noexcept { return options_.clock(); }
+  std::int64_t now() const noexcept override { return options_.clock(); }
 
   // The loop asked for its next batch at `begin_ns` and got one (or learned there is none) at
   // `end_ns`. Called by the wrapped iterator; public for loops that fetch by hand.
-  void fetched(std::int64_t begin_ns, std::int64_t end_ns, bool got_batch) noexcept;
+  void fetched(std::int64_t begin_ns, std::int64_t end_ns, bool got_batch) noexcept override;
 
   // Records one `step` of `samples` samples; a StepScope calls it.
-  void step_done(std::int64_t begin_ns, std::int64_t end_ns, std::int64_t samples) noexcept;
+  void step_done(std::int64_t begin_ns, std::int64_t end_ns, std::int64_t samples) noexcept override;
 
-  // Times the scope as the step: move-only, records on destruction (or end()).
-  class StepScope {
-   public:
-    StepScope(LoopProfiler* profiler, std::int64_t samples) noexcept
-        : profiler_(profiler), samples_(samples), begin_(profiler ? profiler->now() : 0) {}
-    StepScope(StepScope&& other) noexcept
-        : profiler_(std::exchange(other.profiler_, nullptr)), samples_(other.samples_),
-          begin_(other.begin_) {}
-    StepScope& operator=(StepScope&& other) noexcept {
-      if (this != &other) {
-        end();
-        profiler_ = std::exchange(other.profiler_, nullptr);
-        samples_ = other.samples_;
-        begin_ = other.begin_;
-      }
-      return *this;
-    }
-    StepScope(const StepScope&) = delete;
-    StepScope& operator=(const StepScope&) = delete;
-    ~StepScope() { end(); }
-
-    // For loops that learn the batch's size inside the step.
-    void set_samples(std::int64_t samples) noexcept { samples_ = samples; }
-    // Ends the step now; later calls and the destructor do nothing.
-    void end() noexcept {
-      if (profiler_) {
-        LoopProfiler* p = std::exchange(profiler_, nullptr);
-        p->step_done(begin_, p->now(), samples_);
-      }
-    }
-
-   private:
-    LoopProfiler* profiler_;
-    std::int64_t samples_;
-    std::int64_t begin_;
-  };
+  using StepScope = feedscope::StepScope;
+  using StageScope = feedscope::StageScope;
 
   StepScope step(std::int64_t samples = 0) noexcept { return StepScope(this, samples); }
 
@@ -123,44 +92,12 @@ class LoopProfiler {
   // A user-named stage ("augment", "loss"). Names are case-sensitive; the 7 fixed stage names
   // are refused (they mean what DESIGN.md says). Looking a name up costs a short linear scan,
   // no allocation after its first use; hold the id for the tightest loops.
-  using StageId = std::uint16_t;
   // Throws std::invalid_argument for an empty or fixed stage name (setup, not the hot path).
   StageId custom_stage(std::string_view name);
 
-  class StageScope {
-   public:
-    StageScope(LoopProfiler* profiler, StageId id) noexcept
-        : profiler_(profiler), id_(id), begin_(profiler ? profiler->now() : 0) {}
-    StageScope(StageScope&& other) noexcept
-        : profiler_(std::exchange(other.profiler_, nullptr)), id_(other.id_), begin_(other.begin_) {}
-    StageScope& operator=(StageScope&& other) noexcept {
-      if (this != &other) {
-        end();
-        profiler_ = std::exchange(other.profiler_, nullptr);
-        id_ = other.id_;
-        begin_ = other.begin_;
-      }
-      return *this;
-    }
-    StageScope(const StageScope&) = delete;
-    StageScope& operator=(const StageScope&) = delete;
-    ~StageScope() { end(); }
-    void end() noexcept {
-      if (profiler_) {
-        LoopProfiler* p = std::exchange(profiler_, nullptr);
-        p->custom_done(id_, begin_, p->now());
-      }
-    }
-
-   private:
-    LoopProfiler* profiler_;
-    StageId id_;
-    std::int64_t begin_;
-  };
-
   StageScope scope(StageId id) noexcept { return StageScope(this, id); }
   StageScope scope(std::string_view name) { return StageScope(this, custom_stage(name)); }
-  void custom_done(StageId id, std::int64_t begin_ns, std::int64_t end_ns) noexcept;
+  void custom_done(StageId id, std::int64_t begin_ns, std::int64_t end_ns) noexcept override;
 
   // Drains the custom stages' rings into their statistics (the wait/step spans stay in the
   // SpanRegistry, whose own drain() takes them). Any one thread at a time.
@@ -215,70 +152,6 @@ class LoopProfiler {
   // Thread-safe on its own: fed by collect(), its bounds set by the training thread. Origin 0
   // until the first event, as window() has it; custom spans wait for that event to be placed.
   WindowedStageStats custom_stats_{0};
-};
-
-// wrap(): a range whose iterator times how long the loop is blocked getting each batch.
-//
-// The inner iterator is only required to be an input iterator compared against its range's
-// end: torch::data::DataLoader's begin() fetches nothing (its first batch comes lazily, on the
-// first comparison or dereference) and its end() is a sentinel, so the adapter compares
-// against end inside the timed region of begin() and of every ++. That makes the first
-// batch's wait count no matter whether an iterator is lazy or eager.
-template <typename Range>
-class WrappedRange {
-  using InnerIterator = decltype(std::begin(std::declval<Range&>()));
-  using InnerSentinel = decltype(std::end(std::declval<Range&>()));
-
- public:
-  struct Sentinel {};
-
-  class Iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using difference_type = std::ptrdiff_t;
-    using reference = decltype(*std::declval<InnerIterator&>());
-    using value_type = std::remove_cvref_t<reference>;
-
-    Iterator(LoopProfiler* profiler, InnerIterator it, InnerSentinel end)
-        : profiler_(profiler), it_(std::move(it)), end_(std::move(end)) {}
-
-    // Not timed: the batch was fetched by the comparison in begin() or ++. Non-const, as
-    // torch's iterator's operator* is.
-    reference operator*() { return *it_; }
-    Iterator& operator++() {
-      const std::int64_t begin = profiler_->now();
-      ++it_;
-      done_ = !(it_ != end_);
-      profiler_->fetched(begin, profiler_->now(), !done_);
-      return *this;
-    }
-    void operator++(int) { ++*this; }
-    friend bool operator==(const Iterator& it, Sentinel) { return it.done_; }
-    friend bool operator!=(const Iterator& it, Sentinel) { return !it.done_; }
-
-   private:
-    friend class WrappedRange;
-    LoopProfiler* profiler_;
-    InnerIterator it_;
-    InnerSentinel end_;
-    bool done_ = false;
-  };
-
-  WrappedRange(LoopProfiler* profiler, Range&& range)
-      : profiler_(profiler), range_(std::forward<Range>(range)) {}
-
-  Iterator begin() {
-    const std::int64_t t0 = profiler_->now();
-    Iterator it(profiler_, std::begin(range_), std::end(range_));
-    it.done_ = !(it.it_ != it.end_);
-    profiler_->fetched(t0, profiler_->now(), !it.done_);
-    return it;
-  }
-  Sentinel end() const noexcept { return {}; }
-
- private:
-  LoopProfiler* profiler_;
-  Range range_;  // a reference for an lvalue range, the range itself for a temporary
 };
 
 template <typename Range>

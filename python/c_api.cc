@@ -1,6 +1,7 @@
-// The C ABI of python/feedscope_c.h over feedscope::Session. Every entry point catches: no C++
+// The C ABI of include/feedscope/feedscope_c.h over feedscope::Session. Every entry point catches: no C++
 // exception may unwind into a C caller (ctypes, a CPython interpreter).
-#include "python/feedscope_c.h"
+#include <feedscope/feedscope_c.h>
+#include "exporters/session_access.h"
 #include "python/detail/c_support.h"
 
 #include <unistd.h>
@@ -20,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exporters/json_report.h"
-#include "exporters/session.h"
+#include <feedscope/session.h>
 #include "loader/span_recorder.h"
 
 namespace feedscope::c_api {
@@ -193,20 +194,20 @@ int feedscope_loader_settings(feedscope_session* s, const char* settings_json) {
 
 int feedscope_fetched(feedscope_session* s, int64_t begin_ns, int64_t end_ns, int got_batch) {
   if (!usable(s)) return -1;
-  s->session->profiler().fetched(begin_ns, end_ns, got_batch != 0);
+  feedscope::SessionAccess::profiler(*s->session).fetched(begin_ns, end_ns, got_batch != 0);
   return 0;
 }
 
 int feedscope_step_done(feedscope_session* s, int64_t begin_ns, int64_t end_ns, int64_t samples) {
   if (!usable(s)) return -1;
-  s->session->profiler().step_done(begin_ns, end_ns, samples);
+  feedscope::SessionAccess::profiler(*s->session).step_done(begin_ns, end_ns, samples);
   return 0;
 }
 
 int feedscope_stage_id(feedscope_session* s, const char* name) {
   if (!usable(s)) return -1;
   int id = -1;
-  guarded([&] { id = s->session->profiler().custom_stage(name ? name : ""); });
+  guarded([&] { id = feedscope::SessionAccess::profiler(*s->session).custom_stage(name ? name : ""); });
   return id;
 }
 
@@ -214,7 +215,7 @@ int feedscope_stage_done(feedscope_session* s, int stage_id, int64_t begin_ns, i
   if (!usable(s)) return -1;
   if (stage_id < 0 || stage_id > 0xffff) return fail("stage id " + std::to_string(stage_id) +
                                                      " was not given by feedscope_stage_id");
-  s->session->profiler().custom_done(static_cast<feedscope::LoopProfiler::StageId>(stage_id),
+  feedscope::SessionAccess::profiler(*s->session).custom_done(static_cast<feedscope::LoopProfiler::StageId>(stage_id),
                                      begin_ns, end_ns);
   return 0;
 }
@@ -225,7 +226,7 @@ const char* feedscope_finish(feedscope_session* s) {
     return nullptr;
   }
   if (s->report_json) return s->report_json->c_str();
-  const int rc = guarded([&] { s->report_json = feedscope::report_to_json(s->session->finish()); });
+  const int rc = guarded([&] { s->report_json = feedscope::report_to_json(feedscope::SessionAccess::finish(*s->session)); });
   return rc == 0 ? s->report_json->c_str() : nullptr;
 }
 

@@ -1,4 +1,4 @@
-// The loader half of python/feedscope_c.h over python/py_loader.h. Every entry point catches: no
+// The loader half of include/feedscope/feedscope_c.h over api/handed_loader.h. Every entry point catches: no
 // C++ exception may unwind into a C caller.
 #include <unistd.h>
 
@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "python/detail/c_support.h"
-#include "python/feedscope_c.h"
-#include "python/py_loader.h"
+#include <feedscope/feedscope_c.h>
+#include "api/handed_loader.h"
 
 struct feedscope_loader {
   pid_t owner = ::getpid();  // a forked child's copy has no workers: it must neither use nor join
   std::mutex mutex;          // one call at a time: ctypes releases the GIL, so threads may race
-  std::unique_ptr<feedscope::python::PyLoader> loader;
+  std::unique_ptr<feedscope::HandedLoader> loader;
   std::string text;  // describe()'s and data_errors()'s JSON
 };
 
@@ -24,7 +24,7 @@ namespace {
 
 using feedscope::c_api::fail;
 using feedscope::c_api::guarded;
-namespace py = feedscope::python;
+namespace py = feedscope;
 
 bool usable(feedscope_loader* l) {
   if (l == nullptr) {
@@ -54,7 +54,7 @@ extern "C" {
 feedscope_loader* feedscope_loader_create(const char* options_json) {
   auto l = std::make_unique<feedscope_loader>();
   const int rc = guarded([&] {
-    l->loader = std::make_unique<py::PyLoader>(
+    l->loader = std::make_unique<py::HandedLoader>(
         py::parse_loader_options(options_json != nullptr ? options_json : ""));
   });
   return rc == 0 ? l.release() : nullptr;

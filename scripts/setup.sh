@@ -11,15 +11,16 @@ packages=(
   libpng-dev libwebp-dev libtiff-dev libstb-dev
   # gzip-compressed webdataset shards (.tar.gz).
   zlib1g-dev
-  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   # Debian's libtorch finds BLAS through the libblas.so.3 alternative, which is the reference
   # BLAS unless OpenBLAS is installed: a 3072-512-512-10 MLP step takes 160 ms instead of 6 ms.
   libopenblas0-pthread
   python3-torch python3-torchvision
   # The advice corpus's tqdm case (tests/corpus/imagenet_style.py --log tqdm) draws a real tqdm bar.
   python3-tqdm
-  # The Python client's tests: a venv that pip installs python/ into, offline.
-  python3-venv python3-wheel
+  # The packaging tests (tests/install/): the wheel from an sdist into a venv, offline; the .deb's
+  # Depends (dpkg-shlibdeps, with build-essential's dpkg-dev).
+  python3-venv python3-wheel python3-build python3-setuptools
   # scripts/fuzz.sh (libFuzzer comes with clang's runtime) and the scrape-load test and bench.
   clang libclang-rt-14-dev wrk
 )

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "exporters/session.h"
-#include "python/py_loader.h"
+#include <feedscope/session.h>
+#include "api/handed_loader.h"
 
 struct feedscope_session {
   // The process that made it: a forked child (a DataLoader worker) has a copy of the session but
@@ -20,7 +20,7 @@ struct feedscope_session {
   std::string metrics_address;
   // Where the loaders attached to it (feedscope_loader_attach) send their spans; closed when the
   // session is freed, so that a loader outliving it forwards nothing.
-  std::shared_ptr<feedscope::python::SpanSink> sink;
+  std::shared_ptr<feedscope::SpanSink> sink;
 };
 
 namespace feedscope::c_api {

@@ -19,9 +19,26 @@ import json
 import os
 import time
 
-__all__ = ["Session", "DataLoader", "FeedscopeError", "library_path"]
+__all__ = ["Session", "DataLoader", "FeedscopeError", "library_path", "__version__"]
 
-_ABI_VERSION = 5  # python/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
+
+def _installed_version():
+    """The version in this package's own metadata (its wheel's or the .deb's); None where it runs
+    from a build folder (PYTHONPATH=build/python), which has none."""
+    try:
+        from importlib import metadata
+        dist = metadata.distribution("feedscope")
+    except Exception:  # PackageNotFoundError, or no importlib.metadata
+        return None
+    here = os.path.abspath(__file__)
+    if os.path.abspath(str(dist.locate_file("feedscope/__init__.py"))) != here:
+        return None  # another feedscope's metadata, not this copy's
+    return dist.version
+
+
+__version__ = _installed_version()
+
+_ABI_VERSION = 5  # include/feedscope/feedscope_c.h's FEEDSCOPE_C_ABI_VERSION
 
 
 class FeedscopeError(RuntimeError):
@@ -153,7 +170,7 @@ class _Scope:
 class Session:
     """Profiles a training loop you already have, without replacing its loader.
 
-    Options are those of the C++ feedscope::Session (exporters/session.h): report_dir, warmup
+    Options are those of the C++ feedscope::Session (include/feedscope/session.h): report_dir, warmup
     (batches left out of the measured window), metrics_addr (HOST:PORT of a Prometheus endpoint),
     rank, host, sample_hz, timeseries_max_mib, device ("cpu", "cuda:0"; empty: a GPU trace with
     kernels means the GPU), print (the verdict on stderr at finish), trace_gpu, gpu_trace

@@ -1,4 +1,6 @@
-#include "exporters/session.h"
+#include <feedscope/session.h>
+
+#include "exporters/session_access.h"
 #include "exporters/metrics_exporter.h"
 
 #include <gtest/gtest.h>
@@ -71,14 +73,40 @@ TEST(SessionTest, FinishIsIdempotent) {
     auto step = fs.step(x);
   }
   EXPECT_FALSE(fs.finished());
-  const Report& first = fs.finish();
+  const Report& first = SessionAccess::finish(fs);
   EXPECT_TRUE(fs.finished());
   EXPECT_EQ(first.throughput.samples, 6);
   std::filesystem::remove(dir / "report.json");
-  const Report& second = fs.finish();
+  const Report& second = SessionAccess::finish(fs);
   EXPECT_EQ(&first, &second);
-  // Neither the second call nor the destructor writes again.
+  EXPECT_EQ(&fs.finish(), &fs.finish());
+  // Neither the later calls nor the destructor write again.
   EXPECT_FALSE(std::filesystem::exists(dir / "report.json"));
+}
+
+// The public summary says what report.json says, with null where it does.
+TEST(SessionTest, FinishSummarizesTheReportWithNullWhereNothingWasMeasured) {
+  testing::TempDir dir;
+  {
+    Session fs(quiet(dir.path()));
+    for (int x : fs.wrap(std::vector<int>{1, 2, 3})) {
+      auto step = fs.step(x);
+    }
+    const Session::Summary& s = fs.finish();
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "report.json"));
+    EXPECT_EQ(s.bottleneck, j["diagnosis"]["bottleneck"].get<std::string>());
+    EXPECT_EQ(s.verdict, j["diagnosis"]["verdict"].get<std::string>());
+    ASSERT_TRUE(s.samples_per_s.has_value());
+    EXPECT_DOUBLE_EQ(*s.samples_per_s, j["throughput"]["samples_per_s"].get<double>());
+    ASSERT_TRUE(s.data_stall_ratio.has_value());
+    EXPECT_DOUBLE_EQ(*s.data_stall_ratio, j["diagnosis"]["data_stall_ratio"].get<double>());
+    EXPECT_EQ(s.report_dir, fs.report_dir());
+    EXPECT_EQ(std::filesystem::path(s.report_dir), dir.path());
+  }
+  const std::filesystem::path empty_dir = dir / "empty";
+  Session fs(quiet(empty_dir));
+  const Session::Summary& s = fs.finish();  // a loop that never ran measured nothing
+  EXPECT_FALSE(s.samples_per_s.has_value());
 }
 
 TEST(SessionTest, CustomScopesAppearUnderCustomStages) {

@@ -1,15 +1,15 @@
-// The loader half of the C ABI (python/feedscope_c.h), called as ctypes calls it: through
+// The loader half of the C ABI (include/feedscope/feedscope_c.h), called as ctypes calls it: through
 // libfeedscope.so's exported C functions.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "python/detail/dlpack.h"
-#include "python/feedscope_c.h"
+#include "api/detail/dlpack.h"
+#include <feedscope/feedscope_c.h>
 
 namespace {
 
-using feedscope::python::dlpack::DLManagedTensor;
+using feedscope::dlpack::DLManagedTensor;
 
 std::string last_error() { return feedscope_last_error(); }
 

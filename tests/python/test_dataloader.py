@@ -3,7 +3,7 @@
 Run by ctest with PYTHONPATH=build/python and FEEDSCOPE_BINARY (make-dataset). Needs torch and
 torchvision (Debian's python3-torch); skips without them. Nothing here depends on timing. The GPU
 path runs where torch sees a GPU and is skipped, saying so, elsewhere; its bookkeeping is tested
-on the simulated device by the C++ tests (tests/python/py_loader_test.cc).
+on the simulated device by the C++ tests (tests/api/handed_loader_test.cc).
 """
 
 import gc
@@ -472,7 +472,7 @@ class TryLoaderTest(DataLoaderTestBase):
 
 
 @unittest.skipUnless(HAVE_TORCH and torch.cuda.is_available(), "no GPU for torch here: the device "
-                     "path's bookkeeping runs on the simulated device in py_loader_test.cc")
+                     "path's bookkeeping runs on the simulated device in handed_loader_test.cc")
 class GpuTest(DataLoaderTestBase):
     def test_batches_arrive_on_the_gpu_equal_to_the_host_ones(self):
         host = self.loader(batch_size=8, num_workers=2, pipeline="eval", image_size=32)

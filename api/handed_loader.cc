@@ -1,4 +1,4 @@
-#include "python/py_loader.h"
+#include "api/handed_loader.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include "cli/dataset_setup.h"
 #include "exporters/autotune_report.h"
 #include "exporters/json_report.h"
-#include "exporters/session.h"
+#include "exporters/session_access.h"
 #include "loader/image_folder_dataset.h"
 #include "loader/sharded_dataset.h"
 #include "profiler/slow_samples.h"
@@ -18,14 +18,14 @@
 #include "pinned_memory/device_probe.h"
 #include "pinned_memory/errors.h"
 
-namespace feedscope::python {
+namespace feedscope {
 
 // --- SpanSink -----------------------------------------------------------------------------------
 
 void SpanSink::forward(const std::vector<Span>& spans, const std::vector<LaneInfo>& lanes) {
   const std::lock_guard lock(mutex_);
   if (session_ == nullptr || session_->finished()) return;
-  SpanRegistry& registry = session_->spans();
+  SpanRegistry& registry = SessionAccess::spans(*session_);
   for (const Span& span : spans) {
     const LaneRole role = lanes.at(span.lane).role;
     if (role == LaneRole::training) {
@@ -43,12 +43,12 @@ void SpanSink::forward(const std::vector<Span>& spans, const std::vector<LaneInf
 
 void SpanSink::forward_autotune(const AutotuneSummary& autotune, std::int64_t start_ns) {
   const std::lock_guard lock(mutex_);
-  if (session_ != nullptr && !session_->finished()) session_->set_autotune(autotune, start_ns);
+  if (session_ != nullptr && !session_->finished()) SessionAccess::set_autotune(*session_, autotune, start_ns);
 }
 
 void SpanSink::forward_samples(SampleCosts samples) {
   const std::lock_guard lock(mutex_);
-  if (session_ != nullptr && !session_->finished()) session_->set_sample_costs(std::move(samples));
+  if (session_ != nullptr && !session_->finished()) SessionAccess::set_sample_costs(*session_, std::move(samples));
 }
 
 void SpanSink::close() {
@@ -59,8 +59,6 @@ void SpanSink::close() {
 // --- Options ------------------------------------------------------------------------------------
 
 namespace {
-
-constexpr std::string_view kSource = "feedscope.DataLoader";
 
 // feedscope.DataLoader's keys that are run's, and run's name for each.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 21> kRunKeys = {{
@@ -94,18 +92,18 @@ std::string allowed_options() {
 }
 
 // A JSON value as run's config reads it from YAML: true/false as on/off, numbers as written.
-std::string config_text(std::string_view key, const nlohmann::json& value) {
+std::string config_text(std::string_view key, const nlohmann::json& value, const std::string& source) {
   if (value.is_boolean()) return value.get<bool>() ? "on" : "off";
   if (value.is_string()) return value.get<std::string>();
   if (value.is_number()) return value.dump();
-  throw ConfigError(std::string(key), std::string(key) + ": " + value.dump() + " (from " +
-                                          std::string(kSource) + ") is not a single value");
+  throw ConfigError(std::string(key), std::string(key) + ": " + value.dump() + " (from " + source +
+                                          ") is not a single value");
 }
 
 void set_run_key(RunConfig& config, std::string_view key, std::string_view run_key,
-                 const nlohmann::json& value) {
+                 const nlohmann::json& value, const std::string& source) {
   try {
-    set_config_value(config, run_key, config_text(key, value), std::string(kSource));
+    set_config_value(config, run_key, config_text(key, value, source), source);
   } catch (const ConfigError& e) {
     if (key == run_key) throw;
     // Named as the caller wrote it: "pipeline: 'x' ...", not run's "image_pipeline: 'x' ...".
@@ -115,48 +113,51 @@ void set_run_key(RunConfig& config, std::string_view key, std::string_view run_k
   }
 }
 
-int take_max_held(const nlohmann::json& value) {
+int take_max_held(const nlohmann::json& value, const std::string& source) {
   constexpr int kMost = 4096;
   if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
       value.get<std::int64_t>() > kMost)
     throw ConfigError("max_held_batches", "max_held_batches: " + value.dump() + " (from " +
-                                              std::string(kSource) + ") is not allowed; allowed: 0 to " +
+                                              source + ") is not allowed; allowed: 0 to " +
                                               std::to_string(kMost));
   return value.get<int>();
 }
 
 }  // namespace
 
-PyLoaderOptions parse_loader_options(const std::string& text) {
+HandedLoaderOptions parse_loader_options(const std::string& text, const std::string& source,
+                                         bool need_dataset) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw ConfigError("", "feedscope.DataLoader options: not a JSON object: " + text);
-  PyLoaderOptions o;
+    throw ConfigError("", source + " options: not a JSON object: " + text);
+  HandedLoaderOptions o;
+  o.source = source;
   o.config.device = "cpu";
   bool has_dataset = false;
   for (const auto& [key, value] : j.items()) {
     if (value.is_null()) continue;
     if (key == "pin_memory") {
       if (!value.is_boolean())
-        throw ConfigError(key, "pin_memory: " + value.dump() + " (from " + std::string(kSource) +
-                                   ") is not on/off; allowed: True | False");
+        throw ConfigError(key, "pin_memory: " + value.dump() + " (from " + source +
+                                   ") is not on/off; allowed: " +
+                                   (source.starts_with("feedscope.") ? "True | False" : "true | false"));
       o.pin_memory = value.get<bool>();
       continue;
     }
     if (key == "max_held_batches") {
-      o.max_held_batches = take_max_held(value);
+      o.max_held_batches = take_max_held(value, source);
       continue;
     }
     const auto it = std::find_if(kRunKeys.begin(), kRunKeys.end(),
                                  [&](const auto& k) { return k.first == key; });
     if (it == kRunKeys.end())
-      throw ConfigError(key, "unknown option '" + key + "' (from " + std::string(kSource) +
+      throw ConfigError(key, "unknown option '" + key + "' (from " + source +
                                  "); allowed: " + allowed_options());
-    set_run_key(o.config, it->first, it->second, value);
+    set_run_key(o.config, it->first, it->second, value, source);
     has_dataset |= key == "dataset";
   }
-  if (!has_dataset)
-    throw ConfigError("dataset", "dataset: missing (from " + std::string(kSource) +
+  if (!has_dataset && need_dataset)
+    throw ConfigError("dataset", "dataset: missing (from " + source +
                                      "); allowed: images:DIR | webdataset:PATTERN | tfrecord:PATTERN | "
                                      "records:DIR | synthetic:SHAPE");
   resolve_placement(o.config);  // rank below world_size, $RANK and $WORLD_SIZE well formed
@@ -166,14 +167,14 @@ PyLoaderOptions parse_loader_options(const std::string& text) {
 // --- Tensors ------------------------------------------------------------------------------------
 
 // The engine and its lock: the loop submits copies, and a device tensor's deleter releases its
-// buffer from whatever thread drops the tensor, also after the PyLoader is gone.
-struct PyLoader::DeviceSide {
+// buffer from whatever thread drops the tensor, also after the HandedLoader is gone.
+struct HandedLoader::DeviceSide {
   std::mutex mutex;
   std::unique_ptr<CopyEngine> engine;
 };
 
 // A batch fetched and (on a GPU) its copy queued, not yet handed out.
-struct PyLoader::Ahead {
+struct HandedLoader::Ahead {
   Batch host;        // the slab on the host path; index, epoch and size on both
   DeviceCopy copy;   // the device path
 };
@@ -239,13 +240,13 @@ dlpack::DLManagedTensor* make_tensor(std::shared_ptr<void> memory, void* data,
 }
 
 // The GPU a device name means, -1 for the host. Throws DeviceError naming the key and the reason.
-int resolve_device(const std::string& device, detail::CudaOps& cuda) {
+int resolve_device(const std::string& device, const std::string& source, detail::CudaOps& cuda) {
   if (device == "cpu") return -1;
   const char* why = nullptr;
   const int count = cuda.device_count(&why);
   if (device == "auto") return count > 0 ? 0 : -1;
   const int index = cuda_device_index(device).value_or(0);
-  const std::string head = "device: '" + device + "' (from " + std::string(kSource) + ") ";
+  const std::string head = "device: '" + device + "' (from " + source + ") ";
   if (count == 0)
     throw DeviceError(head + "needs a GPU: no CUDA device: " + (why ? why : "none found") +
                       "; allowed: cpu");
@@ -261,12 +262,12 @@ void dlpack_delete(dlpack::DLManagedTensor* tensor) noexcept {
   if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
 }
 
-// --- PyLoader -----------------------------------------------------------------------------------
+// --- HandedLoader -----------------------------------------------------------------------------------
 
-PyLoader::PyLoader(PyLoaderOptions options) : options_(std::move(options)) {
+HandedLoader::HandedLoader(HandedLoaderOptions options) : options_(std::move(options)) {
   const RunConfig& c = options_.config;
   detail::CudaOps& cuda = options_.cuda != nullptr ? *options_.cuda : detail::cuda_runtime_ops();
-  device_ = resolve_device(c.device, cuda);
+  device_ = resolve_device(c.device, options_.source, cuda);
   bool pin = options_.pin_memory.value_or(device_ >= 0);
   if (pin && device_ < 0) {
     const char* why = nullptr;
@@ -276,7 +277,7 @@ PyLoader::PyLoader(PyLoaderOptions options) : options_(std::move(options)) {
                   "), so the batches are in ordinary memory";
     }
   }
-  dataset_ = open_dataset(c);
+  dataset_ = options_.dataset ? options_.dataset : open_dataset(c);
   LoaderOptions lo = loader_options(c);
   lo.pin_memory = pin;
   // Nothing between a Python loop's epochs changes feedscope's dataset, so the workers may start
@@ -301,12 +302,12 @@ PyLoader::PyLoader(PyLoaderOptions options) : options_(std::move(options)) {
   }
 }
 
-PyLoader::~PyLoader() {
+HandedLoader::~HandedLoader() {
   drop_ahead();
   loader_.reset();  // joins the workers; slabs held by live tensors stay theirs
 }
 
-void PyLoader::drop_ahead() {
+void HandedLoader::drop_ahead() {
   held_back_.reset();
   if (!ahead_) return;
   // Its copy was never read: the buffer is free once the copy itself is done.
@@ -314,7 +315,7 @@ void PyLoader::drop_ahead() {
   ahead_.reset();
 }
 
-void PyLoader::begin_epoch(std::uint64_t epoch) {
+void HandedLoader::begin_epoch(std::uint64_t epoch) {
   if (epoch == epoch_ && !started_) return;  // the workers are loading it already
   drop_ahead();
   epoch_done_ = false;
@@ -324,7 +325,7 @@ void PyLoader::begin_epoch(std::uint64_t epoch) {
   started_ = false;
 }
 
-void PyLoader::check_buffers() const {
+void HandedLoader::check_buffers() const {
   const CopyEngine& engine = *device_side_->engine;
   if (engine.buffers_in_use() >= engine.max_buffers())
     throw LoaderError("all " + std::to_string(engine.buffers()) +
@@ -333,7 +334,7 @@ void PyLoader::check_buffers() const {
                       "); a buffer returns when its tensors are freed: clone() batches you keep");
 }
 
-PyLoader::Ahead PyLoader::to_device(Batch batch) {
+HandedLoader::Ahead HandedLoader::to_device(Batch batch) {
   CopyEngine& engine = *device_side_->engine;
   const std::size_t bytes =
       loader_->labels_offset() + sizeof(std::int64_t) * static_cast<std::size_t>(batch.size);
@@ -344,7 +345,7 @@ PyLoader::Ahead PyLoader::to_device(Batch batch) {
   return a;
 }
 
-void PyLoader::record_copies() {
+void HandedLoader::record_copies() {
   timings_.clear();
   device_side_->engine->reclaim(&timings_);  // also returns the slabs of finished copies
   for (const CopyTiming& t : timings_)
@@ -353,7 +354,7 @@ void PyLoader::record_copies() {
 
 // The next batch's copy, started beside the step on this one without a wait: only a batch the
 // loader has collated, only where the copy would not block the host (CopyEngine::can_submit_now).
-void PyLoader::look_ahead() {
+void HandedLoader::look_ahead() {
   if (epoch_done_) return;
   try {
     if (!held_back_) held_back_ = loader_->try_next();
@@ -367,7 +368,7 @@ void PyLoader::look_ahead() {
   }
 }
 
-bool PyLoader::next(void* stream, HandedBatch& out) {
+bool HandedLoader::next(void* stream, HandedBatch& out) {
   started_ = true;
   std::optional<Ahead> current;
   if (!device_side_) {
@@ -405,7 +406,7 @@ bool PyLoader::next(void* stream, HandedBatch& out) {
   return true;
 }
 
-void PyLoader::export_batch(Ahead batch, void* stream, HandedBatch& out) {
+void HandedLoader::export_batch(Ahead batch, void* stream, HandedBatch& out) {
   const SampleSpec& spec = dataset_->spec();
   out.index = batch.host.index;
   out.epoch = batch.host.epoch;
@@ -441,7 +442,7 @@ void PyLoader::export_batch(Ahead batch, void* stream, HandedBatch& out) {
                            dlpack::DLDataType{dlpack::kDLInt, 64, 1}, where);
 }
 
-void PyLoader::attach(std::shared_ptr<SpanSink> sink) {
+void HandedLoader::attach(std::shared_ptr<SpanSink> sink) {
   drained_.clear();
   spans_.drain(drained_);  // recorded before the session: not its
   sink_ = std::move(sink);
@@ -450,7 +451,7 @@ void PyLoader::attach(std::shared_ptr<SpanSink> sink) {
   forward_samples();
 }
 
-SampleCosts PyLoader::costs() {
+SampleCosts HandedLoader::costs() {
   SampleCostSnapshot snapshot = loader_->sample_costs(false);
   if (const auto* indexed = dynamic_cast<const Dataset*>(dataset_.get()))
     for (SlowSampleCost& s : snapshot.slowest) {
@@ -463,14 +464,14 @@ SampleCosts PyLoader::costs() {
                          c.dataset.starts_with("images:") ? static_cast<int>(c.image_size) : 0);
 }
 
-void PyLoader::forward_samples() {
+void HandedLoader::forward_samples() {
   batches_since_samples_ = 0;
   if (sink_) sink_->forward_samples(costs());
 }
 
-nlohmann::json PyLoader::sample_costs() { return nlohmann::json::parse(samples_to_json(costs())); }
+nlohmann::json HandedLoader::sample_costs() { return nlohmann::json::parse(samples_to_json(costs())); }
 
-void PyLoader::forward_autotune() {
+void HandedLoader::forward_autotune() {
   if (!sink_ || !loader_->autotuned()) return;
   const std::vector<TunerMove>& moves = loader_->autotune_moves();
   // A trial is judged in place (its `after` filled in), so the count alone misses it.
@@ -482,20 +483,20 @@ void PyLoader::forward_autotune() {
     sink_->forward_autotune(*summary, loader_->autotune_start_ns());
 }
 
-void PyLoader::forward_spans() {
+void HandedLoader::forward_spans() {
   if (!sink_) return;
   drained_.clear();
   spans_.drain(drained_);
   if (!drained_.empty()) sink_->forward(drained_, spans_.lanes());
 }
 
-int PyLoader::device_buffers() const {
+int HandedLoader::device_buffers() const {
   if (!device_side_) return 0;
   const std::lock_guard lock(device_side_->mutex);
   return device_side_->engine->buffers();
 }
 
-nlohmann::json PyLoader::describe() const {
+nlohmann::json HandedLoader::describe() const {
   const SampleSpec& spec = dataset_->spec();
   nlohmann::json j;
   j["dataset"] = dataset_->name();
@@ -520,7 +521,7 @@ nlohmann::json PyLoader::describe() const {
   return j;
 }
 
-nlohmann::json PyLoader::autotune() {
+nlohmann::json HandedLoader::autotune() {
   const std::optional<AutotuneSummary> summary = autotune_summary(*loader_, 0.0);
   if (!summary) return nullptr;
   nlohmann::json lines = nlohmann::json::array();
@@ -534,7 +535,7 @@ nlohmann::json PyLoader::autotune() {
           {"lines", std::move(lines)}};
 }
 
-nlohmann::json PyLoader::data_errors() const {
+nlohmann::json HandedLoader::data_errors() const {
   const DataErrors e = loader_->data_errors();
   nlohmann::json examples = nlohmann::json::array();
   for (const BadSample& b : e.examples)
@@ -542,4 +543,4 @@ nlohmann::json PyLoader::data_errors() const {
   return {{"bad", e.bad}, {"attempted", e.attempted}, {"examples", examples}};
 }
 
-}  // namespace feedscope::python
+}  // namespace feedscope

@@ -1,9 +1,10 @@
 #pragma once
-// The native side of feedscope.DataLoader (python/feedscope/loader.py): the dataset and the
-// BatchLoader that `feedscope run` builds from the same keys (cli/dataset_setup.h), each batch
-// handed to torch as two DLPack tensors that view its slab (or, on a GPU, the copy engine's device
-// buffer), and the loader's stage spans forwarded to a Session that wraps it. The C ABI of
-// feedscope_c.h drives it (python/loader_api.cc); tests drive it directly, on a simulated device.
+// feedscope's loader handed out batch by batch, the one core of feedscope.DataLoader (Python,
+// through the C ABI: python/loader_api.cc) and feedscope::Loader (C++, include/feedscope/loader.h):
+// the dataset and the BatchLoader that `feedscope run` builds from the same keys
+// (cli/dataset_setup.h), or a dataset the caller gives; each batch as two DLPack tensors that view
+// its slab (or, on a GPU, the copy engine's device buffer); the loader's stage spans forwarded to a
+// Session that wraps it. Tests drive it directly, on a simulated device.
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -20,7 +21,7 @@
 #include "loader/batch_loader.h"
 #include "loader/span_recorder.h"
 #include "pinned_memory/copy_engine.h"
-#include "python/detail/dlpack.h"
+#include "api/detail/dlpack.h"
 
 namespace feedscope {
 class Session;
@@ -29,7 +30,7 @@ class CudaOps;
 }
 }  // namespace feedscope
 
-namespace feedscope::python {
+namespace feedscope {
 
 // Where a wrapped loader's spans go: a Session's span registry, for as long as the session records.
 // Shared by the session's C handle and every loader attached to it; close() (the session finishing
@@ -57,11 +58,16 @@ class SpanSink {
   std::vector<Target> targets_;  // by the loader's lane id
 };
 
-// feedscope.DataLoader's options: run's keys, and those that exist only here.
-struct PyLoaderOptions {
+// The loader's options: run's keys, and those that exist only here.
+struct HandedLoaderOptions {
   RunConfig config;  // dataset, batch_size, num_workers, image_pipeline, ... device
+  // The caller's own dataset (a torch dataset, feedscope::Loader's): config.dataset is then only
+  // its name. Null: the dataset config.dataset names.
+  std::shared_ptr<const DataSource> dataset;
+  // Who set the options, for messages: "(from feedscope.DataLoader)".
+  std::string source = "feedscope.DataLoader";
   // Unset: pinned slabs when the batches go to a GPU, pageable ones otherwise. Set on with no GPU:
-  // pageable slabs, and PyLoader::pin_memory_note() says why.
+  // pageable slabs, and HandedLoader::pin_memory_note() says why.
   std::optional<bool> pin_memory;
   // Batches the loop may keep alive at once (a list of the last N) before the loader slows: the
   // pool (and, on a GPU, the device buffers) grow to make room, up to this; past it next() fails.
@@ -69,10 +75,13 @@ struct PyLoaderOptions {
   detail::CudaOps* cuda = nullptr;  // tests: a simulated device; null: the CUDA runtime
 };
 
-// Reads the options JSON of feedscope_loader_create: run's keys (image_pipeline as "pipeline"),
-// pin_memory and max_held_batches. A JSON null leaves the default. Throws ConfigError naming the
-// key, the value and what is allowed, in run's words.
-PyLoaderOptions parse_loader_options(const std::string& json);
+// Reads the options JSON of feedscope_loader_create (and of feedscope::Loader's options): run's keys
+// (image_pipeline as "pipeline"), pin_memory and max_held_batches. A JSON null leaves the default.
+// Throws ConfigError naming the key, the value, what is allowed and `source`, in run's words;
+// `dataset` may be missing only where the caller gives its own dataset (need_dataset false).
+HandedLoaderOptions parse_loader_options(const std::string& json,
+                                         const std::string& source = "feedscope.DataLoader",
+                                         bool need_dataset = true);
 
 // One delivered batch: DLPack tensors of its samples and labels, each owned by whoever takes it
 // (torch's from_dlpack, or dlpack_delete). The images view the batch's slab, which returns to the
@@ -87,15 +96,15 @@ struct HandedBatch {
 };
 
 // Not thread-safe for the loop's calls (begin_epoch, next, attach): the C ABI serializes them. The
-// tensors it hands out may be deleted on any thread, also after the PyLoader is gone.
-class PyLoader {
+// tensors it hands out may be deleted on any thread, also after the HandedLoader is gone.
+class HandedLoader {
  public:
   // Opens the dataset and starts the workers on epoch 0. Throws ConfigError (a bad key or value),
   // DatasetError (a dataset that cannot be opened), DeviceError (no such GPU).
-  explicit PyLoader(PyLoaderOptions options);
-  ~PyLoader();
-  PyLoader(const PyLoader&) = delete;
-  PyLoader& operator=(const PyLoader&) = delete;
+  explicit HandedLoader(HandedLoaderOptions options);
+  ~HandedLoader();
+  HandedLoader(const HandedLoader&) = delete;
+  HandedLoader& operator=(const HandedLoader&) = delete;
 
   // Starts `epoch`, dropping what is left of the current one; the epoch the workers are already
   // loading (the first, or the next one they started ahead) is kept.
@@ -141,7 +150,7 @@ class PyLoader {
   SampleCosts costs();
   static constexpr std::int64_t kSamplesEvery = 64;
 
-  PyLoaderOptions options_;
+  HandedLoaderOptions options_;
   std::string pin_note_;
   int device_ = -1;  // the GPU batches go to; -1: they stay on the host
   SpanRegistry spans_;
@@ -177,4 +186,4 @@ class PyLoader {
 // Deletes a tensor torch never took (a capsule that was not consumed).
 void dlpack_delete(dlpack::DLManagedTensor* tensor) noexcept;
 
-}  // namespace feedscope::python
+}  // namespace feedscope

@@ -5,7 +5,7 @@
 // the layout is DLPack's ABI, unchanged since 0.2.
 #include <cstdint>
 
-namespace feedscope::python::dlpack {
+namespace feedscope::dlpack {
 
 enum DeviceType : std::int32_t { kDLCPU = 1, kDLCUDA = 2 };
 enum DataTypeCode : std::uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2 };
@@ -37,4 +37,4 @@ struct DLManagedTensor {
   void (*deleter)(DLManagedTensor* self);
 };
 
-}  // namespace feedscope::python::dlpack
+}  // namespace feedscope::dlpack

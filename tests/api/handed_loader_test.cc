@@ -1,4 +1,4 @@
-#include "python/py_loader.h"
+#include "api/handed_loader.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exporters/session.h"
+#include "exporters/session_access.h"
 #include "pinned_memory/errors.h"
 #include "tests/pinned_memory/fake_cuda.h"
 
-namespace feedscope::python {
+namespace feedscope {
 namespace {
 
 using feedscope::testing::FakeCuda;
@@ -28,8 +28,8 @@ struct Tensors {
   }
 };
 
-PyLoaderOptions options(const nlohmann::json& j, detail::CudaOps* cuda = nullptr) {
-  PyLoaderOptions o = parse_loader_options(j.dump());
+HandedLoaderOptions options(const nlohmann::json& j, detail::CudaOps* cuda = nullptr) {
+  HandedLoaderOptions o = parse_loader_options(j.dump());
   o.cuda = cuda;
   return o;
 }
@@ -51,7 +51,7 @@ std::string message_of(const std::function<void()>& fn) {
   return "(no error)";
 }
 
-TEST(PyLoaderOptionsTest, RunsKeysWithRunsMessagesUnderThePythonNames) {
+TEST(HandedLoaderOptionsTest, RunsKeysWithRunsMessagesUnderThePythonNames) {
   EXPECT_EQ(parse_loader_options(R"({"dataset": "images:/d", "pipeline": "eval",
                                      "shuffle": true, "max_held_batches": 3})")
                 .config.image_pipeline,
@@ -74,23 +74,23 @@ TEST(PyLoaderOptionsTest, RunsKeysWithRunsMessagesUnderThePythonNames) {
   EXPECT_FALSE(parse_loader_options(R"({"dataset": "images:/d", "pin_memory": null})").pin_memory);
 }
 
-TEST(PyLoaderTest, AMissingGpuIsADeviceErrorNamingTheKey) {
+TEST(HandedLoaderTest, AMissingGpuIsADeviceErrorNamingTheKey) {
   FakeCuda none(0);
   const std::string why = message_of([&] {
-    PyLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda"}}, &none));
+    HandedLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda"}}, &none));
   });
   EXPECT_EQ(why.rfind("device: 'cuda' (from feedscope.DataLoader) needs a GPU", 0), 0u) << why;
   FakeCuda one(1);
   EXPECT_NE(message_of([&] {
-              PyLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda:3"}}, &one));
+              HandedLoader loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "cuda:3"}}, &one));
             }).find("allowed: cpu, cuda:0 to cuda:0"),
             std::string::npos);
-  PyLoader auto_loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "auto"}}, &none));
+  HandedLoader auto_loader(options({{"dataset", "synthetic:3x4x4"}, {"device", "auto"}}, &none));
   EXPECT_EQ(auto_loader.describe()["device"], "cpu");
 }
 
-TEST(PyLoaderTest, HostBatchesViewTheirSlabAndGoBackWhenTheImagesDie) {
-  PyLoader loader(options(kSynthetic));
+TEST(HandedLoaderTest, HostBatchesViewTheirSlabAndGoBackWhenTheImagesDie) {
+  HandedLoader loader(options(kSynthetic));
   Tensors t;
   ASSERT_TRUE(loader.next(nullptr, t.batch));
   const auto& images = t.batch.images->dl_tensor;
@@ -121,8 +121,8 @@ struct OnFakeGpu {
                                       {"num_workers", 0}, {"max_held_batches", max_held}}),
                     &cuda)) {}
   FakeCuda cuda;
-  PyLoader host;
-  PyLoader gpu;
+  HandedLoader host;
+  HandedLoader gpu;
 };
 
 std::vector<std::byte> host_bytes(const HandedBatch& b, std::size_t bytes) {
@@ -130,7 +130,7 @@ std::vector<std::byte> host_bytes(const HandedBatch& b, std::size_t bytes) {
   return {p, p + bytes};
 }
 
-TEST(PyLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStream) {
+TEST(HandedLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStream) {
   OnFakeGpu f;
   void* loop_stream = f.cuda.create_stream();
   f.cuda.clear_calls();
@@ -155,7 +155,7 @@ TEST(PyLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStre
   f.cuda.destroy_stream(loop_stream);
 }
 
-TEST(PyLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt) {
+TEST(HandedLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt) {
   OnFakeGpu f;  // three device buffers, none extra; pageable slabs
   void* loop_stream = f.cuda.create_stream();
   f.cuda.hold(loop_stream, true);  // the step reading batch 0 takes long
@@ -193,7 +193,7 @@ TEST(PyLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt) {
   f.cuda.destroy_stream(loop_stream);
 }
 
-TEST(PyLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream) {
+TEST(HandedLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream) {
   // A loop whose step runs on a side stream takes its batches inside `with torch.cuda.stream(s)`:
   // torch's current stream at next() is s. The copy is ordered before s, not the default stream,
   // and the buffer goes back only after s's work, even when the default stream is idle.
@@ -237,7 +237,7 @@ TEST(PyLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream) {
   f.cuda.destroy_stream(side);
 }
 
-TEST(PyLoaderTest, BatchesKeptOnTheGpuGrowItsBuffersThenItSaysSoAndLosesNoBatch) {
+TEST(HandedLoaderTest, BatchesKeptOnTheGpuGrowItsBuffersThenItSaysSoAndLosesNoBatch) {
   OnFakeGpu f(/*max_held=*/2);  // 3 buffers + 2
   std::vector<std::unique_ptr<Tensors>> kept;
   std::string error;
@@ -262,11 +262,11 @@ TEST(PyLoaderTest, BatchesKeptOnTheGpuGrowItsBuffersThenItSaysSoAndLosesNoBatch)
   EXPECT_EQ(after.batch.index, next_index) << "the batch fetched when the error came is not lost";
 }
 
-TEST(PyLoaderTest, ATensorOutlivesItsLoaderAndEngine) {
+TEST(HandedLoaderTest, ATensorOutlivesItsLoaderAndEngine) {
   Tensors kept;
   FakeCuda cuda(1);
   {
-    PyLoader gpu(options(with(kSynthetic, {{"device", "cuda:0"}, {"pin_memory", false}}), &cuda));
+    HandedLoader gpu(options(with(kSynthetic, {{"device", "cuda:0"}, {"pin_memory", false}}), &cuda));
     ASSERT_TRUE(gpu.next(nullptr, kept.batch));
   }
   cuda.run_all();
@@ -287,18 +287,18 @@ Session::Options quiet_session(const std::filesystem::path& dir) {
   return so;
 }
 
-TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
-  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_test";
+TEST(HandedLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope_handed_loader_test";
   Session session(quiet_session(dir));
   auto sink = std::make_shared<SpanSink>(&session);
-  PyLoader loader(options(with(kSynthetic, {{"num_workers", 2}})));
+  HandedLoader loader(options(with(kSynthetic, {{"num_workers", 2}})));
   loader.attach(sink);
   for (auto& batch : session.wrap(std::vector<int>(9))) {
     (void)batch;
     Tensors t;
     ASSERT_TRUE(loader.next(nullptr, t.batch));
   }
-  const Report& report = session.finish();
+  const Report& report = SessionAccess::finish(session);
   bool collated = false;
   for (const StageStats& s : report.stages) collated |= s.name == "collate" && s.busy_s > 0;
   EXPECT_TRUE(collated) << "the workers' collate spans reached the session";
@@ -308,13 +308,13 @@ TEST(PyLoaderTest, AnAttachedLoadersWorkerSpansJoinTheSessionsReport) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotune) {
-  PyLoader fixed(options(with(kSynthetic, {{"num_workers", 1}})));
+TEST(HandedLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotune) {
+  HandedLoader fixed(options(with(kSynthetic, {{"num_workers", 1}})));
   EXPECT_TRUE(fixed.autotune().is_null()) << "fixed settings: nothing tuned";
 
-  const auto dir = std::filesystem::temp_directory_path() / "feedscope_py_loader_auto_test";
+  const auto dir = std::filesystem::temp_directory_path() / "feedscope_handed_loader_auto_test";
   Session session(quiet_session(dir));
-  PyLoader loader(options(with(kSynthetic, {{"num_workers", "auto"}, {"prefetch", "auto"},
+  HandedLoader loader(options(with(kSynthetic, {{"num_workers", "auto"}, {"prefetch", "auto"},
                                             {"max_workers", 2}, {"ram_budget_mib", 64}})));
   loader.attach(std::make_shared<SpanSink>(&session));
   for (auto& batch : session.wrap(std::vector<int>(9))) {
@@ -336,7 +336,7 @@ TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotun
   EXPECT_GE(final_workers, 1);
   EXPECT_LE(final_workers, 2);
 
-  const Report& report = session.finish();
+  const Report& report = SessionAccess::finish(session);
   ASSERT_TRUE(report.autotune.has_value()) << "the loader told the session it tunes itself";
   EXPECT_EQ(report.autotune->final.num_workers, final_workers) << "what the loader last told it";
   EXPECT_EQ(report.autotune->most.num_workers, 2);
@@ -344,4 +344,4 @@ TEST(PyLoaderTest, AnAutoLoaderTellsWhereItRunsAndTheSessionsReportHasItsAutotun
 }
 
 }  // namespace
-}  // namespace feedscope::python
+}  // namespace feedscope

@@ -1,6 +1,7 @@
 #pragma once
-// feedscope::Session: profile a libtorch training loop you already have (DESIGN.md user story 3)
-// without replacing its loader. Torch-free: include it next to your own torch code.
+// feedscope::Session: profile a libtorch training loop you already have without replacing its
+// loader. Torch-free: include it next to your own torch code; link feedscope::feedscope
+// (find_package(feedscope), or pkg-config feedscope).
 //
 //   feedscope::Session fs({.report_dir = "my-report", .warmup = 5});
 //   for (auto& batch : fs.wrap(*data_loader)) {       // `wait`: the loop blocked on its loader
@@ -20,8 +21,8 @@
 #include <string_view>
 #include <utility>
 
-#include "profiler/loop_profiler.h"
-#include "profiler/report.h"
+#include <feedscope/loop.h>
+#include <feedscope/version.h>
 
 namespace feedscope {
 
@@ -30,6 +31,8 @@ namespace feedscope {
 // endpoint run on threads of their own. Recording a span takes no lock and allocates nothing.
 class Session {
  public:
+  using Clock = std::int64_t (*)() noexcept;
+
   // Every member has an initializer, so designated initializers that name a few of them
   // compile cleanly under -Wextra (GCC's -Wmissing-field-initializers).
   struct Options {
@@ -62,7 +65,7 @@ class Session {
     double gpu_trace_lead = 5;
     // Stage spans trace.json keeps: the first half and the latest half; the rest are counted.
     std::int64_t trace_max_spans = 1'000'000;
-    LoopProfiler::Clock clock = &now_ns;  // the spans' clock; tests pass their own
+    Clock clock = nullptr;  // the spans' clock; null: CLOCK_MONOTONIC (tests pass their own)
   };
 
   // The loader's settings as a wrapper reads them from the loader itself (the Python client's
@@ -75,12 +78,21 @@ class Session {
     std::optional<bool> persistent_workers{};
   };
 
-  using StepScope = LoopProfiler::StepScope;
-  using StageScope = LoopProfiler::StageScope;
+  using StepScope = feedscope::StepScope;
+  using StageScope = feedscope::StageScope;
+
+  // What finish() found, in short; report.json (under report_dir) has it all.
+  struct Summary {
+    std::string bottleneck;  // storage_io, cpu_preprocess, host_to_device, gpu_compute, ...
+    std::string verdict;     // the sentence a person reads first
+    std::optional<double> data_stall_ratio{};  // wait / wall; null: not measured
+    std::optional<double> samples_per_s{};     // null: not measured
+    std::string report_dir;                    // where the reports were written
+  };
 
   // Starts the endpoint, the sampler and the GPU trace; creates report_dir. Throws
-  // std::invalid_argument for a bad option, MetricsError for an endpoint that cannot bind,
-  // std::runtime_error for a report directory that cannot be created.
+  // std::invalid_argument for a bad option, std::runtime_error for an endpoint that cannot bind
+  // or a report directory that cannot be created.
   Session();
   explicit Session(Options options);
   // finish(), if not done yet; an error writing the reports is logged to stderr, not thrown.
@@ -90,50 +102,39 @@ class Session {
 
   // `for (auto& batch : fs.wrap(loader))`: every fetch timed as `wait`. Any range whose
   // iterator is at least an input iterator: torch::data::DataLoader (dereference with `*`
-  // when it is a unique_ptr), feedscope's loader, a std::vector, a view.
+  // when it is a unique_ptr), feedscope::Loader, a std::vector, a view.
   template <typename Range>
-  auto wrap(Range&& range) {
-    return loop_->wrap(std::forward<Range>(range));
+  WrappedRange<Range> wrap(Range&& range) {
+    return WrappedRange<Range>(events_, std::forward<Range>(range));
   }
   // Times the scope as the loop's step, counting `samples`. Move-only; ends on destruction.
-  StepScope step(std::int64_t samples = 0) noexcept { return loop_->step(samples); }
+  StepScope step(std::int64_t samples = 0) noexcept { return StepScope(events_, samples); }
   // Times a user-named stage ("augment", "loss"): custom_stages in report.json. Throws
   // std::invalid_argument for an empty name or one of the 7 fixed stage names.
-  StageScope scope(std::string_view name) { return loop_->scope(name); }
+  StageScope scope(std::string_view name);
 
   // Tells the session its loader's settings after construction, for the diagnosis (live and final)
   // and report.json's config; those unset stay as they were. Throws std::invalid_argument naming a
   // bad value (a negative num_workers, a prefetch_factor under 1), std::logic_error once finished.
   // Called by the training thread, as wrap() is.
   void set_loader_settings(const LoaderSettings& settings);
-  // Each sample's load time and the slowest files of feedscope's loader (wrapped from Python):
-  // report.json's samples, and the diagnosis' slow_samples. The latest call wins; ignored once
-  // finished.
-  void set_sample_costs(SampleCosts samples);
-  // Tells the session its loader tunes itself (feedscope's loader at num_workers=auto, wrapped from
-  // Python): report.json's autotune, feedscope_loader_workers/prefetch on the metrics endpoint,
-  // and a diagnosis that starts from where the tuner ended. The moves' t_s count from `start_ns`
-  // (the tuner's start); the report counts them from the session's. Each call replaces the last;
-  // ignored once finished. Called by the training thread, as wrap() is.
-  void set_autotune(AutotuneSummary autotune, std::int64_t start_ns);
 
   // Stops tracing, assembles the report and its diagnosis, writes the four files and prints the
-  // verdict. Idempotent: later calls return the same report. Throws std::runtime_error naming a
+  // verdict. Idempotent: later calls return the same summary. Throws std::runtime_error naming a
   // file that cannot be written. The metrics endpoint keeps serving until destruction.
-  const Report& finish();
+  const Summary& finish();
   bool finished() const noexcept;
 
   // "127.0.0.1:9464", the bound address (the real port when 0 was asked for); empty without one.
   std::string metrics_address() const;
-  LoopProfiler& profiler() noexcept { return *loop_; }
-  // The registry the session's collector drains: feedscope's own loader, wrapped from Python,
-  // re-records its worker spans here (python/py_loader.h), so they join the report.
-  SpanRegistry& spans() noexcept;
+  // Where the reports go: report_dir, with /rank-N for a rank of a distributed job.
+  std::string report_dir() const;
 
  private:
+  friend struct SessionAccess;  // feedscope's own clients: the Python client, feedscope::Loader
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  LoopProfiler* loop_;  // owned by impl_; here so wrap() needs no Impl
+  LoopEvents* events_;  // the profiler, owned by impl_; here so wrap() needs no Impl
 };
 
 }  // namespace feedscope

@@ -1,4 +1,4 @@
-/* feedscope's C ABI: the wrap API (exporters/session.h) and feedscope's loader for callers that
+/* feedscope's C ABI: the wrap API (include/feedscope/session.h) and feedscope's loader for callers that
  * cannot link C++, the Python client first (python/feedscope/__init__.py and loader.py, through
  * ctypes). No C++ type crosses it, so
  * one libfeedscope.so serves any CPython and any torch build, whatever their C++ ABI.
