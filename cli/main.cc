@@ -256,7 +256,9 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--throughput-pattern", watch_options.throughput_pattern,
                     "regex with one group: the figure in a line the program prints (samples/s, "
                     "it/s or s/it) [its progress lines in a known format: torchvision MetricLogger, "
-                    "timm, ImageNet Time/Data, nanoGPT, word_language_model, tqdm, N samples/s]");
+                    "timm, ImageNet Time/Data, nanoGPT, word_language_model, tqdm, N samples/s; "
+                    "else a counter timed on arrival: [N/TOTAL (P%)], (i/N), i/N, a Keras bar; "
+                    "else a line repeating steadily, in lines/s]");
   watch->add_option("--throughput-unit", watch_options.throughput_unit,
                     "the pattern's unit: samples/s, it/s or s/it [what the pattern's text names: "
                     "it/s, s/it or Time; else samples/s]");

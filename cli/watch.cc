@@ -133,6 +133,7 @@ void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o
   if (t.samples_per_s) report.throughput.samples_per_s = *t.samples_per_s;
   if (t.iterations_per_s) report.throughput.batches_per_s = *t.iterations_per_s;
   if (t.tokens_per_s) report.throughput.tokens_per_s = *t.tokens_per_s;
+  if (t.lines_per_s) report.throughput.lines_per_s = *t.lines_per_s;
   report.throughput.source = t.source;
   program.notes.push_back(t.basis);
 }

@@ -79,6 +79,9 @@ std::string format_console_report(const Report& r, bool color) {
   else if (r.throughput.tokens_per_s > 0)  // a program that counts tokens, not samples
     out += line("  throughput: %.1f tokens/s (from the program's own lines; samples/s not measured) in %.2f s",
                 r.throughput.tokens_per_s, r.throughput.wall_s);
+  else if (r.throughput.lines_per_s > 0)  // a line repeating steadily, its only measure
+    out += line("  throughput: %.3g lines/s (a line the program repeats; samples/s not measured) in %.2f s",
+                r.throughput.lines_per_s, r.throughput.wall_s);
   else
     out += line("  throughput: not measured in %.2f s (no stage spans%s)", r.throughput.wall_s,
                 r.program ? " and no progress line in a known format: wrap the loop with feedscope, "

@@ -43,6 +43,8 @@ struct Throughput {
   // read how); empty: not measured. Its tokens/s where its lines count tokens (0: not measured).
   std::string source;
   double tokens_per_s = 0;
+  // Where only a line that repeats steadily was read (cli/progress_counters.h): its lines/s.
+  double lines_per_s = 0;
 };
 
 struct StageStats {
