@@ -220,6 +220,7 @@ nlohmann::ordered_json memory_findings_json(const std::vector<MemoryFinding>& fi
                    {"shared_bytes_per_s", optional_number(m.shared_bytes_per_s)},
                    {"headroom_bytes", optional_number(m.headroom_bytes)},
                    {"exhausted_in_s", optional_number(m.exhausted_in_s)},
+                   {"watched_s", optional_number(m.watched_s)},
                    {"fix", m.fix}});
   return out;
 }
@@ -234,7 +235,9 @@ nlohmann::ordered_json memory_trend_json(const std::optional<MemoryTrend>& m) {
           {"window_s", m->window_s},
           {"private_bytes_per_s", optional_number(m->private_bytes_per_s)},
           {"shared_bytes_per_s", optional_number(m->shared_bytes_per_s)},
-          {"steady", m->steady}};
+          {"steady", m->steady},
+          {"watched_s", m->watched_s},
+          {"levels_off", m->levels_off}};
 }
 
 // The tree's memory by role over time, and the machine's headroom; null where nothing was read.

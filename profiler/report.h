@@ -114,8 +114,11 @@ struct MemoryFinding {
   std::optional<double> private_bytes_per_s;
   std::optional<double> shared_bytes_per_s;
   std::optional<double> headroom_bytes;  // MemAvailable at the last reading
-  std::optional<double> exhausted_in_s;  // headroom / growth, where memory grows
+  std::optional<double> exhausted_in_s;  // headroom / growth, where memory grows and was judged
   std::string fix;
+  // How long the processes were watched (their readings, start-up included); none where the
+  // finding is not about growth over time.
+  std::optional<double> watched_s = std::nullopt;
 };
 
 struct Diagnosis {
