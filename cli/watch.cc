@@ -762,6 +762,7 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   report.program = std::move(program);
   offer_loader(o, data_files, span_input, report);
   if (o.try_changes) try_changes(o, report, log);
+  else offer_tries(o, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 

@@ -122,19 +122,25 @@ std::string format_console_report(const Report& r, bool color) {
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {
     out += "  recommendations:\n";
-    for (const Recommendation& rec : d.recommendations) {
-      out += line("    - %s", rec.action.c_str());
+    // Measured gains first, then predictions, then what nothing measured (report.json's basis_kind).
+    std::vector<const Recommendation*> shown;
+    for (const char* kind : {"measured", "predicted", "not measured"})
+      for (const Recommendation& rec : d.recommendations)
+        if (basis_kind(rec) == std::string(kind)) shown.push_back(&rec);
+    for (const Recommendation* rec : shown) {
+      out += line("    - %s", rec->action.c_str());
       // Some advice comes without a prediction (a loader-only run has no step to predict from).
-      const std::string setting = rec.setting.empty() ? "" : "setting " + rec.setting + " ";
-      if (rec.predicted_samples_per_s && rec.predicted_speedup)
+      const std::string setting = rec->setting.empty() ? "" : "setting " + rec->setting + " ";
+      if (rec->predicted_samples_per_s && rec->predicted_speedup)
         out += line("      %s-> predicted %.0f samples/s (%.2fx)", setting.c_str(),
-                    *rec.predicted_samples_per_s, *rec.predicted_speedup);
-      else if (rec.predicted_speedup)  // from CPU shares, or measured by `watch --try`
-        out += line("      %s-> %s %.2fx", setting.c_str(),
-                    rec.basis.starts_with("measured") ? "measured" : "predicted", *rec.predicted_speedup);
+                    *rec->predicted_samples_per_s, *rec->predicted_speedup);
+      else if (rec->predicted_speedup)  // from CPU shares, or measured by `watch --try`
+        out += line("      %s-> %s %.2fx", setting.c_str(), basis_kind(*rec), *rec->predicted_speedup);
       else
         out += line("      %s(%s)", setting.c_str(),
-                    rec.basis.starts_with("no prediction") ? rec.basis.c_str() : "no prediction");
+                    rec->basis.starts_with("no prediction") || rec->basis.starts_with("not measured")
+                        ? rec->basis.c_str()
+                        : "no prediction");
     }
   }
   return out;

@@ -171,11 +171,14 @@ nlohmann::ordered_json change_tries_json(const ChangeTries& t) {
                        {"env", c.env},
                        {"rates", optional_rates(c.rates)},
                        {"speedup", optional_number(c.speedup)},
+                       {"outcome", text_or_null(c.outcome)},
+                       {"noise", optional_number(c.noise)},
                        {"failed", c.failed}});
   return {{"skipped", text_or_null(t.skipped)},
           {"seconds", t.seconds},
           {"rounds", t.rounds},
           {"unit", t.unit},
+          {"auto", t.auto_only},
           {"unchanged_rates", optional_rates(t.unchanged_rates)},
           {"changes", changes}};
 }
@@ -412,7 +415,8 @@ std::string report_to_json(const Report& r) {
                     {"setting", rec.setting},
                     {"predicted_samples_per_s", optional_number(rec.predicted_samples_per_s)},
                     {"predicted_speedup", optional_number(rec.predicted_speedup)},
-                    {"basis", rec.basis}});
+                    {"basis", rec.basis},
+                    {"basis_kind", basis_kind(rec)}});
   }
   // No bottleneck (a program that failed before anything was measured): null.
   j["diagnosis"] = {{"bottleneck", text_or_null(d.bottleneck)},
