@@ -1,5 +1,6 @@
 #include "cli/try_changes.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -286,11 +287,12 @@ std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& c
 
 namespace {
 
+// What a candidate changes: "threads", "num_workers", "batch_size".
+std::string knob(const ChangeCandidate& c) { return c.setting.substr(0, c.setting.find('=')); }
+
 // The candidates `--try=auto` runs: those that settle a guess left in the advice.
 std::vector<ChangeCandidate> guesses_only(std::vector<ChangeCandidate> candidates, const Diagnosis& d) {
-  std::erase_if(candidates, [&](const ChangeCandidate& c) {
-    return !only_guessed(d, c.setting.substr(0, c.setting.find('=')));
-  });
+  std::erase_if(candidates, [&](const ChangeCandidate& c) { return !only_guessed(d, knob(c)); });
   return candidates;
 }
 
@@ -348,6 +350,23 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
   settle_tried_changes(tries, report.diagnosis);
 }
 
+namespace {
+
+// `feedscope watch --try=auto [its pattern, unit, batch size] -- COMMAND`, as a shell runs it.
+std::string try_auto_command(const WatchOptions& options) {
+  std::vector<std::string> command = {"feedscope", "watch", "--try=auto"};
+  if (!options.throughput_pattern.empty()) {
+    command.insert(command.end(), {"--throughput-pattern", options.throughput_pattern});
+    if (!options.throughput_unit.empty()) command.insert(command.end(), {"--throughput-unit", options.throughput_unit});
+  }
+  if (options.batch_size > 0) command.insert(command.end(), {"--batch-size", std::to_string(options.batch_size)});
+  command.push_back("--");
+  command.insert(command.end(), options.command.begin(), options.command.end());
+  return shell_command(command);
+}
+
+}  // namespace
+
 void offer_tries(const WatchOptions& options, Report& report) {
   if (options.try_changes || options.attach_pid != 0 || !report.program) return;
   Diagnosis& d = report.diagnosis;
@@ -358,30 +377,22 @@ void offer_tries(const WatchOptions& options, Report& report) {
     mark_guesses_unmeasured(d);
     return;
   }
-  const double cost_s = tries_cost_s(guesses.size(), options.try_rounds, options.try_seconds);
-  if (report.program->wall_s < 2 * options.try_seconds) {
+  const double wall_s = report.program->wall_s;
+  if (wall_s < 2 * options.try_seconds) {
     report.program->notes.push_back(
-        fmt("watch --try=auto not offered: the program ran %.0f s, under two %.0f-s trials", report.program->wall_s,
-            options.try_seconds));
+        fmt("watch --try=auto not offered: the program ran %.0f s, under two %.0f-s trials", wall_s, options.try_seconds));
     return;
   }
-  std::vector<std::string> command = {"feedscope", "watch", "--try=auto"};
-  if (!options.throughput_pattern.empty()) {
-    command.insert(command.end(), {"--throughput-pattern", options.throughput_pattern});
-    if (!options.throughput_unit.empty()) command.insert(command.end(), {"--throughput-unit", options.throughput_unit});
+  const std::size_t runs = (guesses.size() + 1) * static_cast<std::size_t>(options.try_rounds);
+  const std::string offer = fmt(" Measure it: %s (%zu runs of %.0f s, about %.0f s beside the program's %.0f s).",
+                                try_auto_command(options).c_str(), runs, options.try_seconds,
+                                tries_cost_s(guesses.size(), options.try_rounds, options.try_seconds), wall_s);
+  for (Recommendation& r : d.recommendations) {
+    const bool settles = std::any_of(guesses.begin(), guesses.end(), [&](const ChangeCandidate& c) {
+      return advises(r, knob(c));
+    });
+    if (!r.changes.empty() && settles) r.action += offer;
   }
-  if (options.batch_size > 0) command.insert(command.end(), {"--batch-size", std::to_string(options.batch_size)});
-  command.push_back("--");
-  command.insert(command.end(), options.command.begin(), options.command.end());
-  for (Recommendation& r : d.recommendations)
-    for (const ChangeCandidate& c : guesses)
-      if (r.changes.size() > 0 && advises(r, c.setting.substr(0, c.setting.find('=')))) {
-        r.action += fmt(" Measure it: %s (%zu runs of %.0f s, about %.0f s beside the program's %.0f s).",
-                        shell_command(command).c_str(),
-                        (guesses.size() + 1) * static_cast<std::size_t>(options.try_rounds), options.try_seconds,
-                        cost_s, report.program->wall_s);
-        break;
-      }
 }
 
 }  // namespace feedscope
