@@ -109,7 +109,7 @@ TEST_F(WatchPrintedLinesTest, WithoutABatchSizeTheIterationsAreReportedAndSample
 // this machine's timing, so only that one was read, and from what, is held).
 TEST_F(WatchPrintedLinesTest, ACounterOfSamplesIsTimedOnArrivalWithoutAFlag) {
   watch("for i in 0 1 2 3 4; do printf 'Train Epoch: 1 [%d/60000 (%d%%)]\\tLoss: 0.5\\n' $((i * 640)) $i; "
-        "sleep 0.2; done",
+        "sleep 0.05; done",
         {"--batch-size", "64"});
   const nlohmann::json j = report_json();
   ASSERT_TRUE(j["throughput"]["samples_per_s"].is_number()) << j["throughput"];
