@@ -427,10 +427,8 @@ std::optional<std::pair<int, std::optional<int>>> launcher_field(std::string_vie
 
 }  // namespace
 
-void OutputScanner::line(std::string_view raw, std::int64_t now_ns) {
-  std::string buffer;
-  const std::string_view text = plain_text(raw, buffer);
-  if (blank(text)) return;
+// torchrun's failure table: a rank's line, then its exit code's.
+void OutputScanner::launcher_table_line(std::string_view text) {
   if (text.find("Root Cause") != std::string_view::npos) {
     std::lock_guard lock(mutex_);
     in_root_cause_ = true;
@@ -449,6 +447,13 @@ void OutputScanner::line(std::string_view raw, std::int64_t now_ns) {
       failures_.back().pid = exit->second.value_or(0);
     }
   }
+}
+
+void OutputScanner::line(std::string_view raw, std::int64_t now_ns) {
+  std::string buffer;
+  const std::string_view text = plain_text(raw, buffer);
+  if (blank(text)) return;
+  launcher_table_line(text);
   const std::optional<double> figure = figure_in(text);
   // A counter is read where no known format's figure is, but a Keras bar before its `Nms/step`.
   std::optional<CounterMatch> counter = re_ ? std::nullopt : match_counters(text);

@@ -162,6 +162,7 @@ class OutputScanner {
   };
 
   void line(std::string_view text, std::int64_t now_ns);
+  void launcher_table_line(std::string_view text);
   std::optional<double> figure_in(std::string_view line) const;  // in it/s for per_line
   std::optional<double> iterations_from(double value, std::string_view after) const;
   PrintedThroughput pattern_throughput() const;
