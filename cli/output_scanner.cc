@@ -554,9 +554,11 @@ PrintedThroughput OutputScanner::known_throughput() const {
   for (std::size_t f = 0; f < kFormatCount; ++f)
     if (known_[f].lines > 0 && (best == kFormatCount || known_[f].lines > known_[best].lines)) best = f;
   const std::optional<CounterRate> counter = counters_.counter_rate();
-  if (counter && (best == kFormatCount || counter->lines > known_[best].lines)) return counter_throughput(*counter);
+  if (counter && (best == kFormatCount || counter->lines > known_[best].lines))
+    return counter_throughput(*counter);
   if (best != kFormatCount) return figure_throughput(best);
-  if (const std::optional<CounterRate> repeating = counters_.repeating_line()) return counter_throughput(*repeating);
+  if (const std::optional<CounterRate> repeating = counters_.repeating_line())
+    return counter_throughput(*repeating);
   return {};
 }
 
@@ -636,7 +638,8 @@ PrintedThroughput OutputScanner::counter_throughput(const CounterRate& c) const 
     case CounterUnit::batches:
       t.iterations_per_s = c.per_s;
       how += c.step == 1 ? fmt(", %.4g batches/s (a line every batch)", c.per_s)
-                         : fmt(", %.4g batches/s (a line every %lld batches)", c.per_s, static_cast<long long>(c.step));
+                         : fmt(", %.4g batches/s (a line every %lld batches)", c.per_s,
+                               static_cast<long long>(c.step));
       if (batch_.batch_size > 0) {
         t.samples_per_s = c.per_s * batch;
         how += ", " + batch_text();

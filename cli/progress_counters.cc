@@ -12,7 +12,9 @@ namespace {
 
 #define FS_COUNT "([0-9]+)\\s*/\\s*([0-9]+)"
 
-enum CounterIndex : std::size_t { kExamplesSamples, kEpochSamples, kParenthesized, kKerasBar, kBare, kCounterCount };
+enum CounterIndex : std::size_t {
+  kExamplesSamples, kEpochSamples, kParenthesized, kKerasBar, kBare, kCounterCount
+};
 
 // Each format's counters: the regex's groups 1 and 2 are done and total. kBare and kParenthesized
 // read every counter on the line (dcgan's `[0/25][5/1583]`: the one that grows is the batch's).
@@ -69,7 +71,8 @@ std::string skeleton_of(std::string_view line, std::vector<double>& numbers) {
   for (std::size_t i = 0; i < line.size();) {
     if (std::isdigit(static_cast<unsigned char>(line[i]))) {
       std::size_t end = i;
-      while (end < line.size() && (std::isdigit(static_cast<unsigned char>(line[end])) || line[end] == '.')) ++end;
+      const auto in_number = [&](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.'; };
+      while (end < line.size() && in_number(line[end])) ++end;
       numbers.push_back(std::strtod(std::string(line.substr(i, end - i)).c_str(), nullptr));
       out += '#';
       i = end;
@@ -124,8 +127,9 @@ void ProgressCounters::Tally::span(std::int64_t begin_ns, std::int64_t end_ns) {
     merged.first = std::min(merged.first, spans[first].first);
     merged.second = std::max(merged.second, spans[first].second);
   }
-  spans.erase(spans.begin() + static_cast<std::ptrdiff_t>(first), spans.begin() + static_cast<std::ptrdiff_t>(i));
-  spans.insert(spans.begin() + static_cast<std::ptrdiff_t>(first), merged);
+  const auto at = [&](std::size_t k) { return spans.begin() + static_cast<std::ptrdiff_t>(k); };
+  spans.erase(at(first), at(i));
+  spans.insert(at(first), merged);
 }
 
 double ProgressCounters::Tally::seconds() const {
@@ -227,8 +231,8 @@ std::optional<CounterRate> ProgressCounters::repeating_line() const {
     const Repeat& r = entry.second;
     if (r.lines < kMinRepeats || r.last_ns <= r.first_ns) continue;
     const double gaps = static_cast<double>(r.lines - 1);
-    if (std::none_of(r.grew.begin(), r.grew.end(), [&](std::size_t g) { return static_cast<double>(g) >= 0.9 * gaps; }))
-      continue;
+    const auto grows = [&](std::size_t grew) { return static_cast<double>(grew) >= 0.9 * gaps; };
+    if (std::none_of(r.grew.begin(), r.grew.end(), grows)) continue;
     const double mean = r.gap_sum / gaps;
     const double spread = std::sqrt(std::max(0.0, r.gap_squares / gaps - mean * mean));
     if (spread > 0.5 * mean) continue;  // not steady: a burst, or a line printed now and then

@@ -134,8 +134,10 @@ struct Measure {
 };
 
 std::optional<Measure> measure_of(const Throughput& t) {
-  for (const Measure m : {Measure{"samples/s", &Throughput::samples_per_s}, Measure{"it/s", &Throughput::batches_per_s},
-                          Measure{"tokens/s", &Throughput::tokens_per_s}, Measure{"lines/s", &Throughput::lines_per_s}})
+  for (const Measure m : {Measure{"samples/s", &Throughput::samples_per_s},
+                          Measure{"it/s", &Throughput::batches_per_s},
+                          Measure{"tokens/s", &Throughput::tokens_per_s},
+                          Measure{"lines/s", &Throughput::lines_per_s}})
     if (t.*m.rate > 0) return m;
   return std::nullopt;
 }
@@ -357,9 +359,11 @@ std::string try_auto_command(const WatchOptions& options) {
   std::vector<std::string> command = {"feedscope", "watch", "--try=auto"};
   if (!options.throughput_pattern.empty()) {
     command.insert(command.end(), {"--throughput-pattern", options.throughput_pattern});
-    if (!options.throughput_unit.empty()) command.insert(command.end(), {"--throughput-unit", options.throughput_unit});
+    if (!options.throughput_unit.empty())
+      command.insert(command.end(), {"--throughput-unit", options.throughput_unit});
   }
-  if (options.batch_size > 0) command.insert(command.end(), {"--batch-size", std::to_string(options.batch_size)});
+  if (options.batch_size > 0)
+    command.insert(command.end(), {"--batch-size", std::to_string(options.batch_size)});
   command.push_back("--");
   command.insert(command.end(), options.command.begin(), options.command.end());
   return shell_command(command);
@@ -380,7 +384,8 @@ void offer_tries(const WatchOptions& options, Report& report) {
   const double wall_s = report.program->wall_s;
   if (wall_s < 2 * options.try_seconds) {
     report.program->notes.push_back(
-        fmt("watch --try=auto not offered: the program ran %.0f s, under two %.0f-s trials", wall_s, options.try_seconds));
+        fmt("watch --try=auto not offered: the program ran %.0f s, under two %.0f-s trials", wall_s,
+            options.try_seconds));
     return;
   }
   const std::size_t runs = (guesses.size() + 1) * static_cast<std::size_t>(options.try_rounds);

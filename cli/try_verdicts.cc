@@ -27,7 +27,8 @@ std::optional<std::string> setting_change(const std::string& setting) {
                                      {"OMP_NUM_THREADS=", "threads"},
                                      {"torch.set_num_threads(", "threads"}})
     if (setting.starts_with(prefix))
-      if (const long long v = std::atoll(setting.c_str() + prefix.size()); v > 0) return knob + "=" + std::to_string(v);
+      if (const long long v = std::atoll(setting.c_str() + prefix.size()); v > 0)
+        return knob + "=" + std::to_string(v);
   return std::nullopt;
 }
 
@@ -113,7 +114,10 @@ void judge_tried_change(TriedChange& c, const std::vector<std::optional<double>>
     c.outcome = "not measured";
     return;
   }
-  if (base.size() >= 2) c.noise = *std::max_element(base.begin(), base.end()) / *std::min_element(base.begin(), base.end()) - 1;
+  if (base.size() >= 2) {
+    const auto [slowest, fastest] = std::minmax_element(base.begin(), base.end());
+    c.noise = *fastest / *slowest - 1;
+  }
   const double margin = std::max(kTriedHelps - 1, c.noise.value_or(0));
   const auto [lowest, highest] = std::minmax_element(ratios.begin(), ratios.end());
   if (*c.speedup >= 1 + margin && *lowest > 1) c.outcome = "gain";
@@ -157,7 +161,8 @@ void settle_tried_changes(const ChangeTries& tries, Diagnosis& d) {
 void mark_guesses_unmeasured(Diagnosis& d) {
   for (Recommendation& r : d.recommendations)
     if (!r.changes.empty() && !has_number(r))
-      r.basis = "not measured: the program's rate could not be read; give --throughput-pattern (" + r.basis + ")";
+      r.basis = "not measured: the program's rate could not be read; give --throughput-pattern (" +
+                r.basis + ")";
 }
 
 void order_by_basis(std::vector<Recommendation>& recs) {

@@ -365,7 +365,8 @@ std::string report_to_json(const Report& r) {
                      {"wall_s", t.wall_s}};
   if (r.program) {
     j["throughput"]["tokens_per_s"] = optional_number(t.tokens_per_s > 0 ? std::optional(t.tokens_per_s) : std::nullopt);
-    j["throughput"]["lines_per_s"] = optional_number(t.lines_per_s > 0 ? std::optional(t.lines_per_s) : std::nullopt);
+    j["throughput"]["lines_per_s"] =
+        optional_number(t.lines_per_s > 0 ? std::optional(t.lines_per_s) : std::nullopt);
     j["throughput"]["source"] = t.source.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(t.source);
   }
   j["stages"] = stages_json(r.stages);

@@ -68,7 +68,8 @@ GrowthShape growth_shape(std::span<const double> t_s, std::span<const double> va
   g.rise_per_s = best.slope;
   g.flat_residuals = best.residuals;
   g.after_per_s = fit_line(t_s.subspan(knee, n - knee), values.subspan(knee, n - knee)).slope;
-  g.levels_off = best.residuals < kFlatFitsBetter * line.residuals && g.after_per_s < kSlowerAfter * g.rise_per_s;
+  g.levels_off =
+      best.residuals < kFlatFitsBetter * line.residuals && g.after_per_s < kSlowerAfter * g.rise_per_s;
   return g;
 }
 

@@ -120,7 +120,8 @@ bool parent_of_copying_workers(const MemoryFacts& m, const WatchedProcess& p) {
 namespace {
 
 std::string who_grows(const WatchedProcess& p, bool worker) {
-  return worker ? fmt("loader worker %d", p.pid) : fmt("the %s process %d (%s)", to_string(p.role), p.pid, p.name.c_str());
+  return worker ? fmt("loader worker %d", p.pid)
+                : fmt("the %s process %d (%s)", to_string(p.role), p.pid, p.name.c_str());
 }
 
 // A rise that flattened inside the window: warm-up, not a leak.
