@@ -178,7 +178,7 @@ struct CommandLine {
   CLI::App* watch = nullptr;
   WatchOptions watch_options;
   bool no_try_loader = false;
-  std::string try_mode;  // --try: "all"; --try=auto: "auto"; not given: empty
+  std::string try_mode;  // --try: "true" (CLI11's value of a bare flag); --try=auto: "auto"; not given: empty
   CLI::App* attach = nullptr;
   WatchOptions attach_options;
   CLI::App* merge = nullptr;
@@ -270,12 +270,13 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--record-dir", watch_options.record_dir,
                     "record what the diagnosis read (GPU records, its input, its verdict) for "
                     "`feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
-  watch->add_flag("--try{all}", try_mode,
+  watch->add_flag("--try", try_mode,
                   "once the program has ended, run it again with each change feedscope can make "
                   "from outside (the thread count; the worker count or batch size where its "
                   "command line has the flag), alternating with the unchanged command, and settle "
                   "the advice with what each measured; --try=auto: only the changes that settle a "
-                  "guess left in the advice");
+                  "guess left in the advice")
+      ->option_text("[=auto]");
   watch->add_option("--try-seconds", watch_options.try_seconds,
                     "with --try: seconds each run of a change (and of the unchanged command) lasts [20]");
   watch->add_option("--try-rounds", watch_options.try_rounds,
@@ -395,7 +396,7 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
   if (*cl.watch) {
     cl.watch_options.command = command;
     cl.watch_options.try_loader = !cl.no_try_loader;
-    if (!cl.try_mode.empty() && cl.try_mode != "all" && cl.try_mode != "auto")
+    if (!cl.try_mode.empty() && cl.try_mode != "true" && cl.try_mode != "auto")
       throw ConfigError("try", "--try=" + cl.try_mode + ": not a mode; allowed: --try (every change) or "
                                "--try=auto (the changes that settle a guess left in the advice)");
     cl.watch_options.try_changes = !cl.try_mode.empty();
