@@ -15,7 +15,8 @@ A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fe
                      --program NAME=DIR: another public program's clone), {tmp} (a scratch folder)
   knobs              the program as the user runs it: {"workers": 1, "threads": 1}
   throughput         how the program says its speed: "pattern" (a regex whose first group is a
-                     number), "unit" ("s/batch", "ms/batch", "it/s", "samples/s"), "per_batch"
+                     number), "unit" ("s/batch", "ms/batch", "it/s", "samples/s", or "count/s": its
+                     groups 1 and 2 are samples and the seconds they took), "per_batch"
                      (samples per batch for s/batch and it/s), "skip" (first matches left out:
                      warm-up); or "wall": true to time the whole run (a fixed amount of work)
   expect             "bottleneck": the names that are right (what running the alternatives shows);
@@ -26,13 +27,19 @@ A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fe
   env                extra environment, with placeholders: {"OMP_NUM_THREADS": "{threads}"}
   same_program_as    a case earlier in the file that runs the same program on the same data
                      (printing other progress lines): a change it measured is not run again
+  try                watch it with --try: {"mode": "auto" (--try=auto) or "all" (--try),
+                     "seconds": --try-seconds, "rounds": --try-rounds}; a recommendation that one
+                     of its trials contradicts (a loss, or inside the noise) makes the case wrong,
+                     and "expect": {"tried": [...]} names the changes it must have run (each the
+                     start of the change as --try names it: "OMP_NUM_THREADS", "-j")
   cwd                where it runs (a program that reads ../data)
   duration_s         stop it with SIGINT after this long (an epoch too long to finish)
 
-A recommendation's setting maps to a knob: num_workers=N -> workers, torch.set_num_threads(N) ->
-threads, batch_size=N -> batch. The speed-up of a change is measured against the runs before and
-after it (this machine drifts by 20 % over a minute): two pairs, a third where they disagree by
-more than 10 %, the median.
+A recommendation's setting maps to a knob: num_workers=N (or --try's -j N, --workers N) ->
+workers, torch.set_num_threads(N) (or --try's OMP_NUM_THREADS=N) -> threads, batch_size=N (-b N)
+-> batch. The speed-up of a change is measured against the runs before and after it (this machine
+drifts by 20 % over a minute): two pairs, a third where they disagree by more than 10 %, the
+median.
 
 Exit status 0 when every case's verdict is right, every advised change helps (>= 1.05x) and every
 prediction lands within 25 % of what its change measured (or none is made); 1 otherwise; 77 when
@@ -56,6 +63,10 @@ SETTINGS = [
     (re.compile(r"^num_workers=(\d+)$"), "workers"),
     (re.compile(r"^torch\.set_num_threads\((\d+)\)$"), "threads"),
     (re.compile(r"^batch_size=(\d+)$"), "batch"),
+    # What `watch --try` measured, named as it ran it.
+    (re.compile(r"^OMP_NUM_THREADS=(\d+)$"), "threads"),
+    (re.compile(r"^(?:-j|--workers|--num-workers|--num_workers)[ =](\d+)$"), "workers"),
+    (re.compile(r"^(?:-b|--batch-size|--batch_size)[ =](\d+)$"), "batch"),
 ]
 HELPS = 1.05        # a change that gains less is no change worth advising
 # How a suggestion without a setting names a knob: advice to try and measure, not a claim.
@@ -92,6 +103,14 @@ class Case:
     def argv(self, knobs):
         return [expand(a, knobs, self.places) for a in self.spec["command"]]
 
+    def try_args(self):
+        """watch's --try options where the case asks for them."""
+        t = self.spec.get("try")
+        if not t:
+            return []
+        return ["--try=auto" if t.get("mode", "auto") == "auto" else "--try",
+                "--try-seconds", str(t.get("seconds", 20)), "--try-rounds", str(t.get("rounds", 2))]
+
     def env(self, knobs):
         return {**os.environ, **{k: expand(v, knobs, self.places) for k, v in self.spec.get("env", {}).items()}}
 
@@ -100,11 +119,12 @@ class Case:
         t = self.spec["throughput"]
         if t.get("wall"):
             return 1.0 / wall_s
-        values = [float(m.group(1)) for m in re.finditer(t["pattern"], output)][t.get("skip", 0):]
+        matches = list(re.finditer(t["pattern"], output))[t.get("skip", 0):]
+        values = [float(m.group(1)) / (float(m.group(2)) if t["unit"] == "count/s" else 1.0) for m in matches]
         if not values:
             raise RuntimeError(f"{self.spec['name']}: no line matched {t['pattern']!r}")
         unit = t["unit"]
-        if unit == "samples/s":
+        if unit in ("samples/s", "count/s"):
             return statistics.mean(values)
         if unit == "it/s":
             return statistics.mean(values) * t["per_batch"]
@@ -121,7 +141,7 @@ class Case:
             # --no-try-loader: what feedscope's loader would do on the files is an offer the corpus
             # does not score; measuring it after the program ends takes seconds a case.
             argv = [self.feedscope, "watch", "--report-dir", str(watch_dir), "--no-try-loader",
-                    *(["--duration", str(duration)] if duration else []), "--"] + argv
+                    *(["--duration", str(duration)] if duration else []), *self.try_args(), "--"] + argv
         begin = time.monotonic()
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env=self.env(knobs), cwd=self.places.get("cwd"))
@@ -167,6 +187,39 @@ def read_as(report, expect):
     return found
 
 
+def knob_of_setting(setting):
+    for pattern, knob in SETTINGS:
+        m = pattern.match(setting or "")
+        if m:
+            return knob, int(m.group(1))
+    return None
+
+
+def knobs_named(rec):
+    """The knobs a recommendation advises: its setting's, else the ones its words name."""
+    k = knob_of_setting(rec.get("setting"))
+    if k:
+        return {k[0]}
+    return {knob for knob, words in NAMED_IN_ACTION.items() if any(w in rec.get("action", "") for w in words)}
+
+
+def tried_changes(report):
+    """What `watch --try` ran: [{change, knob, speedup, outcome}]."""
+    tries = ((report.get("program") or {}).get("tries") or {})
+    out = []
+    for c in tries.get("changes") or []:
+        k = knob_of_setting(c["change"])
+        out.append({"change": c["change"], "knob": k[0] if k else None, "speedup": c.get("speedup"),
+                    "outcome": c.get("outcome")})
+    return out, tries.get("skipped")
+
+
+def contradicted(diagnosis, tried):
+    """The recommendations that a trial of the same change measured as a loss or inside the noise."""
+    refuted = {t["knob"] for t in tried if t["outcome"] in ("loss", "within the noise") and t["knob"]}
+    return [r.get("action", "") for r in diagnosis.get("recommendations", []) if knobs_named(r) & refuted]
+
+
 def advised_change(diagnosis):
     """The first recommendation whose setting maps to a knob: (knob change, prediction, text)."""
     for rec in diagnosis.get("recommendations", []):
@@ -206,6 +259,12 @@ def score(case):
     # role in the tree), a verdict reached another way is not right.
     out["read_as"] = read_as(report, spec["expect"])
     out["verdict_right"] = out["verdict_right"] and all(out["read_as"].values())
+    out["tried"], out["try_skipped"] = tried_changes(report)
+    out["contradicted"] = contradicted(d, out["tried"])
+    expected_tries = spec["expect"].get("tried", [])
+    # "OMP_NUM_THREADS" names the change whatever its value (the cores of the machine it runs on).
+    out["not_tried"] = [c for c in expected_tries if not any(t["change"].startswith(c) for t in out["tried"])]
+    out["throughput_source"] = report["throughput"].get("source")
     change, predicted, rec = advised_change(d)
     if change and not set(change) <= set(spec["knobs"]):
         # Advice this case cannot try (num_workers for a program without a DataLoader flag): it
@@ -230,14 +289,18 @@ def score(case):
         out["helps"] = out["prediction_ok"] = True  # no advice is never wrong advice
         truths = {}
         for alt in ([] if SKIP_ALTERNATIVES else spec.get("alternatives", [])):
-            truths[json.dumps(alt)] = round(case.speedup(alt, base_rate), 3)
+            key = json.dumps(alt, sort_keys=True)
+            measured = measured_before(case, key)
+            MEASURED[(spec["name"], key)] = measured if measured is not None else case.speedup(alt, base_rate)
+            truths[json.dumps(alt)] = round(MEASURED[(spec["name"], key)], 3)
         out["alternatives"] = truths
         actions = " ".join(r.get("action", "") for r in d.get("recommendations", []))
         helped = [a for a, s in truths.items() if s >= 1.10]
         out["suggested"] = [a for a in helped
                             if any(w in actions for k in json.loads(a) for w in NAMED_IN_ACTION.get(k, ()))]
         out["missed"] = [a for a in helped if a not in out["suggested"]]
-    out["ok"] = out["verdict_right"] and out["helps"] and out["prediction_ok"]
+    out["ok"] = (out["verdict_right"] and out["helps"] and out["prediction_ok"] and not out["contradicted"]
+                 and not out["not_tried"])
     return out
 
 
@@ -260,6 +323,15 @@ def table(results):
             result += f" (measured as {r['measured_by']})"
         if r.get("missed"):
             result += " (missed " + ", ".join(r["missed"]) + ")"
+        for t in r.get("tried", []):
+            result += f" (tried {t['change']}: " + (f"{t['speedup']:.2f}x, " if t.get("speedup") else "") + \
+                f"{t['outcome']})"
+        if r.get("try_skipped"):
+            result += f" (--try ran nothing: {r['try_skipped'][:60]})"
+        if r.get("contradicted"):
+            result += " (CONTRADICTED by its trial: " + "; ".join(a[:50] for a in r["contradicted"]) + ")"
+        if r.get("not_tried"):
+            result += " (NOT TRIED: " + ", ".join(r["not_tried"]) + ")"
         lines.append(f"{r['name']:<22} {r['bottleneck']:<16} {'right' if r['verdict_right'] else 'WRONG':<7} "
                      f"{r['advice'] or '-':<26} {pred:>6} {meas:>6}  {result}")
     verdicts = sum(r["verdict_right"] for r in results)
@@ -268,7 +340,8 @@ def table(results):
     lines.append(f"verdicts right: {verdicts}/{len(results)}; advised changes that helped: "
                  f"{sum(r.get('helps', False) for r in results if r['advice'])}/"
                  f"{sum(1 for r in results if r['advice'])}; predictions within 25 %: "
-                 f"{within}/{len(predictions)}")
+                 f"{within}/{len(predictions)}; recommendations a trial contradicted: "
+                 f"{sum(len(r.get('contradicted', [])) for r in results)}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,8 @@
 #   python3 bench/corpus.py --cases bench/corpus_public.json --public examples
 # Their data is made here, offline, in the layouts they read: wikitext-2's train.txt (the clone has
 # valid.txt and test.txt; train.txt is stored out of git), MNIST's raw idx files (random digits:
-# the speed is the same) for mnist/ and vae/.
+# the speed is the same) for mnist/, vae/, siamese_network/, mnist_hogwild/ and
+# mnist_forward_forward/, and BSDS300-shaped JPEGs for super_resolution/.
 #
 # Programs beyond pytorch/examples (each --program NAME=DIR of bench/corpus.py), readied where named:
 #   git clone https://github.com/karpathy/nanoGPT && git clone https://github.com/karpathy/minGPT
@@ -65,6 +66,27 @@ for prefix, n in (("train", 6000), ("t10k", 1000)):
         with open(os.path.join(raw, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
             f.write(struct.pack(">II", 2049, n))
             f.write(rng.integers(0, 10, n, dtype=np.uint8).tobytes())
+PY
+
+# mnist_forward_forward reads MNIST from ./data where it runs; siamese_network and mnist_hogwild
+# from ../data, as mnist does.
+[ -e "$examples/mnist_forward_forward/data" ] || ln -s ../data "$examples/mnist_forward_forward/data"
+
+# super_resolution downloads BSDS300 into dataset/ where it is missing: 200 train and 100 test
+# JPEGs of BSDS300's 481x321, smooth noise (the speed does not depend on the picture).
+"$python" - "$examples/super_resolution/dataset/BSDS300/images" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+root = sys.argv[1]
+rng = np.random.default_rng(0)
+for split, n in (("train", 200), ("test", 100)):
+    os.makedirs(os.path.join(root, split), exist_ok=True)
+    for i in range(n):
+        path = os.path.join(root, split, f"{i}.jpg")
+        if not os.path.exists(path):
+            small = rng.integers(0, 256, (41, 61, 3), dtype=np.uint8)
+            Image.fromarray(small).resize((481, 321), Image.BILINEAR).save(path, quality=90)
 PY
 
 mkdir -p "$examples/vae/results"  # vae/main.py saves its samples there

@@ -178,6 +178,7 @@ struct CommandLine {
   CLI::App* watch = nullptr;
   WatchOptions watch_options;
   bool no_try_loader = false;
+  std::string try_mode;  // --try: "true" (CLI11's value of a bare flag); --try=auto: "auto"; not given: empty
   CLI::App* attach = nullptr;
   WatchOptions attach_options;
   CLI::App* merge = nullptr;
@@ -256,7 +257,9 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--throughput-pattern", watch_options.throughput_pattern,
                     "regex with one group: the figure in a line the program prints (samples/s, "
                     "it/s or s/it) [its progress lines in a known format: torchvision MetricLogger, "
-                    "timm, ImageNet Time/Data, nanoGPT, word_language_model, tqdm, N samples/s]");
+                    "timm, ImageNet Time/Data, nanoGPT, word_language_model, tqdm, N samples/s; "
+                    "else a counter timed on arrival: [N/TOTAL (P%)], (i/N), i/N, a Keras bar; "
+                    "else a line repeating steadily, in lines/s]");
   watch->add_option("--throughput-unit", watch_options.throughput_unit,
                     "the pattern's unit: samples/s, it/s or s/it [what the pattern's text names: "
                     "it/s, s/it or Time; else samples/s]");
@@ -267,11 +270,13 @@ void CommandLine::add_watch(CLI::App& app) {
   watch->add_option("--record-dir", watch_options.record_dir,
                     "record what the diagnosis read (GPU records, its input, its verdict) for "
                     "`feedscope replay` [$FEEDSCOPE_RECORD_DIR, else none]");
-  watch->add_flag("--try", watch_options.try_changes,
+  watch->add_flag("--try", try_mode,
                   "once the program has ended, run it again with each change feedscope can make "
                   "from outside (the thread count; the worker count or batch size where its "
-                  "command line has the flag), alternating with the unchanged command, and report "
-                  "each change's speed-up as measured");
+                  "command line has the flag), alternating with the unchanged command, and settle "
+                  "the advice with what each measured; --try=auto: only the changes that settle a "
+                  "guess left in the advice")
+      ->option_text("[=auto]");
   watch->add_option("--try-seconds", watch_options.try_seconds,
                     "with --try: seconds each run of a change (and of the unchanged command) lasts [20]");
   watch->add_option("--try-rounds", watch_options.try_rounds,
@@ -391,6 +396,11 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
   if (*cl.watch) {
     cl.watch_options.command = command;
     cl.watch_options.try_loader = !cl.no_try_loader;
+    if (!cl.try_mode.empty() && cl.try_mode != "true" && cl.try_mode != "auto")
+      throw ConfigError("try", "--try=" + cl.try_mode + ": not a mode; allowed: --try (every change) or "
+                               "--try=auto (the changes that settle a guess left in the advice)");
+    cl.watch_options.try_changes = !cl.try_mode.empty();
+    cl.watch_options.try_auto = cl.try_mode == "auto";
     cl.watch_options.record_dir = recording_dir(cl.watch_options.record_dir);
     if (mode.check_only) return validate_watch_options(cl.watch_options), kDone;
     return watch_command(cl.watch_options);

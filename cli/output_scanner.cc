@@ -187,6 +187,30 @@ std::string count_of(std::size_t n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
+// The line without terminal colours (`\x1b[1m`: Keras 3 colours its bar into a pipe too) and the
+// backspaces a bar redraws over itself with (Keras writes them before its `\r`).
+std::string_view plain_text(std::string_view text, std::string& buffer) {
+  if (text.find_first_of("\x1b\b") == std::string_view::npos) return text;
+  buffer.clear();
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\b') continue;
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      i += 2;
+      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7e)) ++i;  // to the final byte
+      continue;
+    }
+    buffer += text[i];
+  }
+  return buffer;
+}
+
+// HF Trainer's logs, `{'loss': 2.3052, 'grad_norm': 1.8, 'learning_rate': 4.9e-05, 'epoch': 0.08}`:
+// its tqdm bar's it/s are optimizer steps of per_device_train_batch_size x accumulation samples.
+bool hf_trainer_log(std::string_view text) {
+  static const std::regex re(R"(^\{'loss': [^}]*'epoch': [0-9.]+)");
+  return std::regex_search(text.begin(), text.end(), re);
+}
+
 }  // namespace
 
 const std::vector<KnownFormat>& known_formats() {
@@ -232,7 +256,9 @@ std::optional<FlagAt> flag_at(const std::vector<std::string>& command, std::size
 }
 
 std::optional<CommandBatchSize> batch_size_in_command(const std::vector<std::string>& command) {
-  const std::optional<CommandFlag> batch = int_flag_in_command(command, {"-b", "--batch-size", "--batch_size"});
+  const std::optional<CommandFlag> batch =
+      int_flag_in_command(command, {"-b", "--batch-size", "--batch_size", "--batchSize",
+                                    "--per_device_train_batch_size", "--per-device-train-batch-size"});
   if (!batch) return std::nullopt;
   CommandBatchSize b;
   b.batch_size = batch->value;
@@ -308,7 +334,8 @@ OutputScanner::OutputScanner(const std::string& pattern, ThroughputUnit unit, co
       re_(pattern.empty() ? std::nullopt : std::optional<std::regex>(std::regex(pattern))),
       unit_(unit),
       batch_(batch),
-      known_(kFormatCount) {
+      known_(kFormatCount),
+      counters_(batch.batch_size) {
   imagenet_wait_.columns = "`Time ... Data ...`";
   metric_logger_wait_.columns = "MetricLogger `time: ... data: ...`";
 }
@@ -400,8 +427,8 @@ std::optional<std::pair<int, std::optional<int>>> launcher_field(std::string_vie
 
 }  // namespace
 
-void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
-  if (blank(text)) return;
+// torchrun's failure table: a rank's line, then its exit code's.
+void OutputScanner::launcher_table_line(std::string_view text) {
   if (text.find("Root Cause") != std::string_view::npos) {
     std::lock_guard lock(mutex_);
     in_root_cause_ = true;
@@ -420,8 +447,20 @@ void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
       failures_.back().pid = exit->second.value_or(0);
     }
   }
+}
+
+void OutputScanner::line(std::string_view raw, std::int64_t now_ns) {
+  std::string buffer;
+  const std::string_view text = plain_text(raw, buffer);
+  if (blank(text)) return;
+  launcher_table_line(text);
   const std::optional<double> figure = figure_in(text);
-  const std::optional<LineFigure> known = re_ ? std::nullopt : known_figure(text);
+  // A counter is read where no known format's figure is, but a Keras bar before its `Nms/step`.
+  std::optional<CounterMatch> counter = re_ ? std::nullopt : match_counters(text);
+  const std::optional<LineFigure> known =
+      re_ || (counter && counter->before_figures) ? std::nullopt : known_figure(text);
+  if (known) counter.reset();
+  const bool hf_log = !re_ && !known && !counter && hf_trainer_log(text);
   const std::optional<std::pair<double, double>> time_data = time_and_data_in(text);
   const auto logger_time_data = time_data ? std::nullopt : metric_logger_time_data(text);
   std::lock_guard lock(mutex_);
@@ -433,6 +472,9 @@ void OutputScanner::line(std::string_view text, std::int64_t now_ns) {
     ++matches_;
   }
   if (known) known_[known->format].add(known->value, known->startup);
+  if (counter) counters_.add(*counter, now_ns);
+  if (hf_log) ++hf_trainer_logs_;
+  if (!re_ && !known && !counter && !hf_log) counters_.other(text, now_ns);
   if (time_data) {
     imagenet_wait_.time.add(time_data->first, false);
     imagenet_wait_.data.add(time_data->second, false);
@@ -497,13 +539,31 @@ PrintedThroughput OutputScanner::pattern_throughput() const {
   return t;
 }
 
-// The known format with the most lines (the earlier in the list on a tie) gives the figure.
+namespace {
+
+constexpr const char* kNoBatchSize =
+    "samples/s not measured: no batch size on the command line (-b, --batch-size, --batch_size, "
+    "--batchSize, --per_device_train_batch_size) or --batch-size";
+
+}  // namespace
+
+// The known format with the most lines (the earlier in the list on a tie) gives the figure, or a
+// counter read on more lines; failing both, a line that repeats steadily.
 PrintedThroughput OutputScanner::known_throughput() const {
-  PrintedThroughput t;
   std::size_t best = kFormatCount;
   for (std::size_t f = 0; f < kFormatCount; ++f)
     if (known_[f].lines > 0 && (best == kFormatCount || known_[f].lines > known_[best].lines)) best = f;
-  if (best == kFormatCount) return t;
+  const std::optional<CounterRate> counter = counters_.counter_rate();
+  if (counter && (best == kFormatCount || counter->lines > known_[best].lines))
+    return counter_throughput(*counter);
+  if (best != kFormatCount) return figure_throughput(best);
+  if (const std::optional<CounterRate> repeating = counters_.repeating_line())
+    return counter_throughput(*repeating);
+  return {};
+}
+
+PrintedThroughput OutputScanner::figure_throughput(std::size_t best) const {
+  PrintedThroughput t;
   const Format& format = formats()[best];
   const Tally& tally = known_[best];
   t.lines = tally.lines;
@@ -528,28 +588,77 @@ PrintedThroughput OutputScanner::known_throughput() const {
       how += value < 0.1 ? fmt(", %.4g ms/it", value * 1000) : fmt(", %.4g s/it", value);
       break;
   }
-  // A nanoGPT iteration is gradient_accumulation_steps micro-batches of --batch_size.
-  const bool nano = best == kNanoGpt;
-  const std::int64_t per_iteration = batch_.batch_size * (nano && batch_.accumulation > 0 ? batch_.accumulation : 1);
+  // A nanoGPT iteration is gradient_accumulation_steps micro-batches of --batch_size; an HF
+  // Trainer's tqdm step is gradient_accumulation_steps batches of per_device_train_batch_size.
+  const bool hf = best == kTqdmIterations && hf_trainer_logs_ > 0;
+  const bool accumulates = best == kNanoGpt || hf;
+  const std::int64_t per_iteration =
+      batch_.batch_size * (accumulates && batch_.accumulation > 0 ? batch_.accumulation : 1);
   if (batch_.batch_size > 0 && format.figure != Figure::tokens_per_s) {
     if (samples) {
       iterations = *samples / static_cast<double>(per_iteration);
     } else if (iterations) {
       samples = *iterations * static_cast<double>(per_iteration);
       how += ", " + batch_text();
-      if (nano)
+      if (accumulates)
         how += batch_.accumulation > 0
                    ? " x " + std::to_string(batch_.accumulation) + " micro-batches from " + batch_.accumulation_flag
                    : " (one micro-batch an iteration: gradient_accumulation_steps is not on the command line)";
     }
   } else if (iterations && !samples) {
-    how += "; samples/s not measured: no batch size on the command line (-b, --batch-size, "
-           "--batch_size) or --batch-size";
+    how += std::string("; ") + kNoBatchSize;
   }
   t.samples_per_s = samples;
   t.iterations_per_s = iterations;
-  t.source = "the program's own lines: " + std::string(format.known.name) + ", " +
-             count_of(tally.lines, "line") + " (" + how + ")";
+  const std::string name = hf ? "HF Trainer (" + count_of(hf_trainer_logs_, "`{'loss': ..., 'epoch': E}` log") +
+                                    ") with its " + std::string(format.known.name)
+                              : std::string(format.known.name);
+  t.source = "the program's own lines: " + name + ", " + count_of(tally.lines, "line") + " (" + how + ")";
+  t.basis = "throughput from " + t.source;
+  return t;
+}
+
+// A counter's rate in its unit: samples/s where it counts samples, batches/s times the batch size
+// where it counts batches; lines/s from a repeating line.
+PrintedThroughput OutputScanner::counter_throughput(const CounterRate& c) const {
+  PrintedThroughput t;
+  t.lines = c.lines;
+  const double batch = static_cast<double>(batch_.batch_size);
+  std::string how = fmt("its count's increments over the %.1f s between its lines", c.timed_s);
+  switch (c.unit) {
+    case CounterUnit::samples:
+      t.samples_per_s = c.per_s;
+      how += fmt(", %.4g samples/s (a line every %lld samples", c.per_s, static_cast<long long>(c.step));
+      if (batch_.batch_size > 0 && c.step % batch_.batch_size == 0)
+        how += fmt(": %lld batches of %lld", static_cast<long long>(c.step / batch_.batch_size),
+                   static_cast<long long>(batch_.batch_size));
+      how += ")";
+      if (batch_.batch_size > 0) t.iterations_per_s = c.per_s / batch;
+      break;
+    case CounterUnit::batches:
+      t.iterations_per_s = c.per_s;
+      how += c.step == 1 ? fmt(", %.4g batches/s (a line every batch)", c.per_s)
+                         : fmt(", %.4g batches/s (a line every %lld batches)", c.per_s,
+                               static_cast<long long>(c.step));
+      if (batch_.batch_size > 0) {
+        t.samples_per_s = c.per_s * batch;
+        how += ", " + batch_text();
+      } else {
+        how += std::string("; ") + kNoBatchSize;
+      }
+      break;
+    case CounterUnit::lines:
+      t.lines_per_s = c.per_s;
+      t.source = fmt("the program's own lines: no known format or counter; the line `%s` repeats "
+                     "steadily with a growing number, %zu lines at %.4g lines/s over %.1f s (the "
+                     "unit is lines: samples/s and batches/s not measured)",
+                     c.format.c_str(), c.lines, c.per_s, c.timed_s);
+      t.basis = "throughput from " + t.source;
+      return t;
+  }
+  if (!c.unit_basis.empty()) how += "; " + c.unit_basis;
+  t.source = "the program's own lines: " + c.format + ", " + count_of(c.lines, "line") +
+             " timed on arrival (" + how + ")";
   t.basis = "throughput from " + t.source;
   return t;
 }

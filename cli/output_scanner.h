@@ -8,8 +8,11 @@
 // carriage returns: a `\r` ends a line as a `\n` does.
 // Without a pattern the common progress lines are read as they are printed (known_formats()):
 // torchvision's MetricLogger (`img/s:`, `time: ... data:`), timm, pytorch/examples' ImageNet,
-// nanoGPT, word_language_model, tqdm's rate, and an explicit `N samples/s`. A line that matches
-// none of them is not read.
+// nanoGPT, word_language_model, tqdm's rate (HF Trainer's with its `{'loss': ...}` logs), and an
+// explicit `N samples/s`; a line none of them reads may count its progress (`[640/60000 (1%)]`,
+// `(5/13)`, a Keras bar: cli/progress_counters.h), timed on arrival; failing all, a line that
+// repeats steadily with a growing number gives lines/s. Terminal colours and backspaces are
+// taken out of a line before it is read.
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
@@ -20,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/progress_counters.h"
 #include "profiler/evidence.h"
 
 namespace feedscope {
@@ -46,6 +50,8 @@ struct PrintedThroughput {
   std::optional<double> iterations_per_s;  // null: samples/s figures without a batch size
   std::optional<double> samples_per_s;     // null: it/s or s/it figures without a batch size
   std::optional<double> tokens_per_s;      // a program that counts tokens (`N tokens/s`)
+  // Where only a line that repeats steadily was read: its rate, in lines (no samples, no batches).
+  std::optional<double> lines_per_s;
   // Which lines, in what unit, scaled by what: report.json's throughput.source.
   std::string source;
   std::string basis;  // the same, as program.notes says it
@@ -60,8 +66,10 @@ struct KnownFormat {
 const std::vector<KnownFormat>& known_formats();
 
 // The batch size a command line gives: `-b N`, `--batch-size N`, `--batch_size=N` (nanoGPT),
-// `--batch-size=N`, `--batch_size N`; and nanoGPT's `--gradient_accumulation_steps=N`, the
-// micro-batches of one of its iterations. None where no word gives a positive number.
+// `--batch-size=N`, `--batch_size N`, `--batchSize N` (dcgan, super_resolution),
+// `--per_device_train_batch_size N` (HF Trainer's scripts); and `--gradient_accumulation_steps=N`
+// (nanoGPT, HF), the micro-batches of one of its iterations. None where no word gives a positive
+// number.
 struct CommandBatchSize {
   std::int64_t batch_size = 0;
   std::string flag;  // the words that gave it: "--batch_size=12"
@@ -154,10 +162,13 @@ class OutputScanner {
   };
 
   void line(std::string_view text, std::int64_t now_ns);
+  void launcher_table_line(std::string_view text);
   std::optional<double> figure_in(std::string_view line) const;  // in it/s for per_line
   std::optional<double> iterations_from(double value, std::string_view after) const;
   PrintedThroughput pattern_throughput() const;
   PrintedThroughput known_throughput() const;
+  PrintedThroughput figure_throughput(std::size_t format) const;  // a known format's figure
+  PrintedThroughput counter_throughput(const CounterRate& counter) const;
   std::string batch_text() const;  // "batch size 12 from --batch_size=12"
 
   const std::string pattern_;
@@ -174,6 +185,8 @@ class OutputScanner {
   double sum_after_first_ = 0;   // of the matches after the first (seconds_per_iteration)
   DataTally imagenet_wait_, metric_logger_wait_;
   std::vector<Tally> known_;  // one per known_formats() entry, in its figure's unit
+  ProgressCounters counters_;
+  std::size_t hf_trainer_logs_ = 0;  // HF Trainer's `{'loss': ..., 'epoch': E}` lines
   std::vector<LauncherFailure> failures_;
   bool in_root_cause_ = false;
 };

@@ -1,5 +1,6 @@
 #include "cli/try_changes.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "cli/child_process.h"
 #include "cli/output_scanner.h"
+#include "cli/try_verdicts.h"
 #include "cli/watch.h"
 #include "profiler/detail/format.h"
 #include "profiler/watch_diagnosis.h"
@@ -19,8 +21,6 @@ using detail::fmt;
 
 constexpr std::string_view kWorkerFlags[] = {"-j", "--workers", "--num-workers", "--num_workers"};
 constexpr std::string_view kBatchFlags[] = {"-b", "--batch-size", "--batch_size"};
-// A change measured this much faster is recommended; below, it is reported only.
-constexpr double kTriedHelps = 1.05;
 
 // The value a recommendation's setting gives `key` ("num_workers=3" -> 3); none where none does.
 std::optional<std::int64_t> advised(const Report& r, const std::string& key) {
@@ -75,6 +75,7 @@ std::optional<ChangeCandidate> thread_candidate(const std::map<std::string, std:
   if (now == value) return std::nullopt;
   ChangeCandidate c;
   c.label = "OMP_NUM_THREADS=" + value;
+  c.setting = "threads=" + value;
   c.why = why;
   c.command = p.command;
   c.env = {{"OMP_NUM_THREADS", value}, {"MKL_NUM_THREADS", value}};
@@ -87,13 +88,18 @@ std::optional<ChangeCandidate> worker_candidate(const std::vector<std::string>& 
   if (!now) return std::nullopt;
   std::optional<std::int64_t> workers = advised(watched, "num_workers");
   std::string why = "the diagnosis advises it";
-  if (!workers && watched.diagnosis.bottleneck == "cpu_preprocess") {
-    workers = *now + 1;
-    why = "input-bound (cpu_preprocess) with no worker count advised: one more worker";
+  if (!workers) {
+    if ((workers = guessed_value(watched.diagnosis, "num_workers"))) {
+      why = "the advice's guess to try, with no prediction";
+    } else if (watched.diagnosis.bottleneck == "cpu_preprocess") {
+      workers = *now + 1;
+      why = "input-bound (cpu_preprocess) with no worker count advised: one more worker";
+    }
   }
   if (!workers || *workers == *now) return std::nullopt;
   ChangeCandidate c;
   c.why = why;
+  c.setting = "num_workers=" + std::to_string(*workers);
   c.command = *with_flag_value(command, kWorkerFlags, *workers, &c.label);
   return c;
 }
@@ -106,6 +112,7 @@ std::optional<ChangeCandidate> batch_candidate(const std::vector<std::string>& c
   const auto changed = with_flag_value(command, kBatchFlags, *batch, &c.label);
   if (!changed) return std::nullopt;
   c.why = "the diagnosis advises it";
+  c.setting = "batch_size=" + std::to_string(*batch);
   c.command = *changed;
   c.batch_size = *batch;
   return c;
@@ -119,8 +126,24 @@ struct TrialRun {
   bool interrupted = false;  // Ctrl-C (or SIGTERM) reached feedscope, which passed it on
 };
 
+// The watched run's own measure, in which each trial is read: samples/s where it was measured,
+// else it/s, tokens/s, or a repeating line's lines/s.
+struct Measure {
+  const char* unit;
+  double Throughput::*rate;
+};
+
+std::optional<Measure> measure_of(const Throughput& t) {
+  for (const Measure m : {Measure{"samples/s", &Throughput::samples_per_s},
+                          Measure{"it/s", &Throughput::batches_per_s},
+                          Measure{"tokens/s", &Throughput::tokens_per_s},
+                          Measure{"lines/s", &Throughput::lines_per_s}})
+    if (t.*m.rate > 0) return m;
+  return std::nullopt;
+}
+
 TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, const std::string& dir,
-                   bool iterations) {
+                   const Measure& measure) {
   WatchOptions o;
   o.command = change.command;
   o.env = base.env;
@@ -149,7 +172,7 @@ TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, cons
       out.failed = p.ended + " (" + p.exit + ")";
       return out;
     }
-    const double rate = iterations ? w.report.throughput.batches_per_s : w.report.throughput.samples_per_s;
+    const double rate = w.report.throughput.*measure.rate;
     if (rate > 0) out.rate = rate;
     else out.failed = "no rate measured (" + (w.report.throughput.source.empty() ? std::string("no progress line read")
                                                                                : w.report.throughput.source) + ")";
@@ -172,39 +195,18 @@ std::optional<double> speedup_of(const std::vector<std::optional<double>>& rates
   return changed_sum / unchanged_sum;
 }
 
-// The evidence line and, where it helped, the recommendation of one change.
-void report_change(const ChangeTries& tries, const TriedChange& c, Diagnosis& d) {
-  std::size_t measured = 0;
-  for (const auto& r : c.rates) measured += r.has_value();
-  const std::string over = fmt("over %zu trial%s of %.0f s against the unchanged command", measured,
-                               measured == 1 ? "" : "s", tries.seconds);
-  if (!c.speedup) {
-    d.evidence.push_back("tried " + c.change + ": not measured (" +
-                         (c.failed.empty() ? std::string("no rate") : c.failed.front()) +
-                         "); the unchanged run's result stands");
-    return;
-  }
-  d.evidence.push_back(fmt("tried %s: %.2fx measured %s (%s)", c.change.c_str(), *c.speedup,
-                           over.c_str(), c.why.c_str()));
-  if (*c.speedup < kTriedHelps) return;
-  Recommendation r;
-  r.setting = c.change;
-  r.action = fmt("%s: %.2fx measured (watch --try, %s).", c.change.c_str(), *c.speedup, over.c_str());
-  r.predicted_speedup = *c.speedup;
-  r.basis = "measured, not predicted: the program run with the change for " +
-            fmt("%.0f", tries.seconds) + " s at a time, alternating with the unchanged command";
-  d.recommendations.insert(d.recommendations.begin(), std::move(r));
-}
-
 // Why nothing is tried, or empty: the program's rate unmeasured, its run interrupted, or no change
 // it can be given from outside.
-std::string nothing_to_try(const Report& report, bool measured, bool no_candidates) {
+std::string nothing_to_try(const Report& report, bool measured, bool no_candidates, bool auto_only) {
   if (!measured)
-    return "its throughput was not measured (no progress line in a known format, no "
+    return "its throughput was not measured (no progress line in a known format or counter, no "
            "--throughput-pattern match, no Session spans): a change's effect could not be "
            "measured, so nothing was run";
   if (report.program->ended == "interrupted")
     return "the watched run was interrupted: nothing more is run";
+  if (no_candidates && auto_only)
+    return "--try=auto: no guess is left in the advice that a change from outside can settle "
+           "(each recommendation has a prediction, or names no thread count, worker or batch flag)";
   if (no_candidates)
     return "no change feedscope can make from outside fits this diagnosis (" +
            report.diagnosis.bottleneck + "): the thread count where the step is on one thread or "
@@ -212,14 +214,20 @@ std::string nothing_to_try(const Report& report, bool measured, bool no_candidat
   return "";
 }
 
+// What a run of the tries costs: rounds x (changes + the unchanged command) runs, each its window
+// and about 3 s to start and stop.
+double tries_cost_s(std::size_t changes, int rounds, double seconds) {
+  return static_cast<double>((changes + 1) * static_cast<std::size_t>(rounds)) * (seconds + 3);
+}
+
 // What it will run, and for how long, before it starts.
 void say_plan(const std::vector<ChangeCandidate>& candidates, const ChangeTries& tries,
               std::ostream& log) {
   const std::size_t runs = (candidates.size() + 1) * static_cast<std::size_t>(tries.rounds);
-  log << "feedscope watch --try: " << candidates.size() << " change(s), each run " << tries.rounds
-      << " time(s) for " << tries.seconds << " s beside the unchanged command: " << runs
-      << " runs, about " << static_cast<int>(static_cast<double>(runs) * (tries.seconds + 3))
-      << " s:\n";
+  log << "feedscope watch --try" << (tries.auto_only ? "=auto" : "") << ": " << candidates.size()
+      << " change(s), each run " << tries.rounds << " time(s) for " << tries.seconds
+      << " s beside the unchanged command: " << runs << " runs, about "
+      << static_cast<int>(tries_cost_s(candidates.size(), tries.rounds, tries.seconds)) << " s:\n";
   for (const ChangeCandidate& c : candidates) log << "  " << c.label << ": " << c.why << "\n";
   log << std::flush;
 }
@@ -227,7 +235,7 @@ void say_plan(const std::vector<ChangeCandidate>& candidates, const ChangeTries&
 // Each round: the unchanged command, then each change, into tries.unchanged_rates and each
 // change's rates and failures. True where Ctrl-C (or SIGTERM) ended them early.
 bool run_rounds(const WatchOptions& options, const std::vector<ChangeCandidate>& candidates,
-                bool iterations, ChangeTries& tries, std::ostream& log) {
+                const Measure& measure, ChangeTries& tries, std::ostream& log) {
   ChangeCandidate unchanged;
   unchanged.command = options.command;
   const std::filesystem::path dir = std::filesystem::path(options.report_dir) / "tries";
@@ -237,13 +245,13 @@ bool run_rounds(const WatchOptions& options, const std::vector<ChangeCandidate>&
   bool interrupted = false;
   for (int round = 1; round <= tries.rounds && !interrupted; ++round) {
     const std::string suffix = "-" + std::to_string(round);
-    const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), iterations);
+    const TrialRun base = run_trial(options, unchanged, (dir / ("unchanged" + suffix)).string(), measure);
     interrupted = base.interrupted || forwarded_signal() != 0;
     tries.unchanged_rates.push_back(base.rate);
     log << "  round " << round << ": unchanged " << rate_text(base);
     for (std::size_t i = 0; i < candidates.size() && !interrupted; ++i) {
       const std::string name = "change" + std::to_string(i + 1) + suffix;
-      const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), iterations);
+      const TrialRun run = run_trial(options, candidates[i], (dir / name).string(), measure);
       interrupted = run.interrupted || forwarded_signal() != 0;
       tries.changes[i].rates.push_back(run.rate);
       if (!run.failed.empty()) tries.changes[i].failed.push_back(run.failed);
@@ -279,29 +287,47 @@ std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& c
   return out;
 }
 
+namespace {
+
+// What a candidate changes: "threads", "num_workers", "batch_size".
+std::string knob(const ChangeCandidate& c) { return c.setting.substr(0, c.setting.find('=')); }
+
+// The candidates `--try=auto` runs: those that settle a guess left in the advice.
+std::vector<ChangeCandidate> guesses_only(std::vector<ChangeCandidate> candidates, const Diagnosis& d) {
+  std::erase_if(candidates, [&](const ChangeCandidate& c) { return !only_guessed(d, knob(c)); });
+  return candidates;
+}
+
+// Iterations of another batch size are not the same work: a batch change needs samples/s.
+void drop_batch_changes(std::vector<ChangeCandidate>& candidates, const Measure& measure, ProgramSummary& p) {
+  if (std::string(measure.unit) == "samples/s") return;
+  std::erase_if(candidates, [&](const ChangeCandidate& c) {
+    if (c.batch_size > 0)
+      p.notes.push_back("watch --try: " + c.label + " not tried: its throughput is in " + measure.unit +
+                        " (no batch size known), which a batch change does not keep comparable");
+    return c.batch_size > 0;
+  });
+}
+
+}  // namespace
+
 void try_changes(const WatchOptions& options, Report& report, std::ostream& log) {
   ProgramSummary& p = *report.program;
   ChangeTries& tries = p.tries.emplace();
   tries.seconds = options.try_seconds;
   tries.rounds = options.try_rounds;
-  const bool samples = report.throughput.samples_per_s > 0;
-  const bool iterations = !samples && report.throughput.batches_per_s > 0;
+  tries.auto_only = options.try_auto;
+  const std::optional<Measure> measure = measure_of(report.throughput);
   std::vector<ChangeCandidate> candidates;
-  if ((samples || iterations) && p.ended != "interrupted") {
-    tries.unit = samples ? "samples/s" : "it/s";
+  if (measure && p.ended != "interrupted") {
+    tries.unit = measure->unit;
     candidates = change_candidates(options.command, options.env, report, report.environment.cpus);
-    // Iterations of another batch size are not the same work: a batch change needs samples/s.
-    if (iterations)
-      std::erase_if(candidates, [&](const ChangeCandidate& c) {
-        if (c.batch_size > 0)
-          p.notes.push_back("watch --try: " + c.label + " not tried: its throughput is in "
-                            "iterations (no batch size known), which a batch change does not keep "
-                            "comparable");
-        return c.batch_size > 0;
-      });
+    if (options.try_auto) candidates = guesses_only(std::move(candidates), report.diagnosis);
+    drop_batch_changes(candidates, *measure, p);
   }
-  tries.skipped = nothing_to_try(report, samples || iterations, candidates.empty());
+  tries.skipped = nothing_to_try(report, measure.has_value(), candidates.empty(), options.try_auto);
   if (!tries.skipped.empty()) {
+    if (!measure) mark_guesses_unmeasured(report.diagnosis);
     log << "feedscope watch --try: " << tries.skipped << std::endl;
     return;
   }
@@ -310,17 +336,67 @@ void try_changes(const WatchOptions& options, Report& report, std::ostream& log)
     TriedChange& t = tries.changes.emplace_back();
     t.change = c.label;
     t.why = c.why;
+    t.setting = c.setting;
     t.command = c.command;
     t.env = c.env;
   }
   // Ctrl-C ends the tries: what the rounds so far measured stands.
-  if (run_rounds(options, candidates, iterations, tries, log)) {
+  if (run_rounds(options, candidates, *measure, tries, log)) {
     p.notes.push_back("watch --try: interrupted; the changes are judged on the runs completed before");
     log << "feedscope watch --try: interrupted; no further runs" << std::endl;
   }
   for (TriedChange& c : tries.changes) {
     c.speedup = speedup_of(c.rates, tries.unchanged_rates);
-    report_change(tries, c, report.diagnosis);
+    judge_tried_change(c, tries.unchanged_rates);
+  }
+  settle_tried_changes(tries, report.diagnosis);
+}
+
+namespace {
+
+// `feedscope watch --try=auto [its pattern, unit, batch size] -- COMMAND`, as a shell runs it.
+std::string try_auto_command(const WatchOptions& options) {
+  std::vector<std::string> command = {"feedscope", "watch", "--try=auto"};
+  if (!options.throughput_pattern.empty()) {
+    command.insert(command.end(), {"--throughput-pattern", options.throughput_pattern});
+    if (!options.throughput_unit.empty())
+      command.insert(command.end(), {"--throughput-unit", options.throughput_unit});
+  }
+  if (options.batch_size > 0)
+    command.insert(command.end(), {"--batch-size", std::to_string(options.batch_size)});
+  command.push_back("--");
+  command.insert(command.end(), options.command.begin(), options.command.end());
+  return shell_command(command);
+}
+
+}  // namespace
+
+void offer_tries(const WatchOptions& options, Report& report) {
+  if (options.try_changes || options.attach_pid != 0 || !report.program) return;
+  Diagnosis& d = report.diagnosis;
+  const std::vector<ChangeCandidate> guesses =
+      guesses_only(change_candidates(options.command, options.env, report, report.environment.cpus), d);
+  if (guesses.empty()) return;
+  if (!measure_of(report.throughput)) {
+    mark_guesses_unmeasured(d);
+    return;
+  }
+  const double wall_s = report.program->wall_s;
+  if (wall_s < 2 * options.try_seconds) {
+    report.program->notes.push_back(
+        fmt("watch --try=auto not offered: the program ran %.0f s, under two %.0f-s trials", wall_s,
+            options.try_seconds));
+    return;
+  }
+  const std::size_t runs = (guesses.size() + 1) * static_cast<std::size_t>(options.try_rounds);
+  const std::string offer = fmt(" Measure it: %s (%zu runs of %.0f s, about %.0f s beside the program's %.0f s).",
+                                try_auto_command(options).c_str(), runs, options.try_seconds,
+                                tries_cost_s(guesses.size(), options.try_rounds, options.try_seconds), wall_s);
+  for (Recommendation& r : d.recommendations) {
+    const bool settles = std::any_of(guesses.begin(), guesses.end(), [&](const ChangeCandidate& c) {
+      return advises(r, knob(c));
+    });
+    if (!r.changes.empty() && settles) r.action += offer;
   }
 }
 

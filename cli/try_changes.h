@@ -26,6 +26,7 @@ struct WatchOptions;
 // One change to try: what it changes in the command line or environment, and why it is a candidate.
 struct ChangeCandidate {
   std::string label;  // "OMP_NUM_THREADS=2", "-j 3"
+  std::string setting;  // the same as a setting: "threads=2", "num_workers=3", "batch_size=128"
   std::string why;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // added to the watched run's
@@ -38,7 +39,8 @@ struct ChangeCandidate {
 //   full machine with loader workers: OMP_NUM_THREADS=1. Not where the environment sets it already
 //   to that value.
 // - the worker count, where the command carries a worker flag: the diagnosis' num_workers=N, else
-//   one more worker where it is input-bound (cpu_preprocess).
+//   the count a guess in the advice names, else one more worker where it is input-bound
+//   (cpu_preprocess).
 // - the batch size, where the command carries a batch flag and the diagnosis advises batch_size=N.
 std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& command,
                                                const std::map<std::string, std::string>& env,
@@ -50,10 +52,17 @@ std::optional<std::vector<std::string>> with_flag_value(const std::vector<std::s
                                                         std::span<const std::string_view> flags,
                                                         std::int64_t value, std::string* label);
 
-// Runs the tries of `options` (its command, --try-seconds, --try-rounds) against `report`, the
-// watched run's, and records them in report.program->tries, with an evidence line for each change
-// and a recommendation for a change that measured 1.05x or more. Says on `log` what it will run
-// and for how long before it starts. Never throws for a trial that fails: its end is recorded.
+// Runs the tries of `options` (its command, --try-seconds, --try-rounds; with --try=auto only the
+// changes that settle a guess left in the advice) against `report`, the watched run's, records
+// them in report.program->tries and settles the advice with them (cli/try_verdicts.h). Says on
+// `log` what it will run and for how long before it starts. Never throws for a trial that fails:
+// its end is recorded. Where the program's rate was not read, nothing runs and each guess says so.
 void try_changes(const WatchOptions& options, Report& report, std::ostream& log);
+
+// Without --try: where a guess is left that a change from outside can settle, the guess offers the
+// exact `feedscope watch --try=auto -- COMMAND` that measures it, with what it costs, where the
+// program ran at least two trials' windows (2 x --try-seconds); where its rate was not read, each
+// guess says it cannot be measured so.
+void offer_tries(const WatchOptions& options, Report& report);
 
 }  // namespace feedscope

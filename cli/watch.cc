@@ -133,6 +133,7 @@ void take_printed_throughput(const OutputScanner& scanner, const WatchOptions& o
   if (t.samples_per_s) report.throughput.samples_per_s = *t.samples_per_s;
   if (t.iterations_per_s) report.throughput.batches_per_s = *t.iterations_per_s;
   if (t.tokens_per_s) report.throughput.tokens_per_s = *t.tokens_per_s;
+  if (t.lines_per_s) report.throughput.lines_per_s = *t.lines_per_s;
   report.throughput.source = t.source;
   program.notes.push_back(t.basis);
 }
@@ -770,6 +771,7 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   report.program = std::move(program);
   offer_loader(o, data_files, span_input, report);
   if (o.try_changes) try_changes(o, report, log);
+  else offer_tries(o, report);
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 

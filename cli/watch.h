@@ -52,6 +52,7 @@ struct WatchOptions {
   // feedscope can make from outside, `try_rounds` times for `try_seconds` each, alternating with
   // the unchanged command, and report each change's speed-up as measured.
   bool try_changes = false;
+  bool try_auto = false;  // --try=auto: only the changes that settle a guess left in the advice
   double try_seconds = 20;
   int try_rounds = 2;
   // How the CUPTI injection traces the program's GPU (profiler/trace_sampling.h): "whole", or the

@@ -79,6 +79,9 @@ std::string format_console_report(const Report& r, bool color) {
   else if (r.throughput.tokens_per_s > 0)  // a program that counts tokens, not samples
     out += line("  throughput: %.1f tokens/s (from the program's own lines; samples/s not measured) in %.2f s",
                 r.throughput.tokens_per_s, r.throughput.wall_s);
+  else if (r.throughput.lines_per_s > 0)  // a line repeating steadily, its only measure
+    out += line("  throughput: %.3g lines/s (a line the program repeats; samples/s not measured) in %.2f s",
+                r.throughput.lines_per_s, r.throughput.wall_s);
   else
     out += line("  throughput: not measured in %.2f s (no stage spans%s)", r.throughput.wall_s,
                 r.program ? " and no progress line in a known format: wrap the loop with feedscope, "
@@ -119,19 +122,25 @@ std::string format_console_report(const Report& r, bool color) {
   for (const std::string& e : d.evidence) out += "    - " + e + "\n";
   if (!d.recommendations.empty()) {
     out += "  recommendations:\n";
-    for (const Recommendation& rec : d.recommendations) {
-      out += line("    - %s", rec.action.c_str());
+    // Measured gains first, then predictions, then what nothing measured (report.json's basis_kind).
+    std::vector<const Recommendation*> shown;
+    for (const char* kind : {"measured", "predicted", "not measured"})
+      for (const Recommendation& rec : d.recommendations)
+        if (basis_kind(rec) == std::string(kind)) shown.push_back(&rec);
+    for (const Recommendation* rec : shown) {
+      out += line("    - %s", rec->action.c_str());
       // Some advice comes without a prediction (a loader-only run has no step to predict from).
-      const std::string setting = rec.setting.empty() ? "" : "setting " + rec.setting + " ";
-      if (rec.predicted_samples_per_s && rec.predicted_speedup)
+      const std::string setting = rec->setting.empty() ? "" : "setting " + rec->setting + " ";
+      if (rec->predicted_samples_per_s && rec->predicted_speedup)
         out += line("      %s-> predicted %.0f samples/s (%.2fx)", setting.c_str(),
-                    *rec.predicted_samples_per_s, *rec.predicted_speedup);
-      else if (rec.predicted_speedup)  // from CPU shares, or measured by `watch --try`
-        out += line("      %s-> %s %.2fx", setting.c_str(),
-                    rec.basis.starts_with("measured") ? "measured" : "predicted", *rec.predicted_speedup);
+                    *rec->predicted_samples_per_s, *rec->predicted_speedup);
+      else if (rec->predicted_speedup)  // from CPU shares, or measured by `watch --try`
+        out += line("      %s-> %s %.2fx", setting.c_str(), basis_kind(*rec), *rec->predicted_speedup);
       else
         out += line("      %s(%s)", setting.c_str(),
-                    rec.basis.starts_with("no prediction") ? rec.basis.c_str() : "no prediction");
+                    rec->basis.starts_with("no prediction") || rec->basis.starts_with("not measured")
+                        ? rec->basis.c_str()
+                        : "no prediction");
     }
   }
   return out;

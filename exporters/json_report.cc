@@ -171,11 +171,14 @@ nlohmann::ordered_json change_tries_json(const ChangeTries& t) {
                        {"env", c.env},
                        {"rates", optional_rates(c.rates)},
                        {"speedup", optional_number(c.speedup)},
+                       {"outcome", text_or_null(c.outcome)},
+                       {"noise", optional_number(c.noise)},
                        {"failed", c.failed}});
   return {{"skipped", text_or_null(t.skipped)},
           {"seconds", t.seconds},
           {"rounds", t.rounds},
           {"unit", t.unit},
+          {"auto", t.auto_only},
           {"unchanged_rates", optional_rates(t.unchanged_rates)},
           {"changes", changes}};
 }
@@ -220,6 +223,7 @@ nlohmann::ordered_json memory_findings_json(const std::vector<MemoryFinding>& fi
                    {"shared_bytes_per_s", optional_number(m.shared_bytes_per_s)},
                    {"headroom_bytes", optional_number(m.headroom_bytes)},
                    {"exhausted_in_s", optional_number(m.exhausted_in_s)},
+                   {"watched_s", optional_number(m.watched_s)},
                    {"fix", m.fix}});
   return out;
 }
@@ -234,7 +238,9 @@ nlohmann::ordered_json memory_trend_json(const std::optional<MemoryTrend>& m) {
           {"window_s", m->window_s},
           {"private_bytes_per_s", optional_number(m->private_bytes_per_s)},
           {"shared_bytes_per_s", optional_number(m->shared_bytes_per_s)},
-          {"steady", m->steady}};
+          {"steady", m->steady},
+          {"watched_s", m->watched_s},
+          {"levels_off", m->levels_off}};
 }
 
 // The tree's memory by role over time, and the machine's headroom; null where nothing was read.
@@ -359,6 +365,8 @@ std::string report_to_json(const Report& r) {
                      {"wall_s", t.wall_s}};
   if (r.program) {
     j["throughput"]["tokens_per_s"] = optional_number(t.tokens_per_s > 0 ? std::optional(t.tokens_per_s) : std::nullopt);
+    j["throughput"]["lines_per_s"] =
+        optional_number(t.lines_per_s > 0 ? std::optional(t.lines_per_s) : std::nullopt);
     j["throughput"]["source"] = t.source.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(t.source);
   }
   j["stages"] = stages_json(r.stages);
@@ -408,7 +416,8 @@ std::string report_to_json(const Report& r) {
                     {"setting", rec.setting},
                     {"predicted_samples_per_s", optional_number(rec.predicted_samples_per_s)},
                     {"predicted_speedup", optional_number(rec.predicted_speedup)},
-                    {"basis", rec.basis}});
+                    {"basis", rec.basis},
+                    {"basis_kind", basis_kind(rec)}});
   }
   // No bottleneck (a program that failed before anything was measured): null.
   j["diagnosis"] = {{"bottleneck", text_or_null(d.bottleneck)},

@@ -54,6 +54,10 @@ inline constexpr double kMemoryCopiedShare = 0.25;
 // start-up left out): a CUDA program's first seconds grow steadily as torch loads its kernels and
 // cuBLAS its workspaces (a 7-s matmul loop on an H200: 124 MiB/s over 3.9 s, then nothing).
 inline constexpr double kMemoryLeakSeconds = 10.0;
+// And it is judged a leak only once it was watched this long: under it, it is "growing, not yet
+// judged", with no time to exhaustion (fast_neural_style's VGG16 grew 2.6 MiB/s over 27 s of a
+// 60-s watch and was called a leak with a time to run out).
+inline constexpr double kMemoryLeakJudgedSeconds = 60.0;
 // Loader workers this many times the cores or more, each wanting less than this share of a core
 // (busy + waiting for one): mostly idle, and fewer would do.
 inline constexpr int kIdleWorkersPerCore = 4;

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <set>
 
+#include "profiler/growth_shape.h"
 #include "sampler/proc_fs.h"
 
 namespace feedscope {
@@ -634,6 +635,7 @@ MemoryTrend memory_trend(const MemoryPoints& pts, double from_s, std::uint64_t p
   m.shared_bytes = static_cast<std::uint64_t>(pts.back().shared_bytes);
   m.pss_bytes = static_cast<std::uint64_t>(pts.back().pss_bytes);
   m.private_peak_bytes = private_peak;
+  m.watched_s = pts.back().t_s - pts.front().t_s;
   std::size_t begin = 0;
   while (begin < pts.size() && pts[begin].t_s < from_s) ++begin;
   std::size_t end = pts.size();
@@ -657,6 +659,16 @@ MemoryTrend memory_trend(const MemoryPoints& pts, double from_s, std::uint64_t p
   const auto second = slope(pts, middle, end, priv);
   m.steady = m.private_bytes_per_s && *m.private_bytes_per_s > 0 && first && second &&
              *first >= *m.private_bytes_per_s / 3 && *second >= *m.private_bytes_per_s / 3;
+  std::vector<double> t_s, private_bytes;
+  for (std::size_t i = begin; i < end; ++i) {
+    t_s.push_back(pts[i].t_s);
+    private_bytes.push_back(pts[i].private_bytes);
+  }
+  if (const GrowthShape g = growth_shape(t_s, private_bytes); g.levels_off) {
+    m.levels_off = true;
+    m.rise_s = g.knee_s - pts[begin].t_s;
+    m.rise_bytes = g.rise_per_s * m.rise_s;
+  }
   return m;
 }
 

@@ -59,6 +59,12 @@ struct MemoryTrend {
   // Its private memory grew in both halves of the window, each at a third of the whole's rate or
   // more: a trend, not a step at start-up.
   bool steady = false;
+  double watched_s = 0;  // from its first reading to its last, start-up included
+  // Its private memory's growth levels off (profiler/growth_shape.h): warm-up, the allocator's and
+  // the framework's, grows fast and stops. Where it does, rise_s into the window, by rise_bytes.
+  bool levels_off = false;
+  double rise_s = 0;
+  double rise_bytes = 0;
 };
 
 // The tree's memory over the run, by role: each a mean of `bucket_s` seconds of smaps_rollup

@@ -43,6 +43,8 @@ struct Throughput {
   // read how); empty: not measured. Its tokens/s where its lines count tokens (0: not measured).
   std::string source;
   double tokens_per_s = 0;
+  // Where only a line that repeats steadily was read (cli/progress_counters.h): its lines/s.
+  double lines_per_s = 0;
 };
 
 struct StageStats {
@@ -89,7 +91,20 @@ struct Recommendation {
   std::optional<double> predicted_samples_per_s;
   std::optional<double> predicted_speedup;
   std::string basis;  // how the prediction was made, or why there is none
+  // The changes it names as `watch --try` runs them ("threads=2", "num_workers=2"), where its
+  // setting does not say them: a guess with no setting claimed ("try giving torch's intra-op pool
+  // the idle cores"), or a change --try measured; so that a trial settles it (cli/try_verdicts.h).
+  // Not in report.json.
+  std::vector<std::string> changes = {};
 };
+
+// report.json's recommendations[].basis_kind: "measured" (by a trial: `run`'s what-if trials,
+// `watch --try`, feedscope's loader on the program's files), "predicted" (a model's number), or
+// "not measured" (no number: a guess to try, or advice whose effect was not measured).
+inline const char* basis_kind(const Recommendation& r) {
+  if (!r.predicted_speedup && !r.predicted_samples_per_s) return "not measured";
+  return r.basis.starts_with("measured") ? "measured" : "predicted";
+}
 
 // The rank of a torch.distributed job that holds the others back: in a synchronous job every rank
 // runs at the slowest one's pace, the others waiting in the gradients' all-reduce.
@@ -112,8 +127,11 @@ struct MemoryFinding {
   std::optional<double> private_bytes_per_s;
   std::optional<double> shared_bytes_per_s;
   std::optional<double> headroom_bytes;  // MemAvailable at the last reading
-  std::optional<double> exhausted_in_s;  // headroom / growth, where memory grows
+  std::optional<double> exhausted_in_s;  // headroom / growth, where memory grows and was judged
   std::string fix;
+  // How long the processes were watched (their readings, start-up included); none where the
+  // finding is not about growth over time.
+  std::optional<double> watched_s = std::nullopt;
 };
 
 struct Diagnosis {
@@ -407,6 +425,7 @@ struct LoaderTry {
 struct TriedChange {
   std::string change;  // "OMP_NUM_THREADS=2", "-j 3"
   std::string why;     // what made it a candidate
+  std::string setting;  // the same as a setting: "threads=2", "num_workers=3", "batch_size=128"
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // added to the watched run's
   // Each round's rate (ChangeTries::unit); none where that run measured none or failed.
@@ -415,6 +434,10 @@ struct TriedChange {
   // no round measured both.
   std::optional<double> speedup;
   std::vector<std::string> failed;  // how its runs that failed ended ("failed (exited with 1)")
+  // "gain" (advised, with its measured ratio), "loss", "within the noise" (neither advised), or
+  // "not measured"; empty before it is judged.
+  std::string outcome;
+  std::optional<double> noise;  // the unchanged runs' spread it was judged against; none: one round
 };
 
 // What `watch --try` measured, or why it ran nothing.
@@ -422,7 +445,8 @@ struct ChangeTries {
   std::string skipped;  // why nothing ran; empty when the tries ran
   double seconds = 0;   // each run's window (--try-seconds)
   int rounds = 0;       // runs of each change, each beside one of the unchanged command
-  std::string unit;     // "samples/s" or "it/s": the watched run's own measure
+  std::string unit;     // "samples/s", "it/s", "tokens/s" or "lines/s": the watched run's own measure
+  bool auto_only = false;  // --try=auto: only the changes a guess in the advice names
   std::vector<std::optional<double>> unchanged_rates;  // each round's
   std::vector<TriedChange> changes;
 };

@@ -218,7 +218,11 @@ ojson memory_trend_json(const std::optional<MemoryTrend>& m) {
           {"window_s", number_json(m->window_s)},
           {"private_bytes_per_s", optional_json(m->private_bytes_per_s)},
           {"shared_bytes_per_s", optional_json(m->shared_bytes_per_s)},
-          {"steady", m->steady}};
+          {"steady", m->steady},
+          {"watched_s", number_json(m->watched_s)},
+          {"levels_off", m->levels_off},
+          {"rise_s", number_json(m->rise_s)},
+          {"rise_bytes", number_json(m->rise_bytes)}};
 }
 
 std::optional<MemoryTrend> memory_trend_from(const JsonIn& j) {
@@ -233,6 +237,13 @@ std::optional<MemoryTrend> memory_trend_from(const JsonIn& j) {
   m.private_bytes_per_s = opt_number(j.at("private_bytes_per_s"));
   m.shared_bytes_per_s = opt_number(j.at("shared_bytes_per_s"));
   m.steady = j.at("steady").boolean();
+  // Recordings made before the growth's shape was read have none of it.
+  if (j.json().contains("watched_s")) m.watched_s = j.at("watched_s").number();
+  if (j.json().contains("levels_off")) {
+    m.levels_off = j.at("levels_off").boolean();
+    m.rise_s = j.at("rise_s").number();
+    m.rise_bytes = j.at("rise_bytes").number();
+  }
   return m;
 }
 

@@ -117,6 +117,67 @@ bool parent_of_copying_workers(const MemoryFacts& m, const WatchedProcess& p) {
 
 }  // namespace
 
+namespace {
+
+std::string who_grows(const WatchedProcess& p, bool worker) {
+  return worker ? fmt("loader worker %d", p.pid)
+                : fmt("the %s process %d (%s)", to_string(p.role), p.pid, p.name.c_str());
+}
+
+// A rise that flattened inside the window: warm-up, not a leak.
+std::string levels_off_text(const WatchedProcess& p) {
+  const MemoryTrend& t = *p.memory;
+  return fmt("memory: the %s process %d's private memory grew %.0f MiB in the first %.0f s of its "
+             "%.0f-s trend and then levelled off (a rise that flattens fits its readings better "
+             "than a steady trend, and it grew at under a third of that rate since): warm-up, the "
+             "allocator's or the framework's, not a leak; watched %.0f s",
+             to_string(p.role), p.pid, mib(t.rise_bytes), t.rise_s, t.window_s, t.watched_s);
+}
+
+// One process whose private memory grows on: a leak where it was watched kMemoryLeakJudgedSeconds
+// or more, else growing and not yet judged (no time to exhaustion).
+MemoryFinding growth_finding(const MemoryFacts& m, const WatchedProcess& p, bool worker) {
+  const double rate = *p.memory->private_bytes_per_s;
+  MemoryFinding finding;
+  finding.kind = "memory_leak_one_process";
+  finding.role = to_string(p.role);
+  finding.pids = {p.pid};
+  finding.private_bytes_per_s = rate;
+  finding.shared_bytes_per_s = p.memory->shared_bytes_per_s;
+  finding.watched_s = p.memory->watched_s;
+  const std::string who = who_grows(p, worker);
+  const std::string others = worker ? "the other workers' does not" : "its workers' does not grow like it";
+  const std::string fix =
+      worker ? "something that worker alone keeps grows with what it reads (a cache in the Dataset "
+               "filled per index, a list kept across calls): bound it, or keep it in the parent "
+               "before the workers start"
+             : "keep a step's figures as numbers (loss.item()), not tensors: a tensor kept from a "
+               "step keeps its graph and buffers alive; look for a list or dict that grows each "
+               "step (a history, a cache)";
+  if (p.memory->watched_s < kMemoryLeakJudgedSeconds) {
+    finding.headroom_bytes = m.headroom_bytes;
+    finding.summary = fmt("growing, not yet judged: %s's private memory grows steadily, %.1f MiB/s "
+                          "over %.0f s (%.0f MiB now), while %s; watched %.0f s, under the %.0f s "
+                          "a leak is judged over (warm-up can grow this long before it stops)",
+                          who.c_str(), mib(rate), p.memory->window_s,
+                          mib(static_cast<double>(p.memory->private_bytes)), others.c_str(),
+                          p.memory->watched_s, kMemoryLeakJudgedSeconds);
+    finding.fix = fmt("watch it %.0f s or more (--duration) to tell a leak from warm-up; if it "
+                      "keeps growing: ", kMemoryLeakJudgedSeconds) + fix;
+    return finding;
+  }
+  set_headroom(m, rate, finding);
+  finding.summary = fmt("a leak in one process: %s's private memory grows steadily, %.1f MiB/s over "
+                        "%.0f s with no bend (%.0f MiB now), while %s; watched %.0f s%s",
+                        who.c_str(), mib(rate), p.memory->window_s,
+                        mib(static_cast<double>(p.memory->private_bytes)), others.c_str(),
+                        p.memory->watched_s, exhaustion_text(finding).c_str());
+  finding.fix = fix;
+  return finding;
+}
+
+}  // namespace
+
 bool memory_leak_one_process(const Facts& f, Diagnosis& d) {
   const MemoryFacts& m = *f.memory;
   std::size_t growing_workers = 0;
@@ -147,30 +208,12 @@ bool memory_leak_one_process(const Facts& f, Diagnosis& d) {
                                kMemoryLeakSeconds));
       continue;
     }
-    MemoryFinding finding;
-    finding.kind = "memory_leak_one_process";
-    finding.role = to_string(p->role);
-    finding.pids = {p->pid};
-    finding.private_bytes_per_s = rate;
-    finding.shared_bytes_per_s = p->memory->shared_bytes_per_s;
-    set_headroom(m, rate, finding);
-    const std::string who = worker ? fmt("loader worker %d", p->pid)
-                                   : fmt("the %s process %d (%s)", to_string(p->role), p->pid,
-                                         p->name.c_str());
-    finding.summary = fmt("a leak in one process: %s's private memory grows steadily, %.1f MiB/s over "
-                          "%.0f s (%.0f MiB now), while %s%s",
-                          who.c_str(), mib(rate), p->memory->window_s,
-                          mib(static_cast<double>(p->memory->private_bytes)),
-                          worker ? "the other workers' does not" : "its workers' does not grow like it",
-                          exhaustion_text(finding).c_str());
-    finding.fix = worker ? "something that worker alone keeps grows with what it reads (a cache in "
-                           "the Dataset filled per index, a list kept across calls): bound it, or "
-                           "keep it in the parent before the workers start"
-                         : "keep a step's figures as numbers (loss.item()), not tensors: a tensor "
-                           "kept from a step keeps its graph and buffers alive; look for a list or "
-                           "dict that grows each step (a history, a cache)";
-    d.evidence.push_back("memory: " + finding.summary);
-    d.memory.push_back(std::move(finding));
+    if (p->memory->levels_off) {
+      d.evidence.push_back(levels_off_text(*p));
+      continue;
+    }
+    d.memory.push_back(growth_finding(m, *p, worker));
+    d.evidence.push_back("memory: " + d.memory.back().summary);
     fired = true;
   }
   return fired;

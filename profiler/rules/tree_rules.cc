@@ -158,6 +158,7 @@ void step_bound(const Evidence& in, const CpuBudget& cpu, Diagnosis& d) {
             "cost the processes beside them, are not seen from outside; at most %.2fx, the cores "
             "it would get",
             std::min(static_cast<double>(threads), 1 + cpu.usable_idle()))));
+    d.recommendations.back().changes = {fmt("threads=%d", threads)};  // `watch --try` settles it
   }
   const bool compile = in.torch && torch_major(in.torch->version) >= 2;
   d.recommendations.push_back(advice(
@@ -198,6 +199,7 @@ void loads_and_steps_in_one_thread(const Evidence& in, const CpuBudget& cpu, Dia
               cpu.usable_idle()),
       "no prediction: loading and the step share one thread, and which of them holds it is not "
       "seen from outside"));
+  d.recommendations.back().changes = {"num_workers=2", "threads=2"};
 }
 
 

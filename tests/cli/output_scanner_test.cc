@@ -4,6 +4,8 @@
 
 #include "cli/config.h"
 
+#include <cstdio>
+
 namespace feedscope {
 namespace {
 
@@ -359,6 +361,111 @@ TEST(CommandBatchSizeTest, ReadsTheUsualFlagsAndNothingElse) {
   ASSERT_TRUE(nano);
   EXPECT_EQ(nano->accumulation, 4);
   EXPECT_EQ(nano->accumulation_flag, "--gradient_accumulation_steps=4");
+}
+
+// Programs that count their progress (cli/progress_counters.h), their own lines at the commits
+// tests/cli/progress_counters_test.cc names; the scanner times them on arrival (ns below).
+constexpr std::int64_t kSecond = 1'000'000'000;
+
+TEST(CounterFormatsTest, MnistCountsSamplesWithoutABatchSizeAndSaysSo) {
+  OutputScanner s = known();
+  s.text("Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.299824", 0);
+  s.text("Train Epoch: 1 [640/60000 (1%)]\tLoss: 1.737213", kSecond / 2);
+  s.text("Train Epoch: 1 [1280/60000 (2%)]\tLoss: 0.839367", kSecond);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_EQ(t.lines, 3u);
+  ASSERT_TRUE(t.samples_per_s);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 1280.0);
+  EXPECT_FALSE(t.iterations_per_s) << "batches not known without a batch size";
+  EXPECT_NE(t.source.find("pytorch/examples `[N/TOTAL (P%)]`"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("timed on arrival"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("a line every 640 samples"), std::string::npos) << t.source;
+  // With mnist's --batch-size 64: batches too, and the counter's step is 10 of them.
+  OutputScanner sized("", ThroughputUnit::samples_per_s, *batch_size_in_command({"python", "main.py", "--batch-size", "64"}));
+  sized.text("Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.299824", 0);
+  sized.text("Train Epoch: 1 [640/60000 (1%)]\tLoss: 1.737213", kSecond / 2);
+  sized.text("Train Epoch: 1 [1280/60000 (2%)]\tLoss: 0.839367", kSecond);
+  EXPECT_DOUBLE_EQ(*sized.throughput().iterations_per_s, 20.0);
+  EXPECT_NE(sized.throughput().source.find("10 batches of 64"), std::string::npos) << sized.throughput().source;
+}
+
+TEST(CounterFormatsTest, SuperResolutionCountsBatchesTimesItsBatchSizeFlag) {
+  const std::vector<std::string> command = {"python", "main.py", "--upscale_factor", "3", "--batchSize", "4"};
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch_size_in_command(command));
+  s.text("===> Loading datasets", 0);
+  for (int i = 1; i <= 5; ++i) s.text("===> Epoch[1](" + std::to_string(i) + "/13): Loss: 0.0421", i * kSecond / 4);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 4.0);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 16.0);
+  EXPECT_NE(t.source.find("batch size 4 from --batchSize 4"), std::string::npos) << t.source;
+  OutputScanner unsized = known();
+  for (int i = 1; i <= 5; ++i) unsized.text("===> Epoch[1](" + std::to_string(i) + "/13): Loss: 0.0421", i * kSecond / 4);
+  EXPECT_FALSE(unsized.throughput().samples_per_s);
+  EXPECT_NE(unsized.throughput().source.find("samples/s not measured: no batch size"), std::string::npos);
+}
+
+TEST(CounterFormatsTest, KerasThreeColouredBarIsReadFromItsCounterNotItsWholeMilliseconds) {
+  // keras/src/utils/progbar.py (015af23): `\x1b[1m{current}/{target}\x1b[0m ` then the bar in
+  // colour, then the ETA and `Nms/step`, each redraw after backspaces and a carriage return.
+  OutputScanner s = known(32);
+  for (int i = 1; i <= 6; ++i) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "\b\b\b\r\x1b[1m%4d/1875\x1b[0m \x1b[32m\xE2\x94\x81\x1b[0m\x1b[37m\xE2\x94\x81\xE2\x94\x81\x1b[0m "
+                  "\x1b[1m3s\x1b[0m 2ms/step - accuracy: 0.8125 - loss: 0.6230",
+                  100 * i);
+    s.text(line, i * kSecond / 4);
+  }
+  const PrintedThroughput t = s.throughput();
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 400.0) << t.source;
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 12800.0);
+  EXPECT_NE(t.source.find("Keras"), std::string::npos) << t.source;
+}
+
+TEST(CounterFormatsTest, LightningsBarIsTqdms) {
+  // Lightning's TQDMProgressBar (03f57f9): desc `Epoch N`, its metrics as tqdm's postfix.
+  OutputScanner s = known(32);
+  s.text("Epoch 0:  45%|\xE2\x96\x88\xE2\x96\x88\xE2\x96\x88\xE2\x96\x88\xE2\x96\x8C     | 9/20 [00:01<00:01,  7.52it/s, v_num=0, train_loss=0.500]", 1);
+  EXPECT_DOUBLE_EQ(*s.throughput().iterations_per_s, 7.52);
+  EXPECT_NE(s.throughput().source.find("tqdm"), std::string::npos);
+}
+
+TEST(CounterFormatsTest, HfTrainerStepsAreItsBatchTimesItsAccumulation) {
+  // transformers' ProgressCallback (55093b7): tqdm(total=max_steps), and its logs written with it.
+  const std::vector<std::string> command = {"python", "run_glue.py", "--per_device_train_batch_size", "16",
+                                            "--gradient_accumulation_steps", "2"};
+  OutputScanner s("", ThroughputUnit::samples_per_s, *batch_size_in_command(command));
+  s.text("  8%|\xE2\x96\x8A         | 40/500 [00:10<01:55,  3.98it/s]", 1);
+  s.text("{'loss': 2.3052, 'grad_norm': 1.8431, 'learning_rate': 4.9e-05, 'epoch': 0.08}", 2);
+  s.text(" 10%|\xE2\x96\x88         | 50/500 [00:12<01:53,  4.00it/s]", 3);
+  const PrintedThroughput t = s.throughput();
+  EXPECT_DOUBLE_EQ(*t.iterations_per_s, 4.0);
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 4.0 * 16 * 2);
+  EXPECT_NE(t.source.find("HF Trainer (1 `{'loss': ..., 'epoch': E}` log) with its tqdm"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("x 2 micro-batches from --gradient_accumulation_steps 2"), std::string::npos) << t.source;
+}
+
+TEST(CounterFormatsTest, AKnownFigureOutranksACounterOnTheSameLine) {
+  // pytorch/examples' ImageNet `[ 10/5005]` is a counter too; its Time column is the figure.
+  OutputScanner s = known(64);
+  s.text("Epoch: [0][ 10/5005]\tTime  0.500 ( 0.561)\tData  0.301 ( 0.320)\tLoss 6.9e+00 (6.9e+00)", 0);
+  s.text("Epoch: [0][ 20/5005]\tTime  0.500 ( 0.561)\tData  0.301 ( 0.320)\tLoss 6.9e+00 (6.9e+00)", 5 * kSecond);
+  s.text("Epoch: [0][ 30/5005]\tTime  0.500 ( 0.561)\tData  0.301 ( 0.320)\tLoss 6.9e+00 (6.9e+00)", 10 * kSecond);
+  EXPECT_DOUBLE_EQ(*s.throughput().iterations_per_s, 2.0);
+  EXPECT_NE(s.throughput().source.find("ImageNet"), std::string::npos);
+}
+
+TEST(CounterFormatsTest, ARepeatingLineGivesLinesPerSecondAndNamesTheLine) {
+  OutputScanner s = known(64);
+  for (int i = 0; i < 6; ++i)
+    s.text("Rank 1 training batch " + std::to_string(5 * i) + " loss 2.30" + std::to_string(9 - i), 2 * kSecond + i * kSecond / 2);
+  const PrintedThroughput t = s.throughput();
+  ASSERT_TRUE(t.lines_per_s);
+  EXPECT_DOUBLE_EQ(*t.lines_per_s, 2.0);
+  EXPECT_FALSE(t.samples_per_s) << "a line is no sample";
+  EXPECT_FALSE(t.iterations_per_s);
+  EXPECT_NE(t.source.find("`Rank # training batch # loss #` repeats steadily"), std::string::npos) << t.source;
+  EXPECT_NE(t.source.find("the unit is lines"), std::string::npos) << t.source;
 }
 
 TEST(KnownFormatsTest, EachIsListedWithItsPattern) {

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "cli/watch.h"
+
 namespace feedscope {
 namespace {
 
@@ -70,11 +72,71 @@ TEST(TryChangesTest, TheCandidatesFollowTheDiagnosisAndWhatTheCommandLineCarries
   EXPECT_EQ(labels(cs), (std::vector<std::string>{"--workers 2", "-b 128"}));
   EXPECT_EQ(cs[1].batch_size, 128);
 
+  EXPECT_EQ(cs[0].setting, "num_workers=2");
+  EXPECT_EQ(cs[1].setting, "batch_size=128");
+
+  // A guess in the advice names a worker count: that count is tried (a program loading in its
+  // training thread, with `--workers 0` on its command line).
+  r = watched("cpu_compute", 0.9, 0);
+  r.program->command = {"python", "train.py", "--workers", "0"};
+  Recommendation guess;
+  guess.changes = {"num_workers=2", "threads=2"};
+  r.diagnosis.recommendations = {guess};
+  cs = change_candidates(r.program->command, {}, r, 2);
+  EXPECT_EQ(labels(cs), std::vector<std::string>{"--workers 2"});
+  EXPECT_EQ(cs[0].why, "the advice's guess to try, with no prediction");
+
   // On a GPU, or with no flag on the command line, nothing feedscope can change from outside.
   r = watched("launch_overhead", 0.05, 1);
   EXPECT_TRUE(change_candidates(r.program->command, {}, r, 4).empty());
   r = watched("cpu_preprocess", 0.05, 0);
   EXPECT_TRUE(change_candidates({"python", "train.py"}, {}, r, 1).empty());
+}
+
+// A CPU-bound program on one thread beside an idle core, its rate read, that ran `wall_s`.
+Report one_thread_program(double wall_s, double samples_per_s) {
+  Report r = watched("cpu_compute", 0.02, 1);
+  r.program->wall_s = wall_s;
+  r.throughput.samples_per_s = samples_per_s;
+  r.environment.cpus = 2;
+  Recommendation guess;
+  guess.action = "Try giving torch's intra-op pool the idle cores, and measure it.";
+  guess.basis = "no prediction: not seen from outside";
+  guess.changes = {"threads=2"};
+  Recommendation cheaper;
+  cheaper.action = "Make the step cheaper.";
+  r.diagnosis.recommendations = {guess, cheaper};
+  return r;
+}
+
+TEST(TryChangesTest, AGuessLeftOffersTheExactTryCommandWhereTheProgramRanTwoTrialsLong) {
+  ::unsetenv("OMP_NUM_THREADS");
+  WatchOptions o;
+  o.command = one_thread_program(0, 0).program->command;
+  Report r = one_thread_program(95, 120);
+  offer_tries(o, r);
+  const std::string& action = r.diagnosis.recommendations[0].action;
+  EXPECT_NE(action.find("Measure it: feedscope watch --try=auto -- python train.py --workers 1 -b 64 "
+                        "(4 runs of 20 s, about 92 s beside the program's 95 s)."),
+            std::string::npos)
+      << action;
+  EXPECT_EQ(r.diagnosis.recommendations[1].action, "Make the step cheaper.") << "no change a trial makes";
+
+  Report short_run = one_thread_program(30, 120);
+  offer_tries(o, short_run);
+  EXPECT_EQ(short_run.diagnosis.recommendations[0].action.find("Measure it"), std::string::npos);
+  EXPECT_NE(short_run.program->notes.back().find("ran 30 s, under two 20-s trials"), std::string::npos);
+
+  Report no_rate = one_thread_program(95, 0);
+  offer_tries(o, no_rate);
+  EXPECT_EQ(no_rate.diagnosis.recommendations[0].basis.rfind("not measured: the program's rate could not be read", 0), 0u)
+      << no_rate.diagnosis.recommendations[0].basis;
+
+  WatchOptions tried = o;
+  tried.try_changes = true;
+  Report with_try = one_thread_program(95, 120);
+  offer_tries(tried, with_try);
+  EXPECT_EQ(with_try.diagnosis.recommendations[0].action.find("Measure it"), std::string::npos) << "--try ran";
 }
 
 }  // namespace

@@ -105,6 +105,22 @@ TEST_F(WatchPrintedLinesTest, WithoutABatchSizeTheIterationsAreReportedAndSample
   EXPECT_NE(j["throughput"]["source"].get<std::string>().find("samples/s not measured"), std::string::npos);
 }
 
+// mnist's counter of samples done, timed as its lines arrive through the pipe (the rate depends on
+// this machine's timing, so only that one was read, and from what, is held).
+TEST_F(WatchPrintedLinesTest, ACounterOfSamplesIsTimedOnArrivalWithoutAFlag) {
+  watch("for i in 0 1 2 3 4; do printf 'Train Epoch: 1 [%d/60000 (%d%%)]\\tLoss: 0.5\\n' $((i * 640)) $i; "
+        "sleep 0.05; done",
+        {"--batch-size", "64"});
+  const nlohmann::json j = report_json();
+  ASSERT_TRUE(j["throughput"]["samples_per_s"].is_number()) << j["throughput"];
+  EXPECT_GT(j["throughput"]["samples_per_s"].get<double>(), 0);
+  EXPECT_NEAR(j["throughput"]["batches_per_s"].get<double>() * 64, j["throughput"]["samples_per_s"].get<double>(), 1e-6);
+  const std::string source = j["throughput"]["source"];
+  EXPECT_NE(source.find("pytorch/examples `[N/TOTAL (P%)]`"), std::string::npos) << source;
+  EXPECT_NE(source.find("5 lines timed on arrival"), std::string::npos) << source;
+  EXPECT_TRUE(j["throughput"]["lines_per_s"].is_null());
+}
+
 TEST_F(WatchPrintedLinesTest, LinesInNoKnownFormatAreNotRead) {
   const WatchOutcome out = watch("echo 'loading data: /data/train'; echo 'epoch 1 time: fast'; sleep 1");
   const nlohmann::json j = report_json();

@@ -296,6 +296,28 @@ TEST(ConsoleReportTest, ARecommendationWithoutAPredictionPrintsNone) {
   EXPECT_TRUE(j["diagnosis"]["recommendations"][0]["predicted_samples_per_s"].is_null());
 }
 
+// Each recommendation says what its number stands on; the console lists measured gains first.
+TEST(ConsoleReportTest, MeasuredFirstThenPredictedThenNotMeasuredAsBasisKindSays) {
+  Report r = sample_report();
+  r.diagnosis.recommendations = {{"Try threads.", "", std::nullopt, std::nullopt, "no prediction: not seen"},
+                                 {"Raise num_workers.", "num_workers=2", std::nullopt, 1.89, "what-if: the model"},
+                                 {"Run with -j 2: 1.65x measured.", "-j 2", std::nullopt, 1.65,
+                                  "measured, not predicted: --try"}};
+  const auto j = nlohmann::json::parse(report_to_json(r));
+  const auto& recs = j["diagnosis"]["recommendations"];
+  EXPECT_EQ(recs[0]["basis_kind"], "not measured");
+  EXPECT_EQ(recs[1]["basis_kind"], "predicted");
+  EXPECT_EQ(recs[2]["basis_kind"], "measured");
+  const std::string text = format_console_report(r, false);
+  const std::size_t measured = text.find("Run with -j 2"), predicted = text.find("Raise num_workers"),
+                    guess = text.find("Try threads");
+  ASSERT_NE(guess, std::string::npos) << text;
+  EXPECT_LT(measured, predicted) << text;
+  EXPECT_LT(predicted, guess) << text;
+  EXPECT_NE(text.find("setting -j 2 -> measured 1.65x"), std::string::npos) << text;
+  EXPECT_NE(text.find("setting num_workers=2 -> predicted 1.89x"), std::string::npos) << text;
+}
+
 // A watched program that printed it/s without a batch size and no Time/Data lines: what was not
 // measured is null, never 0.
 // A rank's data stall over time: null where no window was measured, and read back as such by

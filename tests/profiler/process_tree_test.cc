@@ -4,8 +4,12 @@
 // program.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 #include "profiler/process_tree.h"
 #include "sampler/proc_fs.h"
@@ -794,6 +798,89 @@ TEST(ProcessTreeTest, ATrainerThatGrowsAloneIsALeakInOneProcess) {
   EXPECT_EQ(d.memory[0].role, "trainer");
   EXPECT_EQ(d.memory[0].pids, std::vector<int>{kTrainer});
   EXPECT_NEAR(*d.memory[0].private_bytes_per_s / (1 << 20), 6, 0.05);
+}
+
+// A trainer beside one loader worker started with it (so its trend is its whole watch), for
+// `seconds`, its private memory 640 + mib(t) MiB, read every half second.
+ProcessTreeSummary growing_trainer(double seconds, const std::function<double(double)>& mib) {
+  constexpr double kMiB = 1 << 20;
+  ProcessTreeDigest digest(kTrainer, 1);
+  for (int ms = 0; ms <= static_cast<int>(seconds * 1000); ms += 100) {
+    const double t = ms / 1000.0;
+    const bool rollup = ms % 500 == 0;
+    ProcessCpu w = child(101, "python3", "python3 train.py", 0.5);
+    if (rollup) {
+      MemoryRollup m;
+      m.private_dirty_bytes = static_cast<std::uint64_t>(20 * kMiB);
+      m.shared_dirty_bytes = static_cast<std::uint64_t>(600 * kMiB);
+      m.rss_bytes = m.private_dirty_bytes + m.shared_dirty_bytes;
+      m.pss_bytes = m.private_dirty_bytes + m.shared_dirty_bytes / 2;
+      w.memory = m;
+    }
+    UtilizationSample s = sample(ms, 0.3, {w});
+    s.memory_available_bytes = (8ull << 30) - static_cast<std::uint64_t>(mib(t) * kMiB);
+    if (rollup) {
+      MemoryRollup m;
+      m.private_dirty_bytes = static_cast<std::uint64_t>((640 + mib(t)) * kMiB);
+      m.shared_dirty_bytes = static_cast<std::uint64_t>(4 * kMiB);
+      s.memory = m;
+    }
+    digest.add(s);
+  }
+  return digest.summary();
+}
+
+const WatchedProcess& trainer_of(const ProcessTreeSummary& t) {
+  for (const WatchedProcess& p : t.processes)
+    if (p.pid == kTrainer) return p;
+  throw std::runtime_error("no trainer");
+}
+
+// A leak is a trend that does not bend: warm-up grows fast and stops.
+TEST(ProcessTreeTest, ThirtyMiBInTheFirstTwentySecondsThenFlatIsNoLeak) {
+  WatchDiagnosisInput in = tree_input(0.3, 1, 0.5, 0.3);
+  in.tree = growing_trainer(60, [](double t) { return 30 * std::min(t, 20.0) / 20; });
+  ASSERT_TRUE(trainer_of(in.tree).memory);
+  EXPECT_TRUE(trainer_of(in.tree).memory->levels_off);
+  EXPECT_NEAR(trainer_of(in.tree).memory->rise_s, 20, 1);
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_TRUE(d.memory.empty()) << ::testing::PrintToString(d.evidence);
+}
+
+TEST(ProcessTreeTest, WarmUpThatSlowsIsToldFromALeakByItsShape) {
+  // 120 MiB approached with a 20-s time constant: both halves of the minute grow at a third of
+  // the whole's rate or more, which the halves alone read as a trend.
+  WatchDiagnosisInput in = tree_input(0.3, 1, 0.5, 0.3);
+  in.tree = growing_trainer(60, [](double t) { return 120 * (1 - std::exp(-t / 20)); });
+  ASSERT_TRUE(trainer_of(in.tree).memory->steady);
+  const Diagnosis d = diagnose_watched(in);
+  EXPECT_TRUE(d.memory.empty()) << ::testing::PrintToString(d.evidence);
+  const bool said = std::any_of(d.evidence.begin(), d.evidence.end(), [](const std::string& e) {
+    return e.find("then levelled off") != std::string::npos && e.find("not a leak; watched 60 s") != std::string::npos;
+  });
+  EXPECT_TRUE(said) << ::testing::PrintToString(d.evidence);
+}
+
+TEST(ProcessTreeTest, SteadyGrowthWatchedAMinuteIsALeakAndUnderAMinuteNotYetJudged) {
+  WatchDiagnosisInput in = tree_input(0.3, 1, 0.5, 0.3);
+  in.tree = growing_trainer(60, [](double t) { return 2 * t; });
+  Diagnosis d = diagnose_watched(in);
+  ASSERT_EQ(d.memory.size(), 1u) << ::testing::PrintToString(d.evidence);
+  EXPECT_EQ(d.memory[0].kind, "memory_leak_one_process");
+  EXPECT_EQ(d.memory[0].summary.rfind("a leak in one process:", 0), 0u) << d.memory[0].summary;
+  EXPECT_NE(d.memory[0].summary.find("with no bend"), std::string::npos) << d.memory[0].summary;
+  EXPECT_NE(d.memory[0].summary.find("watched 60 s"), std::string::npos) << d.memory[0].summary;
+  EXPECT_NEAR(*d.memory[0].watched_s, 60, 1e-9);
+  EXPECT_TRUE(d.memory[0].exhausted_in_s);
+
+  in.tree = growing_trainer(30, [](double t) { return 2 * t; });
+  d = diagnose_watched(in);
+  ASSERT_EQ(d.memory.size(), 1u) << ::testing::PrintToString(d.evidence);
+  EXPECT_EQ(d.memory[0].summary.rfind("growing, not yet judged:", 0), 0u) << d.memory[0].summary;
+  EXPECT_NE(d.memory[0].summary.find("watched 30 s, under the 60 s a leak is judged over"), std::string::npos)
+      << d.memory[0].summary;
+  EXPECT_FALSE(d.memory[0].exhausted_in_s) << "no time to run out from under a minute";
+  EXPECT_NE(d.memory[0].fix.find("watch it 60 s or more"), std::string::npos) << d.memory[0].fix;
 }
 
 TEST(ProcessTreeTest, FlatMemoryOrAMachineWithRoomIsNoMemoryFinding) {
