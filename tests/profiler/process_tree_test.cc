@@ -655,6 +655,8 @@ TEST(WatchDiagnosisTest, FiguresReadMostlyInTheLeadSaySoForTheWarmUpIsInThem) {
   // A full window past the lead: the steady state is in the figures.
   in.gpu_trace->sampled->read_s = 6.2;
   in.gpu_trace->sampled->span_s = 20;
+  in.gpu_trace->sampled->later.read_s = 1.0;
+  in.gpu_trace->sampled->later.windows = 1;
   EXPECT_FALSE(says_lead(diagnose_watched(in)));
   in.gpu_trace->sampled.reset();
   EXPECT_FALSE(says_lead(diagnose_watched(in))) << "traced whole";
