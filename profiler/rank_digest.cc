@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "profiler/detail/format.h"
+#include "profiler/diagnosis.h"
 #include "sampler/statistics.h"
 
 namespace feedscope {
@@ -14,8 +15,13 @@ namespace {
 constexpr const char* kNcclSource =
     "CUDA trace: its NCCL kernels' share of its span of GPU work (the wait for the other ranks and "
     "the transfer together)";
+constexpr const char* kNcclAloneSource =
+    "CUDA trace: the share of its span of GPU work in which its NCCL kernels ran alone, no kernel or "
+    "copy of its own beside them (the wait for the other ranks, with the transfer)";
 
-bool from_nccl(const RankSummary& r) { return r.collective_wait_source == kNcclSource; }
+bool from_nccl(const RankSummary& r) {
+  return r.collective_wait_source == kNcclSource || r.collective_wait_source == kNcclAloneSource;
+}
 
 const StageStats* stage(const std::vector<StageStats>& stages, std::string_view name) {
   for (const StageStats& s : stages)
@@ -58,9 +64,11 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
   if (o.gpu) {
     r.gpu_busy = o.gpu->busy_ratio;
     r.device = "cuda:" + std::to_string(o.gpu->device);
-    // NCCL's kernels run while a rank waits in the collective (and while it moves the data).
-    r.collective_wait_ratio = o.gpu->collective_ratio;
-    r.collective_wait_source = kNcclSource;
+    // NCCL's kernels run while a rank waits in the collective (and while it moves the data); DDP's
+    // overlap the backward pass, so where its trace says, only the time they ran alone.
+    const bool alone = o.gpu->trace && o.gpu->trace->collective_s > 0;
+    r.collective_wait_ratio = alone ? o.gpu->trace->collective_alone_share : o.gpu->collective_ratio;
+    r.collective_wait_source = alone ? kNcclAloneSource : kNcclSource;
   }
   if (o.spans) {
     take_spans(*o.spans, r);
@@ -259,7 +267,9 @@ Diagnosis diagnose_rank(const RankObservation& o, const WatchDiagnosisInput& com
   // Its own process and its own workers, not the job's descendants together.
   in.utilization.cpu_process_ratio = o.view.trainer_cores / std::max(common.cpus, 1);
   in.utilization.cpu_child_processes_cores = o.view.workers_cores;
+  // Its own CUDA trace, not the job's: the ranks' records together are no one rank's step.
   in.gpu_trace.reset();
+  if (o.gpu && o.gpu->trace) in.gpu_trace = o.gpu->trace;
   return diagnose_watched(in);
 }
 
@@ -416,6 +426,36 @@ std::optional<JobVerdict> loaders_saturated(std::vector<RankSummary>& ranks) {
   return v;
 }
 
+// Every rank traced its CUDA work: the others wait in NCCL's collectives (kCollectiveWaitDominant
+// or more of their time, kStallApart above it) for the one that waits least there. A GPU-bound
+// rank spinning in .item() looks as busy from outside as the ranks that wait for it.
+std::optional<JobVerdict> collective_straggler(std::vector<RankSummary>& ranks) {
+  std::vector<double> waits;
+  for (const RankSummary& r : ranks) {
+    if (!from_nccl(r) || !r.collective_wait_ratio) return std::nullopt;
+    waits.push_back(*r.collective_wait_ratio);
+  }
+  const std::size_t m = static_cast<std::size_t>(std::min_element(waits.begin(), waits.end()) - waits.begin());
+  const double others = median_without(waits, m);
+  if (others < kCollectiveWaitDominant || others - waits[m] < kStallApart) return std::nullopt;
+  JobVerdict v = with_pattern("straggler");
+  const RankSummary& s = ranks[m];
+  double least = 0;
+  const std::string wait = others_wait(ranks, m, least);
+  std::vector<std::string> evidence = {
+      fmt("%s waits in NCCL's collectives %.0f %% of the time, the others' median %.0f %%; its GPU "
+          "busy %.0f %%",
+          rank_name(s).c_str(), 100 * waits[m], 100 * others, 100 * s.gpu_busy.value_or(0)),
+      others_named(ranks, m) + " " + wait + " of the time in collectives (" +
+          ranks[m == 0 ? 1 : 0].collective_wait_source + ")"};
+  v.verdict = rank_name(s) + " holds the job back: the others wait for it in NCCL's collectives (its "
+              "bottleneck: " + s.bottleneck + ")";
+  v.evidence = evidence;
+  v.straggler = straggler_of(s, std::move(evidence));
+  v.recommendation = job_advice(s, least);
+  return v;
+}
+
 std::optional<JobVerdict> main_thread_straggler(std::vector<RankSummary>& ranks) {
   std::vector<double> main;
   for (const RankSummary& r : ranks) {
@@ -447,6 +487,7 @@ const std::vector<JobRule>& job_rules() {
       {"stall_everywhere", N::spans, stall_everywhere},
       {"loader_straggler", N::no_spans, loader_straggler},
       {"loaders_saturated", N::no_spans, loaders_saturated},
+      {"collective_straggler", N::any, collective_straggler},
       {"main_thread_straggler", N::any, main_thread_straggler},
       {"keep_pace", N::any, keep_pace},
   };

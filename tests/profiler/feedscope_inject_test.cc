@@ -23,6 +23,7 @@
 
 #include "loader/span_recorder.h"
 #include "profiler/gpu_activity_wire.h"
+#include "profiler/watched_gpu.h"
 #include "profiler/gpu_trace.h"
 #include "tests/support/temp_dir.h"
 
