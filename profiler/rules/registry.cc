@@ -37,6 +37,8 @@ const std::vector<Rule>& diagnosis_rules() {
        rules::tree_gpu_collective_wait},
       {"tree_gpu_trace", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
        rules::tree_gpu_trace},
+      {"tree_gpu_host_dispatch", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
+       rules::tree_gpu_host_dispatch},
       {"tree_gpu_nvml", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_gpu_nvml},
       {"tree_workers_saturated", S::bottleneck, kNeedsTree | kNeedsNoLoop,
        rules::tree_workers_saturated},

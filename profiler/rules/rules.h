@@ -32,6 +32,7 @@ bool step_limit(const Facts& f, Diagnosis& d);
 bool tree_storage(const Facts& f, Diagnosis& d);
 bool tree_gpu_collective_wait(const Facts& f, Diagnosis& d);
 bool tree_gpu_trace(const Facts& f, Diagnosis& d);
+bool tree_gpu_host_dispatch(const Facts& f, Diagnosis& d);
 bool tree_gpu_nvml(const Facts& f, Diagnosis& d);
 bool tree_workers_saturated(const Facts& f, Diagnosis& d);
 bool tree_data_in_memory(const Facts& f, Diagnosis& d);
