@@ -338,6 +338,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                                          : nlohmann::ordered_json(t.gpu_share_unmeasured)},
             {"trainer_gpu_sm_util", optional_number(t.trainer_gpu_sm_util)},
             {"memory", tree_memory_json(t)},
+            {"worker_churn", detail::worker_churn_json(t.worker_churn)},
             {"processes", processes}}}};
 }
 

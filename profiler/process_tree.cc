@@ -75,6 +75,7 @@ struct ProcessTreeDigest::Reading {
   void read_memory();
   void read_main_thread_waits();
   void read_rank_waits();
+  void read_worker_churn();
   bool own_workers_alive(int parent) const;
   void note_waiting_parent();
   int next_pid();
@@ -104,6 +105,7 @@ struct ProcessTreeDigest::Reading {
   // Its descendants.
   double workers = 0, others = 0, tree = 0;
   std::map<int, std::pair<int, double>> alive_by_parent;  // workers alive, their cores
+  std::map<int, int> started_by_parent;  // workers seen for the first time
   int alive = 0;
   int busiest_child = 0;
   double busiest_cores = -1;
@@ -247,6 +249,7 @@ void ProcessTreeDigest::Reading::read_children() {
 
 void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   Accumulated& a = d.processes_[p.pid];
+  const bool first_reading = a.process.samples == 0;
   const bool parent_is_rank = d.rank_pids_.contains(p.ppid);
   const auto parent = d.processes_.find(p.ppid);
   const bool parent_known = parent_is_rank && parent != d.processes_.end();
@@ -312,6 +315,7 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   }
   workers += p.cores;
   ++alive;
+  if (first_reading) ++started_by_parent[p.ppid];
   d.worker_busy_sum_ += std::min(p.cores, 1.0);
   ++d.worker_readings_;
   Workers& group = d.workers_by_parent_[p.ppid];
@@ -366,6 +370,25 @@ void ProcessTreeDigest::Reading::read_rank_waits() {
     if (it == d.processes_.end() || waits.looks == 0) continue;
     it->second.waits_all += waits;
     if (own_workers_alive(rank_pid)) it->second.waits += waits;
+  }
+}
+
+// Each parent's loader workers started again and again: the sampled process's, with the looks at
+// its main thread, and each rank's, with the looks at its own.
+void ProcessTreeDigest::Reading::read_worker_churn() {
+  if (baseline_only) return;
+  std::set<int> parents = {pid};
+  for (const auto& [parent, started] : started_by_parent) parents.insert(parent);
+  for (const auto& [parent, tracker] : d.churn_by_parent_) parents.insert(parent);
+  for (const int parent : parents) {
+    const MainThreadWaits* looks = nullptr;
+    if (parent == pid && s.main_thread_waits) looks = &*s.main_thread_waits;
+    if (const auto r = s.rank_main_thread_waits.find(parent); parent != pid && r != s.rank_main_thread_waits.end())
+      looks = &r->second;
+    const auto alive_here = alive_by_parent.find(parent);
+    const auto started = started_by_parent.find(parent);
+    d.churn_by_parent_[parent].add(since_first_s, dt, alive_here == alive_by_parent.end() ? 0 : alive_here->second.first,
+                                   started == started_by_parent.end() ? 0 : started->second, looks);
   }
 }
 
@@ -529,6 +552,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   reading.read_memory();
   reading.read_main_thread_waits();
   reading.read_rank_waits();
+  reading.read_worker_churn();
   return reading.next_pid();
 }
 
@@ -752,6 +776,8 @@ void ProcessTreeDigest::View::read_workers() {
       out.worker_run_wait = mean(d.worker_run_wait_sum_, d.worker_run_wait_readings_);
     out.other_processes_cores = mean(d.other_processes_sum_, d.samples_);
   }
+  if (const auto churn = d.churn_by_parent_.find(trainer); churn != d.churn_by_parent_.end())
+    out.worker_churn = churn->second.summary();
 }
 
 void ProcessTreeDigest::View::read_processes() {

@@ -27,6 +27,11 @@ inline constexpr double kSyncWaitDominant = 0.2;
 inline constexpr double kHostBusy = 0.5;
 inline constexpr double kGpuMostlyIdle = 0.5;
 inline constexpr double kHostGapShare = 0.5;
+// Loader workers started again at every epoch explain the loop's wait where, over kChurnMinRestarts
+// or more restarts, the training thread's waits for each new set's first batch are
+// kChurnExplainsWait or more of its whole wait on the loader (and kModeratelyInputBound of the run).
+inline constexpr int kChurnMinRestarts = 2;
+inline constexpr double kChurnExplainsWait = 0.5;
 // The machine's cores are full where fewer than this many are idle (of its cores together).
 inline constexpr double kIdleCoresFull = 0.25;
 // The trainer's other threads under this many cores: its step runs on one thread; an idle core

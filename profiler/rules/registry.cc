@@ -40,6 +40,7 @@ const std::vector<Rule>& diagnosis_rules() {
       {"tree_gpu_host_dispatch", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsGpuTrace,
        rules::tree_gpu_host_dispatch},
       {"tree_gpu_nvml", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_gpu_nvml},
+      {"tree_worker_churn", S::bottleneck, kNeedsTree | kNeedsNoLoop, rules::tree_worker_churn},
       {"tree_workers_saturated", S::bottleneck, kNeedsTree | kNeedsNoLoop,
        rules::tree_workers_saturated},
       {"tree_data_in_memory", S::bottleneck, kNeedsTree | kNeedsNoLoop | kNeedsDataFiles,

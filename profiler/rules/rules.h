@@ -34,6 +34,7 @@ bool tree_gpu_collective_wait(const Facts& f, Diagnosis& d);
 bool tree_gpu_trace(const Facts& f, Diagnosis& d);
 bool tree_gpu_host_dispatch(const Facts& f, Diagnosis& d);
 bool tree_gpu_nvml(const Facts& f, Diagnosis& d);
+bool tree_worker_churn(const Facts& f, Diagnosis& d);
 bool tree_workers_saturated(const Facts& f, Diagnosis& d);
 bool tree_data_in_memory(const Facts& f, Diagnosis& d);
 bool tree_one_thread(const Facts& f, Diagnosis& d);

@@ -357,6 +357,12 @@ std::vector<RuleCase> rule_cases() {
          in.tree.trainer_gpu_sm_util = 0.9;
          return watched(in);
        }},
+      {"tree_worker_churn",
+       [] {
+         WatchDiagnosisInput in = tree_input(0.3, 4, 0.3, 0.3);
+         in.tree.worker_churn = WorkerChurn{5, 20, 0.05, 5.95, 0.4, 1.6, 4, 2.0};
+         return watched(in);
+       }},
       {"tree_workers_saturated", [] { return watched(tree_input(0.3, 8, 0.95, 0.98)); }},
       {"tree_data_in_memory", [] { return watched(in_memory_program()); }},
       {"tree_one_thread", [] { return watched(tree_input(0.98, 0, 0, 0.2)); }},
