@@ -160,8 +160,11 @@ GpuTraceSummary summarize_sampled(const GpuActivity& a, const std::vector<StepWi
   const ReadableWindows readable = readable_windows(a);
   const std::vector<TimeWindow> traced = merged_windows(a.traced_windows);
   const std::vector<StepWindow> whole = merged_windows(steps, true);
-  // The lead: the first traced window, from the recorder's start past the first kernel's lead.
-  const std::int64_t lead_end = traced.empty() ? kEarliest : traced.front().end_ns;
+  // The lead: the first traced window, from the recorder's start past the first kernel's lead,
+  // where it is longer than a sampled window can be; a recording cut to a later stretch has none.
+  const bool has_lead = !traced.empty() &&
+                        traced.front().end_ns - traced.front().begin_ns > a.tracing->sampling.window_ns;
+  const std::int64_t lead_end = has_lead ? traced.front().end_ns : kEarliest;
   const TimeWindow before{kEarliest, lead_end}, after{lead_end, kLatest};
   const SampledStratum lead = read_stratum(a, steps, intersect_windows(readable.windows, {before}), whole, before);
   const SampledStratum later = read_stratum(a, steps, intersect_windows(readable.windows, {after}), whole, after);

@@ -229,6 +229,24 @@ TEST(SampledTraceTest, TheLeadIsItsOwnStratumAndLeftOutOnceTwoLaterWindowsWereRe
   EXPECT_NEAR(s3.gpu_busy_ratio, w3.gpu_busy_ratio, 0.01);
 }
 
+// A recording cut to the program's last seconds (exporters/recording.h's cap) holds one window and
+// no lead: its first traced window is no lead, and is read as a window.
+TEST(SampledTraceTest, AWindowNoLongerThanTheSamplingsIsNoLead) {
+  const TraceSampling sampling{100 * kSampledMs, 1000 * kSampledMs, 2000 * kSampledMs};
+  const GpuActivity whole = warming_up_program(6000);
+  GpuActivity sampled = testing::sampled_as(whole, sampling, kOrigin, kOrigin + 6000 * 10 * kSampledMs);
+  const TimeWindow last = sampled.traced_windows.back();
+  sampled.traced_windows = {last};
+  std::erase_if(sampled.kernels, [&](const KernelRecord& k) { return k.start_ns < last.begin_ns; });
+  std::erase_if(sampled.runtime, [&](const RuntimeApiRecord& r) { return r.start_ns < last.begin_ns; });
+  const GpuTraceSummary s = summarize_program_activity(sampled, kernel_active_windows(sampled));
+  ASSERT_TRUE(s.sampled);
+  EXPECT_EQ(s.sampled->lead.read_s, 0);
+  EXPECT_EQ(s.sampled->later.windows, 1);
+  EXPECT_FALSE(s.sampled->lead_in_figures);
+  EXPECT_NEAR(s.gpu_busy_ratio, 0.10, 0.005);
+}
+
 // An input-bound program: a 10 ms kernel in the middle of each 100 ms step, the GPU idle the rest.
 // Read from their first kernel, the windows dropped the idle head and read it busy 20 %.
 TEST(SampledTraceTest, AnIdleHeadOfEachWindowIsReadAsIdle) {
