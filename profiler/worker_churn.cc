@@ -16,7 +16,7 @@ void WorkerChurnTracker::end_startup() {
 void WorkerChurnTracker::add(double t_s, double dt_s, int alive, int started, const MainThreadWaits* looks) {
   last_s_ = t_s;
   if (started > 0) {
-    if (churn_.generations == 0 || t_s - generation_start_s_ > kGenerationJoinS) {
+    if (churn_.generations == 0 || alive - started <= 0) {
       // A start-up the thread never came out of (its workers ended first) counts as it stood.
       end_startup();
       ++churn_.generations;

@@ -26,10 +26,10 @@ struct WorkerChurn {
   double wait_s = 0;
 };
 
-// New workers seen within this long of a generation's start belong to it (a DataLoader forks its
-// workers one after another, so a reading may catch some of them).
-inline constexpr double kGenerationJoinS = 0.5;
-
+// New workers belong to the generation still alive: a DataLoader's iterator forks its workers one
+// after another, and the tree is walked at most twice a second (sampler/utilization_sampler.h), so a
+// set may be seen over two readings 0.6 s apart; a new set starts once the last one's workers all
+// ended (an iterator's workers are joined before the next epoch's are forked).
 // One parent's loader workers over the readings. Not thread-safe: the digest calls it under its
 // lock.
 class WorkerChurnTracker {
