@@ -202,54 +202,51 @@ std::string loader_of(const RankSummary& r) {
   return out;
 }
 
-// `others_stall`: the other ranks' median data stall, where spans measured it.
-JobVerdict input_straggler(std::vector<RankSummary>& ranks, std::size_t m, std::optional<double> others_stall) {
-  const bool spans = others_stall.has_value();
+// Rank `m` holds the job back, as `own` (its evidence line) says and `why` (the verdict's clause)
+// names; the others' wait in collectives is added where it was measured.
+JobVerdict straggler_verdict(const std::vector<RankSummary>& ranks, std::size_t m, std::string own,
+                             const std::string& why) {
   JobVerdict v;
   v.pattern = "straggler";
   const RankSummary& s = ranks[m];
-  if (!spans) collective_wait_from_sleep(ranks, m);
   double least = 0;
   const std::string wait = others_wait(ranks, m, least);
-  std::vector<std::string> evidence;
-  if (spans)
-    evidence.push_back(fmt("%s waits for its data %.0f %% of the time against a median %.0f %% "
-                           "of the others; %s",
-                           rank_name(s).c_str(), 100 * *s.data_stall_ratio, 100 * *others_stall,
-                           loader_of(s).c_str()));
-  else
-    evidence.push_back(fmt("%s's loader is saturated: %s, the others' workers are less busy",
-                           rank_name(s).c_str(), loader_of(s).c_str()));
+  std::vector<std::string> evidence = {std::move(own)};
   if (!wait.empty())
     evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
                        ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
-  v.verdict = rank_name(s) + " holds the job back: it loads slower than the others (its bottleneck: " +
-              s.bottleneck + "), and the others wait for it in the all-reduce";
+  v.verdict = rank_name(s) + " holds the job back: " + why;
   v.evidence = evidence;
   v.straggler = straggler_of(s, std::move(evidence));
   v.recommendation = job_advice(s, least);
   return v;
 }
 
+// `others_stall`: the other ranks' median data stall, where spans measured it.
+JobVerdict input_straggler(std::vector<RankSummary>& ranks, std::size_t m, std::optional<double> others_stall) {
+  const RankSummary& s = ranks[m];
+  if (!others_stall) collective_wait_from_sleep(ranks, m);
+  const std::string own =
+      others_stall ? fmt("%s waits for its data %.0f %% of the time against a median %.0f %% of the "
+                         "others; %s",
+                         rank_name(s).c_str(), 100 * *s.data_stall_ratio, 100 * *others_stall,
+                         loader_of(s).c_str())
+                   : fmt("%s's loader is saturated: %s, the others' workers are less busy",
+                         rank_name(s).c_str(), loader_of(s).c_str());
+  return straggler_verdict(ranks, m, own,
+                           "it loads slower than the others (its bottleneck: " + s.bottleneck +
+                               "), and the others wait for it in the all-reduce");
+}
+
 JobVerdict compute_straggler(std::vector<RankSummary>& ranks, std::size_t m, double others_median) {
-  JobVerdict v;
-  v.pattern = "straggler";
   const RankSummary& s = ranks[m];
   collective_wait_from_sleep(ranks, m);
-  double least = 0;
-  const std::string wait = others_wait(ranks, m, least);
-  std::vector<std::string> evidence = {
+  return straggler_verdict(
+      ranks, m,
       fmt("%s's main thread is busy %.0f %% of the time, the others' median %.0f %%",
-          rank_name(s).c_str(), 100 * *s.main_thread_busy, 100 * others_median)};
-  if (!wait.empty())
-    evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
-                       ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
-  v.verdict = rank_name(s) + " holds the job back: its step takes longer than the others' (its "
-              "bottleneck: " + s.bottleneck + "), and the others wait for it in the all-reduce";
-  v.evidence = evidence;
-  v.straggler = straggler_of(s, std::move(evidence));
-  v.recommendation = job_advice(s, least);
-  return v;
+          rank_name(s).c_str(), 100 * *s.main_thread_busy, 100 * others_median),
+      "its step takes longer than the others' (its bottleneck: " + s.bottleneck +
+          "), and the others wait for it in the all-reduce");
 }
 
 JobVerdict with_pattern(const char* pattern) {
@@ -438,22 +435,13 @@ std::optional<JobVerdict> collective_straggler(std::vector<RankSummary>& ranks) 
   const std::size_t m = static_cast<std::size_t>(std::min_element(waits.begin(), waits.end()) - waits.begin());
   const double others = median_without(waits, m);
   if (others < kCollectiveWaitDominant || others - waits[m] < kStallApart) return std::nullopt;
-  JobVerdict v = with_pattern("straggler");
   const RankSummary& s = ranks[m];
-  double least = 0;
-  const std::string wait = others_wait(ranks, m, least);
-  std::vector<std::string> evidence = {
+  return straggler_verdict(
+      ranks, m,
       fmt("%s waits in NCCL's collectives %.0f %% of the time, the others' median %.0f %%; its GPU "
           "busy %.0f %%",
           rank_name(s).c_str(), 100 * waits[m], 100 * others, 100 * s.gpu_busy.value_or(0)),
-      others_named(ranks, m) + " " + wait + " of the time in collectives (" +
-          ranks[m == 0 ? 1 : 0].collective_wait_source + ")"};
-  v.verdict = rank_name(s) + " holds the job back: the others wait for it in NCCL's collectives (its "
-              "bottleneck: " + s.bottleneck + ")";
-  v.evidence = evidence;
-  v.straggler = straggler_of(s, std::move(evidence));
-  v.recommendation = job_advice(s, least);
-  return v;
+      "the others wait for it in NCCL's collectives (its bottleneck: " + s.bottleneck + ")");
 }
 
 std::optional<JobVerdict> main_thread_straggler(std::vector<RankSummary>& ranks) {

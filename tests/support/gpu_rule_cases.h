@@ -49,7 +49,8 @@ inline RecordingCase run_case(const char* name, const char* made_by, DiagnosisIn
 }
 
 inline RecordingCase watch_case(const char* name, const char* made_by, const WatchDiagnosisInput& in,
-                                const RecordedGpu& g) {
+                                RecordedGpu g) {
+  g.steps.clear();  // watch has no step windows
   RecordingCase c;
   c.name = name;
   c.recording.fabricated_by = std::string("tests/support/gpu_rule_cases.h: ") + made_by;
@@ -89,10 +90,8 @@ inline RecordingCase collective_wait_run_case() {
 }
 
 inline RecordingCase collective_wait_watch_case() {
-  RecordedGpu g = fabricated_run_gpu(0, 40, 100 * kCaseMs, ddp_waiting_step);
-  g.steps.clear();
   return watch_case("fabricated-watch-ddp-rank-waiting", "collective_wait_watch_case()",
-                    watched_trainer(0.5, 0, 0, 0.2), g);
+                    watched_trainer(0.5, 0, 0, 0.2), fabricated_run_gpu(0, 40, 100 * kCaseMs, ddp_waiting_step));
 }
 
 // A model split over two GPUs (model parallel, no pipelining): 45 ms on cuda:0, then 45 ms on
@@ -175,25 +174,22 @@ inline RecordingCase nvml_only_watch_case() {
 
 // A watched program copying its batches from pageable memory: 160 ms of each 200 ms step.
 inline RecordingCase pageable_copies_watch_case() {
-  RecordedGpu g = fabricated_run_gpu(0, 25, 200 * kCaseMs, copy_bound_step);
-  g.steps.clear();
   return watch_case("fabricated-watch-pageable-copies", "pageable_copies_watch_case()",
-                    watched_trainer(0.95, 0, 0, 0.2), g);
+                    watched_trainer(0.95, 0, 0, 0.2), fabricated_run_gpu(0, 25, 200 * kCaseMs, copy_bound_step));
 }
 
 // A watched program whose GPU is busy 95 % of each 10 ms step.
 inline RecordingCase gpu_bound_watch_case() {
-  RecordedGpu g = fabricated_run_gpu(0, 300, 10 * kCaseMs, [](GpuActivity& a, std::int64_t t, std::uint32_t& corr) {
+  const RecordedGpu g = fabricated_run_gpu(0, 300, 10 * kCaseMs, [](GpuActivity& a, std::int64_t t, std::uint32_t& corr) {
     launch(a, "sm90_xmma_gemm_bf16bf16_bf16f32", t, t + 20 * kCaseUs, t + 9'500 * kCaseUs, corr);
   });
-  g.steps.clear();
   return watch_case("fabricated-watch-gpu-bound", "gpu_bound_watch_case()", watched_trainer(0.35, 4, 0.3, 0.3), g);
 }
 
 // torch.compile's code on a pinned training thread: each 1 ms step launches 10 Triton kernels of
 // 10 us through the driver (cuLaunchKernel, 5 us each), the GPU busy 10 %.
 inline RecordingCase compiled_pinned_watch_case() {
-  RecordedGpu g = fabricated_run_gpu(0, 300, 1 * kCaseMs, [](GpuActivity& a, std::int64_t t, std::uint32_t& corr) {
+  const RecordedGpu g = fabricated_run_gpu(0, 300, 1 * kCaseMs, [](GpuActivity& a, std::int64_t t, std::uint32_t& corr) {
     for (int k = 0; k < 10; ++k) {
       const std::int64_t at = t + k * 90 * kCaseUs;
       RuntimeApiRecord call{"cuLaunchKernel", at, at + 5 * kCaseUs, 1, corr, ApiDomain::driver};
@@ -201,7 +197,6 @@ inline RecordingCase compiled_pinned_watch_case() {
       a.kernels.push_back({"triton_per_fused_native_layer_norm_0", at + 10 * kCaseUs, at + 20 * kCaseUs, 0, 7, corr++});
     }
   });
-  g.steps.clear();
   return watch_case("fabricated-watch-compiled-pinned", "compiled_pinned_watch_case()",
                     watched_trainer(0.97, 0, 0, 0.2), g);
 }
