@@ -423,6 +423,7 @@ void ProcessTreeDigest::Reading::note_waiting_parent() {
   d.worker_run_wait_sum_ = 0;
   d.worker_run_wait_readings_ = 0;
   d.workers_by_parent_.erase(pid);
+  d.churn_by_parent_.erase(pid);  // the sets it started were its training processes
 }
 
 std::optional<double> ProcessTreeDigest::latest_data_stall() const {

@@ -29,9 +29,13 @@ inline constexpr double kGpuMostlyIdle = 0.5;
 inline constexpr double kHostGapShare = 0.5;
 // Loader workers started again at every epoch explain the loop's wait where, over kChurnMinRestarts
 // or more restarts, the training thread's waits for each new set's first batch are
-// kChurnExplainsWait or more of its whole wait on the loader (and kModeratelyInputBound of the run).
+// kChurnExplainsWait or more of its whole wait on the loader (and kModeratelyInputBound of the run),
+// kChurnMinStartupS or more each (a set that starts in less is a batch's load, not a start-up), read
+// over kMinQueueLooks looks or more (a Hogwild script's training processes, started as a set and
+// not yet known for trainers, read 0.05 s each over 92 looks).
 inline constexpr int kChurnMinRestarts = 2;
 inline constexpr double kChurnExplainsWait = 0.5;
+inline constexpr double kChurnMinStartupS = 0.1;
 // The machine's cores are full where fewer than this many are idle (of its cores together).
 inline constexpr double kIdleCoresFull = 0.25;
 // The trainer's other threads under this many cores: its step runs on one thread; an idle core

@@ -31,6 +31,7 @@ void WorkerChurnTracker::add(double t_s, double dt_s, int alive, int started, co
   if (looks == nullptr || looks->looks == 0 || alive == 0) return;
   const double on_loader = static_cast<double>(looks->on_loader()) / static_cast<double>(looks->looks);
   churn_.wait_s += dt_s * on_loader;
+  churn_.looks += looks->looks;
   if (!in_startup_) return;
   startup_wait_s_ += dt_s * on_loader;
   // Most of the looks found it working: its first batch has come.

@@ -6,6 +6,7 @@
 // waiting 72-77 % with its workers half idle). Counted from the process tree's readings: the
 // generations of workers seen start, and the looks at the training thread (sampler/thread_wait.h)
 // from each generation's start until one found it working.
+#include <cstddef>
 #include <optional>
 
 #include "sampler/utilization_sample.h"
@@ -22,8 +23,9 @@ struct WorkerChurn {
   std::optional<double> first_startup_s;
   double restart_wait_s = 0;
   int restarts_measured = 0;
-  // Its whole wait on the loader while workers were alive, from the same looks.
+  // Its whole wait on the loader while workers were alive, from the same looks, and how many looks.
   double wait_s = 0;
+  std::size_t looks = 0;
 };
 
 // New workers belong to the generation still alive: a DataLoader's iterator forks its workers one

@@ -247,6 +247,7 @@ std::optional<WorkerChurn> worker_churn_from(const JsonIn& j) {
   c.restart_wait_s = j.at("restart_wait_s").number();
   c.restarts_measured = static_cast<int>(j.at("restarts_measured").integer());
   c.wait_s = j.at("wait_s").number();
+  c.looks = j.at("looks").unsigned_integer();
   return c;
 }
 
@@ -451,7 +452,8 @@ ojson worker_churn_json(const std::optional<WorkerChurn>& c) {
           {"first_startup_s", optional_json(c->first_startup_s)},
           {"restart_wait_s", number_json(c->restart_wait_s)},
           {"restarts_measured", c->restarts_measured},
-          {"wait_s", number_json(c->wait_s)}};
+          {"wait_s", number_json(c->wait_s)},
+          {"looks", c->looks}};
 }
 
 JsonIn JsonIn::at(const std::string& key) const {

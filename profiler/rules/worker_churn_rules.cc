@@ -17,8 +17,10 @@ bool tree_worker_churn(const Facts& f, Diagnosis& d) {
   if (!churn || churn->restarts_measured < kChurnMinRestarts || churn->span_s <= 0) return false;
   const WorkerChurn& c = *churn;
   const double share = c.restart_wait_s / c.span_s;
-  if (share < kModeratelyInputBound || c.restart_wait_s < kChurnExplainsWait * c.wait_s) return false;
   const double each = c.restart_wait_s / c.restarts_measured;
+  if (share < kModeratelyInputBound || c.restart_wait_s < kChurnExplainsWait * c.wait_s ||
+      each < kChurnMinStartupS || c.looks < kMinQueueLooks)
+    return false;
   d.bottleneck = "cpu_preprocess";
   d.verdict = fmt("Input-bound: the DataLoader starts its loader workers again at every epoch (%d "
                   "sets in %.0f s, one every %.1f s: persistent_workers is off), and the training "

@@ -138,5 +138,19 @@ TEST(WorkerChurnTest, WorkersStartedEveryEpochThatExplainTheWaitAreToldToPersist
   EXPECT_FALSE(churn_fired(diagnose_watched(churn_watched(short_epochs_program(true))), "tree_worker_churn"));
 }
 
+// A Hogwild script's training processes, started as a set and seen as loader workers until the
+// script is known to wait for them (python.test_watch read 5 sets of 0.05 s each, over 92 looks):
+// no start-up of 0.1 s, too few looks, and the sets forgotten once they are known for trainers.
+TEST(WorkerChurnTest, SetsOfAFewHundredthsOfASecondOrTooFewLooksAreNoChurn) {
+  WatchDiagnosisInput in = churn_watched(short_epochs_program(false));
+  WorkerChurn& c = *in.tree.worker_churn;
+  c.restart_wait_s = 4 * 0.05;
+  c.wait_s = 0.3;
+  EXPECT_FALSE(churn_fired(diagnose_watched(in), "tree_worker_churn"));
+  in = churn_watched(short_epochs_program(false));
+  in.tree.worker_churn->looks = 92;
+  EXPECT_FALSE(churn_fired(diagnose_watched(in), "tree_worker_churn"));
+}
+
 }  // namespace
 }  // namespace feedscope
