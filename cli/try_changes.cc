@@ -8,6 +8,7 @@
 
 #include "cli/child_process.h"
 #include "cli/output_scanner.h"
+#include "cli/python_hook.h"
 #include "cli/try_verdicts.h"
 #include "cli/watch.h"
 #include "profiler/detail/format.h"
@@ -118,6 +119,24 @@ std::optional<ChangeCandidate> batch_candidate(const std::vector<std::string>& c
   return c;
 }
 
+// Workers started again every epoch: made persistent from outside, the program's command line
+// having no flag for it.
+std::optional<ChangeCandidate> persistent_workers_candidate(const Report& watched) {
+  const std::vector<Recommendation>& recs = watched.diagnosis.recommendations;
+  if (std::none_of(recs.begin(), recs.end(),
+                   [](const Recommendation& r) { return r.setting == "persistent_workers=True"; }))
+    return std::nullopt;
+  ChangeCandidate c;
+  c.label = "persistent_workers=True";
+  c.setting = "persistent_workers=1";  // the knob settle_tried_changes() matches the advice by
+  c.why = "the diagnosis advises it; set from outside, as the command line has no flag for it: a "
+          "sitecustomize first on the program's PYTHONPATH makes every DataLoader with workers "
+          "persistent";
+  c.command = watched.program->command;
+  c.python_hook = persistent_workers_sitecustomize();
+  return c;
+}
+
 // One run of a change (or of the unchanged command): what watch measured of it, in the watched
 // run's unit, or how it failed.
 struct TrialRun {
@@ -148,6 +167,18 @@ TrialRun run_trial(const WatchOptions& base, const ChangeCandidate& change, cons
   o.command = change.command;
   o.env = base.env;
   for (const auto& [k, v] : change.env) o.env[k] = v;
+  if (!change.python_hook.empty()) {
+    const auto set = o.env.find("PYTHONPATH");
+    const char* inherited = std::getenv("PYTHONPATH");
+    const std::string now = set != o.env.end() ? set->second : inherited ? inherited : "";
+    try {
+      o.env["PYTHONPATH"] = install_python_hook(std::filesystem::path(dir + "-hook"), change.python_hook, now);
+    } catch (const std::exception& e) {
+      TrialRun out;
+      out.failed = std::string("did not run: ") + e.what();
+      return out;
+    }
+  }
   o.report_dir = dir;
   o.sample_hz = base.sample_hz;
   o.duration_s = base.try_seconds;
@@ -282,7 +313,7 @@ std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& c
   std::vector<ChangeCandidate> out;
   if (!watched.program) return out;
   for (auto c : {thread_candidate(env, watched, cpus), worker_candidate(command, watched),
-                 batch_candidate(command, watched)})
+                 batch_candidate(command, watched), persistent_workers_candidate(watched)})
     if (c) out.push_back(std::move(*c));
   return out;
 }

@@ -2,8 +2,9 @@
 // `feedscope watch --try`: the changes a watcher cannot predict, measured. After the watched run,
 // the program is run again for short windows (--try-seconds each), with each change feedscope can
 // make from outside: torch's thread count (OMP_NUM_THREADS and MKL_NUM_THREADS in its
-// environment), and the worker count or batch size where its command line carries a flag feedscope
-// recognizes (-j, --workers, --num-workers, --num_workers; -b, --batch-size, --batch_size). Each
+// environment), the worker count or batch size where its command line carries a flag feedscope
+// recognizes (-j, --workers, --num-workers, --num_workers; -b, --batch-size, --batch_size), and a
+// DataLoader's persistent_workers through a sitecustomize on its PYTHONPATH. Each
 // changed run alternates with the unchanged command (unchanged, change 1, change 2, ..., then the
 // same again for every round), so that a machine slowing down weighs on both; a change's speed-up
 // is its rates over the unchanged runs' rates of the same rounds. The rates are the program's own:
@@ -31,6 +32,9 @@ struct ChangeCandidate {
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // added to the watched run's
   std::int64_t batch_size = 0;             // the run's batch size where the change sets it; 0: as watched
+  // A sitecustomize.py put first on the program's PYTHONPATH (cli/python_hook.h), where the change
+  // is made inside the program; empty: none.
+  std::string python_hook;
 };
 
 // The changes the watched run's report and command point at, in the order they are tried:
@@ -42,6 +46,8 @@ struct ChangeCandidate {
 //   the count a guess in the advice names, else one more worker where it is input-bound
 //   (cpu_preprocess).
 // - the batch size, where the command carries a batch flag and the diagnosis advises batch_size=N.
+// - persistent_workers=True, where the diagnosis advises it: no command line has a flag for it, so
+//   a sitecustomize on the program's PYTHONPATH sets it in every DataLoader with workers.
 std::vector<ChangeCandidate> change_candidates(const std::vector<std::string>& command,
                                                const std::map<std::string, std::string>& env,
                                                const Report& watched, int cpus);

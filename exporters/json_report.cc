@@ -72,13 +72,20 @@ nlohmann::ordered_json tracing_json(const std::optional<TracingMode>& t) {
 // What a sampled trace read and how its totals were scaled; null under whole tracing.
 nlohmann::ordered_json sampled_json(const std::optional<GpuTraceSummary::Sampled>& t) {
   if (!t) return nullptr;
+  const auto stratum = [](const GpuTraceSummary::Sampled::Stratum& s) {
+    return nlohmann::ordered_json{
+        {"read_s", s.read_s}, {"span_s", s.span_s}, {"steps", s.steps}, {"windows", s.windows}};
+  };
   return {{"sampling", trace_sampling_spec(t->sampling)},
           {"lead_s", static_cast<double>(t->sampling.lead_ns) / 1e9},
           {"read_s", t->read_s},
           {"span_s", t->span_s},
           {"scale", t->scale},
           {"windows", t->windows},
-          {"windows_without_records", t->windows_without_records}};
+          {"windows_without_records", t->windows_without_records},
+          {"lead", stratum(t->lead)},
+          {"later", stratum(t->later)},
+          {"lead_in_figures", t->lead_in_figures}};
 }
 
 nlohmann::ordered_json gpu_trace_json(const Report& r) {
@@ -337,6 +344,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                                          : nlohmann::ordered_json(t.gpu_share_unmeasured)},
             {"trainer_gpu_sm_util", optional_number(t.trainer_gpu_sm_util)},
             {"memory", tree_memory_json(t)},
+            {"worker_churn", detail::worker_churn_json(t.worker_churn)},
             {"processes", processes}}}};
 }
 

@@ -278,25 +278,29 @@ void compare_json(const std::string& prefix, const ojson& got, const ojson& expe
 
 }  // namespace
 
-Replayed replay(const Recording& r) {
+Replayed diagnose_with(const Recording& r, const std::optional<GpuTraceSummary>& gpu_trace) {
   Replayed out;
+  out.gpu_trace = gpu_trace;
   if (r.run) {
     DiagnosisInput in = *r.run;
-    in.gpu_trace.reset();
-    if (r.gpu)
-      in.gpu_trace = summarize_measured_steps(r.gpu->activity, r.gpu->steps,
-                                              r.gpu->steps_complete_until_ns, r.gpu->measured_begin_ns);
-    out.gpu_trace = in.gpu_trace;
+    in.gpu_trace = gpu_trace;
     out.diagnosis = diagnose(in);
   } else if (r.watch) {
     WatchDiagnosisInput in = *r.watch;
-    in.gpu_trace.reset();
-    if (r.gpu)
-      in.gpu_trace = summarize_program_activity(r.gpu->activity, kernel_active_windows(r.gpu->activity));
-    out.gpu_trace = in.gpu_trace;
+    in.gpu_trace = gpu_trace;
     out.diagnosis = diagnose_watched(in);
   }
   return out;
+}
+
+Replayed replay(const Recording& r) {
+  std::optional<GpuTraceSummary> g;
+  if (r.gpu && r.run)
+    g = summarize_measured_steps(r.gpu->activity, r.gpu->steps, r.gpu->steps_complete_until_ns,
+                                 r.gpu->measured_begin_ns);
+  else if (r.gpu)
+    g = summarize_program_activity(r.gpu->activity, kernel_active_windows(r.gpu->activity));
+  return diagnose_with(r, g);
 }
 
 RecordingWritten write_recording(const fs::path& dir, const Recording& recording,
@@ -352,7 +356,9 @@ RecordingWritten write_recording(const fs::path& dir, const Recording& recording
                         {"diagnosis", detail::diagnosis_json(expected.diagnosis)},
                         {"gpu_trace", expected.gpu_trace ? detail::gpu_trace_json(*expected.gpu_trace)
                                                          : ojson(nullptr)},
-                        {"run", run_block}};
+                        {"run", run_block},
+                        {"fabricated_by", recording.fabricated_by.empty() ? ojson(nullptr)
+                                                                           : ojson(recording.fabricated_by)}};
   write(dir, kExpect, expect.dump(2) + "\n", bytes);
 
   try {
@@ -436,6 +442,8 @@ Expectation read_expectation(const fs::path& dir) {
     Expectation e;
     e.expected = replayed_from(expect);
     if (const JsonIn run = expect.at("run"); !run.is_null()) e.run = replayed_from(run);
+    if (j.contains("fabricated_by") && !j.at("fabricated_by").is_null())  // since #54
+      e.fabricated_by = expect.at("fabricated_by").text();
     return e;
   });
 }
@@ -517,9 +525,13 @@ std::string format_replay(const fs::path& dir, const Recording& recording, const
     out += "expect.json: differs:\n";
     for (const std::string& line : differences) out += "  - " + line + "\n";
   }
-  if (expect->run && (expect->run->diagnosis.bottleneck != d.bottleneck || expect->run->diagnosis.rules != d.rules))
-    out += "the run itself diagnosed " + expect->run->diagnosis.bottleneck + " (" +
-           joined(expect->run->diagnosis.rules) + "): the recording's cap changed the verdict\n";
+  if (expect->run) {
+    // Today's rules over the run's own summary, made of every record before the cap.
+    const Diagnosis run = diagnose_with(recording, expect->run->gpu_trace).diagnosis;
+    if (run.bottleneck != d.bottleneck || run.rules != d.rules)
+      out += "the run's own GPU summary reads " + run.bottleneck + " (" + joined(run.rules) +
+             "): the recording's cap changed the verdict\n";
+  }
   return out;
 }
 

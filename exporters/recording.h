@@ -65,6 +65,9 @@ struct Recording {
   // gpu->activity.not_kept too).
   std::uint64_t records_seen = 0;
   std::uint64_t records_left_out = 0;
+  // A recording no device made: the generator that fabricated it (a test support function), which
+  // expect.json names; empty for one recorded by `run` or `watch`.
+  std::string fabricated_by;
 };
 
 // A diagnosis and the GPU summary it read.
@@ -77,6 +80,11 @@ struct Replayed {
 // makes (kernel_active_windows, summarize_program_activity), and the input through the same
 // diagnosis (diagnose, diagnose_watched).
 Replayed replay(const Recording& recording);
+
+// The recording's input through today's diagnosis with `gpu_trace` as its GPU summary: of a capped
+// recording, what today's rules say of the run's own summary (expect.json's "run", made of every
+// record before the cap), which the replay of the records kept must agree with.
+Replayed diagnose_with(const Recording& recording, const std::optional<GpuTraceSummary>& gpu_trace);
 
 struct RecordingWritten {
   std::uint64_t records_kept = 0;
@@ -112,6 +120,7 @@ Recording read_recording(const std::filesystem::path& dir);
 struct Expectation {
   Replayed expected;
   std::optional<Replayed> run;
+  std::string fabricated_by;  // Recording::fabricated_by; empty: recorded on a device
 };
 Expectation read_expectation(const std::filesystem::path& dir);  // throws RecordingError
 

@@ -13,7 +13,6 @@
 // mid-write leaves a torn last frame, which a reader treats as not yet there.
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,28 +41,6 @@ struct GpuActivityStream {
 // Never throws on the file's contents or absence (error says why).
 GpuActivityStream read_gpu_activity(const std::filesystem::path& file,
                                     std::uint64_t from_offset = 0);
-
-// Everything the CUDA processes of one watched program wrote.
-// One process's CUDA work over its own active span (its first kernel's start to its last's end):
-// what a rank of a torch.distributed job did on its GPU.
-struct ProcessGpu {
-  std::uint32_t device = 0;  // of its first kernel
-  std::int64_t kernels = 0;
-  double busy_ratio = 0;        // union of its kernels, copies and memsets / its span
-  double collective_ratio = 0;  // union of its NCCL kernels (name contains "nccl") / its span
-};
-ProcessGpu summarize_process_gpu(const GpuActivity& activity);
-
-struct WatchedGpu {
-  GpuActivity activity;  // the records of every process together
-  std::map<int, ProcessGpu> by_pid;  // each process with a kernel
-  std::map<int, std::vector<std::string>> statuses_by_pid;
-  std::vector<std::string> errors;  // one per file with a corrupt frame, or an unreadable dir
-};
-
-// Reads every gpu-<pid>.fsgpu in `dir`; other files are ignored. A missing dir reads as empty:
-// no process of the program initialized CUDA.
-WatchedGpu read_watch_gpu_dir(const std::filesystem::path& dir);
 
 // The file a process with `pid` writes under `dir`.
 std::filesystem::path gpu_activity_file(const std::filesystem::path& dir, int pid);

@@ -11,6 +11,7 @@
 
 #include "profiler/detail/format.h"
 #include "profiler/time_windows.h"
+#include "profiler/sampled_trace.h"
 #include "profiler/trace_sampling.h"
 #include "sampler/statistics.h"
 
@@ -36,6 +37,31 @@ double mean(const std::vector<double>& v) {
   return sum / static_cast<double>(v.size());
 }
 
+// What a sampled trace read, per stratum (sampled_trace.h), and how its totals were scaled.
+std::string sampled_line(const GpuTraceSummary::Sampled& t) {
+  using detail::fmt;
+  const std::string head = "the GPU trace was sampled (" + describe_sampling(t.sampling) + "): ";
+  const std::string tail = fmt(", counts and times scaled by %.2f, shares and per-step figures as read",
+                               t.scale);
+  if (!t.lead_in_figures && t.lead.read_s > 0)
+    return head + fmt("the figures are the %.1f s read of the %.1f s after the lead, in %lld windows",
+                      t.read_s, t.span_s, static_cast<long long>(t.windows)) +
+           tail + fmt("; the lead's %.1f s (the first kernels, traced whole: the warm-up) are left out "
+                      "of them, as not the steady state",
+                      t.lead.read_s);
+  if (t.lead_in_figures && t.later.read_s > 0)
+    return head + fmt("the lead's %.1f s counted as traced, whole; of the %.1f s after it %.1f s read "
+                      "in %lld windows, scaled by %.2f; %.1f s of %.1f s read in all",
+                      t.lead.read_s, t.later.span_s, t.later.read_s,
+                      static_cast<long long>(t.later.windows),
+                      t.later.read_s > 0 ? t.later.span_s / t.later.read_s : 1.0, t.read_s, t.span_s) +
+           tail;
+  return head + fmt("%.1f s of %.1f s read in %lld windows%s", t.read_s, t.span_s,
+                    static_cast<long long>(t.windows),
+                    t.lead_in_figures ? " (the lead alone: no later window held a step)" : "") +
+         tail;
+}
+
 }  // namespace
 
 std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
@@ -54,15 +80,11 @@ std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
                       "it: the GPU numbers are low bounds",
                       static_cast<unsigned long long>(g.buffers_incomplete)));
   if (g.sampled) {
-    const GpuTraceSummary::Sampled& t = *g.sampled;
-    out.push_back(fmt("the GPU trace was sampled (%s): %.1f s of %.1f s read in %lld windows; "
-                      "counts and times scaled by %.2f, shares and per-step figures as read",
-                      describe_sampling(t.sampling).c_str(), t.read_s, t.span_s,
-                      static_cast<long long>(t.windows), t.scale));
-    if (t.windows_without_records > 0)
+    out.push_back(sampled_line(*g.sampled));
+    if (g.sampled->windows_without_records > 0)
       out.push_back(fmt("%lld sampled windows had launch calls but no kernel, copy or memset "
                         "record (CUPTI did not record again after a window closed): left out",
-                        static_cast<long long>(t.windows_without_records)));
+                        static_cast<long long>(g.sampled->windows_without_records)));
   }
   return out;
 }
@@ -273,13 +295,12 @@ void summarize_devices(const GpuActivity& a, const InStep& in_step,
 
 // Kernels and memsets only: copies run on the copy engines beside the step's kernels (and a
 // pageable copy is the host's time, which h2d_submit counts).
-double device_s_per_step(const GpuActivity& a, const std::vector<StepWindow>& windows,
+double device_s_per_step(const GpuActivity& a, const std::vector<TimeWindow>& stretches,
                          double steps) {
   std::vector<TimeWindow> compute;
   for (const KernelRecord& k : a.kernels) compute.push_back({k.start_ns, k.end_ns});
   for (const MemsetRecord& m : a.memsets) compute.push_back({m.start_ns, m.end_ns});
-  const std::int64_t all_ns = covered_ns(merged_windows(std::move(compute)),
-                                         {{windows.front().begin_ns, windows.back().end_ns}});
+  const std::int64_t all_ns = covered_ns(merged_windows(std::move(compute)), stretches);
   return static_cast<double>(all_ns) / 1e9 / steps;
 }
 
@@ -431,15 +452,13 @@ void summarize_syncs(const GpuActivity& a, const InStep& in_step, double steps,
   s.launch_calls += s.launches_without_call;
 }
 
-// Copies that started between the first step's start and the last step's end, by direction and
-// host memory, with the host-to-device rates.
-void summarize_copies(const GpuActivity& a, const std::vector<StepWindow>& windows, double steps,
+// Copies that started in the stretches (the first step's start to the last step's end), by
+// direction and host memory, with the host-to-device rates.
+void summarize_copies(const GpuActivity& a, const std::vector<TimeWindow>& stretches, double steps,
                       GpuTraceSummary& s) {
-  const std::int64_t copies_begin = windows.front().begin_ns;
-  const std::int64_t copies_end = windows.back().end_ns;
   std::int64_t pinned_ns = 0, pageable_ns = 0;
   for (const MemcpyRecord& m : a.memcpys) {
-    if (m.start_ns < copies_begin || m.start_ns >= copies_end) continue;
+    if (!windows_cover(stretches, m.start_ns)) continue;
     const std::int64_t ns = std::max<std::int64_t>(m.end_ns - m.start_ns, 0);
     if (m.kind == MemcpyKind::d2h) {
       s.d2h_bytes += m.bytes;
@@ -466,86 +485,40 @@ void summarize_copies(const GpuActivity& a, const std::vector<StepWindow>& windo
 
 }  // namespace
 
-GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
+GpuTraceSummary summarize_steps(const GpuActivity& a, const StepsRead& read) {
   GpuTraceSummary s;
   s.dropped = a.dropped;
   s.records_bad_timestamps = a.bad_timestamps;
   s.buffers_incomplete = a.incomplete_buffers;
   s.tracing = a.tracing;
-  s.steps = merge_step_windows(windows);
-  if (windows.empty()) return s;
-  std::int64_t wall_ns = 0;
-  for (const StepWindow& w : windows) wall_ns += w.end_ns - w.begin_ns;
+  s.steps = std::llround(read.steps);
+  const std::vector<StepWindow>& windows = read.windows;
+  if (windows.empty() || read.steps <= 0) return s;
+  const std::int64_t wall_ns = windows_ns(windows);
   s.step_wall_s = static_cast<double>(wall_ns) / 1e9;
-  const double steps = static_cast<double>(s.steps);
+  const double steps = read.steps;
   const InStep in_step(windows);
 
   summarize_kernels(a, in_step, steps, s);
   summarize_busy(a, windows, wall_ns, s);
   summarize_collectives(a, windows, wall_ns, s);
   summarize_devices(a, in_step, windows, wall_ns, s);
-  s.device_s_per_step = device_s_per_step(a, windows, steps);
+  s.device_s_per_step = device_s_per_step(a, read.stretches, steps);
   s.h2d_share = h2d_share(a, windows, wall_ns);
   summarize_syncs(a, in_step, steps, s);
-  summarize_copies(a, windows, steps, s);
+  summarize_copies(a, read.stretches, steps, s);
   return s;
+}
+
+GpuTraceSummary summarize_gpu_trace(const GpuActivity& a, std::vector<StepWindow> windows) {
+  StepsRead read;
+  read.steps = static_cast<double>(merge_step_windows(windows));
+  if (!windows.empty()) read.stretches = {{windows.front().begin_ns, windows.back().end_ns}};
+  read.windows = std::move(windows);
+  return summarize_steps(a, read);
 }
 
 namespace {
-
-// Every count and summed time of `s` times `k`; shares, rates, means and per-step figures stay.
-void scale_totals(GpuTraceSummary& s, double k) {
-  const auto count = [k](std::int64_t& n) { n = std::llround(static_cast<double>(n) * k); };
-  const auto bytes = [k](std::uint64_t& n) {
-    n = static_cast<std::uint64_t>(std::llround(static_cast<double>(n) * k));
-  };
-  count(s.steps);
-  s.step_wall_s *= k;
-  count(s.kernels);
-  s.gpu_busy_s *= k;
-  count(s.launch_gaps);
-  count(s.syncs);
-  s.sync_wait_s *= k;
-  for (auto& [call, n] : s.syncs_by_call) count(n);
-  count(s.launch_calls);
-  count(s.launches_without_call);
-  bytes(s.h2d_pinned_bytes);
-  bytes(s.h2d_pageable_bytes);
-  bytes(s.h2d_other_bytes);
-  bytes(s.d2h_bytes);
-  count(s.syncs_after_h2d);
-  s.sync_after_h2d_wait_s *= k;
-  count(s.graph_kernels);
-  count(s.graph_replays);
-  count(s.driver_launch_calls);
-  count(s.triton_kernels);
-  s.collective_s *= k;
-  for (GpuTraceSummary::DeviceBusy& d : s.devices) {
-    count(d.kernels);
-    d.busy_s *= k;
-  }
-}
-
-// A sampled trace's summary over the parts of `windows` its windows can be read in, its totals
-// scaled to the whole of `windows`.
-GpuTraceSummary summarize_sampled(const GpuActivity& a, const std::vector<StepWindow>& windows) {
-  const ReadableWindows readable = readable_windows(a);
-  GpuTraceSummary s = summarize_gpu_trace(a, intersect_windows(windows, readable.windows));
-  GpuTraceSummary::Sampled t;
-  t.sampling = a.tracing->sampling;
-  std::vector<StepWindow> whole = windows;
-  merge_step_windows(whole);
-  t.span_s = static_cast<double>(windows_ns(whole)) / 1e9;
-  t.read_s = s.step_wall_s;
-  t.windows = static_cast<std::int64_t>(readable.windows.size());
-  t.windows_without_records = readable.without_records;
-  if (t.read_s > 0) {
-    t.scale = t.span_s / t.read_s;
-    scale_totals(s, t.scale);
-  }
-  s.sampled = t;
-  return s;
-}
 
 GpuTraceSummary summarize_windows(const GpuActivity& a, std::vector<StepWindow> windows) {
   return a.sampled() ? summarize_sampled(a, windows) : summarize_gpu_trace(a, std::move(windows));

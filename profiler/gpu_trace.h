@@ -21,6 +21,18 @@ using StepWindow = TimeWindow;
 GpuTraceSummary summarize_gpu_trace(const GpuActivity& activity,
                                     std::vector<StepWindow> step_windows);
 
+// What a summary reads: the steps' windows (sorted, disjoint; back-to-back steps kept apart), how
+// many steps they are (a piece of a step counts as its share of it: sampled_trace.h), and the
+// stretches in which the device's work per step and the copies are read, which a step's kernels may
+// run past its end in (from the first step's start to the last step's end; under sampled tracing,
+// in each traced window). summarize_gpu_trace reads every step whole.
+struct StepsRead {
+  std::vector<StepWindow> windows;
+  double steps = 0;
+  std::vector<TimeWindow> stretches;
+};
+GpuTraceSummary summarize_steps(const GpuActivity& activity, const StepsRead& read);
+
 // The span of a watched program's CUDA work that a GPU summary should cover: from its first
 // kernel's start to its last kernel's end (start-up, module loading, moving the model in and the
 // teardown are not training), less every stretch inside it with no CUDA activity of any kind (no

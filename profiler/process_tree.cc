@@ -76,6 +76,7 @@ struct ProcessTreeDigest::Reading {
   void read_memory();
   void read_main_thread_waits();
   void read_rank_waits();
+  void read_worker_churn();
   bool own_workers_alive(int parent) const;
   void note_waiting_parent();
   int next_pid();
@@ -105,6 +106,7 @@ struct ProcessTreeDigest::Reading {
   // Its descendants.
   double workers = 0, others = 0, tree = 0;
   std::map<int, std::pair<int, double>> alive_by_parent;  // workers alive, their cores
+  std::map<int, int> started_by_parent;  // workers seen for the first time
   int alive = 0;
   int busiest_child = 0;
   double busiest_cores = -1;
@@ -248,6 +250,7 @@ void ProcessTreeDigest::Reading::read_children() {
 
 void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   Accumulated& a = d.processes_[p.pid];
+  const bool first_reading = a.process.samples == 0;
   const bool parent_is_rank = d.rank_pids_.contains(p.ppid);
   const auto parent = d.processes_.find(p.ppid);
   const bool parent_known = parent_is_rank && parent != d.processes_.end();
@@ -313,6 +316,7 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   }
   workers += p.cores;
   ++alive;
+  if (first_reading) ++started_by_parent[p.ppid];
   d.worker_busy_sum_ += std::min(p.cores, 1.0);
   ++d.worker_readings_;
   Workers& group = d.workers_by_parent_[p.ppid];
@@ -370,6 +374,25 @@ void ProcessTreeDigest::Reading::read_rank_waits() {
   }
 }
 
+// Each parent's loader workers started again and again: the sampled process's, with the looks at
+// its main thread, and each rank's, with the looks at its own.
+void ProcessTreeDigest::Reading::read_worker_churn() {
+  if (baseline_only) return;
+  std::set<int> parents = {pid};
+  for (const auto& [parent, started] : started_by_parent) parents.insert(parent);
+  for (const auto& [parent, tracker] : d.churn_by_parent_) parents.insert(parent);
+  for (const int parent : parents) {
+    const MainThreadWaits* looks = nullptr;
+    if (parent == pid && s.main_thread_waits) looks = &*s.main_thread_waits;
+    if (const auto r = s.rank_main_thread_waits.find(parent); parent != pid && r != s.rank_main_thread_waits.end())
+      looks = &r->second;
+    const auto alive_here = alive_by_parent.find(parent);
+    const auto started = started_by_parent.find(parent);
+    d.churn_by_parent_[parent].add(since_first_s, dt, alive_here == alive_by_parent.end() ? 0 : alive_here->second.first,
+                                   started == started_by_parent.end() ? 0 : started->second, looks);
+  }
+}
+
 bool ProcessTreeDigest::Reading::own_workers_alive(int parent) const {
   const auto own = alive_by_parent.find(parent);
   return own != alive_by_parent.end() && own->second.first > 0;
@@ -401,6 +424,7 @@ void ProcessTreeDigest::Reading::note_waiting_parent() {
   d.worker_run_wait_sum_ = 0;
   d.worker_run_wait_readings_ = 0;
   d.workers_by_parent_.erase(pid);
+  d.churn_by_parent_.erase(pid);  // the sets it started were its training processes
 }
 
 std::optional<double> ProcessTreeDigest::latest_data_stall() const {
@@ -530,6 +554,7 @@ int ProcessTreeDigest::add(const UtilizationSample& s) {
   reading.read_memory();
   reading.read_main_thread_waits();
   reading.read_rank_waits();
+  reading.read_worker_churn();
   return reading.next_pid();
 }
 
@@ -764,6 +789,8 @@ void ProcessTreeDigest::View::read_workers() {
       out.worker_run_wait = mean(d.worker_run_wait_sum_, d.worker_run_wait_readings_);
     out.other_processes_cores = mean(d.other_processes_sum_, d.samples_);
   }
+  if (const auto churn = d.churn_by_parent_.find(trainer); churn != d.churn_by_parent_.end())
+    out.worker_churn = churn->second.summary();
 }
 
 void ProcessTreeDigest::View::read_processes() {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler/worker_churn.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
@@ -185,6 +186,9 @@ struct ProcessTreeSummary {
   std::vector<std::optional<double>> timeline_data_stall;
   std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
   std::optional<TreeMemory> memory;  // none where neither smaps_rollup nor MemAvailable was read
+  // The trainer's loader workers started again and again (profiler/worker_churn.h); none where
+  // none was seen start.
+  std::optional<WorkerChurn> worker_churn;
   std::vector<WatchedProcess> processes;  // the trainer first, then by pid
 };
 
@@ -314,6 +318,7 @@ class ProcessTreeDigest {
   int workers_max_ = 0;
   std::map<int, Accumulated> processes_;
   std::map<int, Workers> workers_by_parent_;
+  std::map<int, WorkerChurnTracker> churn_by_parent_;  // the sampled process's, and each rank's
   std::map<int, RankReading> latest_ranks_;  // by pid: the ranks in the latest reading
   // A rank's readings over time, summed per bucket; buckets double in length to stay few.
   struct Timeline {

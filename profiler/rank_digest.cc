@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "profiler/detail/format.h"
+#include "profiler/diagnosis.h"
 #include "sampler/statistics.h"
 
 namespace feedscope {
@@ -14,8 +15,13 @@ namespace {
 constexpr const char* kNcclSource =
     "CUDA trace: its NCCL kernels' share of its span of GPU work (the wait for the other ranks and "
     "the transfer together)";
+constexpr const char* kNcclAloneSource =
+    "CUDA trace: the share of its span of GPU work in which its NCCL kernels ran alone, no kernel or "
+    "copy of its own beside them (the wait for the other ranks, with the transfer)";
 
-bool from_nccl(const RankSummary& r) { return r.collective_wait_source == kNcclSource; }
+bool from_nccl(const RankSummary& r) {
+  return r.collective_wait_source == kNcclSource || r.collective_wait_source == kNcclAloneSource;
+}
 
 const StageStats* stage(const std::vector<StageStats>& stages, std::string_view name) {
   for (const StageStats& s : stages)
@@ -58,9 +64,11 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
   if (o.gpu) {
     r.gpu_busy = o.gpu->busy_ratio;
     r.device = "cuda:" + std::to_string(o.gpu->device);
-    // NCCL's kernels run while a rank waits in the collective (and while it moves the data).
-    r.collective_wait_ratio = o.gpu->collective_ratio;
-    r.collective_wait_source = kNcclSource;
+    // NCCL's kernels run while a rank waits in the collective (and while it moves the data); DDP's
+    // overlap the backward pass, so where its trace says, only the time they ran alone.
+    const bool alone = o.gpu->trace && o.gpu->trace->collective_s > 0;
+    r.collective_wait_ratio = alone ? o.gpu->trace->collective_alone_share : o.gpu->collective_ratio;
+    r.collective_wait_source = alone ? kNcclAloneSource : kNcclSource;
   }
   if (o.spans) {
     take_spans(*o.spans, r);
@@ -194,54 +202,51 @@ std::string loader_of(const RankSummary& r) {
   return out;
 }
 
-// `others_stall`: the other ranks' median data stall, where spans measured it.
-JobVerdict input_straggler(std::vector<RankSummary>& ranks, std::size_t m, std::optional<double> others_stall) {
-  const bool spans = others_stall.has_value();
+// Rank `m` holds the job back, as `own` (its evidence line) says and `why` (the verdict's clause)
+// names; the others' wait in collectives is added where it was measured.
+JobVerdict straggler_verdict(const std::vector<RankSummary>& ranks, std::size_t m, std::string own,
+                             const std::string& why) {
   JobVerdict v;
   v.pattern = "straggler";
   const RankSummary& s = ranks[m];
-  if (!spans) collective_wait_from_sleep(ranks, m);
   double least = 0;
   const std::string wait = others_wait(ranks, m, least);
-  std::vector<std::string> evidence;
-  if (spans)
-    evidence.push_back(fmt("%s waits for its data %.0f %% of the time against a median %.0f %% "
-                           "of the others; %s",
-                           rank_name(s).c_str(), 100 * *s.data_stall_ratio, 100 * *others_stall,
-                           loader_of(s).c_str()));
-  else
-    evidence.push_back(fmt("%s's loader is saturated: %s, the others' workers are less busy",
-                           rank_name(s).c_str(), loader_of(s).c_str()));
+  std::vector<std::string> evidence = {std::move(own)};
   if (!wait.empty())
     evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
                        ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
-  v.verdict = rank_name(s) + " holds the job back: it loads slower than the others (its bottleneck: " +
-              s.bottleneck + "), and the others wait for it in the all-reduce";
+  v.verdict = rank_name(s) + " holds the job back: " + why;
   v.evidence = evidence;
   v.straggler = straggler_of(s, std::move(evidence));
   v.recommendation = job_advice(s, least);
   return v;
 }
 
+// `others_stall`: the other ranks' median data stall, where spans measured it.
+JobVerdict input_straggler(std::vector<RankSummary>& ranks, std::size_t m, std::optional<double> others_stall) {
+  const RankSummary& s = ranks[m];
+  if (!others_stall) collective_wait_from_sleep(ranks, m);
+  const std::string own =
+      others_stall ? fmt("%s waits for its data %.0f %% of the time against a median %.0f %% of the "
+                         "others; %s",
+                         rank_name(s).c_str(), 100 * *s.data_stall_ratio, 100 * *others_stall,
+                         loader_of(s).c_str())
+                   : fmt("%s's loader is saturated: %s, the others' workers are less busy",
+                         rank_name(s).c_str(), loader_of(s).c_str());
+  return straggler_verdict(ranks, m, own,
+                           "it loads slower than the others (its bottleneck: " + s.bottleneck +
+                               "), and the others wait for it in the all-reduce");
+}
+
 JobVerdict compute_straggler(std::vector<RankSummary>& ranks, std::size_t m, double others_median) {
-  JobVerdict v;
-  v.pattern = "straggler";
   const RankSummary& s = ranks[m];
   collective_wait_from_sleep(ranks, m);
-  double least = 0;
-  const std::string wait = others_wait(ranks, m, least);
-  std::vector<std::string> evidence = {
+  return straggler_verdict(
+      ranks, m,
       fmt("%s's main thread is busy %.0f %% of the time, the others' median %.0f %%",
-          rank_name(s).c_str(), 100 * *s.main_thread_busy, 100 * others_median)};
-  if (!wait.empty())
-    evidence.push_back(others_named(ranks, m) + " " + wait + " of the time in collectives (" +
-                       ranks[m == 0 ? 1 : 0].collective_wait_source + ")");
-  v.verdict = rank_name(s) + " holds the job back: its step takes longer than the others' (its "
-              "bottleneck: " + s.bottleneck + "), and the others wait for it in the all-reduce";
-  v.evidence = evidence;
-  v.straggler = straggler_of(s, std::move(evidence));
-  v.recommendation = job_advice(s, least);
-  return v;
+          rank_name(s).c_str(), 100 * *s.main_thread_busy, 100 * others_median),
+      "its step takes longer than the others' (its bottleneck: " + s.bottleneck +
+          "), and the others wait for it in the all-reduce");
 }
 
 JobVerdict with_pattern(const char* pattern) {
@@ -259,7 +264,9 @@ Diagnosis diagnose_rank(const RankObservation& o, const WatchDiagnosisInput& com
   // Its own process and its own workers, not the job's descendants together.
   in.utilization.cpu_process_ratio = o.view.trainer_cores / std::max(common.cpus, 1);
   in.utilization.cpu_child_processes_cores = o.view.workers_cores;
+  // Its own CUDA trace, not the job's: the ranks' records together are no one rank's step.
   in.gpu_trace.reset();
+  if (o.gpu && o.gpu->trace) in.gpu_trace = o.gpu->trace;
   return diagnose_watched(in);
 }
 
@@ -416,6 +423,27 @@ std::optional<JobVerdict> loaders_saturated(std::vector<RankSummary>& ranks) {
   return v;
 }
 
+// Every rank traced its CUDA work: the others wait in NCCL's collectives (kCollectiveWaitDominant
+// or more of their time, kStallApart above it) for the one that waits least there. A GPU-bound
+// rank spinning in .item() looks as busy from outside as the ranks that wait for it.
+std::optional<JobVerdict> collective_straggler(std::vector<RankSummary>& ranks) {
+  std::vector<double> waits;
+  for (const RankSummary& r : ranks) {
+    if (!from_nccl(r) || !r.collective_wait_ratio) return std::nullopt;
+    waits.push_back(*r.collective_wait_ratio);
+  }
+  const std::size_t m = static_cast<std::size_t>(std::min_element(waits.begin(), waits.end()) - waits.begin());
+  const double others = median_without(waits, m);
+  if (others < kCollectiveWaitDominant || others - waits[m] < kStallApart) return std::nullopt;
+  const RankSummary& s = ranks[m];
+  return straggler_verdict(
+      ranks, m,
+      fmt("%s waits in NCCL's collectives %.0f %% of the time, the others' median %.0f %%; its GPU "
+          "busy %.0f %%",
+          rank_name(s).c_str(), 100 * waits[m], 100 * others, 100 * s.gpu_busy.value_or(0)),
+      "the others wait for it in NCCL's collectives (its bottleneck: " + s.bottleneck + ")");
+}
+
 std::optional<JobVerdict> main_thread_straggler(std::vector<RankSummary>& ranks) {
   std::vector<double> main;
   for (const RankSummary& r : ranks) {
@@ -447,6 +475,7 @@ const std::vector<JobRule>& job_rules() {
       {"stall_everywhere", N::spans, stall_everywhere},
       {"loader_straggler", N::no_spans, loader_straggler},
       {"loaders_saturated", N::no_spans, loaders_saturated},
+      {"collective_straggler", N::any, collective_straggler},
       {"main_thread_straggler", N::any, main_thread_straggler},
       {"keep_pace", N::any, keep_pace},
   };

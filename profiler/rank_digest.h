@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "profiler/gpu_activity_wire.h"
+#include "profiler/watched_gpu.h"
 #include "profiler/report.h"
 #include "profiler/watch_diagnosis.h"
 

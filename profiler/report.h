@@ -298,18 +298,33 @@ struct GpuTraceSummary {
   std::uint64_t records_not_kept = 0;
   std::optional<double> covered_until_s;
   // Under sampled tracing (TracingMode::sampling): what was read, and how the totals were scaled;
-  // none under whole tracing. Shares, rates, means and per-step figures are the read windows'
-  // own; every count and summed time above (steps, step_wall_s, kernels, gpu_busy_s, syncs, their
-  // waits, launch calls, bytes, ...) is the read windows' times `scale`, an estimate of the span.
+  // none under whole tracing. Shares, rates, means and per-step figures are the read windows' own;
+  // every count and summed time above (steps, step_wall_s, kernels, gpu_busy_s, syncs, their
+  // waits, launch calls, bytes, ...) is the read windows' times their scale, an estimate of the
+  // span. The lead (the first traced window: each process's first seconds of kernels, traced whole,
+  // with its warm-up) is a stratum of its own, exact; only the later windows are scaled. Once
+  // kLaterWindowsWithoutLead later windows were read, the figures are theirs alone (the steady
+  // state, as torch.profiler's schedule leaves its warm-up out), and the lead is said apart.
   struct Sampled {
     TraceSampling sampling;
-    double read_s = 0;  // of the span, the time read: the windows from their first device record
+    double read_s = 0;  // of the span, the time the figures read
     double span_s = 0;  // the time the scaled totals stand for
     double scale = 1;   // span_s / read_s
-    std::int64_t windows = 0;  // read
+    std::int64_t windows = 0;  // read, with a step or a piece of one in them
     // Windows with launch calls but not one device record, left out (a CUPTI that did not record
     // again after a window closed).
     std::int64_t windows_without_records = 0;
+    // What each stratum holds: the steps (a piece counted as its share) and time read in it, the
+    // span of the steps it stands for, its windows.
+    struct Stratum {
+      double read_s = 0;
+      double span_s = 0;
+      double steps = 0;
+      std::int64_t windows = 0;
+    };
+    Stratum lead;
+    Stratum later;
+    bool lead_in_figures = true;
   };
   std::optional<Sampled> sampled;
 };

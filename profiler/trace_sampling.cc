@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 #include "profiler/cuda_api_names.h"
 #include "profiler/time_windows.h"
@@ -32,17 +33,28 @@ std::string seconds_text(std::int64_t ns) {
   return buf;
 }
 
+// A device record's start and the launch that queued it.
+struct DeviceStart {
+  std::int64_t start_ns = 0;
+  std::uint32_t correlation_id = 0;
+  bool operator<(const DeviceStart& o) const { return start_ns < o.start_ns; }
+};
+
 template <typename Records>
-void add_starts(const Records& records, std::vector<std::int64_t>& starts) {
-  for (const auto& r : records) starts.push_back(r.start_ns);
+void add_starts(const Records& records, std::vector<DeviceStart>& starts) {
+  for (const auto& r : records) starts.push_back({r.start_ns, r.correlation_id});
 }
 
-// Whether a sorted `starts` has one in [begin, end); where so, the first.
-std::optional<std::int64_t> first_in(const std::vector<std::int64_t>& starts, std::int64_t begin,
-                                     std::int64_t end) {
-  const auto it = std::lower_bound(starts.begin(), starts.end(), begin);
-  if (it == starts.end() || *it >= end) return std::nullopt;
-  return *it;
+// The first of a sorted `starts` in [begin, end), where there is one.
+const DeviceStart* first_in(const std::vector<DeviceStart>& starts, std::int64_t begin, std::int64_t end) {
+  const auto it = std::lower_bound(starts.begin(), starts.end(), DeviceStart{begin, 0});
+  if (it == starts.end() || it->start_ns >= end) return nullptr;
+  return &*it;
+}
+
+bool any_in(const std::vector<std::int64_t>& sorted, std::int64_t begin, std::int64_t end) {
+  const auto it = std::lower_bound(sorted.begin(), sorted.end(), begin);
+  return it != sorted.end() && *it < end;
 }
 
 }  // namespace
@@ -146,19 +158,25 @@ std::vector<TimeWindow> traced_by_every_process(
 }
 
 ReadableWindows readable_windows(const GpuActivity& a) {
-  std::vector<std::int64_t> device, launches;
+  std::vector<DeviceStart> device;
+  std::vector<std::int64_t> launches;
   add_starts(a.kernels, device);
   add_starts(a.memcpys, device);
   add_starts(a.memsets, device);
-  for (const RuntimeApiRecord& r : a.runtime)
+  std::unordered_map<std::uint32_t, std::int64_t> call_end;  // by correlation id
+  for (const RuntimeApiRecord& r : a.runtime) {
     if (is_launch_runtime_call(r.name)) launches.push_back(r.start_ns);
+    if (r.correlation_id != 0) call_end.emplace(r.correlation_id, r.end_ns);
+  }
   std::sort(device.begin(), device.end());
   std::sort(launches.begin(), launches.end());
   ReadableWindows out;
   for (const TimeWindow& w : merged_windows(a.traced_windows)) {
-    if (const std::optional<std::int64_t> first = first_in(device, w.begin_ns, w.end_ns)) {
-      out.windows.push_back({*first, w.end_ns});
-    } else if (first_in(launches, w.begin_ns, w.end_ns)) {
+    if (const DeviceStart* first = first_in(device, w.begin_ns, w.end_ns)) {
+      const auto call = call_end.find(first->correlation_id);
+      const bool queued = call == call_end.end() || first->start_ns - call->second >= kQueuedBehindNs;
+      out.windows.push_back({queued ? first->start_ns : w.begin_ns, w.end_ns});
+    } else if (any_in(launches, w.begin_ns, w.end_ns)) {
       ++out.without_records;
     } else {
       out.windows.push_back(w);

@@ -61,11 +61,15 @@ class TracedWindowLog {
 std::vector<TimeWindow> traced_by_every_process(
     const std::vector<std::vector<TimeWindow>>& per_process);
 
-// Where a sampled trace can be read. Work launched before a window opened runs into it with no
-// record, so each window is read from its first recorded kernel, copy or memset on. A window with
-// launch calls but no device record (CUPTI did not record again after a window closed) is left out
-// and counted, so a failed re-enable reads as "not traced", never as an idle GPU; a window with
-// neither stays whole (the program left the GPU idle).
+// Where a sampled trace can be read: each window from where it was opened, so that the GPU idle at
+// its head counts as idle (an input-bound program's GPU waits there). Work launched before a window
+// opened runs into it with no record, though: where the window's first kernel, copy or memset
+// started kQueuedBehindNs or more after its launch call returned (or its call is not in the trace),
+// it waited behind such work, and the window is read from that record on. A window with launch
+// calls but no device record (CUPTI did not record again after a window closed) is left out and
+// counted, so a failed re-enable reads as "not traced", never as an idle GPU; a window with neither
+// stays whole (the program left the GPU idle).
+inline constexpr std::int64_t kQueuedBehindNs = 100'000;
 struct ReadableWindows {
   std::vector<TimeWindow> windows;  // sorted, disjoint
   std::int64_t without_records = 0;   // windows left out: launches but no device record

@@ -2,6 +2,23 @@
 
 namespace feedscope {
 
+namespace {
+
+// The trace's per-step figures are per CUDA-active window (one, mostly); a Session's batches are
+// the program's steps. Each figure becomes its rate over the traced time times the loop's time per
+// batch, so that the trace's span and the Session's window need not be the same stretch.
+void per_batch(const LoopSpans& loop, GpuTraceSummary& g) {
+  if (g.step_wall_s <= 0) return;
+  const double batch_s = loop.wall_s / static_cast<double>(loop.batches);
+  const double per_s = batch_s / g.step_wall_s;
+  g.device_s_per_step = g.device_s_per_step * static_cast<double>(g.steps) * per_s;
+  g.kernels_per_step = static_cast<double>(g.kernels) * per_s;
+  g.syncs_per_step = static_cast<double>(g.syncs) * per_s;
+  g.steps = loop.batches;
+}
+
+}  // namespace
+
 Evidence evidence_of(const WatchDiagnosisInput& in) {
   Evidence e;
   e.cpus = in.cpus;
@@ -19,14 +36,7 @@ Evidence evidence_of(const WatchDiagnosisInput& in) {
   e.trials = in.spans->trials;
   e.autotune = in.spans->autotune;
   if (!e.samples) e.samples = in.spans->samples;  // a Session over feedscope.DataLoader
-  // The trace has one window, the CUDA-active time: its per-step figures are per the program's
-  // measured steps, which cover about the same time.
-  if (e.gpu_trace && e.loop->batches > 0) {
-    GpuTraceSummary& g = *e.gpu_trace;
-    g.steps = e.loop->batches;
-    g.kernels_per_step = static_cast<double>(g.kernels) / static_cast<double>(g.steps);
-    g.syncs_per_step = static_cast<double>(g.syncs) / static_cast<double>(g.steps);
-  }
+  if (e.gpu_trace && e.loop->batches > 0 && e.loop->wall_s > 0) per_batch(*e.loop, *e.gpu_trace);
   return e;
 }
 

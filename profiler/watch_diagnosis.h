@@ -20,6 +20,22 @@ inline constexpr double kWorkersSaturated = 0.75;
 inline constexpr double kIoWaitHigh = 0.3;      // share of readings in D (I/O) wait
 // The host blocked in CUDA syncs this much of the traced time: the syncs set the pace.
 inline constexpr double kSyncWaitDominant = 0.2;
+// The training thread working this share of a core or more (its syncs' spin left out), beside a
+// GPU whose own work fills less than kGpuMostlyIdle of the time and that idles between its kernels
+// kHostGapShare of it or more: the host's dispatch sets the pace (compiled nanoGPT on an H200,
+// 2026-11-28: the thread 69 %, the GPU 8 %, idle between kernels 91 %).
+inline constexpr double kHostBusy = 0.5;
+inline constexpr double kGpuMostlyIdle = 0.5;
+inline constexpr double kHostGapShare = 0.5;
+// Loader workers started again at every epoch explain the loop's wait where, over kChurnMinRestarts
+// or more restarts, the training thread's waits for each new set's first batch are
+// kChurnExplainsWait or more of its whole wait on the loader (and kModeratelyInputBound of the run),
+// kChurnMinStartupS or more each (a set that starts in less is a batch's load, not a start-up), read
+// over kMinQueueLooks looks or more (a Hogwild script's training processes, started as a set and
+// not yet known for trainers, read 0.05 s each over 92 looks).
+inline constexpr int kChurnMinRestarts = 2;
+inline constexpr double kChurnExplainsWait = 0.5;
+inline constexpr double kChurnMinStartupS = 0.1;
 // The machine's cores are full where fewer than this many are idle (of its cores together).
 inline constexpr double kIdleCoresFull = 0.25;
 // The trainer's other threads under this many cores: its step runs on one thread; an idle core

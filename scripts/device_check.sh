@@ -19,7 +19,8 @@
 #                its own budget: build every test and benchmark, the GPU tests; the copy hidden
 #                behind the step (bench/h2d_bench --overlap-only); tracing's cost (the MLP loop
 #                bare, watched with a no-op injection, traced whole, sampled; 2 interleaved
-#                pairs); the MLP's
+#                pairs) after round four's cases (round_four_cases: a sampled .item() loop, a
+#                feedscope.DataLoader on CUDA, 2 DDP ranks, imagenet's short epochs); the MLP's
 #                batch and CPU predictions against 3 runs of each change, and `run` sampled beside
 #                `run` traced whole (4 s each); public GPU programs
 #                (imagenet at 2 workers and as advised, nanoGPT compiled, imagenet --dummy
@@ -644,6 +645,34 @@ PY
   step imagenet-j12 35 "$fs" watch "${timed[@]}" --report-dir "$rep/imagenet-j12" -- "${imagenet[@]}" -j 12 "$inet"
 }
 
+# Round four's fixes (issue #54), where only a device can show them: a one-.item()-a-step loop
+# traced 0.5 s of every 5 for 65 s (the syncs counted over each window's whole steps: 1.0 a step,
+# the advice given); feedscope.DataLoader(device="cuda") under watch (the GPU's work per batch from
+# the Session's batches and the trace); two DDP ranks on the one GPU, rank 1 doing four times the
+# work (each rank diagnosed with its own trace, rank 1 named); pytorch/examples' imagenet with
+# 8-step epochs at -j 8 (its workers started every epoch named; persistent_workers=True tried
+# through watch --try's hook, measured against the prediction).
+round_four_cases() {
+  local said=(--throughput-pattern 'throughput: ([0-9.]+) samples/s') short="$work/short-epochs"
+  step r4-item-sampled 75 "$fs" watch "${said[@]}" --duration 65 --gpu-trace 0.5/5 --gpu-trace-lead 5 \
+    --report-dir "$rep/r4-item-sampled" -- python3 "$gpu_programs" matmul-item --steps 100000000
+  step r4-loader-cuda 35 env PYTHONPATH="$build/python" "$fs" watch "${said[@]}" \
+    --report-dir "$rep/r4-loader-cuda" -- python3 "$gpu_programs" loader --steps 2000
+  step r4-ddp 45 "$fs" watch "${said[@]}" --duration 30 --report-dir "$rep/r4-ddp" -- \
+    torchrun --nproc_per_node 2 "$gpu_programs" ddp --steps 3000 --slow-rank 1
+  local programs="$root/.device-programs"
+  if [ ! -f "$programs/imagenet/main.py" ]; then
+    fail "r4-imagenet-churn not run: no $programs/imagenet (scripts/device_programs_prepare.sh)"
+    return 0
+  fi
+  rm -rf "$short"
+  step r4-make-short 30 bash -c '"$1" make-dataset images --out "$2/train" --count 2048 &&
+    "$1" make-dataset images --out "$2/val" --count 256' _ "$fs" "$short"
+  step r4-imagenet-churn 80 "$fs" watch --duration 20 --try --try-seconds 20 --try-rounds 1 \
+    --report-dir "$rep/r4-imagenet-churn" -- python3 "$programs/imagenet/main.py" -a resnet18 -b 256 \
+    -p 1 -j 8 --epochs 100 "$short"
+}
+
 # tracing_parts ROUNDS: what each part of the CUDA trace costs the MLP loop under `watch`, by
 # turning parts off (FEEDSCOPE_CUPTI_RUNTIME, _DRIVER, _SYNC: profiler/detail/cupti_records.h),
 # each traced whole, interleaved with bare runs: the default (the selected runtime calls, the
@@ -730,6 +759,7 @@ do_one_call() {
   run_gpu_tests 100
   printf 'gpu-tests\t%s\t%s\n' "$?" "$((SECONDS - begin))" >>"$steps_tsv"
   step overlap 40 "$build/bench/h2d_bench" --overlap-only --json "$rep/h2d.json"
+  round_four_cases
   tracing_cost 2
   mlp_cases 3
   public_programs

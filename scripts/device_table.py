@@ -101,6 +101,57 @@ def prediction_row(rs, before, prefix, after, label, base_runs=None):
     return [label, rs.verdict(before), pred, text, ok + " (within 25 %)" if p and med else "not measured"]
 
 
+def round_four_rows(rs):
+    """Issue #54's fixes on the device: whole steps of a sampled .item() loop, a Session's batches
+    with the trace, each DDP rank's own trace, the workers started every epoch."""
+    rows = []
+    r = rs.report("r4-item-sampled")
+    if r is None:
+        rows.append([".item() loop sampled 0.5 s in 5, 60 s", rs.why_not("r4-item-sampled"), "", "", "no"])
+    else:
+        per_step = ((r.get("gpu_trace") or {}).get("syncs") or {}).get("per_step")
+        advised = any(x["setting"] == "no per-step sync" for x in r["diagnosis"]["recommendations"])
+        ok = per_step is not None and abs(per_step - 1) <= 0.05 and advised
+        rows.append([".item() loop sampled 0.5 s in 5, 60 s", rs.verdict("r4-item-sampled"),
+                     "no per-step sync" if advised else "no sync advice",
+                     f"{per_step:.3f} syncs a step" if per_step is not None else "not measured",
+                     "yes (1.0 a step, advised)" if ok else "no"])
+    r = rs.report("r4-loader-cuda")
+    if r is None:
+        rows.append(["feedscope.DataLoader cuda, watched", rs.why_not("r4-loader-cuda"), "", "", "no"])
+    else:
+        g, t = r.get("gpu_trace") or {}, r.get("throughput") or {}
+        device_ms = 1e3 * g["device_s_per_step"] if "device_s_per_step" in g else None
+        period_ms = 1e3 * t["wall_s"] / t["steps"] if t.get("steps") else None
+        ok = device_ms is not None and period_ms and device_ms <= period_ms * 1.05
+        rows.append(["feedscope.DataLoader cuda, watched", rs.verdict("r4-loader-cuda"), "",
+                     f"GPU {device_ms:.2f} ms of a {period_ms:.2f} ms batch" if device_ms is not None and period_ms
+                     else "not measured", "yes (per batch)" if ok else "no"])
+    r = rs.report("r4-ddp")
+    if r is None:
+        rows.append(["DDP 2 ranks on one GPU, rank 1 slowed", rs.why_not("r4-ddp"), "", "", "no"])
+    else:
+        s = r["diagnosis"].get("straggler") or {}
+        rule = (r["diagnosis"].get("rules") or [""])[0]
+        rows.append(["DDP 2 ranks on one GPU, rank 1 slowed", (r.get("job") or {}).get("pattern", "no job"), rule,
+                     f"straggler rank {s.get('rank')} ({s.get('bottleneck')})" if s else "no straggler",
+                     "yes" if s.get("rank") == 1 else "no (rank 1)"])
+    r = rs.report("r4-imagenet-churn")
+    if r is None:
+        rows.append(["imagenet 8-step epochs -j 8", rs.why_not("r4-imagenet-churn"), "", "", "no"])
+    else:
+        pred = next((x["predicted_speedup"] for x in r["diagnosis"]["recommendations"]
+                     if x["setting"] == "persistent_workers=True" and x["basis"].startswith("what-if")), None)
+        tried = next((c for c in ((r.get("program") or {}).get("tries") or {}).get("changes", [])
+                      if c["change"] == "persistent_workers=True"), None)
+        got = tried and tried.get("speedup")
+        ok = pred and got and abs(got / pred - 1) <= WITHIN
+        rows.append(["imagenet 8-step epochs -j 8", rs.verdict("r4-imagenet-churn"),
+                     f"persistent_workers=True: {pred:.2f}x" if pred else "no churn advice",
+                     f"{got:.2f}x (watch --try)" if got else "not measured", "yes" if ok else "no"])
+    return rows
+
+
 def table(work):
     rs = Reports(work)
     rows = []
@@ -143,6 +194,7 @@ def table(work):
         mode = f"tracing: {json.dumps(tracing, separators=(',', ':'))[:60]}" if tracing else ""
         rows.append([label, verdict, mode, text,
                      "" if goal is None else ("yes" if med and med >= goal else "no") + " (>= 0.97x)"])
+    rows += round_four_rows(rs)
     r = rs.report("trace-watched-1")
     if r and r["diagnosis"]["bottleneck"]:
         settings = [x["setting"] for x in r["diagnosis"]["recommendations"]]
@@ -184,8 +236,9 @@ def table(work):
         if name == "nanogpt-compile":
             graphs = g.get("graphs") or {}
             detail = f"kernels/step {g.get('kernels_per_step', 'n/a')}, graphs {json.dumps(graphs)[:30]}"
-            ok = "no (no verdict)" if got == "none" else (
-                "yes (not launch-bound)" if got != "launch_overhead" else "check: launch-bound")
+            # Round four: the host's dispatch named, CUDA graphs advised (tree_gpu_host_dispatch).
+            graphs_advised = any("reduce-overhead" in x["setting"] for x in r["diagnosis"]["recommendations"])
+            ok = "yes (host-bound, CUDA graphs advised)" if graphs_advised else f"no ({got}, no graph advice)"
         else:
             ok = "" if expect is None else ("yes" if got == expect else f"no ({expect})")
         rows.append([name, got, "", detail, ok])

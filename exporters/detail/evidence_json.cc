@@ -247,6 +247,21 @@ std::optional<MemoryTrend> memory_trend_from(const JsonIn& j) {
   return m;
 }
 
+std::optional<WorkerChurn> worker_churn_from(const JsonIn& j) {
+  if (j.is_null()) return std::nullopt;
+  WorkerChurn c;
+  c.generations = static_cast<int>(j.at("generations").integer());
+  c.workers_started = static_cast<int>(j.at("workers_started").integer());
+  c.first_start_s = j.at("first_start_s").number();
+  c.span_s = j.at("span_s").number();
+  c.first_startup_s = opt_number(j.at("first_startup_s"));
+  c.restart_wait_s = j.at("restart_wait_s").number();
+  c.restarts_measured = static_cast<int>(j.at("restarts_measured").integer());
+  c.wait_s = j.at("wait_s").number();
+  c.looks = j.at("looks").unsigned_integer();
+  return c;
+}
+
 ojson tree_memory_json(const std::optional<TreeMemory>& m) {
   if (!m) return nullptr;
   return {{"rollup_period_s", number_json(m->rollup_period_s)},
@@ -367,6 +382,7 @@ ojson tree_json(const ProcessTreeSummary& t) {
           {"timeline_data_stall", stall},
           {"job", t.job},
           {"memory", tree_memory_json(t.memory)},
+          {"worker_churn", worker_churn_json(t.worker_churn)},
           {"processes", processes}};
 }
 
@@ -412,6 +428,7 @@ ProcessTreeSummary tree_from(const JsonIn& j) {
   for (std::size_t i = 0; i < stall.size(); ++i) t.timeline_data_stall.push_back(opt_number(stall.at(i)));
   t.job = j.at("job").text();
   if (j.json().contains("memory")) t.memory = tree_memory_from(j.at("memory"));  // since #40
+  if (j.json().contains("worker_churn")) t.worker_churn = worker_churn_from(j.at("worker_churn"));  // since #54
   const JsonIn processes = j.at("processes");
   for (std::size_t i = 0; i < processes.size(); ++i) t.processes.push_back(process_from(processes.at(i)));
   return t;
@@ -436,6 +453,19 @@ Recommendation recommendation_from(const JsonIn& j) {
 }
 
 }  // namespace
+
+ojson worker_churn_json(const std::optional<WorkerChurn>& c) {
+  if (!c) return nullptr;
+  return {{"generations", c->generations},
+          {"workers_started", c->workers_started},
+          {"first_start_s", number_json(c->first_start_s)},
+          {"span_s", number_json(c->span_s)},
+          {"first_startup_s", optional_json(c->first_startup_s)},
+          {"restart_wait_s", number_json(c->restart_wait_s)},
+          {"restarts_measured", c->restarts_measured},
+          {"wait_s", number_json(c->wait_s)},
+          {"looks", c->looks}};
+}
 
 JsonIn JsonIn::at(const std::string& key) const {
   // The file's name alone at the top ("input.json"), then the keys' path ("input.json: run.wall_s").

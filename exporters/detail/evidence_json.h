@@ -51,6 +51,8 @@ class JsonIn {
 // A double as JSON: a number, or "nan", "inf", "-inf".
 nlohmann::ordered_json number_json(double v);
 nlohmann::ordered_json optional_json(const std::optional<double>& v);
+// The tree's loader worker churn (profiler/worker_churn.h), as input.json and report.json hold it.
+nlohmann::ordered_json worker_churn_json(const std::optional<WorkerChurn>& churn);
 // ProcessTreeSummary's main_thread_waits (sampler/thread_wait.h's looks), null where none.
 nlohmann::ordered_json main_thread_waits_json(const std::optional<MainThreadWaits>& w);
 

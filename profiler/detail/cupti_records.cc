@@ -620,6 +620,12 @@ std::string switch_sampled_kinds(const CuptiApi& api, const CuptiEnabled& enable
   return first;
 }
 
+bool trace_window_open() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  return s.windows.is_open();
+}
+
 std::int64_t next_trace_sampling_change(std::int64_t now) {
   Shared& s = shared();
   std::lock_guard lock(s.mutex);

@@ -88,6 +88,8 @@ std::string switch_sampled_kinds(const CuptiApi& api, const CuptiEnabled& enable
 // (traced_at) says for `now`, and logs it for take_cupti_records. Nothing under whole tracing or
 // before a start. Call it a few times a second. Empty, or why a switch failed.
 std::string follow_trace_sampling(std::int64_t now);
+// Whether a sampled window is open now (under whole tracing: whether recording runs at all).
+bool trace_window_open();
 // When follow_trace_sampling next has something to do after `now`: the largest time under whole
 // tracing or before a start.
 std::int64_t next_trace_sampling_change(std::int64_t now);

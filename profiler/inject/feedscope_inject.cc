@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "loader/span_recorder.h"
 #include "profiler/detail/cupti_api.h"
@@ -58,6 +59,7 @@ struct Recording {
   // Flushes every kFlushEvery, and switches sampled windows on time (flush_once).
   std::optional<detail::TraceTimer> flusher;
   std::uint64_t ticks = 0;  // the flush thread's
+  bool force_next_flush = false;  // the flush thread's: a window closed at the last tick
   std::atomic<bool> flush_failed{false};
   // The takeover probe, the flush thread's own but read by the exit handler after the join.
   std::int64_t probe_timeout_ns = kProbeTimeoutNs;  // set before the flush thread starts
@@ -241,8 +243,13 @@ void follow_sampling(Recording& r) {
 }
 
 void flush_once(Recording& r, std::uint64_t tick) {
+  const bool was_open = detail::trace_window_open();
   follow_sampling(r);
-  if (std::string why = detail::flush_cupti_records(false); !why.empty()) {
+  // A process that leaves by os._exit (a fork-started rank) runs no atexit handler, and a default
+  // flush holds back a buffer with an incomplete record: a tick after a window closed, when its
+  // kernels have ended and no new record is being made, the flush is forced.
+  const bool forced = std::exchange(r.force_next_flush, was_open && !detail::trace_window_open());
+  if (std::string why = detail::flush_cupti_records(forced); !why.empty()) {
     // After a client's cuptiFinalize, say (kineto's teardown), every flush fails alike.
     if (!r.flush_failed.exchange(true))
       write_status(r, "interrupted: " + why + " at " + std::to_string(now_ns()) +

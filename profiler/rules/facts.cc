@@ -112,6 +112,8 @@ TreeFacts tree_facts(const Evidence& e) {
       (t.workers > 0 || (2 * w->stack_looks >= w->looks && w->loading > 0)))
     f.queue_stall = static_cast<double>(w->on_loader()) / static_cast<double>(w->looks);
   f.not_waiting = f.queue_stall ? 1.0 - *f.queue_stall : f.working;
+  const double demand = worker_demand(t);
+  f.loader_pace = t.workers > 0 && demand > 0.05 ? 1.0 / demand : 0.0;
   return f;
 }
 

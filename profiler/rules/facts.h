@@ -88,6 +88,9 @@ struct TreeFacts {
   // The loop's share of time not waiting for data where queue_stall measured it, else the main
   // thread's working share: how much faster the loop could go if batches came at once is 1/this.
   double not_waiting = 0;
+  // How many times today's rate the loader workers can carry (1 / their demand of a core); 0
+  // where there are none: a faster loop waits for them.
+  double loader_pace = 0;
 };
 
 // What the tree's memory readings give the memory rules (processes with a MemoryTrend).

@@ -40,6 +40,12 @@ Recommendation pin_and_copy_async_window(const GpuTraceSummary& g);
 // bottleneck by the rank's own work outside the wait, the verdict says what it waits for.
 void collective_wait_finding(const GpuTraceSummary& g, Diagnosis& d);
 
+// The host (Python, the framework's dispatch) sets the pace of a GPU idle between its kernels:
+// CUDA graphs where the kernels are not graphed already, predicted from the training thread's
+// `working` share and bounded by the GPU's busy share (and by the loader's `loader_pace`, where
+// not 0); a larger batch where they are.
+void host_dispatch_finding(const GpuTraceSummary& g, double working, double loader_pace, Diagnosis& d);
+
 // "412 kernels from 2 CUDA graphs (20 replays)" and/or "3000 launches through the driver API
 // (compiled code)": how the steps' kernels were launched, where graphs or compiled code did.
 std::string launched_how(const GpuTraceSummary& g);

@@ -153,10 +153,10 @@ void per_step_gpu_evidence(const GpuTraceSummary& g, Diagnosis& d) {
 // traced whole, where its warm-up is (imagenet's resnet50 on an H200: its first step took 4.1 s
 // of the 5.2 s read, and the trace read sync-bound where its last seconds are GPU-bound).
 void lead_only_evidence(const GpuTraceSummary& g, Diagnosis& d) {
-  if (!g.sampled || g.sampled->sampling.lead_ns <= 0) return;
+  if (!g.sampled || g.sampled->sampling.lead_ns <= 0 || !g.sampled->lead_in_figures) return;
   const double lead_s = static_cast<double>(g.sampled->sampling.lead_ns) / 1e9;
   const double window_s = static_cast<double>(g.sampled->sampling.window_ns) / 1e9;
-  if (g.sampled->read_s >= lead_s + window_s) return;
+  if (g.sampled->later.read_s >= window_s) return;
   d.evidence.push_back(fmt("the GPU figures are mostly the lead, the first %.0f s of kernels traced "
                            "whole, and not a full window after it: the program's warm-up (cuDNN's "
                            "autotuning, the first batches) weighs in them as it would not in its "

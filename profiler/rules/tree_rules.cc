@@ -287,16 +287,7 @@ void gpu_diagnosis(const std::string& limit, const GpuTraceSummary& g, double la
     // the launches are not what the host spends its time on.
     const bool launches_cheap = (graphed(g) || compiled(g)) && launch_host_share(g) < kLaunchHostShare;
     if (waiting < kSyncWaitDominant && launches_cheap) {
-      d.bottleneck = "cpu_compute";
-      d.verdict = fmt("Host-bound, not launch-bound: the GPU is busy only %.0f%% of the time, but "
-                      "its kernels come from %s and the launch calls take %.0f%% of it: the "
-                      "training thread's own work between them (busy %.0f%%) sets the pace.",
-                      100 * gpu_work_share(g), graphed(g) ? "CUDA graph replays" : "compiled code",
-                      100 * launch_host_share(g), 100 * launching);
-      d.recommendations.push_back(advice(
-          "", "Raise the batch size: the host's work per step costs about the same at any batch; "
-              "or find the host's own work between the steps (Python, the optimizer on the CPU).",
-          "no prediction without step spans"));
+      host_dispatch_finding(g, launching, loader_pace, d);
       return;
     }
     if (waiting >= kSyncWaitDominant) {
@@ -383,9 +374,7 @@ bool tree_gpu_trace(const Facts& f, Diagnosis& d) {
   if (!T.traced || T.workers_busy) return false;
   const char* limit = gpu_limit(*f.e.gpu_trace, t.main_thread_busy >= kThreadPinned);
   if (limit == nullptr) return false;
-  const double demand = worker_demand(t);
-  const double loader_pace = t.workers > 0 && demand > 0.05 ? 1.0 / demand : 0.0;
-  gpu_diagnosis(limit, *f.e.gpu_trace, T.working, loader_pace, d);
+  gpu_diagnosis(limit, *f.e.gpu_trace, T.working, T.loader_pace, d);
   return true;
 }
 

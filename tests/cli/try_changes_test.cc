@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/python_hook.h"
+#include "tests/support/temp_dir.h"
 
 #include "cli/watch.h"
 
@@ -137,6 +143,54 @@ TEST(TryChangesTest, AGuessLeftOffersTheExactTryCommandWhereTheProgramRanTwoTria
   Report with_try = one_thread_program(95, 120);
   offer_tries(tried, with_try);
   EXPECT_EQ(with_try.diagnosis.recommendations[0].action.find("Measure it"), std::string::npos) << "--try ran";
+}
+
+// Workers started again every epoch: persistent_workers=True, set from outside by a sitecustomize
+// on the program's PYTHONPATH, the command line having no flag for it.
+TEST(TryChangesTest, PersistentWorkersAreTriedThroughAPythonHookWhereAdvised) {
+  Report r = watched("cpu_preprocess", 0.05, 4);
+  r.program->command = {"python", "train.py"};
+  Recommendation persist;
+  persist.setting = "persistent_workers=True";
+  r.diagnosis.recommendations.push_back(persist);
+  const std::vector<ChangeCandidate> cs = change_candidates(r.program->command, {}, r, 1);
+  ASSERT_EQ(labels(cs), (std::vector<std::string>{"persistent_workers=True"}));
+  EXPECT_EQ(cs[0].command, r.program->command);
+  EXPECT_NE(cs[0].why.find("no flag for it"), std::string::npos) << cs[0].why;
+  EXPECT_NE(cs[0].python_hook.find("persistent_workers"), std::string::npos);
+}
+
+// The hook in a real interpreter: a DataLoader with workers becomes persistent, one without
+// workers or one that says persistent_workers=False stays as it was, and the sitecustomize it
+// shadows still runs.
+TEST(TryChangesTest, ThePersistentWorkersHookSetsItOnlyWhereTheLoaderHasWorkers) {
+  const char* python = "/usr/bin/python3";
+  const testing::TempDir tmp;
+  const std::filesystem::path shadowed = tmp.path() / "theirs";
+  std::filesystem::create_directories(shadowed);
+  std::ofstream(shadowed / "sitecustomize.py") << "import os\nos.environ['THEIRS_RAN'] = '1'\n";
+  const std::string path =
+      install_python_hook(tmp.path() / "hook", persistent_workers_sitecustomize(), shadowed.string());
+  EXPECT_EQ(path, (tmp.path() / "hook").string() + ":" + shadowed.string());
+  std::ofstream(tmp.path() / "program.py")
+      << "import os\n"
+         "try:\n"
+         "    import torch.utils.data as d\n"
+         "except ImportError:\n"
+         "    print('no torch')\n"
+         "    raise SystemExit(0)\n"
+         "ds = list(range(8))\n"
+         "print(d.DataLoader(ds, num_workers=2).persistent_workers, d.DataLoader(ds).persistent_workers,\n"
+         "      d.DataLoader(ds, batch_size=2, num_workers=2, persistent_workers=False).persistent_workers,\n"
+         "      os.environ.get('THEIRS_RAN'))\n";
+  FILE* out = ::popen(("PYTHONPATH=" + path + " " + python + " " + (tmp.path() / "program.py").string()).c_str(), "r");
+  ASSERT_NE(out, nullptr);
+  char line[256] = {};
+  const bool read = std::fgets(line, sizeof line, out) != nullptr;
+  EXPECT_EQ(::pclose(out), 0);
+  ASSERT_TRUE(read);
+  if (std::string(line) == "no torch\n") GTEST_SKIP() << python << " has no torch";
+  EXPECT_EQ(std::string(line), "True False False 1\n");
 }
 
 }  // namespace

@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "exporters/recording.h"
-#include "tests/support/gpu_recording_cases.h"
+#include "profiler/rules/rule.h"
+#include "tests/support/gpu_rule_cases.h"
 #include "tests/support/temp_dir.h"
 
 namespace feedscope {
@@ -46,10 +48,12 @@ TEST(GpuFixturesTest, EveryRecordingReplaysToItsExpectation) {
     const Replayed replayed = replay(r);
     const Expectation e = read_expectation(dir);
     for (const std::string& line : compare_replay(replayed, e.expected)) ADD_FAILURE() << line;
-    // Where the recording's cap left records out, what was kept must still say what the run said.
+    // Where the recording's cap left records out, what was kept must still say what today's rules
+    // say of the run's own summary (its verdict then is expect.json's, for the record).
     if (e.run) {
-      EXPECT_EQ(replayed.diagnosis.bottleneck, e.run->diagnosis.bottleneck);
-      EXPECT_EQ(replayed.diagnosis.rules, e.run->diagnosis.rules);
+      const Diagnosis run = diagnose_with(r, e.run->gpu_trace).diagnosis;
+      EXPECT_EQ(replayed.diagnosis.bottleneck, run.bottleneck);
+      EXPECT_EQ(replayed.diagnosis.rules, run.rules);
     }
     if (fs::exists(dir / "gpu.fsgpu")) {
       EXPECT_LE(fs::file_size(dir / "gpu.fsgpu") / 1'000'000, 2u) << "a fixture stays small";
@@ -62,7 +66,7 @@ TEST(GpuFixturesTest, EveryRecordingReplaysToItsExpectation) {
 // diagnosis. FEEDSCOPE_WRITE_FIXTURES=1 writes them into the source tree instead.
 TEST(GpuFixturesTest, TheFabricatedRecordingsAreWhatTheirGeneratorWrites) {
   const bool write = std::getenv("FEEDSCOPE_WRITE_FIXTURES") != nullptr;
-  for (const testing::RecordingCase& c : testing::fabricated_recording_cases()) {
+  for (const testing::RecordingCase& c : testing::all_fabricated_recording_cases()) {
     SCOPED_TRACE(c.name);
     const fs::path committed = kFixtures / c.name;
     if (write) {
@@ -86,6 +90,37 @@ TEST(GpuFixturesTest, TheFabricatedRecordingsAreWhatTheirGeneratorWrites) {
     EXPECT_EQ(kept.run.has_value(), generated.run.has_value());
   }
   if (write) GTEST_SKIP() << "wrote the fabricated fixtures under " << kFixtures;
+}
+
+// A GPU rule: one that reads the CUDA trace, NVML's view of the GPU or the device copy.
+bool gpu_rule(const Rule& rule) {
+  const auto named = [&rule](std::string_view word) { return rule.name.find(word) != std::string_view::npos; };
+  return (rule.needs & kNeedsGpuTrace) != 0 || named("gpu") || (named("copy") && !named("memory"));
+}
+
+// Every GPU rule fires on at least one fixture, and tree_gpu_trace with each of its findings (by
+// the verdict's first words): recorded on a lent GPU, or fabricated (expect.json's fabricated_by)
+// until one is. A GPU rule added without a fixture fails here.
+TEST(GpuFixturesTest, EveryGpuRuleFiresOnAFixture) {
+  std::set<std::string> fired, findings;
+  for (const fs::path& dir : recordings()) {
+    const Expectation e = read_expectation(dir);
+    const Diagnosis& d = e.expected.diagnosis;
+    fired.insert(d.rules.begin(), d.rules.end());
+    if (std::find(d.rules.begin(), d.rules.end(), "tree_gpu_trace") != d.rules.end())
+      findings.insert(d.verdict.substr(0, d.verdict.find(':')));
+    const bool named_fabricated = dir.filename().string().starts_with("fabricated-");
+    EXPECT_EQ(named_fabricated, !e.fabricated_by.empty())
+        << dir.filename() << ": a fabricated fixture says so in its expect.json, a recorded one does not";
+  }
+  for (const Rule& rule : diagnosis_rules())
+    if (gpu_rule(rule)) {
+      EXPECT_TRUE(fired.contains(std::string(rule.name)))
+          << "GPU rule " << rule.name << " fires on no fixture under " << kFixtures
+          << ": add a recording, or a fabricated case to tests/support/gpu_rule_cases.h";
+    }
+  for (const char* finding : {"Copy-bound", "GPU-bound", "Sync-bound", "Launch-bound", "Host-bound"})
+    EXPECT_TRUE(findings.contains(finding)) << "tree_gpu_trace's '" << finding << "' on no fixture";
 }
 
 }  // namespace

@@ -69,15 +69,17 @@ TEST(RecordingTest, TheFabricatedCasesAreTheShapesTheyAreNamedFor) {
   EXPECT_EQ(cases[1].produced.diagnosis.bottleneck, "host_to_device") << cases[1].produced.diagnosis.verdict;
   EXPECT_EQ(cases[2].produced.diagnosis.bottleneck, "launch_overhead") << cases[2].produced.diagnosis.verdict;
   EXPECT_GT(cases[2].recording.gpu->activity.records(), cases[2].max_records) << "the watch case is capped";
-  // The sampled one: read in 5 windows (the lead, three of 20 ms and the last 10 ms), its totals
-  // scaled to the 0.81 s the program ran, its verdict the whole trace's.
+  // The sampled one: read in 4 windows after the 0.1-s lead (three of 20 ms and the last 10 ms),
+  // the lead left out of the figures, its totals scaled to the 0.71 s after it (8 kernels a 1 ms
+  // step), its verdict the whole trace's.
   const RecordingCase& sampled = cases[3];
   EXPECT_EQ(sampled.produced.diagnosis.bottleneck, "launch_overhead") << sampled.produced.diagnosis.verdict;
   ASSERT_TRUE(sampled.produced.gpu_trace && sampled.produced.gpu_trace->sampled);
   const GpuTraceSummary::Sampled& t = *sampled.produced.gpu_trace->sampled;
-  EXPECT_EQ(t.windows, 5);
-  EXPECT_NEAR(t.read_s, 0.17, 0.001);
-  EXPECT_NEAR(sampled.produced.gpu_trace->kernels, 6480, 65);
+  EXPECT_EQ(t.windows, 4);
+  EXPECT_FALSE(t.lead_in_figures);
+  EXPECT_NEAR(t.read_s, 0.07, 0.001);
+  EXPECT_NEAR(sampled.produced.gpu_trace->kernels, 8 * 710, 65);
   EXPECT_NEAR(sampled.produced.gpu_trace->gpu_busy_ratio, 0.08, 0.005);
   EXPECT_LE(sampled.recording.gpu->activity.records(), sampled.max_records) << "all of it is kept";
 }

@@ -16,6 +16,9 @@
 //                                 walk stops there (CUPTI_ERROR_INVALID_KIND)
 //   FAKE_CUPTI_HOLD               a default flush hands nothing over, as CUPTI holds back buffers
 //                                 with an incomplete record; a forced one hands everything
+//   FAKE_CUPTI_HOLD_LATER         after the first buffer, each flush finds a kernel launched since,
+//                                 in a buffer a default flush holds back; a forced flush hands
+//                                 every such kernel over
 //   FAKE_CUPTI_SUBSCRIBED         another client (torch.profiler) holds the one subscription
 //   FAKE_CUPTI_KINETO_AT_FLUSH=N  at the Nth flush torch.profiler starts: it subscribes and
 //                                 registers its own callbacks, which get every buffer from then on
@@ -37,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace {
 
@@ -51,6 +55,7 @@ bool device_pending = false;
 bool subscribed = false;
 bool kineto_took_over = false;
 int flushes = 0;
+long long held_kernels = 0;  // FAKE_CUPTI_HOLD_LATER's kernels not handed over yet
 // Records sit in the buffer at this stride; cuptiActivityGetNextRecord walks it.
 constexpr std::size_t kStride = (sizeof(CUpti_ActivityKernel10) + 7) / 8 * 8 + 512;
 alignas(8) std::uint8_t kineto_buffer[4 * kStride];  // torch.profiler's, not feedscope's to free
@@ -259,6 +264,10 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   if (requested == nullptr) return CUPTI_SUCCESS;
   if (on("FAKE_CUPTI_FOREIGN_BUFFER") && flushes == 1) completed(nullptr, 0, kineto_buffer, 0, 0);
   if (on("FAKE_CUPTI_HOLD") && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == 0) return CUPTI_SUCCESS;
+  if (delivered_once && on("FAKE_CUPTI_HOLD_LATER")) {
+    ++held_kernels;
+    if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) deliver_kernels(std::exchange(held_kernels, 0));
+  }
   if (delivered_once && !device_pending) return CUPTI_SUCCESS;
   if (const char* many = std::getenv("FAKE_CUPTI_KERNELS"); many != nullptr && !delivered_once)
     deliver_kernels(std::atoll(many));

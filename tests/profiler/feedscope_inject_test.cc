@@ -23,6 +23,7 @@
 
 #include "loader/span_recorder.h"
 #include "profiler/gpu_activity_wire.h"
+#include "profiler/watched_gpu.h"
 #include "profiler/gpu_trace.h"
 #include "tests/support/temp_dir.h"
 
@@ -525,6 +526,25 @@ TEST(FeedscopeInjectTest, SampledTracingSwitchesTheDeviceKindsOnTheScheduleAndWr
     EXPECT_LT(w[i].begin_ns % kPeriod, kWindow) << i;
     EXPECT_LT(w[i].end_ns - w[i].begin_ns, kWindow + kSlack) << i;
   }
+}
+
+// A process that leaves by os._exit (a fork-started rank) runs no atexit handler. Each sampled
+// window's records are handed over forced a tick after it closed, so what a default flush holds
+// back (a buffer with an incomplete record) still reaches the file.
+TEST(FeedscopeInjectTest, AProcessThatLeavesWithoutAtexitStillWritesEachClosedWindowsRecords) {
+  feedscope::testing::TempDir dir;
+  const std::filesystem::path watch = dir / "watch";
+  std::filesystem::create_directory(watch);
+  const ScopedEnv env({{"FAKE_CUPTI_HOLD_LATER", "1"},
+                       {"FEEDSCOPE_GPU_TRACE_SAMPLE", "0.1/0.3"},
+                       {"FEEDSCOPE_GPU_TRACE_LEAD", "0"}});
+  const int status = run_injection(watch.string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "_exit:1200");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(watch);
+  EXPECT_TRUE(gpu.errors.empty());
+  EXPECT_GT(gpu.activity.kernels.size(), 1u)
+      << "the first buffer's kernel alone: the later ones stayed held back until an exit that never ran";
 }
 
 // A CUPTI that cannot select calls records them all, and the file says which mode ran and why.

@@ -1,4 +1,5 @@
 #include "profiler/gpu_activity_wire.h"
+#include "profiler/watched_gpu.h"
 
 #include <gtest/gtest.h>
 

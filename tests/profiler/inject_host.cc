@@ -3,7 +3,8 @@
 //   inject_host LIBRARY WATCH_DIR|- THEN [PRELOAD...]
 // dlopens each PRELOAD (stand-ins for the driver and CUPTI), sets FEEDSCOPE_WATCH_DIR (unsets it
 // for "-", keeps the environment's for "env": a program under `feedscope watch`), calls InitializeInjection, then THEN: "exit", "sleep:<ms>" or "fork" (a child that
-// exits at once), and leaves through exit() so atexit handlers run. Exit codes name a failure.
+// exits at once), and leaves through exit() so atexit handlers run; or "_exit:<ms>": sleeps, then
+// leaves through _exit() as Python's os._exit does, no atexit handler run. Exit codes name a failure.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
   if (result != 1) return 12;
   if (then.starts_with("sleep:")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(then.substr(6))));
+  } else if (then.starts_with("_exit:")) {  // os._exit: no atexit handler runs
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(then.substr(6))));
+    std::fflush(nullptr);
+    ::_exit(0);
   } else if (then == "fork") {
     std::fflush(nullptr);
     const pid_t child = ::fork();

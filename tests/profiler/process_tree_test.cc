@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "profiler/gpu_trace.h"
 #include "profiler/process_tree.h"
 #include "sampler/proc_fs.h"
 #include "profiler/watch_diagnosis.h"
@@ -659,6 +660,8 @@ TEST(WatchDiagnosisTest, FiguresReadMostlyInTheLeadSaySoForTheWarmUpIsInThem) {
   // A full window past the lead: the steady state is in the figures.
   in.gpu_trace->sampled->read_s = 6.2;
   in.gpu_trace->sampled->span_s = 20;
+  in.gpu_trace->sampled->later.read_s = 1.0;
+  in.gpu_trace->sampled->later.windows = 1;
   EXPECT_FALSE(says_lead(diagnose_watched(in)));
   in.gpu_trace->sampled.reset();
   EXPECT_FALSE(says_lead(diagnose_watched(in))) << "traced whole";
@@ -703,6 +706,45 @@ TEST(WatchDiagnosisTest, SpansFromTheProgramDecideAndTheTreeAddsEvidence) {
   bool tree_line = false;
   for (const std::string& e : d.evidence) tree_line |= e.find("loader worker processes") != std::string::npos;
   EXPECT_TRUE(tree_line);
+}
+
+// feedscope.DataLoader(device="cuda") under watch: the Session's 100 batches of 50 ms over 5 s,
+// and the trace of the same 5 s, one CUDA-active window in which each batch ran a 30 ms kernel.
+// Per window the GPU "works 3000 ms per step" and every prediction fell below 1x; per batch, 30 ms.
+TEST(WatchDiagnosisTest, ASessionsBatchesAndItsTraceGiveTheGpusWorkPerBatch) {
+  constexpr std::int64_t ms = 1'000'000;
+  GpuActivity a;
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    const std::int64_t t = 3'600'000 * ms + i * 50 * ms;
+    a.runtime.push_back({"cudaLaunchKernel", t, t + ms / 100, 1, i + 1});
+    a.kernels.push_back({"sm90_xmma_gemm", t + ms / 50, t + ms / 50 + 30 * ms, 0, 7, i + 1});
+  }
+  WatchDiagnosisInput in = tree_input(0.3, 2, 0.9, 0.4);
+  in.gpu_trace = summarize_program_activity(a, kernel_active_windows(a));
+  ASSERT_EQ(in.gpu_trace->steps, 1);
+  DiagnosisInput spans;
+  spans.wall_s = 5;
+  spans.batches = 100;
+  spans.batch_size = 32;
+  spans.samples_per_s = 640;
+  spans.cpus = 8;
+  spans.num_workers = 2;
+  spans.on_gpu = true;
+  spans.stages = {StageStats{"wait", 100, 1.5, 15, 15, 16, 0.3, 1},
+                  StageStats{"step", 100, 3.3, 33, 33, 34, 0.66, 1},
+                  StageStats{"decode", 100, 9.0, 90, 90, 95, 0.9, 2}};
+  in.spans = spans;
+  const Evidence e = evidence_of(in);
+  ASSERT_TRUE(e.gpu_trace);
+  EXPECT_EQ(e.gpu_trace->steps, 100);
+  EXPECT_NEAR(e.gpu_trace->device_s_per_step, 0.030, 0.0005);
+  EXPECT_NEAR(e.gpu_trace->kernels_per_step, 1.0, 0.02);
+  const Diagnosis d = diagnose(e);
+  for (const std::string& line : d.evidence)
+    EXPECT_EQ(line.find("the GPU works"), std::string::npos) << "the step's span holds the GPU's 30 ms: " << line;
+  EXPECT_TRUE(std::any_of(d.recommendations.begin(), d.recommendations.end(),
+                          [](const Recommendation& r) { return r.predicted_speedup.value_or(0) >= 1.05; }))
+      << "a prediction above 1x survives";
 }
 
 

@@ -3,8 +3,11 @@
 // straggler named from spans, from saturated workers, or from a busy main thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "profiler/process_tree.h"
 #include "profiler/rank_digest.h"
+#include "profiler/watched_gpu.h"
 #include "sampler/proc_fs.h"
 
 namespace feedscope {
@@ -102,6 +105,78 @@ TEST(RankDigestTest, ASaturatedLoaderOnOneRankIsTheStragglerAndTheOthersWaitInTh
   ASSERT_TRUE(v.recommendation);
   EXPECT_NE(v.recommendation->action.find("rank 1 on node-a"), std::string::npos) << v.recommendation->action;
   EXPECT_FALSE(v.recommendation->predicted_speedup) << "a bound in words, not a prediction";
+}
+
+// A DDP rank's CUDA records: 50 steps of 100 ms, each `compute_ms` of its own kernels, then the
+// all-reduce's NCCL kernel until the step's 95th ms (it waits there for the slower rank), then
+// .item(): a stream sync the host spins in until the step ends.
+GpuActivity ddp_rank_records(double compute_ms) {
+  constexpr std::int64_t ms = 1'000'000;
+  GpuActivity a;
+  std::uint32_t corr = 1;
+  for (std::int64_t s = 0; s < 50; ++s) {
+    const std::int64_t step = 3'600'000 * ms + s * 100 * ms;
+    const std::int64_t compute_end = step + static_cast<std::int64_t>(compute_ms * ms);
+    a.runtime.push_back({"cudaLaunchKernel", step, step + ms / 100, 1, corr});
+    a.kernels.push_back({"sm90_xmma_gemm_bf16bf16_bf16f32", step + ms / 50, compute_end, 0, 7, corr++});
+    a.runtime.push_back({"cudaLaunchKernel", step + ms / 20, step + ms / 20 + ms / 100, 1, corr});
+    a.kernels.push_back({"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", compute_end, step + 95 * ms, 0, 9, corr++});
+    a.runtime.push_back({"cudaStreamSynchronize", step + ms / 10, step + 96 * ms, 1, corr++});
+  }
+  return a;
+}
+
+// A rank's view from outside: its main thread spinning in the sync, no loader workers.
+ProcessTreeSummary spinning_rank(int pid, int rank) {
+  ProcessTreeSummary t;
+  t.trainer_pid = pid;
+  t.trainer_name = "python3";
+  t.trainer_rank = rank;
+  t.main_thread_busy = 0.98;
+  t.trainer_cores = 1.0;
+  t.ranks = 2;
+  t.world_size = 2;
+  t.on_gpu = true;
+  WatchedProcess p;
+  p.pid = pid;
+  p.name = "python3";
+  p.role = ProcessRole::rank;
+  p.rank = rank;
+  p.main_thread_busy = 0.98;
+  p.last_seen_s = 5;
+  t.processes.push_back(p);
+  return t;
+}
+
+// Each rank with its own gpu-<pid> records: rank 0 runs 20 ms of its own kernels and waits in the
+// all-reduce 75 ms of each step; rank 1 runs 90 ms and waits 5. From outside both spin in .item()
+// alike; their traces say that rank 1 is GPU-bound and rank 0 waits for it.
+TEST(RankDigestTest, EachRankIsDiagnosedWithItsOwnTraceAndTheOneTheOthersWaitForIsTheStraggler) {
+  std::vector<RankObservation> observed;
+  observed.push_back({spinning_rank(101, 0), std::nullopt, summarize_process_gpu(ddp_rank_records(20)), "node-a"});
+  observed.push_back({spinning_rank(102, 1), std::nullopt, summarize_process_gpu(ddp_rank_records(90)), "node-a"});
+  WatchDiagnosisInput common;
+  common.cpus = 16;
+  common.utilization.series["cpu_system_ratio"] = SeriesStats{0.15, 0.15, 0.15};
+  std::vector<RankSummary> ranks = summarize_ranks(observed, common);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].bottleneck, "gpu_compute") << ranks[1].verdict;
+  EXPECT_NE(ranks[0].verdict.find("Waiting for other ranks"), std::string::npos) << ranks[0].verdict;
+  ASSERT_TRUE(ranks[0].collective_wait_ratio);
+  EXPECT_NEAR(*ranks[0].collective_wait_ratio, 0.75, 0.01);
+  EXPECT_NEAR(*ranks[1].collective_wait_ratio, 0.05, 0.01);
+  const JobVerdict v = judge_ranks(ranks);
+  EXPECT_EQ(v.rule, "collective_straggler");
+  EXPECT_EQ(v.pattern, "straggler");
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 1);
+  EXPECT_EQ(v.straggler->bottleneck, "gpu_compute");
+  ASSERT_TRUE(v.recommendation);
+  EXPECT_NE(v.recommendation->basis.find("at least 75 %"), std::string::npos) << v.recommendation->basis;
+  // The job's diagnosis is the straggler's, read with its own trace.
+  const Diagnosis d = diagnose_rank(observed[1], common);
+  EXPECT_EQ(d.bottleneck, "gpu_compute");
+  EXPECT_NE(std::find(d.rules.begin(), d.rules.end(), "tree_gpu_trace"), d.rules.end());
 }
 
 RankSummary spans_rank(int rank, double stall, double step_ms, double period_ms) {

@@ -105,13 +105,31 @@ TEST(TraceSamplingTest, SeveralProcessesAreReadWhereAllThatLivedWereTracing) {
   EXPECT_TRUE(traced_by_every_process({}).empty());
 }
 
+// An input-bound program's GPU waits at a window's head as anywhere else: a window whose first
+// kernel started as soon as its launch returned is read from where it was opened.
+TEST(TraceSamplingTest, AWindowIsReadFromItsOpeningWhereItsFirstKernelDidNotQueue) {
+  GpuActivity a;
+  TracingMode mode;
+  mode.sampling = TraceSampling{10 * kSampleMs, 100 * kSampleMs, 0};
+  a.tracing = mode;
+  a.traced_windows = {{0, 10 * kSampleMs}, {100 * kSampleMs, 110 * kSampleMs}};
+  // Window 1: the GPU idle until the launch at 6 ms; its kernel starts 8 us after the call.
+  a.runtime.push_back({"cudaLaunchKernel", 6 * kSampleMs, 6 * kSampleMs + 5000, 1, 1});
+  a.kernels.push_back({"k", 6 * kSampleMs + 13'000, 7 * kSampleMs, 0, 7, 1});
+  // Window 2: a kernel launched through a call the trace did not keep (the driver's): read from it.
+  a.kernels.push_back({"triton_k", 104 * kSampleMs, 105 * kSampleMs, 0, 7, 2});
+  const ReadableWindows r = readable_windows(a);
+  EXPECT_EQ(r.windows, (std::vector<TimeWindow>{{0, 10 * kSampleMs}, {104 * kSampleMs, 110 * kSampleMs}}));
+}
+
 TEST(TraceSamplingTest, AWindowIsReadFromItsFirstDeviceRecordAndOneWithoutRecordsIsLeftOut) {
   GpuActivity a;
   TracingMode mode;
   mode.sampling = TraceSampling{10 * kSampleMs, 100 * kSampleMs, 0};
   a.tracing = mode;
   a.traced_windows = {{0, 10 * kSampleMs}, {100 * kSampleMs, 110 * kSampleMs}, {200 * kSampleMs, 210 * kSampleMs}};
-  // Window 1: work launched before it ran until 3 ms; its first record starts then.
+  // Window 1: work launched before it ran until 3 ms, with no record: its first record, launched at
+  // 1 ms, queued behind it and starts then.
   a.runtime.push_back({"cudaLaunchKernel", 1 * kSampleMs, 1 * kSampleMs + 5000, 1, 1});
   a.kernels.push_back({"k", 3 * kSampleMs, 4 * kSampleMs, 0, 7, 1});
   // Window 2: launches, and no device record (a CUPTI that did not record again).

@@ -30,10 +30,12 @@ inline constexpr std::int64_t kCaseMs = 1000 * kCaseUs;
 inline constexpr std::int64_t kCaseOrigin = 7'200'000'000'000;
 
 // `steps` step windows of `step_ns` from `first`, one after the other, each filled by `fill(a,
-// begin, correlation)`; `warmup` steps before them, filled alike, that no window covers.
+// begin, correlation)`; `warmup` steps before them, filled alike, that no window covers. Each
+// step's span lasts `span_ns` (0: all but the 50 us of the wait for the next batch).
 inline RecordedGpu fabricated_run_gpu(
     int warmup, int steps, std::int64_t step_ns,
-    const std::function<void(GpuActivity&, std::int64_t, std::uint32_t&)>& fill) {
+    const std::function<void(GpuActivity&, std::int64_t, std::uint32_t&)>& fill,
+    std::int64_t span_ns = 0) {
   RecordedGpu g;
   std::uint32_t correlation = 1;
   std::int64_t at = kCaseOrigin;
@@ -41,7 +43,7 @@ inline RecordedGpu fabricated_run_gpu(
   g.measured_begin_ns = at;
   for (int i = 0; i < steps; ++i, at += step_ns) {
     fill(g.activity, at, correlation);
-    g.steps.push_back({at, at + step_ns - 50 * kCaseUs});  // the wait for the next batch between
+    g.steps.push_back({at, at + (span_ns > 0 ? span_ns : step_ns - 50 * kCaseUs)});
   }
   return g;
 }
@@ -84,6 +86,7 @@ inline void copy_bound_step(GpuActivity& a, std::int64_t begin, std::uint32_t& c
 inline RecordingCase launch_bound_run_case() {
   RecordingCase c;
   c.name = "fabricated-launch-bound";
+  c.recording.fabricated_by = "tests/support/gpu_recording_cases.h: launch_bound_run_case()";
   const RecordedGpu g = fabricated_run_gpu(5, 60, 1 * kCaseMs, launch_bound_step);
   DiagnosisInput in = scenario(0.063, 60, 0.0, 0.0002, 0.00001, 0.00095, 2, 8, true);
   in.model_parameters = 3 * 100 + 100 + 100 * 3 + 3;
@@ -100,6 +103,7 @@ inline RecordingCase launch_bound_run_case() {
 inline RecordingCase copy_bound_run_case() {
   RecordingCase c;
   c.name = "fabricated-copy-bound";
+  c.recording.fabricated_by = "tests/support/gpu_recording_cases.h: copy_bound_run_case()";
   const RecordedGpu g = fabricated_run_gpu(1, 10, 200 * kCaseMs, copy_bound_step);
   DiagnosisInput in = scenario(2.0, 10, 0.0, 0.002, 0.0, 0.200, 2, 8, true);
   in.pin_memory = false;
@@ -116,6 +120,7 @@ inline RecordingCase copy_bound_run_case() {
 inline RecordingCase launch_bound_watch_case() {
   RecordingCase c;
   c.name = "fabricated-watch-launch-bound";
+  c.recording.fabricated_by = "tests/support/gpu_recording_cases.h: launch_bound_watch_case()";
   RecordedGpu g = fabricated_run_gpu(0, 2000, 1 * kCaseMs, launch_bound_step);
   g.steps.clear();  // watch has no step windows
   g.measured_begin_ns = 0;
@@ -161,6 +166,7 @@ inline void light_launch_bound_step(GpuActivity& a, std::int64_t begin, std::uin
 inline RecordingCase sampled_launch_bound_watch_case() {
   RecordingCase c = launch_bound_watch_case();
   c.name = "fabricated-watch-sampled-launch-bound";
+  c.recording.fabricated_by = "tests/support/gpu_recording_cases.h: sampled_launch_bound_watch_case()";
   // It ends inside a window: a watched span ends at the last traced kernel, up to a period
   // before the program's last.
   const RecordedGpu whole = fabricated_run_gpu(0, 810, 1 * kCaseMs, light_launch_bound_step);
