@@ -4,6 +4,7 @@ had them."""
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import unittest
@@ -57,3 +58,25 @@ def files_naming(root, needles):
             data = path.read_bytes()
             found += [f"{path.relative_to(root)} names {n}" for n in needles if n.encode() in data]
     return found
+
+
+def cache_of(build):
+    """A build folder's CMake cache, name to value."""
+    text = (pathlib.Path(build) / "CMakeCache.txt").read_text()
+    return dict(re.findall(r"^([A-Za-z_][\w-]*):[A-Z]+=(.*)$", text, re.M))
+
+
+def build_consumer(root, *cmake_args):
+    """examples/consumer copied under root (out of the source tree, as a user's project is),
+    configured with cmake_args and the libtorch the suite was built with, and built; returns its
+    build folder and what the configure printed."""
+    source = pathlib.Path(root) / "consumer"
+    build = pathlib.Path(root) / "consumer-build"
+    shutil.copytree(SOURCE / "examples" / "consumer", source)
+    configure = ["cmake", "-S", source, "-B", build, "-G", "Ninja", *cmake_args]
+    torch_dir = cache_of(BUILD).get("Torch_DIR")
+    if torch_dir:
+        configure.append(f"-DTorch_DIR={torch_dir}")
+    configured = run(configure)
+    run(["cmake", "--build", build, "-j", JOBS])
+    return build, configured

@@ -14,21 +14,14 @@ import textwrap
 import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from support import (BUILD, JOBS, SOURCE, can_hide_folders, files_naming, install, needs, run,
-                     run_without_source)
+from support import (BUILD, SOURCE, build_consumer, cache_of, can_hide_folders, files_naming,
+                     install, needs, run, run_without_source)
 
 PYTHON = os.environ.get("FEEDSCOPE_TEST_PYTHON", "/usr/bin/python3")
 
 
-def cache_value(key):
-    """A value of the suite's own build's CMake cache (Torch_DIR: the libtorch it was built with)."""
-    text = (BUILD / "CMakeCache.txt").read_text()
-    m = re.search(rf"^{key}:[A-Z]+=(.*)$", text, re.M)
-    return m.group(1) if m else None
-
-
 def with_cuda():
-    return cache_value("FEEDSCOPE_WITH_CUDA") == "ON"
+    return cache_of(BUILD).get("FEEDSCOPE_WITH_CUDA") == "ON"
 
 
 @needs("cmake", "ninja", "pkg-config")
@@ -46,15 +39,8 @@ class InstalledTreeTest(unittest.TestCase):
         cls.prefix.parent.mkdir()
         stage.rename(cls.prefix)
         cls.pythonpath = cls.prefix / "lib" / "python3" / "dist-packages"
-        cls.consumer = root / "consumer-build"
-        source = root / "consumer"
-        shutil.copytree(SOURCE / "examples" / "consumer", source)
-        configure = ["cmake", "-S", source, "-B", cls.consumer, "-G", "Ninja",
-                     "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={cls.prefix}"]
-        if cache_value("Torch_DIR"):
-            configure.append(f"-DTorch_DIR={cache_value('Torch_DIR')}")
-        run(configure)
-        run(["cmake", "--build", cls.consumer, "-j", JOBS])
+        cls.consumer, _ = build_consumer(root, "-DCMAKE_BUILD_TYPE=Release",
+                                         f"-DCMAKE_PREFIX_PATH={cls.prefix}")
         cls.work = root / "work"  # the current folder of the runs: not the source
         cls.work.mkdir()
 

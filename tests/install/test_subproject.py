@@ -3,20 +3,13 @@ examples/consumer from a clean folder builds only the libraries it links, keeps 
 type and flags, finds none of feedscope's test tools, and its loop writes a report."""
 
 import json
-import os
 import pathlib
-import re
-import shutil
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from support import BUILD, JOBS, SOURCE, needs, run
-
-
-def cache_of(build):
-    return dict(re.findall(r"^([A-Za-z_][\w-]*):[A-Z]+=(.*)$", (build / "CMakeCache.txt").read_text(), re.M))
+from support import BUILD, JOBS, SOURCE, build_consumer, cache_of, needs, run
 
 
 @needs("cmake", "ninja")
@@ -25,16 +18,8 @@ class SubprojectTest(unittest.TestCase):
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls._tmp.name)
-        source = root / "consumer"
-        shutil.copytree(SOURCE / "examples" / "consumer", source)
-        cls.build = root / "build"
-        configure = ["cmake", "-S", source, "-B", cls.build, "-G", "Ninja",
-                     f"-DFEEDSCOPE_SOURCE={SOURCE}"]  # no build type: the parent's is none
-        torch_dir = cache_of(BUILD).get("Torch_DIR")
-        if torch_dir:
-            configure.append(f"-DTorch_DIR={torch_dir}")
-        cls.configure = run(configure)
-        run(["cmake", "--build", cls.build, "-j", JOBS])
+        # No build type: the parent's is none, and feedscope must keep it so.
+        cls.build, _ = build_consumer(root, f"-DFEEDSCOPE_SOURCE={SOURCE}")
         cls.cache = cache_of(cls.build)
         cls.feedscope_build = cls.build / "_deps" / "feedscope-build"
 
