@@ -175,7 +175,7 @@ std::int64_t probe_timeout_ns() {
 }
 
 // Flush thread only (the exit handler after the join). Says "interrupted" once when no buffer has
-// reached our callbacks for a probe's timeout, and that they came back, should one reach them later.
+// reached our callbacks for a probe's timeout, and that they came back should one reach them later.
 // Never forces a flush for it: that would cut the buffer of a kernel still running short.
 void check_probe(Recording& r, std::int64_t now, bool at_exit) {
   switch (r.probe.check(now, detail::cupti_callback_counts().buffers_completed, at_exit)) {

@@ -125,8 +125,8 @@ std::size_t held_size = 0, held_records = 0;
 std::int64_t long_kernel_ends_ms = 0;
 std::uint64_t long_kernel_start = 0;
 
-void fill_kernel(CUpti_ActivityKernel10* k, const char* name, std::uint64_t start, std::uint64_t end,
-                 std::uint32_t correlation) {
+void fill_kernel(CUpti_ActivityKernel10* k, const char* name, std::uint64_t start,
+                 std::uint64_t end, std::uint32_t correlation) {
   k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k->name = name;
   k->start = start;

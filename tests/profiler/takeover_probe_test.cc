@@ -44,7 +44,7 @@ TEST(TakeoverProbeTest, NoBufferForAWholeTimeoutGoesSilentOnce) {
 }
 
 // A buffer held back by CUPTI while a long kernel in it ran reaches the callbacks once the kernel
-// ends: the silence was no takeover (a client that takes the callbacks keeps them), and that is said.
+// ends: the silence was no takeover (a client that takes the callbacks keeps them), which is said.
 TEST(TakeoverProbeTest, ABufferAfterTheSilenceSaysTheCallbacksCameBack) {
   TakeoverProbe p(kTimeout);
   p.probed(0, 5);
