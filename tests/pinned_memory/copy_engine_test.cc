@@ -308,6 +308,13 @@ class CopyEngineGpuTest : public ::testing::Test {
     std::string why;
     if (!copy_engine_available(&why)) GTEST_SKIP() << why;
   }
+  // Two device buffers of `pool`'s slab size: the third copy reuses the first's.
+  static CopyEngine::Options two_buffers(const PinnedPool& pool) {
+    CopyEngine::Options o;
+    o.buffer_bytes = pool.slab_bytes();
+    o.buffers = 2;
+    return o;
+  }
 };
 
 std::vector<std::byte> device_bytes(const DeviceCopy& copy, cudaStream_t stream) {
@@ -375,10 +382,7 @@ TEST_F(CopyEngineGpuTest, ABufferIsNotOverwrittenBeforeItsReaderIsDone) {
   // The reader is a slow device-to-host copy on another stream; the next copy into the same
   // buffer must wait for it, so the reader sees the first batch's bytes, never the second's.
   auto pool = PinnedPool::create(64 << 20, 3, make_pinned_allocator());
-  CopyEngine::Options o;
-  o.buffer_bytes = pool->slab_bytes();
-  o.buffers = 2;
-  CopyEngine engine(o);
+  CopyEngine engine(two_buffers(*pool));
   cudaStream_t reader = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
   const std::size_t n = 64 << 20;
@@ -404,10 +408,7 @@ TEST_F(CopyEngineGpuTest, ABufferIsNotOverwrittenBeforeItsReaderIsDone) {
 // copy into its buffer must wait for the default stream's read, not only the side stream's.
 TEST_F(CopyEngineGpuTest, ABufferReadOnTheDefaultStreamIsNotOverwrittenBeforeThatRead) {
   auto pool = PinnedPool::create(1 << 20, 3, make_pinned_allocator());
-  CopyEngine::Options o;
-  o.buffer_bytes = pool->slab_bytes();
-  o.buffers = 2;
-  CopyEngine engine(o);
+  CopyEngine engine(two_buffers(*pool));
   cudaStream_t side = nullptr;
   cudaEvent_t side_done = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
