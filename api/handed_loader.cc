@@ -187,11 +187,14 @@ struct BatchMemory {
   DeviceCopy copy;
   std::shared_ptr<void> side_lock_owner;  // keeps the DeviceSide (its engine and mutex) alive
   std::mutex* side_mutex = nullptr;
-  void* stream = nullptr;  // the torch stream that reads it
+  void* stream = nullptr;  // the torch stream current when it was handed out
   ~BatchMemory() {
     if (!copy) return;
     const std::lock_guard lock(*side_mutex);
-    copy.release_after(stream);
+    // Taken on a side stream, a batch may be read on the default one (a prefetcher: `with
+    // torch.cuda.stream(side): x = next(it)`, then main.wait_stream(side)): the buffer is reused
+    // after the work queued by now on both, each waited for by the copy alone.
+    copy.release_after(stream, nullptr);
   }
 };
 

@@ -110,11 +110,13 @@ class HandedLoader {
   // loading (the first, or the next one they started ahead) is kept.
   void begin_epoch(std::uint64_t epoch);
   // The next batch of the epoch; false at its end. Waits for this batch only, never for the one
-  // after. `stream`: where the batch goes to a GPU, the stream the batch is consumed on (a
+  // after. `stream`: where the batch goes to a GPU, the stream the batch is taken on (a
   // cudaStream_t, null: the legacy default; Python passes torch's current stream at the call):
-  // its later work waits for the copy, and the device buffer is reused only after the work queued
-  // on it by the time the tensors die. Work on another stream is ordered by neither. Rethrows the loader's SampleError and
-  // BadDataError; LoaderError when the loop holds every slab the bound allows.
+  // its later work waits for the copy. The device buffer is reused only after the work queued by
+  // the time the tensors die on that stream and on the legacy default stream (a batch taken on a
+  // side stream and read on the default one, once it waited for the side stream). Work on a third
+  // stream is ordered by neither. Rethrows the loader's SampleError and BadDataError; LoaderError
+  // when the loop holds every slab the bound allows.
   bool next(void* stream, HandedBatch& out);
   // The session the spans go to from now on (null: none). Spans recorded before are dropped.
   void attach(std::shared_ptr<SpanSink> sink);

@@ -110,12 +110,12 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
   so.wait_probe_later_hz = options.wait_probe_later_hz;
   so.memory_cpu_share = options.memory_cpu_share;
   // NVML numbers GPUs its own way; named by CUDA's index, series gpuN is the run's cuda:N.
-  std::optional<std::vector<std::string>> cuda_bus_ids;
+  std::optional<std::vector<CudaDeviceName>> cuda_names;
   if (const DeviceProbe cuda = probe_cuda(); cuda.available()) {
-    cuda_bus_ids.emplace(cuda.devices.back().index + 1);  // by CUDA index; "": no id
-    for (const CudaDevice& d : cuda.devices) (*cuda_bus_ids)[d.index] = d.pci_bus_id;
+    cuda_names.emplace(cuda.devices.back().index + 1);  // by CUDA index; "": no id
+    for (const CudaDevice& d : cuda.devices) (*cuda_names)[d.index] = {d.pci_bus_id, d.uuid};
   }
-  so.gpu = make_nvml_source(std::move(cuda_bus_ids));
+  so.gpu = make_nvml_source(std::move(cuda_names));
   so.thread_names = [&spans] {
     std::map<int, std::string> names;
     for (const LaneInfo& lane : spans.lanes())

@@ -33,7 +33,16 @@ void DeviceCopy::order_before(void* stream) const {
 
 void DeviceCopy::release_after(void* stream) noexcept {
   if (engine_ == nullptr) return;
-  engine_->release(buffer_, stream);
+  engine_->release(buffer_, stream, std::nullopt);
+  engine_ = nullptr;
+  buffer_ = -1;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+void DeviceCopy::release_after(void* stream, void* also) noexcept {
+  if (engine_ == nullptr) return;
+  engine_->release(buffer_, stream, also == stream ? std::nullopt : std::optional<void*>(also));
   engine_ = nullptr;
   buffer_ = -1;
   data_ = nullptr;
@@ -71,6 +80,7 @@ struct CopyEngine::Cuda {
     }
     for (void* e : ready) ops.destroy_event(e);
     for (void* e : consumed) ops.destroy_event(e);
+    for (void* e : consumed_also) ops.destroy_event(e);
     for (const TimingPair& t : timing_pool) {
       ops.destroy_event(t.begin);
       ops.destroy_event(t.end);
@@ -85,6 +95,10 @@ struct CopyEngine::Cuda {
   std::vector<void*> buffers;
   std::vector<void*> ready;     // per buffer: its latest copy is done
   std::vector<void*> consumed;  // per buffer: the work that read it is done
+  // Per buffer: the same on a second stream that read it (release_after(stream, also)), and
+  // whether its last release recorded it, so that a buffer read on one stream waits for one event.
+  std::vector<void*> consumed_also;
+  std::vector<bool> also_pending;
   std::vector<TimingPair> timing_pool;
   std::vector<int> free_timing;
   std::deque<int> timing_of_in_flight;  // parallel to CopyEngine::in_flight_
@@ -128,6 +142,8 @@ void CopyEngine::add_buffer() {
   c.buffers.push_back(ops_.allocate(options_.buffer_bytes));
   c.ready.push_back(ops_.create_event(false));
   c.consumed.push_back(ops_.create_event(false));
+  c.consumed_also.push_back(ops_.create_event(false));
+  c.also_pending.push_back(false);
   // Two timing pairs a buffer: enough for every copy that can be queued but not yet retired.
   for (int i = 0; i < 2; ++i) {
     Cuda::TimingPair t;
@@ -165,7 +181,10 @@ void CopyEngine::wait_until_submit_ready(bool pinned) {
     detail::wait_for_event(
         ops_, c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.back())].end);
   // A buffer about to be added has had no reader.
-  if (buffer < buffers()) detail::wait_for_event(ops_, c.consumed[static_cast<std::size_t>(buffer)]);
+  if (buffer >= buffers()) return;
+  const auto b = static_cast<std::size_t>(buffer);
+  detail::wait_for_event(ops_, c.consumed[b]);
+  if (c.also_pending[b]) detail::wait_for_event(ops_, c.consumed_also[b]);
 }
 
 bool CopyEngine::can_submit_now(bool pinned) {
@@ -177,7 +196,9 @@ bool CopyEngine::can_submit_now(bool pinned) {
   if (!c.timing_of_in_flight.empty() &&
       !ops_.query(c.timing_pool[static_cast<std::size_t>(c.timing_of_in_flight.back())].end))
     return false;
-  return buffer >= buffers() || ops_.query(c.consumed[static_cast<std::size_t>(buffer)]);
+  if (buffer >= buffers()) return true;
+  const auto b = static_cast<std::size_t>(buffer);
+  return ops_.query(c.consumed[b]) && (!c.also_pending[b] || ops_.query(c.consumed_also[b]));
 }
 
 CopyEngine::~CopyEngine() {
@@ -235,6 +256,8 @@ DeviceCopy CopyEngine::submit(Slab slab, std::size_t bytes, std::int64_t tag) {
   // The step that read this buffer last must be done before the copy overwrites it. An event
   // never recorded (the buffer's first use) makes the wait a no-op.
   ops_.stream_wait(c.stream, c.consumed[b]);
+  if (c.also_pending[b]) ops_.stream_wait(c.stream, c.consumed_also[b]);
+  c.also_pending[b] = false;
   ops_.record(t.begin, c.stream);
   ops_.copy_to_device_async(c.buffers[b], slab.data(), bytes, c.stream);
   ops_.record(t.end, c.stream);
@@ -308,11 +331,13 @@ void CopyEngine::order_before(int buffer, void* stream) const {
   ops_.stream_wait(stream, cuda_->ready[static_cast<std::size_t>(buffer)]);
 }
 
-void CopyEngine::release(int buffer, void* stream) noexcept {
+void CopyEngine::release(int buffer, void* stream, std::optional<void*> also) noexcept {
   const auto b = static_cast<std::size_t>(buffer);
   try {
     const detail::DeviceScope on_device(ops_, options_.device);
     ops_.record_noexcept(cuda_->consumed[b], stream);
+    if (also) ops_.record_noexcept(cuda_->consumed_also[b], *also);
+    cuda_->also_pending[b] = also.has_value();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "feedscope: copy engine: releasing a buffer: %s\n", e.what());
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,8 +42,8 @@ class CopyEngine;
 
 // A batch on the device: `bytes` of a slab, copied (or being copied) into a device buffer of the
 // engine. Move-only. Destruction releases the buffer after the work queued so far on the stream
-// given to release_after() (the legacy default stream if none was given). Must not outlive its
-// engine.
+// (or streams) given to release_after() (the legacy default stream if none was given). Must not
+// outlive its engine.
 class DeviceCopy {
  public:
   DeviceCopy() = default;
@@ -59,6 +60,10 @@ class DeviceCopy {
   void order_before(void* stream) const;
   // The buffer may be overwritten once the work queued on `stream` so far is done.
   void release_after(void* stream) noexcept;
+  // ... once the work queued so far on `stream` and on `also` is done: a batch read on two streams
+  // (taken on a side stream, read on the default one). The copy that reuses the buffer waits for
+  // both on the device; neither stream waits for the other.
+  void release_after(void* stream, void* also) noexcept;
 
  private:
   friend class CopyEngine;
@@ -133,7 +138,7 @@ class CopyEngine {
     std::size_t bytes = 0;
   };
   void order_before(int buffer, void* stream) const;
-  void release(int buffer, void* stream) noexcept;
+  void release(int buffer, void* stream, std::optional<void*> also) noexcept;
   // Returns the slabs of copies done by now; keeps their timings in finished_.
   void retire_completed();
   void anchor();

@@ -1,6 +1,7 @@
 #include "pinned_memory/device_probe.h"
 
 #include <charconv>
+#include <cstring>
 
 #if FEEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -21,6 +22,20 @@ std::optional<int> cuda_device_index(std::string_view device) {
   const auto [ptr, ec] = std::from_chars(device.data() + prefix.size(), end, index);
   if (ec != std::errc() || ptr != end || index < 0) return std::nullopt;
   return index;
+}
+
+std::string uuid_text(const unsigned char (&bytes)[16]) {
+  bool any = false;
+  for (const unsigned char b : bytes) any |= b != 0;
+  if (!any) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 0xF];
+  }
+  return out;
 }
 
 DeviceProbe probe_cuda() {
@@ -45,9 +60,11 @@ DeviceProbe probe_cuda() {
       bus_id[0] = '\0';
       cudaGetLastError();
     }
+    unsigned char uuid[16] = {};
+    std::memcpy(uuid, prop.uuid.bytes, sizeof uuid);
     probe.devices.push_back(CudaDevice{i, prop.name, prop.major, prop.minor,
                                        static_cast<std::uint64_t>(prop.totalGlobalMem),
-                                       prop.multiProcessorCount, bus_id});
+                                       prop.multiProcessorCount, bus_id, uuid_text(uuid)});
   }
   if (probe.devices.empty()) probe.unavailable_reason = "no CUDA device found";
 #else

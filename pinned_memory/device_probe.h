@@ -19,7 +19,14 @@ struct CudaDevice {
   // cudaDeviceGetPCIBusId's "0000:3B:00.0": how NVML's readings find this device (its index is
   // CUDA's, after CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER); empty when CUDA did not say.
   std::string pci_bus_id;
+  // cudaDeviceProp::uuid as uuid_text() writes it: on a MIG instance the instance's own, the one
+  // name NVML's MIG handle shares with it (its PCI bus id is its GPU's).
+  std::string uuid;
 };
+
+// 16 bytes as "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lower case: NVML's UUID without its "GPU-" or
+// "MIG-"; empty for 16 zero bytes (CUDA did not say).
+std::string uuid_text(const unsigned char (&bytes)[16]);
 
 struct DeviceProbe {
   bool built_with_cuda = false;

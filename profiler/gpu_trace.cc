@@ -77,7 +77,9 @@ std::vector<std::string> gpu_trace_losses(const GpuTraceSummary& g) {
                       static_cast<unsigned long long>(g.records_bad_timestamps)));
   if (g.buffers_incomplete > 0)
     out.push_back(fmt("%llu CUPTI buffers ended at an incomplete record, losing the records behind "
-                      "it: the GPU numbers are low bounds",
+                      "it (a forced flush, at the end or a tick after a sampled window closed, "
+                      "handed them over while a GPU activity in them still ran): the GPU numbers "
+                      "are low bounds",
                       static_cast<unsigned long long>(g.buffers_incomplete)));
   if (g.sampled) {
     out.push_back(sampled_line(*g.sampled));

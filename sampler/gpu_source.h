@@ -20,12 +20,20 @@ class GpuSource {
   virtual std::string unavailable_reason() const = 0;
 };
 
+// How NVML finds a CUDA device of this process. Either may be empty where CUDA did not say.
+struct CudaDeviceName {
+  std::string pci_bus_id;  // cudaDeviceGetPCIBusId: "0000:3B:00.0" (a MIG instance: its GPU's)
+  // cudaDeviceProp::uuid, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx": a MIG instance's own, which
+  // NVML gives its MIG handle ("MIG-" and the same digits), a whole GPU's ("GPU-...").
+  std::string uuid;
+};
+
 // NVML through dlopen("libnvidia-ml.so.1"). Never throws: without a driver it reports why.
-// `cuda_bus_ids`: the PCI bus ids of the CUDA devices this process sees, in CUDA's order
-// (cudaDeviceGetPCIBusId of cuda:0, cuda:1, ...). Given, each reading's GpuSample::index is the
-// CUDA index of its GPU, and GPUs the process's CUDA does not see are left out; nullopt (no CUDA
-// in the process), every GPU NVML sees, by NVML's index.
+// `cuda`: the CUDA devices this process sees, in CUDA's order (cuda:0, cuda:1, ...). Given, each
+// reading's GpuSample::index is the CUDA index of its GPU or MIG instance (read through its own
+// NVML handle), and GPUs the process's CUDA does not see are left out; nullopt (no CUDA in the
+// process), every GPU NVML sees, by NVML's index.
 std::unique_ptr<GpuSource> make_nvml_source(
-    std::optional<std::vector<std::string>> cuda_bus_ids = std::nullopt);
+    std::optional<std::vector<CudaDeviceName>> cuda = std::nullopt);
 
 }  // namespace feedscope

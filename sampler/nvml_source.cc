@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "sampler/detail/nvml_api.h"
+#include "sampler/detail/nvml_devices.h"
 #include "sampler/gpu_source.h"
-#include "sampler/pci_bus_id.h"
 
 namespace feedscope {
 
@@ -53,7 +53,7 @@ bool bind(void* lib, Fn& fn, const char* name) {
 // NVML is thread-safe. The destructor stops and joins that thread before NVML shuts down.
 class NvmlSource final : public GpuSource {
  public:
-  NvmlSource(NvmlLibrary nvml, std::optional<std::vector<std::string>> cuda_bus_ids,
+  NvmlSource(NvmlLibrary nvml, const std::optional<std::vector<CudaDeviceName>>& cuda,
              std::chrono::milliseconds pcie_period)
       : nvml_(std::move(nvml)), pcie_period_(pcie_period) {
     const NvmlApi& api = nvml_.api;
@@ -66,37 +66,9 @@ class NvmlSource final : public GpuSource {
       return;
     }
     initialized_ = true;
-    unsigned int count = 0;
-    if (api.device_count(&count) != 0 || count == 0) {
-      reason_ = "NVML sees no GPU";
-      return;
-    }
-    std::vector<nvmlDevice> handles;
-    std::vector<std::string> nvml_bus_ids;
-    for (unsigned int i = 0; i < count; ++i) {
-      nvmlDevice device = nullptr;
-      if (api.handle_by_index(i, &device) != 0) continue;
-      handles.push_back(device);
-      NvmlPciInfo pci{};
-      if (api.pci_info && api.pci_info(device, &pci) == 0) {
-        pci.busId[sizeof(pci.busId) - 1] = '\0';
-        nvml_bus_ids.emplace_back(pci.busId);
-      } else {
-        nvml_bus_ids.emplace_back();
-      }
-    }
-    if (!cuda_bus_ids) {
-      for (std::size_t i = 0; i < handles.size(); ++i)
-        devices_.push_back({handles[i], static_cast<int>(i)});
-    } else {
-      const std::vector<int> cuda = cuda_index_of_nvml_devices(nvml_bus_ids, *cuda_bus_ids);
-      for (std::size_t i = 0; i < handles.size(); ++i)
-        if (cuda[i] >= 0) devices_.push_back({handles[i], cuda[i]});
-      std::sort(devices_.begin(), devices_.end(),
-                [](const Device& a, const Device& b) { return a.index < b.index; });
-      if (devices_.empty()) reason_ = unmatched_reason(nvml_bus_ids, *cuda_bus_ids);
-    }
-    if (devices_.empty() && reason_.empty()) reason_ = "NVML gives no handle to any of its GPUs";
+    NvmlTargets opened = open_nvml_targets(api, cuda);
+    devices_ = std::move(opened.targets);
+    reason_ = std::move(opened.reason);
     pcie_.assign(devices_.size(), {});
     if (api.pcie_throughput && !devices_.empty())
       pcie_thread_ = std::jthread([this](std::stop_token stop) { refresh_pcie(stop); });
@@ -109,57 +81,85 @@ class NvmlSource final : public GpuSource {
   }
 
   std::vector<GpuSample> read() override {
-    const NvmlApi& api = nvml_.api;
     std::vector<GpuSample> out;
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-      const nvmlDevice device = devices_[i].handle;
-      GpuSample s;
-      s.index = devices_[i].index;
-      NvmlUtilization u{};
-      if (answered(s, {"util_ratio", "memory_util_ratio"}, "nvmlDeviceGetUtilizationRates",
-                   api.utilization, device, &u)) {
-        s.util_ratio = u.gpu / 100.0;
-        s.memory_util_ratio = u.memory / 100.0;
-      }
-      NvmlMemory m{};
-      if (answered(s, {"memory_used_bytes", "memory_total_bytes"}, "nvmlDeviceGetMemoryInfo",
-                   api.memory, device, &m)) {
-        s.memory_used_bytes = m.used;
-        s.memory_total_bytes = m.total;
-      }
-      unsigned int value = 0;
-      if (answered(s, {"sm_clock_mhz"}, "nvmlDeviceGetClockInfo", api.clock_info, device,
-                   kNvmlClockSm, &value))
-        s.sm_clock_mhz = value;
-      if (answered(s, {"power_watts"}, "nvmlDeviceGetPowerUsage", api.power_usage, device, &value))
-        s.power_watts = value / 1000.0;
-      if (api.pcie_throughput) {
-        std::lock_guard lock(pcie_mutex_);
-        s.pcie_tx_bytes_per_s = pcie_[i].tx.bytes_per_s;
-        s.pcie_rx_bytes_per_s = pcie_[i].rx.bytes_per_s;
-        if (!pcie_[i].tx.why.empty()) s.unavailable["pcie_tx_bytes_per_s"] = pcie_[i].tx.why;
-        if (!pcie_[i].rx.why.empty()) s.unavailable["pcie_rx_bytes_per_s"] = pcie_[i].rx.why;
-      } else {
-        for (const char* reading : {"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
-          s.unavailable[reading] = not_in_library("nvmlDeviceGetPcieThroughput");
-      }
-      read_processes(devices_[i], s);
-      out.push_back(s);
-    }
+    for (std::size_t i = 0; i < devices_.size(); ++i) out.push_back(read_target(i));
     return out;
   }
 
   std::string unavailable_reason() const override { return devices_.empty() ? reason_ : ""; }
 
  private:
-  struct Device {
-    nvmlDevice handle;
-    int index;  // the name its samples carry
-  };
+  GpuSample read_target(std::size_t i) {
+    const NvmlApi& api = nvml_.api;
+    const NvmlTarget& target = devices_[i];
+    const nvmlDevice device = target.handle;
+    GpuSample s;
+    s.index = target.index;
+    s.mig_instance = target.mig;
+    if (!target.withheld.empty()) {
+      for (const char* reading : kReadings) s.unavailable[reading] = target.withheld;
+      return s;
+    }
+    NvmlUtilization u{};
+    if (answered(s, {"util_ratio", "memory_util_ratio"}, "nvmlDeviceGetUtilizationRates",
+                 api.utilization, device, &u)) {
+      s.util_ratio = u.gpu / 100.0;
+      s.memory_util_ratio = u.memory / 100.0;
+    }
+    NvmlMemory m{};
+    if (answered(s, {"memory_used_bytes", "memory_total_bytes"}, "nvmlDeviceGetMemoryInfo",
+                 api.memory, device, &m)) {
+      s.memory_used_bytes = m.used;
+      s.memory_total_bytes = m.total;
+    }
+    unsigned int value = 0;
+    if (answered(s, {"sm_clock_mhz"}, "nvmlDeviceGetClockInfo", api.clock_info, device,
+                 kNvmlClockSm, &value))
+      s.sm_clock_mhz = value;
+    if (!target.mig.empty()) {
+      read_mig_instance(target, s);
+      return s;
+    }
+    if (answered(s, {"power_watts"}, "nvmlDeviceGetPowerUsage", api.power_usage, device, &value))
+      s.power_watts = value / 1000.0;
+    if (api.pcie_throughput) {
+      std::lock_guard lock(pcie_mutex_);
+      s.pcie_tx_bytes_per_s = pcie_[i].tx.bytes_per_s;
+      s.pcie_rx_bytes_per_s = pcie_[i].rx.bytes_per_s;
+      if (!pcie_[i].tx.why.empty()) s.unavailable["pcie_tx_bytes_per_s"] = pcie_[i].tx.why;
+      if (!pcie_[i].rx.why.empty()) s.unavailable["pcie_rx_bytes_per_s"] = pcie_[i].rx.why;
+    } else {
+      for (const char* reading : {"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+        s.unavailable[reading] = not_in_library("nvmlDeviceGetPcieThroughput");
+    }
+    read_processes(target, s);
+    return s;
+  }
+
+  static constexpr const char* kReadings[] = {
+      "util_ratio",          "memory_util_ratio",   "memory_used_bytes",
+      "memory_total_bytes",  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s",
+      "sm_clock_mhz",        "power_watts",         "process_sm_util_ratio"};
+
+  // The rest of a MIG instance's readings, once utilization, memory and the SM clock are read
+  // through its handle: its processes; not the GPU's power or PCIe link, which its instances share.
+  void read_mig_instance(const NvmlTarget& target, GpuSample& s) {
+    for (const char* reading : {"power_watts", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+      s.unavailable[reading] = "the GPU's, shared by its MIG instances: not read for MIG instance " +
+                               target.mig;
+    read_processes(target, s);
+    for (auto& [reading, why] : s.unavailable) {
+      if (why.find(target.mig) != std::string::npos) continue;
+      why += " on MIG instance " + target.mig;
+      if (why.find("(NOT_SUPPORTED)") != std::string::npos)
+        why += ": NVML does not measure it per MIG instance, and the whole GPU's is not the "
+               "instance's";
+    }
+  }
 
   // The processes with a context on the device, their memory, and their SM share over the
   // samples NVML took since the previous read (the sampling thread's only).
-  void read_processes(const Device& d, GpuSample& s) {
+  void read_processes(const NvmlTarget& d, GpuSample& s) {
     const NvmlApi& api = nvml_.api;
     if (!api.running_processes) return;
     std::vector<NvmlProcessInfo> infos(16);
@@ -270,22 +270,12 @@ class NvmlSource final : public GpuSource {
     PcieReading tx, rx;
   };
 
-  static std::string unmatched_reason(const std::vector<std::string>& nvml,
-                                      const std::vector<std::string>& cuda) {
-    const auto join = [](const std::vector<std::string>& ids) {
-      std::string s;
-      for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + (id.empty() ? "?" : id);
-      return s.empty() ? std::string("none") : s;
-    };
-    return "none of the " + std::to_string(nvml.size()) + " GPU(s) NVML sees (PCI " + join(nvml) +
-           ") is a CUDA device of this process (PCI " + join(cuda) + ")";
-  }
-
   void refresh_pcie(std::stop_token stop) {
     std::mutex wait_mutex;
     std::condition_variable_any wait_cv;
     while (!stop.stop_requested()) {
       for (std::size_t i = 0; i < devices_.size() && !stop.stop_requested(); ++i) {
+        if (!devices_[i].mig.empty() || !devices_[i].withheld.empty()) continue;  // the GPU's
         const nvmlDevice device = devices_[i].handle;
         unsigned int tx = 0, rx = 0;
         const nvmlReturn tx_status = nvml_.api.pcie_throughput(device, kNvmlPcieTxBytes, &tx);
@@ -309,7 +299,7 @@ class NvmlSource final : public GpuSource {
   std::chrono::milliseconds pcie_period_;
   bool initialized_ = false;
   std::string reason_;
-  std::vector<Device> devices_;  // set in the constructor, read-only after
+  std::vector<NvmlTarget> devices_;  // set in the constructor, read-only after
   // NVML's per-process samples of a device so far, by device index (the sampling thread's).
   struct SmWindow {
     unsigned long long seen_us = 0;  // the newest sample read; 0: none yet
@@ -351,19 +341,23 @@ NvmlLibrary load_nvml(const char* name) {
   bind(lib, a.pci_info, "nvmlDeviceGetPciInfo_v3");
   bind(lib, a.running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   bind(lib, a.process_utilization, "nvmlDeviceGetProcessUtilization");
+  bind(lib, a.mig_mode, "nvmlDeviceGetMigMode");
+  bind(lib, a.max_mig_devices, "nvmlDeviceGetMaxMigDeviceCount");
+  bind(lib, a.mig_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+  bind(lib, a.uuid, "nvmlDeviceGetUUID");
   return out;
 }
 
 std::unique_ptr<GpuSource> make_nvml_source(NvmlLibrary nvml,
-                                            std::optional<std::vector<std::string>> cuda_bus_ids,
+                                            std::optional<std::vector<CudaDeviceName>> cuda,
                                             std::chrono::milliseconds pcie_period) {
-  return std::make_unique<NvmlSource>(std::move(nvml), std::move(cuda_bus_ids), pcie_period);
+  return std::make_unique<NvmlSource>(std::move(nvml), cuda, pcie_period);
 }
 
 }  // namespace detail
 
-std::unique_ptr<GpuSource> make_nvml_source(std::optional<std::vector<std::string>> cuda_bus_ids) {
-  return detail::make_nvml_source(detail::load_nvml(), std::move(cuda_bus_ids));
+std::unique_ptr<GpuSource> make_nvml_source(std::optional<std::vector<CudaDeviceName>> cuda) {
+  return detail::make_nvml_source(detail::load_nvml(), std::move(cuda));
 }
 
 }  // namespace feedscope

@@ -125,6 +125,9 @@ struct GpuProcessSample {
 // is missing, with the reason in `unavailable`: not measured, which 0 would hide.
 struct GpuSample {
   int index = 0;  // the CUDA index the process sees (cuda:N); see make_nvml_source
+  // The MIG instance the readings are of, its UUID ("MIG-..."); empty: a whole GPU. A MIG
+  // instance's readings that NVML gives only per GPU are empty, saying so in `unavailable`.
+  std::string mig_instance;
   std::optional<double> util_ratio;  // NVML utilization.gpu / 100: a kernel ran in the period
   std::optional<double> memory_util_ratio;  // NVML utilization.memory / 100
   std::optional<std::uint64_t> memory_used_bytes;

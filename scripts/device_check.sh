@@ -20,7 +20,8 @@
 #                behind the step (bench/h2d_bench --overlap-only); tracing's cost (the MLP loop
 #                bare, watched with a no-op injection, traced whole, sampled; 2 interleaved
 #                pairs) after round four's cases (round_four_cases: a sampled .item() loop, a
-#                feedscope.DataLoader on CUDA, 2 DDP ranks, imagenet's short epochs); the MLP's
+#                feedscope.DataLoader on CUDA, 2 DDP ranks, test_dataloader's GpuTest (a side-stream
+#                prefetcher), imagenet's short epochs); the MLP's
 #                batch and CPU predictions against 3 runs of each change, and `run` sampled beside
 #                `run` traced whole (4 s each); public GPU programs
 #                (imagenet at 2 workers and as advised, nanoGPT compiled, imagenet --dummy
@@ -660,6 +661,10 @@ round_four_cases() {
     --report-dir "$rep/r4-loader-cuda" -- python3 "$gpu_programs" loader --steps 2000
   step r4-ddp 45 "$fs" watch "${said[@]}" --duration 30 --report-dir "$rep/r4-ddp" -- \
     torchrun --nproc_per_node 2 "$gpu_programs" ddp --steps 3000 --slow-rank 1
+  # feedscope.DataLoader on the device: batches equal to the host's, kept ones intact, and a
+  # side-stream prefetcher's batches read whole on the default stream (issue #54, 7a).
+  step r4-dataloader-gpu 30 env PYTHONPATH="$build/python" FEEDSCOPE_BINARY="$fs" \
+    bash -c 'cd "$1/tests/python" && python3 -m unittest -v test_dataloader -k GpuTest' _ "$root"
   local programs="$root/.device-programs"
   if [ ! -f "$programs/imagenet/main.py" ]; then
     fail "r4-imagenet-churn not run: no $programs/imagenet (scripts/device_programs_prepare.sh)"

@@ -116,8 +116,9 @@ int feedscope_loader_begin_epoch(feedscope_loader* loader, int64_t epoch);
 /* The next batch of the epoch into *out: 1, or 0 at the end of the epoch, or -1 and the last error
  * (a bad sample under bad_sample fail, naming its file; bad data over max_bad_ratio; every slab
  * held by the loop past max_held_batches). Iteration may go on after an error. `stream`: on a GPU,
- * the cudaStream_t whose later work waits for the batch's copy (an event, no host sync) and after
- * whose work its device buffer is reused; NULL is the legacy default stream. */
+ * the cudaStream_t whose later work waits for the batch's copy (an event, no host sync); its device
+ * buffer is reused after the work queued, when the batch is deleted, on that stream and on the
+ * legacy default stream (NULL), where a batch taken on a side stream may be read. */
 int feedscope_loader_next(feedscope_loader* loader, void* stream, feedscope_batch* out);
 /* From now on the loader's read, decode, transform, collate (and h2d) spans join `session`'s
  * report, until the session is freed. NULL detaches. */

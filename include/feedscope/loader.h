@@ -12,7 +12,7 @@
 //
 // Worker threads read, decode, transform and collate straight into pinned slabs; on a GPU each
 // batch's copy runs on a stream of its own, one batch ahead of the step, and is ordered before the
-// stream the batches are read on (Options::stream) with an event, never a host sync. A
+// stream the batches are taken on (Options::stream) with an event, never a host sync. A
 // batch's tensors view its slab (or device buffer) without a copy: it returns to the loader when
 // the last of them is freed, so clone() what must outlive the next few batches.
 //
@@ -102,9 +102,11 @@ class Loader {
     // Batches the loop may keep alive at once before the loader refuses the next (a list of the last
     // N); the pool grows to make room, up to this.
     int max_held_batches = 16;
-    // The cudaStream_t the loop reads batches on: each copy is ordered before it, and a device
-    // buffer is reused only after the work queued on it when its tensors died. Null: the legacy
-    // default stream, which is torch's current stream unless the loop set another.
+    // The cudaStream_t the loop takes batches on: each copy is ordered before it. A device buffer
+    // is reused only after the work queued, when its tensors died, on it and on the legacy default
+    // stream, so a batch may also be read on the default stream once that waited for this one (a
+    // side-stream prefetcher); a third stream is ordered by neither. Null: the legacy default
+    // stream, which is torch's current stream unless the loop set another.
     void* stream = nullptr;
     // A torch dataset's number of classes (torch datasets do not say); 0: not known.
     std::int64_t num_classes = 0;

@@ -30,6 +30,7 @@
 #include "loader/span_recorder.h"
 #include "profiler/detail/cupti_api.h"
 #include "profiler/detail/cupti_records.h"
+#include "profiler/detail/takeover_probe.h"
 #include "profiler/detail/trace_timer.h"
 #include "profiler/gpu_activity_wire.h"
 
@@ -42,11 +43,10 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr auto kFlushEvery = 200ms;
-// A probe asks CUPTI for one device record; it comes back with the next flush while our callbacks
-// hold the activity API. 30 s of silence after one, and a forced flush that does not bring it
-// either, mean another client took them: not sooner, since a buffer with a kernel still running (a
-// long one) is held back by the default flush. FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS shortens the
-// wait for tests.
+// A probe asks CUPTI for one device record; the buffer it lands in comes back with a later flush
+// while our callbacks hold the activity API (detail/takeover_probe.h). 30 s without any buffer
+// after one is said: not sooner, since the default flush holds back a buffer with a kernel still
+// running (a long one). FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS shortens the wait for tests.
 constexpr int kTicksBetweenProbes = 10;
 constexpr std::int64_t kProbeTimeoutNs = 30'000'000'000;
 
@@ -61,13 +61,9 @@ struct Recording {
   std::uint64_t ticks = 0;  // the flush thread's
   bool force_next_flush = false;  // the flush thread's: a window closed at the last tick
   std::atomic<bool> flush_failed{false};
-  // The takeover probe, the flush thread's own but read by the exit handler after the join.
-  std::int64_t probe_timeout_ns = kProbeTimeoutNs;  // set before the flush thread starts
-  bool probe_pending = false;
-  std::int64_t probe_ns = 0;
-  std::uint64_t device_records_at_probe = 0;
-  std::uint64_t incomplete_buffers_at_probe = 0;
-  bool taken_over = false;
+  // The takeover probe, the flush thread's own but used by the exit handler after the join; its
+  // timeout set before the flush thread starts.
+  detail::TakeoverProbe probe{kProbeTimeoutNs};
   bool foreign_said = false;  // likewise
   bool switch_failure_said = false;  // likewise
 };
@@ -178,49 +174,29 @@ std::int64_t probe_timeout_ns() {
   return ms * 1'000'000;
 }
 
-// Flush thread only (the exit handler after the join). Says "interrupted" once when the records
-// stop reaching our callbacks, and "recording" again when they come back.
-void check_probe(Recording& r, std::int64_t now, bool final_flush) {
-  if (!r.probe_pending) return;
-  const auto answered = [&r] {
-    return detail::cupti_callback_counts().device_records > r.device_records_at_probe;
-  };
-  // At exit stop_cupti_recording has forced the flush already.
-  if (!answered() && !final_flush) {
-    if (now - r.probe_ns < r.probe_timeout_ns) return;
-    // A default flush holds back every buffer with an incomplete record (a kernel still running),
-    // so a program that launches little can keep the answer there past the timeout; a forced
-    // flush hands it over. Not while another client holds the callbacks: the buffers it would
-    // cut short are that client's.
-    if (!r.taken_over && detail::flush_cupti_records(true).empty()) write_records(r);
-  }
-  r.probe_pending = false;  // answered, or probe again, at most every timeout while it lasts
-  if (answered()) {
-    if (r.taken_over) {
-      r.taken_over = false;
-      write_status(r, "recording");
-    }
-    return;
-  }
-  // A buffer whose records ended at an incomplete one may have held the answer behind it: that
-  // says our callbacks still get buffers, and nothing about the probe.
-  if (detail::cupti_callback_counts().incomplete_buffers > r.incomplete_buffers_at_probe) return;
-  if (!r.taken_over) {
-    r.taken_over = true;
-    write_status(r, "interrupted: another CUPTI client (torch.profiler?) took the activity API: "
-                    "no record has reached feedscope since " +
-                        std::to_string(r.probe_ns) + " ns (CLOCK_MONOTONIC)");
+// Flush thread only (the exit handler after the join). Says "interrupted" once when no buffer has
+// reached our callbacks for a probe's timeout, and that they came back should one reach them later.
+// Never forces a flush for it: that would cut the buffer of a kernel still running short.
+void check_probe(Recording& r, std::int64_t now, bool at_exit) {
+  switch (r.probe.check(now, detail::cupti_callback_counts().buffers_completed, at_exit)) {
+    case detail::TakeoverProbe::Change::none:
+      return;
+    case detail::TakeoverProbe::Change::went_silent:
+      write_status(r, "interrupted: another CUPTI client (torch.profiler?) took the activity API, "
+                      "or CUPTI holds back the buffer of a GPU activity still running: no record "
+                      "has reached feedscope since " +
+                          std::to_string(r.probe.silent_since()) + " ns (CLOCK_MONOTONIC)");
+      return;
+    case detail::TakeoverProbe::Change::came_back:
+      write_status(r, "recording: records reach feedscope again, so no other client took the "
+                      "activity API: CUPTI held back a buffer while an activity in it ran");
+      return;
   }
 }
 
-void probe(Recording& r, std::int64_t now) {
-  const detail::CuptiCallbackCounts counts = detail::cupti_callback_counts();
-  r.device_records_at_probe = counts.device_records;
-  r.incomplete_buffers_at_probe = counts.incomplete_buffers;
-  if (detail::probe_cupti_callbacks().empty()) {
-    r.probe_pending = true;
-    r.probe_ns = now;
-  }
+void ask_probe(Recording& r, std::int64_t now) {
+  const std::uint64_t buffers = detail::cupti_callback_counts().buffers_completed;
+  if (detail::probe_cupti_callbacks().empty()) r.probe.probed(now, buffers);
 }
 
 // Flush thread only (the exit handler after the join). Says once that CUPTI completed another
@@ -260,7 +236,7 @@ void flush_once(Recording& r, std::uint64_t tick) {
   check_foreign(r);
   const std::int64_t now = now_ns();
   check_probe(r, now, false);
-  if (!r.probe_pending && tick % kTicksBetweenProbes == 1) probe(r, now);
+  if (!r.probe.pending() && tick % kTicksBetweenProbes == 1) ask_probe(r, now);
 }
 
 // At exit: the flush thread stops, CUPTI hands over every buffer (forced), the rest is written.
@@ -302,7 +278,7 @@ int initialize() {
   write_status(*r, recording_status());
   if (const std::optional<TracingMode> tracing = detail::cupti_tracing())
     write_frame(*r, encode_gpu_tracing(*tracing));
-  r->probe_timeout_ns = probe_timeout_ns();
+  r->probe = detail::TakeoverProbe(probe_timeout_ns());
   r->flusher.emplace(kFlushEvery, detail::next_trace_sampling_change,
                      [r] { flush_once(*r, ++r->ticks); });
   std::atexit(finish);

@@ -124,8 +124,9 @@ class DataLoader:
     pin_memory: None pins the slabs when device is a GPU. device: "cpu", or "cuda"/"cuda:N": the
     batch arrives on the GPU, copied on feedscope's own stream and ordered before the work torch
     queues next on its current stream at next() (an event, no host sync); its buffer is reused after
-    that stream's work. A step on a side stream iterates inside `with torch.cuda.stream(s):`
-    (docs/python-loader.md). rank/world_size: this process's
+    the work queued on that stream and on the default stream by the time its tensors die. A step on
+    a side stream iterates inside `with torch.cuda.stream(s):`; a batch taken there may also be read
+    on the default stream once it waited for s (docs/python-loader.md). rank/world_size: this process's
     DistributedSampler share (None: the whole dataset). max_held_batches: how many batches the
     loop may keep alive at once (a list of the last N) before the loader slows; the pool grows
     to make room, with a warning, and past it iterating raises FeedscopeError: a batch the loop

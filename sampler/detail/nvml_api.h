@@ -79,7 +79,17 @@ struct NvmlApi {
   // average since the timestamp; a driver may also give one per sample period (see read_processes).
   nvmlReturn (*process_utilization)(nvmlDevice, NvmlProcessUtilization*, unsigned int*,
                                     unsigned long long) = nullptr;
+  // MIG (A100, H100 and later): a GPU's mode (current, pending), how many instances it can hold,
+  // the handle of each (NOT_FOUND for an empty slot), and every device's UUID. A MIG handle reads
+  // its instance's memory; utilization NVML does not measure per instance (NOT_SUPPORTED).
+  nvmlReturn (*mig_mode)(nvmlDevice, unsigned int*, unsigned int*) = nullptr;  // ..GetMigMode
+  nvmlReturn (*max_mig_devices)(nvmlDevice, unsigned int*) = nullptr;  // ..GetMaxMigDeviceCount
+  // nvmlDeviceGetMigDeviceHandleByIndex
+  nvmlReturn (*mig_handle_by_index)(nvmlDevice, unsigned int, nvmlDevice*) = nullptr;
+  nvmlReturn (*uuid)(nvmlDevice, char*, unsigned int) = nullptr;  // nvmlDeviceGetUUID
 };
+inline constexpr unsigned int kNvmlMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
+inline constexpr unsigned int kNvmlUuidBytes = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
 // A loaded NVML, or why there is none. `library` keeps the dlopen handle open while shared.
 struct NvmlLibrary {
@@ -89,10 +99,10 @@ struct NvmlLibrary {
 };
 NvmlLibrary load_nvml(const char* name = "libnvidia-ml.so.1");
 
-// The NVML source over `api` (initialized here, shut down when the source goes). `cuda_bus_ids`
-// as make_nvml_source takes them; `pcie_period`: the pause between two rounds of PCIe readings.
+// The NVML source over `api` (initialized here, shut down when the source goes). `cuda` as
+// make_nvml_source takes it; `pcie_period`: the pause between two rounds of PCIe readings.
 std::unique_ptr<GpuSource> make_nvml_source(
-    NvmlLibrary nvml, std::optional<std::vector<std::string>> cuda_bus_ids,
+    NvmlLibrary nvml, std::optional<std::vector<CudaDeviceName>> cuda,
     std::chrono::milliseconds pcie_period = std::chrono::milliseconds(100));
 
 }  // namespace feedscope::detail

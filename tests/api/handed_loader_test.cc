@@ -130,6 +130,24 @@ std::vector<std::byte> host_bytes(const HandedBatch& b, std::size_t bytes) {
   return {p, p + bytes};
 }
 
+// What the host saw when, polling before a copy into buffer 0, it let the step on `reader` (held)
+// end at its third poll: how many copies had run, and buffer 0's first 192 bytes.
+struct StepEndSeen {
+  std::size_t copies = 0;
+  std::vector<std::byte> buffer0;
+};
+using StepEnd = std::shared_ptr<StepEndSeen>;
+StepEnd end_step_at_third_poll(FakeCuda& cuda, void* reader, const std::byte* buffer0) {
+  auto seen = std::make_shared<StepEndSeen>();
+  cuda.on_idle = [&cuda, reader, buffer0, seen](int attempt) {
+    if (attempt != 3 || !seen->buffer0.empty()) return;
+    seen->copies = cuda.copies().size();
+    seen->buffer0.assign(buffer0, buffer0 + 192);
+    cuda.hold(reader, false);
+  };
+  return seen;
+}
+
 TEST(HandedLoaderTest, OnAGpuTheBatchIsCopiedOnItsStreamAndOrderedBeforeTheLoopsStream) {
   OnFakeGpu f;
   void* loop_stream = f.cuda.create_stream();
@@ -172,18 +190,11 @@ TEST(HandedLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt)
   b2.reset();
   // Batch 3 goes into buffer 0. From pageable memory the host waits for its reader, as CUDA's copy
   // call would; the step on batch 0 ends while it polls.
-  std::size_t copies_when_step_ended = 0;
-  std::vector<std::byte> buffer0_when_step_ended;
-  f.cuda.on_idle = [&](int attempt) {
-    if (attempt != 3 || buffer0_when_step_ended.size() > 0) return;
-    copies_when_step_ended = f.cuda.copies().size();
-    buffer0_when_step_ended.assign(buffer0, buffer0 + 192);
-    f.cuda.hold(loop_stream, false);
-  };
+  const StepEnd step_end = end_step_at_third_poll(f.cuda, loop_stream, buffer0);
   Tensors b3;
   ASSERT_TRUE(f.gpu.next(loop_stream, b3.batch));
-  EXPECT_EQ(copies_when_step_ended, 3u) << "batch 3's copy waited for the step on batch 0";
-  EXPECT_EQ(buffer0_when_step_ended, batch0);
+  EXPECT_EQ(step_end->copies, 3u) << "batch 3's copy waited for the step on batch 0";
+  EXPECT_EQ(step_end->buffer0, batch0);
   EXPECT_EQ(b3.batch.images->dl_tensor.data, static_cast<const void*>(buffer0));
   f.cuda.run_all();
   EXPECT_EQ(f.cuda.copies().size(), 4u);
@@ -193,7 +204,7 @@ TEST(HandedLoaderTest, ADeviceBufferIsReusedOnlyAfterTheLoopsStreamIsDoneWithIt)
   f.cuda.destroy_stream(loop_stream);
 }
 
-TEST(HandedLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream) {
+TEST(HandedLoaderTest, ABatchTakenOnASideStreamIsOrderedBeforeItAndReleasedAfterIt) {
   // A loop whose step runs on a side stream takes its batches inside `with torch.cuda.stream(s)`:
   // torch's current stream at next() is s. The copy is ordered before s, not the default stream,
   // and the buffer goes back only after s's work, even when the default stream is idle.
@@ -210,7 +221,7 @@ TEST(HandedLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream)
   const std::vector<std::byte> batch0(buffer0, buffer0 + 192);
   b0.reset();
   EXPECT_EQ(f.cuda.queued(side), 2u) << "the release is recorded on the side stream";
-  EXPECT_EQ(f.cuda.queued(legacy), 0u);
+  EXPECT_EQ(f.cuda.queued(legacy), 1u) << "and on the default one, where it may be read too";
   for (int i = 1; i < 3; ++i) {  // batches on the default stream, into buffers 1 and 2
     Tensors b;
     ASSERT_TRUE(f.gpu.next(nullptr, b.batch));
@@ -218,22 +229,58 @@ TEST(HandedLoaderTest, ABatchTakenOnASideStreamIsOrderedAndReleasedOnThatStream)
     b.reset();
     f.cuda.run_all();
   }
-  std::size_t copies_when_step_ended = 0;
-  std::vector<std::byte> buffer0_when_step_ended;
-  f.cuda.on_idle = [&](int attempt) {
-    if (attempt != 3 || buffer0_when_step_ended.size() > 0) return;
-    copies_when_step_ended = f.cuda.copies().size();
-    buffer0_when_step_ended.assign(buffer0, buffer0 + 192);
-    f.cuda.hold(side, false);
-  };
+  const StepEnd step_end = end_step_at_third_poll(f.cuda, side, buffer0);
   Tensors b3;
   ASSERT_TRUE(f.gpu.next(nullptr, b3.batch));  // buffer 0: after the side stream's step
-  EXPECT_EQ(copies_when_step_ended, 3u);
-  EXPECT_EQ(buffer0_when_step_ended, batch0) << "not overwritten while the side stream read it";
+  EXPECT_EQ(step_end->copies, 3u);
+  EXPECT_EQ(step_end->buffer0, batch0) << "not overwritten while the side stream read it";
   f.cuda.run_all();
   EXPECT_EQ(f.cuda.copies().size(), 4u);
   b3.reset();
   f.cuda.run_all();
+  f.cuda.destroy_stream(side);
+}
+
+// The side-stream prefetcher: `with torch.cuda.stream(side): x = next(it)`, then
+// torch.cuda.current_stream().wait_stream(side) and x read on the main (default) stream. The
+// buffer must not be overwritten while the main stream still reads it, though the side stream,
+// where the batch was taken, is long done with it.
+TEST(HandedLoaderTest, ABatchTakenOnASideStreamAndReadOnTheDefaultOneIsReusedAfterBoth) {
+  OnFakeGpu f;  // three device buffers; pageable slabs: the host waits before a copy call
+  void* side = f.cuda.create_stream();
+  void* main_stream = f.cuda.legacy_stream(0);
+  void* side_done = f.cuda.create_event(false);
+  const auto take_on_side_read_on_main = [&](Tensors& t) {
+    ASSERT_TRUE(f.gpu.next(side, t.batch));
+    f.cuda.record(side_done, side);  // main.wait_stream(side)
+    f.cuda.stream_wait(nullptr, side_done);
+  };
+  f.cuda.hold(main_stream, true);  // the main stream's step on batch 0 takes long
+  Tensors b0;
+  take_on_side_read_on_main(b0);
+  const auto* buffer0 = static_cast<const std::byte*>(b0.batch.images->dl_tensor.data);
+  f.cuda.run_all();
+  const std::vector<std::byte> batch0(buffer0, buffer0 + 192);
+  b0.reset();  // the loop moved on; the main stream's reads of batch 0 are still queued
+  for (int i = 1; i < 3; ++i) {  // buffers 1 and 2
+    Tensors b;
+    take_on_side_read_on_main(b);
+    f.cuda.run_all();
+    b.reset();
+    f.cuda.run_all();
+  }
+  EXPECT_EQ(f.cuda.run_stream(side), 0) << "the side stream is done with every batch";
+  const StepEnd step_end = end_step_at_third_poll(f.cuda, main_stream, buffer0);
+  Tensors b3;
+  ASSERT_TRUE(f.gpu.next(side, b3.batch));  // buffer 0 again
+  EXPECT_EQ(b3.batch.images->dl_tensor.data, static_cast<const void*>(buffer0));
+  f.cuda.run_all();
+  EXPECT_EQ(step_end->copies, 3u) << "batch 3's copy waited for the main stream's step";
+  EXPECT_EQ(step_end->buffer0, batch0) << "not overwritten while the main stream read it";
+  EXPECT_EQ(f.cuda.copies().size(), 4u);
+  b3.reset();
+  f.cuda.run_all();
+  f.cuda.destroy_event(side_done);
   f.cuda.destroy_stream(side);
 }
 

@@ -13,6 +13,7 @@
 
 #if FEEDSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 #endif
 
 namespace feedscope {
@@ -152,6 +153,41 @@ TEST(CopyEngineTest, ABufferIsOverwrittenOnlyAfterItsReaderIsDone) {
   f.cuda.destroy_stream(reader);
 }
 
+TEST(CopyEngineTest, ABufferReleasedAfterTwoStreamsIsOverwrittenOnlyAfterBoth) {
+  FakeEngine f(/*buffers=*/2);
+  void* taken_on = f.cuda.create_stream();  // a side stream, done with the batch at once
+  void* read_on = f.cuda.create_stream();   // where it is read after all, held back: long reads
+  f.cuda.hold(read_on, true);
+  DeviceCopy a = f.engine->submit(f.slab(std::byte{0x11}), 64, 0);
+  std::byte* const a_buffer = a.data();
+  a.order_before(taken_on);
+  f.cuda.clear_calls();
+  a.release_after(taken_on, read_on);
+  int records = 0;
+  for (const FakeCuda::Call& call : f.cuda.calls()) records += call.name == "cudaEventRecord";
+  EXPECT_EQ(records, 2) << "one release event a stream, neither stream waiting for the other";
+  EXPECT_EQ(f.cuda.queued(read_on), 1u);
+  DeviceCopy b = f.engine->submit(f.slab(std::byte{0x22}), 64, 1);
+  f.cuda.clear_calls();
+  b.release_after(nullptr, nullptr);
+  records = 0;
+  for (const FakeCuda::Call& call : f.cuda.calls()) records += call.name == "cudaEventRecord";
+  EXPECT_EQ(records, 1) << "the same stream twice: one release";
+  DeviceCopy c = f.engine->submit(f.slab(std::byte{0x33}), 64, 2);
+  ASSERT_EQ(c.data(), a_buffer);
+  f.cuda.run_all();
+  EXPECT_EQ(f.cuda.copies().size(), 2u) << "the third copy waits for the stream still reading";
+  EXPECT_EQ(a_buffer[0], std::byte{0x11});
+  f.cuda.hold(read_on, false);
+  f.cuda.run_all();
+  EXPECT_EQ(f.cuda.copies().size(), 3u);
+  EXPECT_EQ(a_buffer[63], std::byte{0x33});
+  c.release_after(nullptr);
+  f.cuda.run_all();
+  f.cuda.destroy_stream(taken_on);
+  f.cuda.destroy_stream(read_on);
+}
+
 TEST(CopyEngineTest, APageableCopyWaitsForItsBuffersReaderBeforeTheCopyCallNotInIt) {
   // From pageable memory cudaMemcpyAsync returns only once the copy stream's earlier work is done,
   // the wait for the buffer's last reader included: a caller timing submit() would book the step
@@ -272,6 +308,13 @@ class CopyEngineGpuTest : public ::testing::Test {
     std::string why;
     if (!copy_engine_available(&why)) GTEST_SKIP() << why;
   }
+  // Two device buffers of `pool`'s slab size: the third copy reuses the first's.
+  static CopyEngine::Options two_buffers(const PinnedPool& pool) {
+    CopyEngine::Options o;
+    o.buffer_bytes = pool.slab_bytes();
+    o.buffers = 2;
+    return o;
+  }
 };
 
 std::vector<std::byte> device_bytes(const DeviceCopy& copy, cudaStream_t stream) {
@@ -339,10 +382,7 @@ TEST_F(CopyEngineGpuTest, ABufferIsNotOverwrittenBeforeItsReaderIsDone) {
   // The reader is a slow device-to-host copy on another stream; the next copy into the same
   // buffer must wait for it, so the reader sees the first batch's bytes, never the second's.
   auto pool = PinnedPool::create(64 << 20, 3, make_pinned_allocator());
-  CopyEngine::Options o;
-  o.buffer_bytes = pool->slab_bytes();
-  o.buffers = 2;
-  CopyEngine engine(o);
+  CopyEngine engine(two_buffers(*pool));
   cudaStream_t reader = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
   const std::size_t n = 64 << 20;
@@ -361,6 +401,42 @@ TEST_F(CopyEngineGpuTest, ABufferIsNotOverwrittenBeforeItsReaderIsDone) {
   EXPECT_EQ(seen.front(), std::byte{0x11});
   EXPECT_EQ(seen.back(), std::byte{0x11});
   cudaStreamDestroy(reader);
+}
+
+// The side-stream prefetcher on a device: the batch taken on a side stream, read on the legacy
+// default stream after a 50 ms stall there (a host function), then released after both. The next
+// copy into its buffer must wait for the default stream's read, not only the side stream's.
+TEST_F(CopyEngineGpuTest, ABufferReadOnTheDefaultStreamIsNotOverwrittenBeforeThatRead) {
+  auto pool = PinnedPool::create(1 << 20, 3, make_pinned_allocator());
+  CopyEngine engine(two_buffers(*pool));
+  cudaStream_t side = nullptr;
+  cudaEvent_t side_done = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming), cudaSuccess);
+  const std::size_t n = pool->slab_bytes();
+  std::byte* seen = nullptr;  // pinned: the read is asynchronous, as a step's
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&seen), n), cudaSuccess);
+  Slab first = pool->acquire();
+  std::memset(first.data(), 0x11, n);
+  DeviceCopy a = engine.submit(std::move(first), n, 0);
+  std::byte* const a_buffer = a.data();
+  a.order_before(side);
+  ASSERT_EQ(cudaEventRecord(side_done, side), cudaSuccess);  // main.wait_stream(side)
+  ASSERT_EQ(cudaStreamWaitEvent(nullptr, side_done, 0), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(nullptr, [](void*) { ::usleep(50'000); }, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(seen, a.data(), n, cudaMemcpyDeviceToHost, nullptr), cudaSuccess);
+  a.release_after(side, nullptr);
+  DeviceCopy b = engine.submit(pool->acquire(), 16, 1);  // the other buffer
+  Slab third = pool->acquire();
+  std::memset(third.data(), 0x22, n);
+  DeviceCopy c = engine.submit(std::move(third), n, 2);  // a's buffer again
+  ASSERT_EQ(c.data(), a_buffer);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(seen[0], std::byte{0x11});
+  EXPECT_EQ(seen[n - 1], std::byte{0x11});
+  cudaFreeHost(seen);
+  cudaEventDestroy(side_done);
+  cudaStreamDestroy(side);
 }
 
 TEST_F(CopyEngineGpuTest, StepFenceBoundsTheStepsInFlight) {

@@ -31,6 +31,14 @@ TEST(DeviceProbeTest, CudaDeviceIndexOnlyFromCudaColonN) {
     EXPECT_FALSE(cuda_device_index(other)) << other;
 }
 
+TEST(DeviceProbeTest, AUuidIsWrittenAsNvmlWritesItsDigits) {
+  const unsigned char bytes[16] = {0xc6, 0xd4, 0xf1, 0xef, 0x42, 0xe4, 0x5d, 0xe3,
+                                   0x91, 0xcf, 0x45, 0xd7, 0x1c, 0x87, 0xeb, 0x3f};
+  EXPECT_EQ(uuid_text(bytes), "c6d4f1ef-42e4-5de3-91cf-45d71c87eb3f");
+  const unsigned char none[16] = {};
+  EXPECT_EQ(uuid_text(none), "") << "CUDA did not say: no name to match";
+}
+
 TEST(DeviceProbeGpuTest, DescribesEveryDevice) {
   const DeviceProbe probe = probe_cuda();
   if (!probe.available()) GTEST_SKIP() << "no CUDA device: " << probe.unavailable_reason;
@@ -42,6 +50,7 @@ TEST(DeviceProbeGpuTest, DescribesEveryDevice) {
     EXPECT_EQ(d.pci_bus_id[4], ':');
     EXPECT_EQ(d.pci_bus_id[7], ':');
     EXPECT_EQ(d.pci_bus_id[10], '.');
+    EXPECT_EQ(d.uuid.size(), 36u) << "the name a MIG instance is matched by: " << d.uuid;
   }
 }
 

@@ -19,6 +19,11 @@
 //   FAKE_CUPTI_HOLD_LATER         after the first buffer, each flush finds a kernel launched since,
 //                                 in a buffer a default flush holds back; a forced flush hands
 //                                 every such kernel over
+//   FAKE_CUPTI_LONG_KERNEL_MS=N   the first buffer opens with a kernel that runs N ms from the
+//                                 first flush, and stays the buffer in use (the probes' records
+//                                 join it): until the kernel ends a default flush holds it back, a
+//                                 forced one hands it over with that record incomplete (the walk
+//                                 stops there, losing the rest); once it has ended, it comes whole
 //   FAKE_CUPTI_SUBSCRIBED         another client (torch.profiler) holds the one subscription
 //   FAKE_CUPTI_KINETO_AT_FLUSH=N  at the Nth flush torch.profiler starts: it subscribes and
 //                                 registers its own callbacks, which get every buffer from then on
@@ -36,6 +41,7 @@
 #include <cupti.h>
 #include <time.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -105,6 +111,65 @@ void CUPTIAPI kineto_buffer_requested(std::uint8_t** buffer, std::size_t* size,
 void CUPTIAPI kineto_buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
                                       std::size_t) {
   if (buffer != kineto_buffer) note("kineto: unknown buffer");
+}
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// FAKE_CUPTI_LONG_KERNEL_MS's buffer in use, and when its first kernel ends.
+std::uint8_t* held = nullptr;
+std::size_t held_size = 0, held_records = 0;
+std::int64_t long_kernel_ends_ms = 0;
+std::uint64_t long_kernel_start = 0;
+
+void fill_kernel(CUpti_ActivityKernel10* k, const char* name, std::uint64_t start,
+                 std::uint64_t end, std::uint32_t correlation) {
+  k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k->name = name;
+  k->start = start;
+  k->end = end;
+  k->streamId = 7;
+  k->correlationId = correlation;
+}
+
+// FAKE_CUPTI_LONG_KERNEL_MS: one flush.
+CUptiResult flush_beside_a_long_kernel(std::uint32_t flag, long long ms) {
+  if (!delivered_once) {
+    delivered_once = true;
+    std::size_t max_records = 0;
+    requested(&held, &held_size, &max_records);
+    if (held == nullptr || held_size < 8 * kStride) return CUPTI_SUCCESS;
+    long_kernel_ends_ms = steady_ms() + ms;
+    long_kernel_start = record_clock();
+    slot<CUpti_Activity>(held, held_records++);  // the long kernel's: incomplete, kind INVALID
+    fill_kernel(slot<CUpti_ActivityKernel10>(held, held_records++), "_Z3fooi",
+                long_kernel_start + 1'000, long_kernel_start + 2'000, 41);
+  }
+  if (device_pending && held != nullptr && held_records < held_size / kStride) {
+    device_pending = false;
+    slot<CUpti_ActivityDevice5>(held, held_records++)->kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  }
+  const bool ended = steady_ms() >= long_kernel_ends_ms;
+  if (held != nullptr && (ended || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0)) {
+    if (ended)
+      fill_kernel(reinterpret_cast<CUpti_ActivityKernel10*>(held), "_Z10longKernelv",
+                  long_kernel_start, record_clock(), 40);
+    completed(nullptr, 0, std::exchange(held, nullptr), held_size, held_records * kStride);
+    return CUPTI_SUCCESS;
+  }
+  if (held == nullptr && device_pending) {  // the kernel over: each probe's record comes at once
+    device_pending = false;
+    std::uint8_t* buffer = nullptr;
+    std::size_t size = 0, max_records = 0;
+    requested(&buffer, &size, &max_records);
+    if (buffer == nullptr || size < kStride) return CUPTI_SUCCESS;
+    slot<CUpti_ActivityDevice5>(buffer, 0)->kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    completed(nullptr, 0, buffer, size, kStride);
+  }
+  return CUPTI_SUCCESS;
 }
 
 // `count` kernels, each buffer filled before it is completed, as CUPTI does under load.
@@ -264,6 +329,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   if (requested == nullptr) return CUPTI_SUCCESS;
   if (on("FAKE_CUPTI_FOREIGN_BUFFER") && flushes == 1) completed(nullptr, 0, kineto_buffer, 0, 0);
   if (on("FAKE_CUPTI_HOLD") && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == 0) return CUPTI_SUCCESS;
+  if (const char* ms = std::getenv("FAKE_CUPTI_LONG_KERNEL_MS"))
+    return flush_beside_a_long_kernel(flag, std::atoll(ms));
   if (delivered_once && on("FAKE_CUPTI_HOLD_LATER")) {
     ++held_kernels;
     if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) deliver_kernels(std::exchange(held_kernels, 0));

@@ -266,7 +266,7 @@ TEST(FeedscopeInjectTest, RecordsWithoutUsableTimesAreLeftOutAndCounted) {
 
 // A forced flush hands over buffers with an incomplete record, where CUPTI's walk stops
 // (CUPTI_ERROR_INVALID_KIND): the rest of the buffer, here the probe's device record, is lost. That
-// is counted, and is no sign of another client taking the activity API.
+// is counted, and is no sign of another client taking the activity API (a buffer came).
 TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTakeover) {
   feedscope::testing::TempDir dir;
   const ScopedEnv env({{"FAKE_CUPTI_INCOMPLETE", "1"}});
@@ -281,9 +281,23 @@ TEST(FeedscopeInjectTest, ABufferCutShortAtAnIncompleteRecordIsCountedAndIsNoTak
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
 }
 
+// The statuses the silence of a held-back buffer writes: the silence, with both of its causes, then
+// that the records came back (so it was no takeover).
+void expect_silence_then_back(const std::vector<std::string>& statuses) {
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[0], recording_through_the_fake());
+  EXPECT_TRUE(statuses[1].starts_with(
+      "interrupted: another CUPTI client (torch.profiler?) took the activity API, or CUPTI holds "
+      "back the buffer of a GPU activity still running: no record has reached feedscope since "))
+      << statuses[1];
+  EXPECT_EQ(statuses[2], "recording: records reach feedscope again, so no other client took the "
+                         "activity API: CUPTI held back a buffer while an activity in it ran");
+}
+
 // A quiet program's buffer stays with CUPTI through default flushes while a record in it is
-// incomplete; the probe's answer is in it. A forced flush before the verdict brings it.
-TEST(FeedscopeInjectTest, AProbeAnswerHeldBackByTheDefaultFlushIsNoTakeover) {
+// incomplete; the probe's answer is in it. No flush is forced for it: the silence is said, and the
+// exit's forced flush brings the buffer, which says it was no takeover.
+TEST(FeedscopeInjectTest, AProbeAnswerHeldBackByTheDefaultFlushIsWaitedForAndItsReturnSaid) {
   feedscope::testing::TempDir dir;
   const ScopedEnv env({{"FAKE_CUPTI_HOLD", "1"}, {"FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS", "300"}});
   const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
@@ -291,9 +305,29 @@ TEST(FeedscopeInjectTest, AProbeAnswerHeldBackByTheDefaultFlushIsNoTakeover) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
   const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
   ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
-  EXPECT_EQ(gpu.statuses_by_pid.begin()->second,
-            std::vector<std::string>{recording_through_the_fake()});
+  expect_silence_then_back(gpu.statuses_by_pid.begin()->second);
   EXPECT_EQ(gpu.activity.kernels.size(), 1u);
+}
+
+// The buffer in use holds a kernel that runs 1 s, past the probe's 0.2-s timeout. A flush forced
+// at the timeout would hand it over with that kernel's record incomplete, and CUPTI's walk would
+// stop there, losing the kernel and every record behind it. The library waits instead: the buffer
+// comes whole once the kernel has ended, nothing cut.
+TEST(FeedscopeInjectTest, AProbeTimeoutForcesNoFlushSoABufferHeldBackIsKeptWhole) {
+  feedscope::testing::TempDir dir;
+  const ScopedEnv env({{"FAKE_CUPTI_LONG_KERNEL_MS", "1000"},
+                       {"FEEDSCOPE_INJECT_PROBE_TIMEOUT_MS", "200"}});
+  const int status = run_injection(dir.path().string(), {FAKE_CUDA_DRIVER_13, FAKE_CUPTI_RECORDER},
+                                   "sleep:2400");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  const WatchedGpu gpu = read_watch_gpu_dir(dir.path());
+  EXPECT_EQ(gpu.activity.incomplete_buffers, 0u) << "a buffer was cut short";
+  ASSERT_EQ(gpu.activity.kernels.size(), 2u);
+  EXPECT_EQ(gpu.activity.kernels[0].name, "longKernel()");
+  EXPECT_GE(gpu.activity.kernels[0].end_ns - gpu.activity.kernels[0].start_ns, 900'000'000);
+  EXPECT_EQ(gpu.activity.kernels[1].name, "foo(int)");
+  ASSERT_EQ(gpu.statuses_by_pid.size(), 1u);
+  expect_silence_then_back(gpu.statuses_by_pid.begin()->second);
 }
 
 // CUPTI's own clock is CLOCK_REALTIME; a step of it after the start (NTP, an admin) would shift

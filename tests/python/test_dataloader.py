@@ -488,6 +488,28 @@ class GpuTest(DataLoaderTestBase):
         torch.cuda.synchronize()
         self.assertTrue(all(torch.equal(a, b) for a, b in kept))
 
+    def test_a_side_stream_prefetchers_batches_are_read_whole_on_the_default_stream(self):
+        """Taken inside `with torch.cuda.stream(side)`, read on the default stream after a long
+        kernel there: the copy three batches on must not overwrite the buffer meanwhile."""
+        options = dict(batch_size=4, num_workers=2, pipeline="eval", image_size=16)
+        host = [x for x, _ in self.loader(**options)]
+        side, seen = torch.cuda.Stream(), []
+        it = iter(self.loader(device="cuda", **options))
+        with torch.cuda.stream(side):
+            nxt = next(it, None)
+        while nxt is not None:
+            torch.cuda.current_stream().wait_stream(side)
+            images, labels = nxt
+            with torch.cuda.stream(side):
+                nxt = next(it, None)
+            torch.cuda._sleep(20_000_000)  # the step on the default stream takes long
+            seen.append(images.clone())
+            del images, labels
+        torch.cuda.synchronize()
+        self.assertEqual(len(seen), len(host))
+        for i, (x, y) in enumerate(zip(host, seen)):
+            self.assertTrue(torch.equal(x, y.cpu()), f"batch {i} was overwritten while read")
+
 
 if __name__ == "__main__":
     unittest.main()

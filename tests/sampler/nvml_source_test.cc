@@ -38,6 +38,9 @@ struct FakeNvml {
 
   // What nvmlDeviceGetProcessUtilization keeps; it returns those newer than the caller's timestamp.
   std::vector<detail::NvmlProcessUtilization> sm_samples;
+
+  // MIG: the GPUs in MIG mode, by NVML index, and how many instances each holds (of 7 slots).
+  std::map<unsigned, unsigned> mig_instances;
 };
 FakeNvml* fake = nullptr;
 
@@ -45,18 +48,37 @@ nvmlDevice handle_of(unsigned i) { return reinterpret_cast<nvmlDevice>(std::uint
 unsigned index_of(nvmlDevice d) {
   return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(d) - 1);
 }
+// MIG instance j of GPU i: a handle of its own, far from the GPUs'.
+constexpr std::uintptr_t kMigHandles = 1000;
+nvmlDevice mig_handle_of(unsigned gpu, unsigned j) {
+  return reinterpret_cast<nvmlDevice>(kMigHandles + 10 * std::uintptr_t{gpu} + j);
+}
+bool is_mig(nvmlDevice d) { return reinterpret_cast<std::uintptr_t>(d) >= kMigHandles; }
+unsigned mig_slot_of(nvmlDevice d) {
+  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(d) - kMigHandles) % 10);
+}
+// NVML's UUIDs: "GPU-0000000i-..." for GPU i, "MIG-00000i0j-..." for its instance j.
+std::string gpu_uuid(unsigned i) {
+  return "GPU-0000000" + std::to_string(i) + "-aaaa-bbbb-cccc-dddddddddddd";
+}
+std::string mig_uuid(unsigned gpu, unsigned j) {
+  return "MIG-00000" + std::to_string(gpu) + "0" + std::to_string(j) +
+         "-aaaa-bbbb-cccc-dddddddddddd";
+}
 
 nvmlReturn fake_init() { return ++fake->inits, fake->init_status; }
 nvmlReturn fake_shutdown() { return ++fake->shutdowns, 0; }
 nvmlReturn fake_count(unsigned* n) { return *n = static_cast<unsigned>(fake->bus_ids.size()), 0; }
 nvmlReturn fake_handle(unsigned i, nvmlDevice* d) { return *d = handle_of(i), 0; }
 nvmlReturn fake_util(nvmlDevice d, detail::NvmlUtilization* u) {
+  if (is_mig(d)) return 3;  // NVML_ERROR_NOT_SUPPORTED: no utilization per MIG instance
   *u = {10 + index_of(d), 50};
   return 0;
 }
+// A MIG instance j: 10 GiB, (j + 1) x 256 MiB used.
 nvmlReturn fake_memory(nvmlDevice d, detail::NvmlMemory* m) {
-  m->total = 80ull << 30;
-  m->used = (index_of(d) + 1ull) << 30;
+  m->total = is_mig(d) ? 10ull << 30 : 80ull << 30;
+  m->used = is_mig(d) ? (mig_slot_of(d) + 1ull) << 28 : (index_of(d) + 1ull) << 30;
   m->free = m->total - m->used;
   return 0;
 }
@@ -79,9 +101,10 @@ nvmlReturn fake_pcie(nvmlDevice d, int counter, unsigned* kb_per_s) {
   return 0;
 }
 
-// Two processes on every GPU: 20 of them (more than a first call's buffer holds) on GPU 1.
+// Two processes on every GPU: 20 of them (more than a first call's buffer holds) on GPU 1; one on
+// a MIG instance.
 nvmlReturn fake_processes(nvmlDevice d, unsigned* count, detail::NvmlProcessInfo* infos) {
-  const unsigned n = index_of(d) == 1 ? 20 : 2;
+  const unsigned n = is_mig(d) ? 1 : index_of(d) == 1 ? 20 : 2;
   if (*count < n) {
     *count = n;
     return detail::kNvmlErrorInsufficientSize;
@@ -103,6 +126,35 @@ nvmlReturn fake_process_util(nvmlDevice, detail::NvmlProcessUtilization* util, u
   util[1] = {1000, 200, 50, 0, 0, 0};
   *count = n;
   return 0;
+}
+
+nvmlReturn fake_mig_mode(nvmlDevice d, unsigned* current, unsigned* pending) {
+  if (is_mig(d)) return 3;
+  *current = *pending = fake->mig_instances.contains(index_of(d)) ? detail::kNvmlMigEnabled : 0;
+  return 0;
+}
+nvmlReturn fake_max_mig(nvmlDevice, unsigned* count) { return *count = 7, 0; }
+nvmlReturn fake_mig_handle(nvmlDevice d, unsigned j, nvmlDevice* mig) {
+  const auto it = fake->mig_instances.find(index_of(d));
+  if (it == fake->mig_instances.end()) return 3;
+  if (j >= it->second) return 6;  // NVML_ERROR_NOT_FOUND: an empty slot
+  *mig = mig_handle_of(index_of(d), j);
+  return 0;
+}
+nvmlReturn fake_uuid(nvmlDevice d, char* text, unsigned size) {
+  const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(d);
+  const std::string uuid = is_mig(d) ? mig_uuid(static_cast<unsigned>((raw - kMigHandles) / 10),
+                                                mig_slot_of(d))
+                                     : gpu_uuid(index_of(d));
+  if (uuid.size() >= size) return detail::kNvmlErrorInsufficientSize;
+  std::strcpy(text, uuid.c_str());
+  return 0;
+}
+// Per-process SM use is not measured on a MIG instance.
+nvmlReturn fake_process_util_not_on_mig(nvmlDevice d, detail::NvmlProcessUtilization* util,
+                                        unsigned* count, unsigned long long since) {
+  if (is_mig(d)) return 3;
+  return fake_process_util(d, util, count, since);
 }
 
 // A MIG instance or a vGPU: NVML_ERROR_NOT_SUPPORTED for every device-wide reading.
@@ -319,7 +371,7 @@ TEST_F(NvmlSourceTest, WithoutCudaEveryGpuByNvmlsIndex) {
 TEST_F(NvmlSourceTest, NamesEachGpuByTheCudaIndexTheProcessSeesAndLeavesOutTheOthers) {
   nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0", "00000000:86:00.0", "00000000:AF:00.0"};
   const auto source = detail::make_nvml_source(
-      library(), std::vector<std::string>{"0000:86:00.0", "0000:18:00.0"}, 1ms);
+      library(), std::vector<CudaDeviceName>{{"0000:86:00.0", ""}, {"0000:18:00.0", ""}}, 1ms);
   ASSERT_EQ(source->unavailable_reason(), "");
   const std::vector<GpuSample> got = read_until_pcie(*source);
   ASSERT_EQ(got.size(), 2u);
@@ -335,11 +387,101 @@ TEST_F(NvmlSourceTest, NamesEachGpuByTheCudaIndexTheProcessSeesAndLeavesOutTheOt
 TEST_F(NvmlSourceTest, NoGpuOfTheProcessAmongNvmlsSaysWhichIdsWereCompared) {
   nvml.bus_ids = {"00000000:18:00.0", ""};
   const auto source =
-      detail::make_nvml_source(library(), std::vector<std::string>{"0000:86:00.0"}, 1ms);
+      detail::make_nvml_source(library(), std::vector<CudaDeviceName>{{"0000:86:00.0", ""}}, 1ms);
   EXPECT_TRUE(source->read().empty());
   EXPECT_EQ(source->unavailable_reason(),
             "none of the 2 GPU(s) NVML sees (PCI 00000000:18:00.0, ?) is a CUDA device of this "
             "process (PCI 0000:86:00.0)");
+}
+
+// The MIG calls, and two GPUs, GPU 1 in MIG mode with 2 instances.
+class NvmlMigTest : public NvmlSourceTest {
+ protected:
+  NvmlMigTest() {
+    nvml.bus_ids = {"00000000:18:00.0", "00000000:3B:00.0"};
+    nvml.mig_instances[1] = 2;
+  }
+  static detail::NvmlLibrary mig_library() {
+    detail::NvmlLibrary lib = library();
+    lib.api.running_processes = fake_processes;
+    lib.api.process_utilization = fake_process_util_not_on_mig;
+    lib.api.mig_mode = fake_mig_mode;
+    lib.api.max_mig_devices = fake_max_mig;
+    lib.api.mig_handle_by_index = fake_mig_handle;
+    lib.api.uuid = fake_uuid;
+    return lib;
+  }
+  // What CUDA says of a device: the PCI bus id (its GPU's for a MIG instance) and the UUID digits.
+  static CudaDeviceName cuda(const std::string& bus_id, const std::string& nvml_uuid) {
+    return {bus_id, nvml_uuid.substr(4)};
+  }
+};
+
+// CUDA_VISIBLE_DEVICES=MIG-...: the process's cuda:0 is instance 1 of GPU 1, whose PCI bus id is
+// the GPU's. Its readings are the instance's, through its own handle, never the whole GPU's.
+TEST_F(NvmlMigTest, AMigInstanceIsReadThroughItsOwnHandleMatchedByItsUuid) {
+  const auto source = detail::make_nvml_source(
+      mig_library(), std::vector<CudaDeviceName>{cuda("0000:3B:00.0", mig_uuid(1, 1))}, 1ms);
+  ASSERT_EQ(source->unavailable_reason(), "");
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  const GpuSample& g = got[0];
+  EXPECT_EQ(g.index, 0);
+  EXPECT_EQ(g.mig_instance, mig_uuid(1, 1));
+  EXPECT_EQ(g.memory_total_bytes, 10ull << 30) << "the instance's memory, not the GPU's 80 GiB";
+  EXPECT_EQ(g.memory_used_bytes, 2ull << 28);
+  EXPECT_FALSE(g.util_ratio) << "not the whole GPU's 11 %";
+  EXPECT_EQ(g.unavailable.at("util_ratio"),
+            "nvmlDeviceGetUtilizationRates: status 3 (NOT_SUPPORTED) on MIG instance " +
+                mig_uuid(1, 1) +
+                ": NVML does not measure it per MIG instance, and the whole GPU's is not the "
+                "instance's");
+  ASSERT_EQ(g.processes.size(), 1u) << "the instance's processes";
+  EXPECT_FALSE(g.processes[0].sm_util_ratio);
+  EXPECT_NE(g.unavailable.at("process_sm_util_ratio")
+                .find("nvmlDeviceGetProcessUtilization: status 3 (NOT_SUPPORTED) on MIG instance " +
+                      mig_uuid(1, 1)),
+            std::string::npos)
+      << g.unavailable.at("process_sm_util_ratio");
+  for (const char* shared : {"power_watts", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"}) {
+    EXPECT_EQ(g.unavailable.at(shared),
+              "the GPU's, shared by its MIG instances: not read for MIG instance " + mig_uuid(1, 1))
+        << shared;
+  }
+  EXPECT_FALSE(g.power_watts);
+  EXPECT_FALSE(g.pcie_tx_bytes_per_s);
+}
+
+// A CUDA that names a MIG instance NVML gives no handle for (its UUID not among them) on a GPU in
+// MIG mode: nothing is read, rather than the whole GPU's figures under the instance's name.
+TEST_F(NvmlMigTest, AMigInstanceWithoutItsHandleIsNotReadAsItsWholeGpu) {
+  const auto source = detail::make_nvml_source(
+      mig_library(), std::vector<CudaDeviceName>{cuda("0000:3B:00.0", mig_uuid(1, 5))}, 1ms);
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  const GpuSample& g = got[0];
+  EXPECT_FALSE(g.util_ratio);
+  EXPECT_FALSE(g.memory_total_bytes);
+  EXPECT_TRUE(g.processes.empty());
+  const std::string why =
+      "cuda:0 is a MIG instance (its GPU, PCI 00000000:3B:00.0, is in MIG mode) and none of the 2 "
+      "MIG instance handle(s) NVML gives has its UUID (" + mig_uuid(1, 5).substr(4) +
+      "): the whole GPU's figures are not the instance's, so none is read";
+  EXPECT_EQ(g.unavailable.at("util_ratio"), why);
+  EXPECT_EQ(g.unavailable.at("memory_used_bytes"), why);
+  EXPECT_EQ(g.unavailable.at("process_sm_util_ratio"), why);
+}
+
+// A GPU not in MIG mode is read whole, found by its UUID where NVML gives no PCI bus id.
+TEST_F(NvmlMigTest, AWholeGpuIsFoundByItsUuidToo) {
+  nvml.bus_ids[0] = "";
+  const auto source = detail::make_nvml_source(
+      mig_library(), std::vector<CudaDeviceName>{cuda("0000:18:00.0", gpu_uuid(0))}, 1ms);
+  const std::vector<GpuSample> got = source->read();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].mig_instance, "");
+  EXPECT_DOUBLE_EQ(got[0].util_ratio.value_or(-1), 0.10);
+  EXPECT_EQ(got[0].memory_total_bytes, 80ull << 30);
 }
 
 // nvmlDeviceGetPcieThroughput waits out a ~20 ms window; the sampling thread must not.
