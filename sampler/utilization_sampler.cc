@@ -96,8 +96,8 @@ std::vector<int> other_ranks(const std::vector<ProcessCpu>& children, int follow
 }
 
 // Whether `a` and `b` are one rank of one job: a process and the copy it forked of itself.
-bool same_job_and_rank(const DistributedEnv& a, const DistributedEnv& b) {
-  return a.rank == b.rank && a.master == b.master && a.job == b.job;
+bool same_job_and_rank(const RankIdentity& a, const RankIdentity& b) {
+  return a.rank == b.rank && a.source == b.source && a.master == b.master && a.job == b.job;
 }
 
 // The processes among `children` ((pid, ppid) pairs) that descend from `root`: its loader workers,
@@ -190,9 +190,9 @@ struct UtilizationSampler::Reading {
                                        const std::map<int, std::string>& names);
   bool yielding(const std::string& entry, const ThreadCpu& t);
   std::optional<ProcessCpu> read_child(int pid);
-  const DistributedEnv& env_of(int pid);
+  const RankIdentity& env_of(int pid);
   const std::string& cmdline_of(int pid);
-  std::optional<double> rank_main_thread_busy(int pid, const DistributedEnv& env, int ppid);
+  std::optional<double> rank_main_thread_busy(int pid, const RankIdentity& env, int ppid);
   void forget_ended();
   // Whether to walk the tree: no; where something may have changed; or, nothing having forked, for
   // the walk every 5 s.
@@ -406,7 +406,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
       cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
   const auto run_wait = run_wait_since(files, dir + "/schedstat", next.child_run_delay_ns,
                                        previous.child_run_delay_ns, pid, dt, idle);
-  const DistributedEnv& env = env_of(pid);
+  const RankIdentity& env = env_of(pid);
   const auto main_thread_busy = rank_main_thread_busy(pid, env, task->ppid);
   if (!cores) return std::nullopt;
   ProcessCpu p;
@@ -415,6 +415,8 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.local_rank = env.local_rank;
   p.world_size = env.world_size;
   p.node_rank = env.node_rank;
+  p.rank_source = env.source;
+  p.rank_notes = env.notes;
   p.master_env = env.master;
   p.job = env.job;
   p.main_thread_busy = main_thread_busy;
@@ -437,7 +439,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
 // job), read from its first reading on; nothing for a process a rank forked (a loader worker,
 // which carries a copy of its environment) or no rank.
 std::optional<double> UtilizationSampler::Reading::rank_main_thread_busy(int pid,
-                                                                         const DistributedEnv& env,
+                                                                         const RankIdentity& env,
                                                                          int ppid) {
   if ((!env.rank && !env.master) || same_job_and_rank(env, env_of(ppid))) return std::nullopt;
   const std::string id = std::to_string(pid);
@@ -460,8 +462,8 @@ const std::string& UtilizationSampler::Reading::cmdline_of(int pid) {
   return cmdline->second;
 }
 
-// The torch.distributed environment process `pid` started with, read once.
-const DistributedEnv& UtilizationSampler::Reading::env_of(int pid) {
+// The launcher's variables process `pid` started with (its rank), read once.
+const RankIdentity& UtilizationSampler::Reading::env_of(int pid) {
   auto [env, fresh] = u.process_envs_.try_emplace(pid);
   if (fresh)
     env->second = parse_distributed_env(fs.read("/proc/" + std::to_string(pid) + "/environ").value_or(""));

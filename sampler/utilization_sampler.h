@@ -130,7 +130,7 @@ class UtilizationSampler {
   // Sampling thread only: cmdline by descendant pid, read once (its comm is taken from its stat
   // line every time: a torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
-  std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
+  std::map<int, RankIdentity> process_envs_;  // read once: the environment a process started with
   // Sampling thread only: the descendants by the last walk of the tree, when that was, whether a
   // children file was readable then, and whether one of them has ended since; when the kernel's
   // last pid given out was last read, what it was, and whether it is to be believed.
