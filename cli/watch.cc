@@ -24,6 +24,7 @@
 #include "cli/interrupt.h"
 #include "cli/config.h"
 #include "cli/output_scanner.h"
+#include "cli/rank_task.h"
 #include "cli/try_changes.h"
 #include "cli/try_loader.h"
 #include "cli/run.h"
@@ -78,6 +79,8 @@ void validate(const WatchOptions& o) {
   if (o.command.empty() && o.attach_pid == 0)
     throw ConfigError("command", "watch: no program to run; usage: feedscope watch [options] -- "
                                  "COMMAND [ARGS...]");
+  if (const std::string srun = srun_tasks_are_not_children(o.command, o.report_dir); !srun.empty())
+    throw ConfigError("command", srun);
   if (!(o.sample_hz > 0) || o.sample_hz > 1000)
     throw ConfigError("sample_hz", "--sample-hz: " + std::to_string(o.sample_hz) +
                                        " is out of range; allowed: greater than 0, at most 1000");
@@ -249,7 +252,7 @@ void note_failures(const std::vector<LauncherFailure>& failures, std::vector<Ran
 
 int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff>& sessions,
                  const WatchedGpu& gpu, const std::vector<LauncherFailure>& failures,
-                 WatchDiagnosisInput wd, Report& report) {
+                 const WatchTask& task, WatchDiagnosisInput wd, Report& report) {
   const ProcessTreeSummary& t = wd.tree;
   // One rank here is a job too where WORLD_SIZE says others ran elsewhere (feedscope merge).
   if (t.ranks < 2 && !(t.ranks == 1 && t.world_size.value_or(1) > 1)) return 0;
@@ -268,10 +271,16 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
   summary.id = t.job;
   summary.world_size = t.world_size;
   summary.hosts = {report.environment.hostname};
-  if (t.world_size && *t.world_size > t.ranks)
+  if (task.one_task && t.ranks == 1)
+    summary.notes.push_back("this watch is one task of the job (rank " + std::to_string(*task.identity.rank) +
+                            " by " + task.identity.source + "'s variables); its other " +
+                            std::to_string(t.world_size.value_or(1) - 1) + " ranks are other tasks' "
+                            "(feedscope merge joins the tasks' reports)");
+  else if (t.world_size && *t.world_size > t.ranks)
     summary.notes.push_back("WORLD_SIZE is " + std::to_string(*t.world_size) + " and " +
                             std::to_string(t.ranks) + " ranks ran here: the others ran on other "
                             "machines (feedscope merge joins their reports)");
+  summary.notes.insert(summary.notes.end(), t.rank_notes.begin(), t.rank_notes.end());
   note_failures(failures, report.ranks, summary);
   report.job = std::move(summary);
   // A job that ended before anything could be measured is not judged.
@@ -412,12 +421,13 @@ std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::
   return env;
 }
 
-std::unique_ptr<MetricsExporter> start_metrics(const WatchOptions& o, const Environment& environment,
+std::unique_ptr<MetricsExporter> start_metrics(const RankAddress& at, const Environment& environment,
                                                std::ostream& log) {
-  if (o.metrics_addr.empty()) return nullptr;
+  if (at.address.empty()) return nullptr;
   auto metrics = std::make_unique<MetricsExporter>(
-      metrics_options(environment, o.metrics_addr, environment.hostname, std::nullopt));
-  log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
+      metrics_options(environment, at.address, environment.hostname, std::nullopt));
+  log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics"
+      << (at.how.empty() ? "" : " (" + at.how + ")") << std::endl;
   return metrics;
 }
 
@@ -642,16 +652,27 @@ void offer_loader(const WatchOptions& o, DataFilesSeen& data_files,
   offer_feedscope_loader(data_files, setup, report);
 }
 
-std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o) {
-  return {{"mode", std::string("watch")},
-          {"command", command_line(o.command)},
-          {"report_dir", o.report_dir},
-          {"metrics_addr", o.metrics_addr},
-          {"sample_hz", o.sample_hz},
-          {"duration", o.duration_s},
-          {"throughput_pattern", o.throughput_pattern},
-          {"throughput_unit", o.throughput_unit},
-          {"batch_size", o.batch_size}};
+std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o, const WatchTask& task,
+                                                               const MetricsExporter* metrics) {
+  std::vector<std::pair<std::string, ConfigValue>> c = {{"mode", std::string("watch")},
+                                                        {"command", command_line(o.command)},
+                                                        {"report_dir", o.report_dir},
+                                                        {"metrics_addr", o.metrics_addr},
+                                                        {"sample_hz", o.sample_hz},
+                                                        {"duration", o.duration_s},
+                                                        {"throughput_pattern", o.throughput_pattern},
+                                                        {"throughput_unit", o.throughput_unit},
+                                                        {"batch_size", o.batch_size}};
+  if (metrics) {
+    c.emplace_back("metrics_address", metrics->address());
+    c.emplace_back("metrics_port_offset", std::int64_t{task.metrics.port_offset});
+  }
+  // The rank this watch is a task of, where srun or mpirun started it as one (cli/rank_task.h).
+  if (task.one_task) {
+    c.emplace_back("rank", std::int64_t{*task.identity.rank});
+    c.emplace_back("rank_source", task.identity.source);
+  }
+  return c;
 }
 
 // With record_dir: what the program's diagnosis read and what it said, for `feedscope replay` (the
@@ -676,7 +697,8 @@ void record_watch(const WatchOptions& o, const WatchDiagnosisInput& wd, const Di
 // What a watch holds while the program runs, and reads once it has ended or the window is over:
 // the same for a program watch started and one it attached to.
 struct Watching {
-  const WatchOptions& o;
+  const WatchOptions& o;  // with report_dir where the task's is (WatchTask::report_dir)
+  const WatchTask& task;
   std::ostream& log;
   Report report;
   ProgramSummary program;
@@ -692,11 +714,12 @@ struct Watching {
   SpanRegistry no_spans;
   Sampling sampling;
 
-  Watching(const WatchOptions& options, std::ostream& out) : o(options), log(out) {
+  Watching(const WatchOptions& options, const WatchTask& placed, std::ostream& out)
+      : o(options), task(placed), log(out) {
     make_report_dir(o.report_dir);
     report.environment = gather_environment("");
     cpus = std::max(report.environment.cpus, 1);
-    metrics = start_metrics(o, report.environment, log);
+    metrics = start_metrics(task.metrics, report.environment, log);
   }
   // When the program's time begins: just before watch starts it, or when attach begins to read.
   void mark_begin() {
@@ -707,7 +730,7 @@ struct Watching {
   // `pid`: the program; `parent`: whoever started it (the watcher, or its own parent).
   void start_sampling_at(int pid, int parent, const fs::path& channel) {
     program.pid = pid;
-    tree.emplace(pid, parent);
+    tree.emplace(pid, parent, task.identity);
     sampling = start_sampling(sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel}),
                               o.report_dir, begin_ns, no_spans, metrics.get());
   }
@@ -751,8 +774,13 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   const Diagnosis watched = report.diagnosis;
   const std::vector<LauncherFailure> failures =
       reads_launcher_failures(o) ? scanner.launcher_failures() : std::vector<LauncherFailure>{};
-  if (const int shown = digest_ranks(*tree, sessions, gpu, failures, wd, report))
+  if (const int shown = digest_ranks(*tree, sessions, gpu, failures, task, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
+  if (const auto elsewhere = mpi_ranks_elsewhere(o.command, o.report_dir, program.tree.ranks,
+                                                 program.tree.world_size)) {
+    program.notes.push_back(*elsewhere);
+    log << "feedscope watch: " << *elsewhere << std::endl;
+  }
   note_printed_data_stall(report.diagnosis, program);
   if (report.job) {
     report.job->begin_unix_s = begin_unix_s;
@@ -764,8 +792,9 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
-  report.config = watch_config(o);
+  report.config = watch_config(o, task, metrics.get());
   WatchOutcome outcome;
+  outcome.report_dir = o.report_dir;
   note_work_began(first_kernel_ns, scanner, begin_ns, report.program->wall_s, outcome);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
@@ -827,7 +856,13 @@ void note_unmeasured_when_attached(ProgramSummary& program, bool sessions,
 WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
   const AttachedProcess target(o.attach_pid);
   const InterruptGuard interrupts;
-  Watching w(o, log);
+  // Its rank, where a launcher named one; the address and the report folder stay as given.
+  WatchTask task;
+  task.identity = parse_distributed_env(
+      ProcFs().read("/proc/" + std::to_string(target.pid()) + "/environ").value_or(""));
+  task.report_dir = o.report_dir;
+  task.metrics.address = o.metrics_addr;
+  Watching w(o, task, log);
   w.program.command = target.command();
   w.program.attached = true;
   w.no_injection = kAttachedNoTrace;
@@ -862,16 +897,19 @@ WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
 
 }  // namespace
 
-WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
-  validate(o);
-  if (o.attach_pid != 0) return attach_to(o, log);
+WatchOutcome watch_program(const WatchOptions& given, std::ostream& log) {
+  validate(given);
+  if (given.attach_pid != 0) return attach_to(given, log);
+  const WatchTask task = place_watch_task(given, started_identity(given));
+  WatchOptions o = given;
+  o.report_dir = task.report_dir;
   const ChannelDir channel;
   std::string no_injection;
   std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
   OutputScanner scanner = output_scanner(o, o.command);
   ChildProcess::Options co = child_options(o, std::move(env), scanner);
 
-  Watching w(o, log);
+  Watching w(o, task, log);
   w.program.command = o.command;
   w.no_injection = no_injection;
   w.mark_begin();
@@ -899,7 +937,7 @@ int watch_command(const WatchOptions& options) {
               << " CPU-s (" << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0)
               << " % of one core)\n"
               << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
-              << "feedscope: report in " << options.report_dir << std::endl;
+              << "feedscope: report in " << outcome.report_dir << std::endl;
   }
   return outcome.exit_code;
 }
@@ -914,7 +952,7 @@ int attach_command(const WatchOptions& options) {
             << "; reading took " << p.watcher_cpu_s << " CPU-s ("
             << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0) << " % of one core)\n"
             << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
-            << "feedscope: report in " << options.report_dir << std::endl;
+            << "feedscope: report in " << outcome.report_dir << std::endl;
   return outcome.exit_code;
 }
 
