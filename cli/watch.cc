@@ -54,9 +54,11 @@ namespace {
 constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
+constexpr std::size_t kFileLooksPerReading = 8;  // processes whose open files a reading looks at
 constexpr double kAttachWaitLooksPerSecond = 10;
 constexpr double kAttachMemoryCpuShare = 0.001;
 constexpr double kWatchMemoryCpuShare = 0.05;
+constexpr std::size_t kWatchMemoryFullShareProcesses = 12;
 
 namespace fs = std::filesystem;
 
@@ -321,10 +323,16 @@ const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   return best;
 }
 
-// The open files of the process read and of its descendants (a DataLoader's workers).
-void look_at_files(DataFilesSeen& seen, const UtilizationSample& s) {
-  if (s.pid > 0) seen.look(s.pid);
-  for (const ProcessCpu& p : s.children) seen.look(p.pid);
+// The open files of the process read and of its descendants (a DataLoader's workers), a few of
+// them a reading, in turn: a node's ranks' workers read alike, and the descriptors of each of 105
+// processes (8 ranks x 12 workers) at every reading cost 2.5 % of a core, most of a watch's.
+void look_at_files(DataFilesSeen& seen, const UtilizationSample& s, std::size_t& turn) {
+  std::vector<int> pids;
+  if (s.pid > 0) pids.push_back(s.pid);
+  for (const ProcessCpu& p : s.children) pids.push_back(p.pid);
+  const std::size_t looks = std::min(pids.size(), kFileLooksPerReading);
+  for (std::size_t i = 0; i < looks; ++i) seen.look(pids[(turn + i) % pids.size()]);
+  turn += looks;
 }
 
 // What the GPU summary of a watched program leaves out, for program.notes.
@@ -470,6 +478,9 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // for a trend in a minute); attach 0.1 % (a rank's map cost 35 ms here: the 11 processes of a
   // 2 x 4 job every 2 minutes or so, the first at the start).
   so.memory_cpu_share = o.attach_pid != 0 ? kAttachMemoryCpuShare : kWatchMemoryCpuShare;
+  // A node of 8 ranks x 12 workers: each process's memory read less often, at 0.6 % of a core,
+  // so that the whole watch stays under 2 % (docs/benchmarks.md); a trainer and 11 workers at 5 %.
+  if (o.attach_pid == 0) so.memory_share_processes = kWatchMemoryFullShareProcesses;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
@@ -477,11 +488,12 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // every reading until a few are seen (a file is open only while it is read), then at every
   // fifth, until the set is full.
   so.retarget = [&tree = seen.tree, &torch = seen.torch, &data_files = seen.data_files,
-                 try_loader = o.try_loader, readings = 0, started = pid, m = seen.metrics,
+                 try_loader = o.try_loader, readings = 0, file_turn = std::size_t{0}, started = pid,
+                 m = seen.metrics,
                  dir = seen.channel, polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
     if (try_loader && !data_files.full() && (data_files.files().size() < 8 || readings % 5 == 0))
-      look_at_files(data_files, s);
+      look_at_files(data_files, s, file_turn);
     ++readings;
     const int next = tree.add(s);
     if (m) m->update_ranks(tree.latest_ranks());
