@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/config.h"
+#include "cli/output_scanner.h"
 
 namespace feedscope {
 
@@ -18,6 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string program_name(const std::string& word) { return word.substr(word.rfind('/') + 1); }
+
+bool is_mpi_launcher(const std::vector<std::string>& command) {
+  if (command.empty()) return false;
+  const std::string name = program_name(command.front());
+  return name == "mpirun" || name == "mpiexec" || name == "orterun";
+}
 
 // The launcher's options that take a value as the next word (`-n 4`, `--ntasks 4`); `--mca` and
 // `-mca` take two. A word of another option that starts with '-' takes none, as `--pty`.
@@ -137,6 +144,18 @@ WatchTask place_watch_task(const WatchOptions& o, const RankIdentity& identity) 
   return task;
 }
 
+void share_with_the_other_tasks(const WatchTask& task, SamplingOptions& so) {
+  constexpr double kLeastLooksPerSecond = 10;
+  const int tasks = task.one_task ? task.identity.local_size.value_or(1) : 1;
+  if (tasks <= 1) return;
+  so.wait_probe_hz = std::max(std::min(kLeastLooksPerSecond, so.wait_probe_hz), so.wait_probe_hz / tasks);
+  so.memory_cpu_share /= tasks;
+}
+
+bool launches_ranks(const std::vector<std::string>& command) {
+  return starts_distributed_launcher(command) || is_mpi_launcher(command);
+}
+
 std::string srun_tasks_are_not_children(const std::vector<std::string>& command,
                                         const std::string& report_dir) {
   if (command.empty() || program_name(command.front()) != "srun") return "";
@@ -150,9 +169,8 @@ std::string srun_tasks_are_not_children(const std::vector<std::string>& command,
 std::optional<std::string> mpi_ranks_elsewhere(const std::vector<std::string>& command,
                                                const std::string& report_dir, int ranks_read,
                                                std::optional<int> world_size) {
-  if (command.empty()) return std::nullopt;
+  if (!is_mpi_launcher(command)) return std::nullopt;
   const std::string name = program_name(command.front());
-  if (name != "mpirun" && name != "mpiexec" && name != "orterun") return std::nullopt;
   if (ranks_read > 0 && (!world_size || *world_size <= ranks_read)) return std::nullopt;
   return name + " started " + (ranks_read == 0 ? std::string("no rank this watch read")
                                                : "ranks on other hosts") +

@@ -13,6 +13,7 @@
 
 #include "cli/watch.h"
 #include "exporters/rank_address.h"
+#include "exporters/report_assembly.h"
 #include "sampler/rank_identity.h"
 
 namespace feedscope {
@@ -31,6 +32,16 @@ RankIdentity started_identity(const WatchOptions& options);
 // report.json where it holds another job's report (unless options.force), and naming the address
 // where the local rank takes its port past 65535.
 WatchTask place_watch_task(const WatchOptions& options, const RankIdentity& identity);
+
+// One of the N tasks of a machine (each under its own watch) takes an Nth of what a watch's looks
+// at the training thread and its memory readings may cost, 10 looks a second at least: the N
+// watches cost about what one watch of the machine's launcher does, and each rank is looked at
+// about as often as it is there.
+void share_with_the_other_tasks(const WatchTask& task, SamplingOptions& sampling);
+
+// Whether `command` starts a launcher of ranks: torchrun, deepspeed, accelerate,
+// torch.distributed.run, mpirun, mpiexec.
+bool launches_ranks(const std::vector<std::string>& command);
 
 // For `watch -- srun ...`: why it reads no rank and the per-task command that does; empty for a
 // command that does not start with srun.

@@ -55,6 +55,7 @@ constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
 constexpr std::size_t kFileLooksPerReading = 8;  // processes whose open files a reading looks at
+constexpr std::int64_t kFileLooksEveryReadingNs = 10'000'000'000;  // then at every fifth reading
 constexpr double kAttachWaitLooksPerSecond = 10;
 constexpr double kAttachMemoryCpuShare = 0.001;
 constexpr double kWatchMemoryCpuShare = 0.05;
@@ -485,14 +486,17 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // read is looked at for the torch it imported.
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
   // with an endpoint the ranks' series. With try_loader, the files the program holds open: at
-  // every reading until a few are seen (a file is open only while it is read), then at every
-  // fifth, until the set is full.
+  // every reading until a few are seen (a file is open only while it is read) or for the first
+  // 10 s, then at every fifth, until the set is full: a program whose data is in memory opens
+  // none, and was looked at 10 times a second for the whole run.
   so.retarget = [&tree = seen.tree, &torch = seen.torch, &data_files = seen.data_files,
                  try_loader = o.try_loader, readings = 0, file_turn = std::size_t{0}, started = pid,
-                 m = seen.metrics,
+                 first_ns = std::int64_t{0}, m = seen.metrics,
                  dir = seen.channel, polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
-    if (try_loader && !data_files.full() && (data_files.files().size() < 8 || readings % 5 == 0))
+    if (first_ns == 0) first_ns = s.time_ns;
+    const bool few = data_files.files().size() < 8 && s.time_ns - first_ns < kFileLooksEveryReadingNs;
+    if (try_loader && !data_files.full() && (few || readings % 5 == 0))
       look_at_files(data_files, s, file_turn);
     ++readings;
     const int next = tree.add(s);
@@ -743,8 +747,10 @@ struct Watching {
   void start_sampling_at(int pid, int parent, const fs::path& channel) {
     program.pid = pid;
     tree.emplace(pid, parent, task.identity);
-    sampling = start_sampling(sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel}),
-                              o.report_dir, begin_ns, no_spans, metrics.get());
+    if (launches_ranks(program.command)) tree->launches_ranks();
+    SamplingOptions so = sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel});
+    share_with_the_other_tasks(task, so);
+    sampling = start_sampling(std::move(so), o.report_dir, begin_ns, no_spans, metrics.get());
   }
   // The sampler's last readings, taken while the program's /proc entry is still there.
   void stop_sampling() {

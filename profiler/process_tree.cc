@@ -436,7 +436,8 @@ void ProcessTreeDigest::Reading::read_ranks() {
   if (d.rank_pids_.contains(pid) && !baseline_only) read_rank(latest, pid, self_cores, main_busy);
   // A program that is no torch.distributed job: its training process is the one "rank" of the live
   // series (a dashboard's per-rank panels show it), rank 0, without a timeline of its own.
-  if (d.rank_pids_.empty() && !baseline_only) read_rank(latest, pid, self_cores, main_busy, 0);
+  if (d.rank_pids_.empty() && !d.launches_ranks_ && !baseline_only)
+    read_rank(latest, pid, self_cores, main_busy, 0);
   for (const ProcessCpu& p : s.children)
     if (p.pid != pid && d.rank_pids_.contains(p.pid)) read_rank(latest, p.pid, p.cores, p.main_thread_busy);
   d.latest_ranks_ = std::move(latest);

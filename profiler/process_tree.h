@@ -234,6 +234,12 @@ class ProcessTreeDigest {
   std::vector<ProcessTreeSummary> rank_views() const;
   // The ranks (with a RANK) in the latest reading.
   std::vector<RankReading> latest_ranks() const;
+  // The started program launches ranks (torchrun, mpirun): until they start there is no rank,
+  // rather than the launcher standing in as rank 0 (the second machine's ranks are 2 and 3).
+  void launches_ranks() {
+    const std::lock_guard lock(mutex_);
+    launches_ranks_ = true;
+  }
   // The training thread's time for data over the last kLiveStallWindowS seconds of looks (the
   // live feedscope_data_stall_ratio of watch and attach); none under kLiveStallMinLooks of them.
   std::optional<double> latest_data_stall() const;
@@ -302,6 +308,7 @@ class ProcessTreeDigest {
   int started_pid_;
   int parent_pid_;
   RankIdentity started_;
+  bool launches_ranks_ = false;
   std::int64_t first_ns_ = 0, last_ns_ = 0, previous_ns_ = 0;
   std::size_t samples_ = 0;
   std::map<int, Sampled> sampled_;  // by pid

@@ -1,6 +1,7 @@
 #include "sampler/rank_identity.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -22,39 +23,61 @@ struct Claim {
   const char* source;
   const char* starter;  // the command that sets them, for the notes
   std::string rank_key, world_key;
-  std::optional<int> rank, world_size, local_rank, node_rank;
+  std::optional<int> rank, world_size, local_rank, node_rank, local_size;
   bool named() const { return rank.has_value(); }
 };
 
+// This node's tasks in Slurm's "4(x2),3" (4 on each of the first two nodes, 3 on the third).
+std::optional<int> slurm_tasks_on_node(std::string_view per_node, int node) {
+  int first = 0;  // the first node of the item read
+  while (!per_node.empty()) {
+    const std::size_t comma = per_node.find(',');
+    const std::string_view item = per_node.substr(0, comma);
+    per_node = comma == std::string_view::npos ? std::string_view() : per_node.substr(comma + 1);
+    int tasks = 0, nodes = 1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), tasks);
+    if (ec != std::errc()) return std::nullopt;
+    const std::string_view rest = item.substr(static_cast<std::size_t>(end - item.data()));
+    if (!rest.empty() && (std::sscanf(std::string(rest).c_str(), "(x%d)", &nodes) != 1 || nodes < 1))
+      return std::nullopt;
+    if (node < first + nodes) return tasks;
+    first += nodes;
+  }
+  return std::nullopt;
+}
+
 Claim torch_claim(const EnvironmentLookup& env) {
-  Claim c{"torch", "torchrun", "RANK", "WORLD_SIZE", {}, {}, {}, {}};
+  Claim c{"torch", "torchrun", "RANK", "WORLD_SIZE", {}, {}, {}, {}, {}};
   // RANK alone is someone else's variable; with WORLD_SIZE set, torch.distributed's.
   if (env("WORLD_SIZE")) c.rank = number_of(env, "RANK");
   c.world_size = number_of(env, "WORLD_SIZE");
   c.local_rank = number_of(env, "LOCAL_RANK");
   c.node_rank = number_of(env, "GROUP_RANK");
   if (!c.node_rank) c.node_rank = number_of(env, "NODE_RANK");
+  c.local_size = number_of(env, "LOCAL_WORLD_SIZE");
   return c;
 }
 
 Claim openmpi_claim(const EnvironmentLookup& env) {
-  Claim c{"openmpi", "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", {}, {}, {}, {}};
+  Claim c{"openmpi", "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", {}, {}, {}, {}, {}};
   c.world_size = number_of(env, c.world_key);
   if (c.world_size) c.rank = number_of(env, c.rank_key);
   c.local_rank = number_of(env, "OMPI_COMM_WORLD_LOCAL_RANK");
+  c.local_size = number_of(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
   return c;
 }
 
 Claim pmi_claim(const EnvironmentLookup& env) {
-  Claim c{"pmi", "mpiexec", "PMI_RANK", "PMI_SIZE", {}, {}, {}, {}};
+  Claim c{"pmi", "mpiexec", "PMI_RANK", "PMI_SIZE", {}, {}, {}, {}, {}};
   c.world_size = number_of(env, c.world_key);
   if (c.world_size) c.rank = number_of(env, c.rank_key);
   c.local_rank = number_of(env, "MPI_LOCALRANKID");
+  c.local_size = number_of(env, "MPI_LOCALNRANKS");
   return c;
 }
 
 Claim slurm_claim(const EnvironmentLookup& env) {
-  Claim c{"slurm", "srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", {}, {}, {}, {}};
+  Claim c{"slurm", "srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", {}, {}, {}, {}, {}};
   // A task of an srun step; a batch script has SLURM_PROCID and SLURM_NTASKS but no step.
   if (!env("SLURM_STEP_ID") && !env("SLURM_STEPID")) return c;
   c.world_size = number_of(env, c.world_key);
@@ -65,6 +88,9 @@ Claim slurm_claim(const EnvironmentLookup& env) {
   if (c.world_size) c.rank = number_of(env, c.rank_key);
   c.local_rank = number_of(env, "SLURM_LOCALID");
   c.node_rank = number_of(env, "SLURM_NODEID");
+  auto per_node = env("SLURM_STEP_TASKS_PER_NODE");
+  if (!per_node) per_node = env("SLURM_TASKS_PER_NODE");
+  if (per_node) c.local_size = slurm_tasks_on_node(*per_node, c.node_rank.value_or(0));
   return c;
 }
 
@@ -116,6 +142,7 @@ RankIdentity rank_identity(const EnvironmentLookup& env) {
   id.rank = from.rank;
   id.world_size = from.world_size;
   id.local_rank = from.local_rank;
+  id.local_size = from.local_size;
   id.node_rank = from.node_rank;
   if (used) id.source = used->source;
   id.master = env("MASTER_ADDR").has_value() || env("MASTER_PORT").has_value();

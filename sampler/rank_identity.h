@@ -5,7 +5,7 @@
 // `feedscope watch` that srun or mpirun started as one of the job's tasks.
 //
 // The launchers, in the order they are believed where several named a rank:
-//   torch    RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK (torchrun, deepspeed, accelerate, a script):
+//   torch    RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK, LOCAL_WORLD_SIZE (torchrun, deepspeed, accelerate, a script):
 //            what torch.distributed itself reads, set by the launcher closest to the process.
 //   openmpi  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (mpirun, Open MPI).
 //   pmi      PMI_RANK, PMI_SIZE, MPI_LOCALRANKID (MPICH's and Intel MPI's mpiexec).
@@ -24,6 +24,9 @@ namespace feedscope {
 struct RankIdentity {
   std::optional<int> rank;  // set only where the same launcher also gave the job's size
   std::optional<int> local_rank;
+  // The ranks on this machine: LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+  // this node's count in SLURM_STEP_TASKS_PER_NODE ("4(x2),3").
+  std::optional<int> local_size;
   std::optional<int> world_size;
   std::optional<int> node_rank;  // GROUP_RANK / NODE_RANK, SLURM_NODEID: which machine
   // The launcher whose variables gave the rank: "torch", "openmpi", "pmi", "slurm"; empty: none.

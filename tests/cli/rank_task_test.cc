@@ -117,5 +117,34 @@ TEST(RankTaskTest, AWatchOfMpirunThatReadFewerRanksThanTheJobsSizeSaysHowToReadT
   EXPECT_FALSE(mpi_ranks_elsewhere({"torchrun", "train.py"}, "R", 0, std::nullopt));
 }
 
+TEST(RankTaskTest, TheTasksOfAMachineShareOneWatchsBudget) {
+  WatchTask task;
+  task.identity = srun_task(3);
+  task.identity.local_size = 8;
+  task.one_task = true;
+  SamplingOptions so;
+  so.wait_probe_hz = 50;
+  so.memory_cpu_share = 0.05;
+  share_with_the_other_tasks(task, so);
+  EXPECT_DOUBLE_EQ(so.wait_probe_hz, 10) << "50 / 8, 10 at least";
+  EXPECT_DOUBLE_EQ(so.memory_cpu_share, 0.05 / 8);
+  task.identity.local_size = 2;
+  so.wait_probe_hz = 50;
+  share_with_the_other_tasks(task, so);
+  EXPECT_DOUBLE_EQ(so.wait_probe_hz, 25);
+  task.one_task = false;  // a watch of the machine's launcher keeps its own
+  so.wait_probe_hz = 50;
+  share_with_the_other_tasks(task, so);
+  EXPECT_DOUBLE_EQ(so.wait_probe_hz, 50);
+}
+
+TEST(RankTaskTest, TheLaunchersOfRanks) {
+  EXPECT_TRUE(launches_ranks({"/usr/bin/mpirun", "-n", "2", "python3", "t.py"}));
+  EXPECT_TRUE(launches_ranks({"python3", "-m", "torch.distributed.run", "t.py"}));
+  EXPECT_TRUE(launches_ranks({"torchrun", "t.py"}));
+  EXPECT_FALSE(launches_ranks({"python3", "t.py"}));
+  EXPECT_FALSE(launches_ranks({}));
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -439,5 +439,22 @@ TEST(LauncherRanksTest, ATorchrunThatSrunStartedIsTheLauncherOfItsRanks) {
   EXPECT_EQ(summary.rank_notes[0].rfind("rank 0 (pid 401): SLURM_PROCID=0", 0), 0u) << summary.rank_notes[0];
 }
 
+// A watch of torchrun on the job's second machine (ranks 2 and 3): before the ranks start there is
+// no rank, rather than torchrun standing in as a rank 0 that the job does not have there.
+TEST(LauncherRanksTest, ALauncherOfRanksStandsInForNoRank) {
+  for (const bool launcher : {false, true}) {
+    ProcessTreeDigest tree(kLauncher, 1);
+    if (launcher) tree.launches_ranks();
+    for (int i = 0; i <= 2; ++i) tree.add(started_reading(i, kLauncher, "python3", 0.3, {}));
+    const std::vector<RankReading> ranks = tree.latest_ranks();
+    if (launcher) {
+      EXPECT_TRUE(ranks.empty());
+    } else {
+      ASSERT_EQ(ranks.size(), 1u) << "a program that is no job is rank 0 of the live series";
+      EXPECT_EQ(ranks[0].rank, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace feedscope

@@ -17,11 +17,12 @@ using namespace std::string_literals;
 const std::string kSrunTask1 =
     "SLURM_JOB_ID=7\0SLURM_JOBID=7\0SLURM_STEP_ID=0\0SLURM_STEPID=0\0SLURM_PROCID=1\0"
     "SLURM_LOCALID=1\0SLURM_NODEID=0\0SLURM_NTASKS=2\0SLURM_NPROCS=2\0SLURM_STEP_NUM_TASKS=2\0"
+    "SLURM_STEP_TASKS_PER_NODE=2\0"
     "PATH=/usr/bin\0"s;
 // A rank of `mpirun -n 2`.
 const std::string kMpirunRank1 =
     "OMPI_COMM_WORLD_RANK=1\0OMPI_COMM_WORLD_SIZE=2\0OMPI_COMM_WORLD_LOCAL_RANK=1\0"
-    "OMPI_COMM_WORLD_NODE_RANK=1\0PMIX_NAMESPACE=1074659329\0PMIX_RANK=1\0"
+    "OMPI_COMM_WORLD_NODE_RANK=1\0OMPI_COMM_WORLD_LOCAL_SIZE=2\0PMIX_NAMESPACE=1074659329\0PMIX_RANK=1\0"
     "OMPI_MCA_ess_base_jobid=1074659329\0"s;
 
 TEST(RankIdentityTest, TorchrunsVariables) {
@@ -43,10 +44,25 @@ TEST(RankIdentityTest, AnSrunTask) {
   EXPECT_EQ(id.rank, 1);
   EXPECT_EQ(id.world_size, 2);
   EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.local_size, 2);
   EXPECT_EQ(id.node_rank, 0);
   EXPECT_EQ(id.source, "slurm");
   EXPECT_EQ(id.job, "127.0.0.1:29500 slurm=7.0");
   EXPECT_EQ(job_key(id.job), "slurm=7.0");
+}
+
+// Slurm says a step's tasks per node as "4(x2),3": 4 on each of nodes 0 and 1, 3 on node 2.
+TEST(RankIdentityTest, ThisNodesTasksOfAnSrunStep) {
+  const std::string step = "SLURM_STEP_ID=0\0SLURM_PROCID=8\0SLURM_STEP_NUM_TASKS=11\0SLURM_STEP_TASKS_PER_NODE=4(x2),3\0"s;
+  EXPECT_EQ(rank_identity_of_environ(step + "SLURM_NODEID=1\0"s).local_size, 4);
+  EXPECT_EQ(rank_identity_of_environ(step + "SLURM_NODEID=2\0"s).local_size, 3);
+  EXPECT_FALSE(rank_identity_of_environ(step + "SLURM_NODEID=3\0"s).local_size) << "no such node";
+  EXPECT_FALSE(rank_identity_of_environ(
+                   "SLURM_STEP_ID=0\0SLURM_PROCID=0\0SLURM_NTASKS=2\0SLURM_TASKS_PER_NODE=2(x\0"s)
+                   .local_size)
+      << "malformed: not known";
+  EXPECT_EQ(rank_identity_of_environ("RANK=1\0WORLD_SIZE=8\0LOCAL_WORLD_SIZE=4\0"s).local_size, 4);
+  EXPECT_EQ(rank_identity_of_environ("PMI_RANK=1\0PMI_SIZE=8\0MPI_LOCALNRANKS=4\0"s).local_size, 4);
 }
 
 TEST(RankIdentityTest, ABatchScriptIsNoRank) {
@@ -62,6 +78,7 @@ TEST(RankIdentityTest, OpenMpiAndPmi) {
   EXPECT_EQ(ompi.rank, 1);
   EXPECT_EQ(ompi.world_size, 2);
   EXPECT_EQ(ompi.local_rank, 1);
+  EXPECT_EQ(ompi.local_size, 2);
   EXPECT_FALSE(ompi.node_rank) << "OMPI_COMM_WORLD_NODE_RANK is the rank within the node";
   EXPECT_EQ(ompi.source, "openmpi");
   EXPECT_EQ(ompi.job, "mpi=1074659329");
