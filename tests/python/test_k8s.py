@@ -66,6 +66,14 @@ def feedscope_commands(container):
     return []
 
 
+def have_namespaces():
+    """Whether this machine lets the test make a PID and network namespace (root, unshare, setpriv)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"):
+        return False
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--net", "true"], capture_output=True)
+    return r.returncode == 0
+
+
 def help_of(*words):
     r = subprocess.run([FEEDSCOPE, *words, "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -122,8 +130,8 @@ class KubernetesManifestsTest(unittest.TestCase):
 
 @unittest.skipUnless(FEEDSCOPE, "FEEDSCOPE_BINARY is not set (run through ctest)")
 @unittest.skipUnless(yaml, "no PyYAML: Debian package python3-yaml (scripts/setup.sh installs it)")
-@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv"),
-                     "needs root, unshare and setpriv (util-linux) for a PID namespace and capabilities")
+@unittest.skipUnless(have_namespaces(), "needs root, unshare and setpriv (util-linux): a PID and a network "
+                     "namespace, and capabilities")
 class SidecarInAPidNamespaceTest(unittest.TestCase):
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="feedscope-k8s-")

@@ -39,6 +39,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_pair():
+    """A free port whose next is free too: local ranks 0 and 1 listen on PORT and PORT + 1."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no two free ports in a row")
+
+
 def program(name):
     return shutil.which(name) or f"/usr/sbin/{name}"
 
@@ -176,7 +189,7 @@ class SlurmTaskWatchTest(unittest.TestCase):
 
     def test_every_task_watched_merged_and_a_second_job_refused(self):
         r_dir = self.dir / "R"
-        port = free_port()
+        port = free_port_pair()
         r = self.srun(FEEDSCOPE, "watch", "--report-dir", str(r_dir), "--metrics-addr",
                       f"127.0.0.1:{port}", "--", sys.executable, str(JOB), "--steps", "60",
                       "--slow-rank", "1")
