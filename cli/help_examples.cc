@@ -45,17 +45,24 @@ const std::vector<std::pair<std::string, std::string>>& help_examples() {
        "-- python3 main.py /data/imagenet\n"
        "# then run it again with each change feedscope can make (threads, -j, -b), 20 s a run,\n"
        "# and report what each measured\n"
-       "feedscope watch --try -- python3 main.py -j 2 /data/imagenet\n"},
+       "feedscope watch --try -- python3 main.py -j 2 /data/imagenet\n"
+       "# one watch per task of srun (or mpirun): R/rank-N each; then feedscope merge R\n"
+       "srun -n 4 feedscope watch --report-dir R -- python3 train.py\n"},
       {"attach",
        "# a job that is already running (its PID: pgrep -f train.py): 30 s of it read, nothing\n"
        "# stopped or restarted\n"
        "feedscope attach 12345\n"
        "# a sidecar beside dcgm-exporter: series for Prometheus until the job ends\n"
-       "feedscope attach --duration 0 --metrics-addr 0.0.0.0:9464 12345\n"},
+       "feedscope attach --duration 0 --metrics-addr 0.0.0.0:9464 12345\n"
+       "# a Kubernetes sidecar: the trainer found by its command line once it starts\n"
+       "feedscope attach --name train.py --wait 600 --duration 0 --metrics-addr 0.0.0.0:9464\n"},
       {"merge",
        "# on each machine: feedscope watch --report-dir node0 -- torchrun --nnodes 2 --node_rank 0 ...\n"
        "# then, with the machines' report directories in one place, the job's report\n"
-       "feedscope merge --report-dir job node0 node1\n"},
+       "feedscope merge --report-dir job node0 node1\n"
+       "# srun's or mpirun's tasks, each watched (srun feedscope watch --report-dir R -- ...):\n"
+       "# R/rank-N each; the job's report beside them\n"
+       "feedscope merge R\n"},
       {"replay",
        "# a run recorded (FEEDSCOPE_RECORD_DIR=rec/mlp or --record-dir rec/mlp), replayed anywhere\n"
        "feedscope replay rec/mlp\n"

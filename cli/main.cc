@@ -23,6 +23,7 @@
 #include "cli/interrupt.h"
 #include "cli/make_dataset.h"
 #include "cli/probe.h"
+#include "cli/process_by_name.h"
 #include "cli/run.h"
 #include "cli/sweep.h"
 #include "cli/sweep_command.h"
@@ -181,6 +182,9 @@ struct CommandLine {
   std::string try_mode;  // --try: "true" (CLI11's value of a bare flag); --try=auto: "auto"; not given: empty
   CLI::App* attach = nullptr;
   WatchOptions attach_options;
+  std::string attach_name;  // --name: the job found by its command line instead of a PID
+  double attach_wait_s = 60;
+  bool attach_list = false;
   CLI::App* merge = nullptr;
   std::string merge_out;
   std::vector<std::string> merge_dirs;
@@ -248,9 +252,14 @@ void CommandLine::add_watch(CLI::App& app) {
   watch = app.add_subcommand(
       "watch", "run a training program feedscope did not write and diagnose it: feedscope watch "
                "[options] -- COMMAND [ARGS...]");
-  watch->add_option("--report-dir", watch_options.report_dir, "report directory [feedscope-watch]");
+  watch->add_option("--report-dir", watch_options.report_dir,
+                    "report directory; a watch that srun or mpirun started as one task of a job "
+                    "writes its rank-N folder [feedscope-watch]");
+  watch->add_flag("--force", watch_options.force,
+                  "replace the report in a task's rank-N folder though it is another job's");
   watch->add_option("--metrics-addr", watch_options.metrics_addr,
-                    "HOST:PORT of a Prometheus endpoint while the program runs");
+                    "HOST:PORT of a Prometheus endpoint while the program runs; a task of a job "
+                    "listens on PORT + its local rank, or {local_rank} in HOST:PORT is replaced by it");
   watch->add_option("--sample-hz", watch_options.sample_hz, "utilization samples per second [10]");
   watch->add_option("--duration", watch_options.duration_s,
                     "stop the program after this many seconds (SIGINT, then SIGTERM) [until it exits]");
@@ -299,8 +308,14 @@ void CommandLine::add_attach(CLI::App& app) {
                 "stopping, restarting or changing it: feedscope attach [options] PID");
   attach_options.report_dir = "feedscope-attach";
   attach_options.duration_s = 30;
-  attach->add_option("pid", attach_options.attach_pid, "the training process (or its launcher: torchrun)")
-      ->required();
+  attach->add_option("pid", attach_options.attach_pid, "the training process (or its launcher: torchrun)");
+  attach->add_option("--name", attach_name,
+                     "instead of a PID: the job whose command line matches this extended regex (as "
+                     "pgrep -f), the oldest matching process whose parent does not match (a sidecar's "
+                     "way: configs/k8s/)");
+  attach->add_option("--wait", attach_wait_s, "with --name: seconds to wait for the job to start [60]")
+      ->check(CLI::Range(0.0, 1e9));
+  attach->add_flag("--list", attach_list, "with --name: print the matching jobs (PID and command), oldest first, and exit");
   attach->add_option("--duration", attach_options.duration_s,
                      "seconds to read it; 0: until it ends (a sidecar with --metrics-addr) [30]")
       ->check(CLI::Range(0.0, 1e9));
@@ -314,10 +329,15 @@ void CommandLine::add_attach(CLI::App& app) {
 
 void CommandLine::add_merge(CLI::App& app) {
   merge = app.add_subcommand(
-      "merge", "join the reports of a torch.distributed job's machines (each `feedscope watch "
-               "--report-dir D -- torchrun --nnodes N ...`) into one job report");
-  merge->add_option("--report-dir", merge_out, "the job report's directory")->required();
-  merge->add_option("reports", merge_dirs, "the machines' report directories")->required()->expected(2, 1 << 16);
+      "merge", "join the reports of a distributed job's machines (each `feedscope watch "
+               "--report-dir D -- torchrun --nnodes N ...`) or tasks (`srun feedscope watch "
+               "--report-dir R -- ...`: R/rank-N each) into one job report");
+  merge->add_option("--report-dir", merge_out,
+                    "the job report's directory [the folder of rank folders, where one is given]");
+  merge->add_option("reports", merge_dirs,
+                    "the machines' report directories, or a folder of rank-N folders")
+      ->required()
+      ->expected(1, 1 << 16);
 }
 
 void CommandLine::add_replay(CLI::App& app) {
@@ -381,6 +401,29 @@ int search_command(CommandLine& cl, const std::vector<std::string>& command,
   return tune_command(config, tune_options(config, cl.search), program);
 }
 
+// `attach PID`, or `attach --name PATTERN` (--list: only say which jobs match).
+int attach_subcommand(CommandLine& cl, const CommandLineMode& mode) {
+  WatchOptions& o = cl.attach_options;
+  if ((o.attach_pid != 0) == !cl.attach_name.empty())
+    throw ConfigError("pid", "attach: give a PID or --name PATTERN (one of them): feedscope attach [options] PID");
+  if (cl.attach_list && cl.attach_name.empty()) throw ConfigError("list", "attach: --list goes with --name PATTERN");
+  o.record_dir = recording_dir(o.record_dir);
+  if (!cl.attach_name.empty() && mode.check_only) {
+    jobs_named(ProcFs(), cl.attach_name);  // a bad pattern throws
+    o.attach_pid = 1;  // stands for the job found, for the other options' checks
+  } else if (!cl.attach_name.empty()) {
+    if (cl.attach_list) {
+      for (const JobProcess& job : jobs_named(ProcFs(), cl.attach_name)) std::cout << job.pid << " " << job.command << "\n";
+      return kDone;
+    }
+    const JobProcess job = wait_for_job_named(ProcFs(), cl.attach_name, cl.attach_wait_s);
+    std::cerr << "feedscope attach: --name '" << cl.attach_name << "' is pid " << job.pid << ": " << job.command << std::endl;
+    o.attach_pid = job.pid;
+  }
+  if (mode.check_only) return validate_watch_options(o), kDone;
+  return attach_command(o);
+}
+
 // The chosen subcommand, or under check_only what it would check before it starts.
 int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
                    const CommandLineMode& mode, std::ostream& err) {
@@ -405,11 +448,7 @@ int run_subcommand(CommandLine& cl, const std::vector<std::string>& command,
     if (mode.check_only) return validate_watch_options(cl.watch_options), kDone;
     return watch_command(cl.watch_options);
   }
-  if (*cl.attach) {
-    cl.attach_options.record_dir = recording_dir(cl.attach_options.record_dir);
-    if (mode.check_only) return validate_watch_options(cl.attach_options), kDone;
-    return attach_command(cl.attach_options);
-  }
+  if (*cl.attach) return attach_subcommand(cl, mode);
   if (*cl.merge) {
     if (mode.check_only) return kDone;
     return merge_command(cl.merge_out, cl.merge_dirs, std::cerr);

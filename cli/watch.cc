@@ -24,6 +24,7 @@
 #include "cli/interrupt.h"
 #include "cli/config.h"
 #include "cli/output_scanner.h"
+#include "cli/rank_task.h"
 #include "cli/try_changes.h"
 #include "cli/try_loader.h"
 #include "cli/run.h"
@@ -53,9 +54,12 @@ namespace {
 constexpr double kSampleCostSeconds = 2.0;
 constexpr std::size_t kSampleCostMaxSamples = 1000;
 constexpr double kWaitLooksPerSecond = 50;
+constexpr std::size_t kFileLooksPerReading = 8;  // processes whose open files a reading looks at
+constexpr std::int64_t kFileLooksEveryReadingNs = 10'000'000'000;  // then at every fifth reading
 constexpr double kAttachWaitLooksPerSecond = 10;
 constexpr double kAttachMemoryCpuShare = 0.001;
 constexpr double kWatchMemoryCpuShare = 0.05;
+constexpr std::size_t kWatchMemoryFullShareProcesses = 12;
 
 namespace fs = std::filesystem;
 
@@ -78,6 +82,8 @@ void validate(const WatchOptions& o) {
   if (o.command.empty() && o.attach_pid == 0)
     throw ConfigError("command", "watch: no program to run; usage: feedscope watch [options] -- "
                                  "COMMAND [ARGS...]");
+  if (const std::string srun = srun_tasks_are_not_children(o.command, o.report_dir); !srun.empty())
+    throw ConfigError("command", srun);
   if (!(o.sample_hz > 0) || o.sample_hz > 1000)
     throw ConfigError("sample_hz", "--sample-hz: " + std::to_string(o.sample_hz) +
                                        " is out of range; allowed: greater than 0, at most 1000");
@@ -259,7 +265,7 @@ void note_failures(const std::vector<LauncherFailure>& failures, std::vector<Ran
 
 int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff>& sessions,
                  const WatchedGpu& gpu, const std::vector<LauncherFailure>& failures,
-                 WatchDiagnosisInput wd, Report& report) {
+                 const WatchTask& task, WatchDiagnosisInput wd, Report& report) {
   const ProcessTreeSummary& t = wd.tree;
   // One rank here is a job too where WORLD_SIZE says others ran elsewhere (feedscope merge).
   if (t.ranks < 2 && !(t.ranks == 1 && t.world_size.value_or(1) > 1)) return 0;
@@ -278,10 +284,16 @@ int digest_ranks(const ProcessTreeDigest& tree, const std::vector<SessionHandoff
   summary.id = t.job;
   summary.world_size = t.world_size;
   summary.hosts = {report.environment.hostname};
-  if (t.world_size && *t.world_size > t.ranks)
+  if (task.one_task && t.ranks == 1)
+    summary.notes.push_back("this watch is one task of the job (rank " + std::to_string(*task.identity.rank) +
+                            " by " + task.identity.source + "'s variables); its other " +
+                            std::to_string(t.world_size.value_or(1) - 1) + " ranks are other tasks' "
+                            "(feedscope merge joins the tasks' reports)");
+  else if (t.world_size && *t.world_size > t.ranks)
     summary.notes.push_back("WORLD_SIZE is " + std::to_string(*t.world_size) + " and " +
                             std::to_string(t.ranks) + " ranks ran here: the others ran on other "
                             "machines (feedscope merge joins their reports)");
+  summary.notes.insert(summary.notes.end(), t.rank_notes.begin(), t.rank_notes.end());
   note_failures(failures, report.ranks, summary);
   report.job = std::move(summary);
   // A job that ended before anything could be measured is not judged.
@@ -322,10 +334,16 @@ const SessionHandoff* busiest(const std::vector<SessionHandoff>& sessions) {
   return best;
 }
 
-// The open files of the process read and of its descendants (a DataLoader's workers).
-void look_at_files(DataFilesSeen& seen, const UtilizationSample& s) {
-  if (s.pid > 0) seen.look(s.pid);
-  for (const ProcessCpu& p : s.children) seen.look(p.pid);
+// The open files of the process read and of its descendants (a DataLoader's workers), a few of
+// them a reading, in turn: a node's ranks' workers read alike, and the descriptors of each of 105
+// processes (8 ranks x 12 workers) at every reading cost 2.5 % of a core, most of a watch's.
+void look_at_files(DataFilesSeen& seen, const UtilizationSample& s, std::size_t& turn) {
+  std::vector<int> pids;
+  if (s.pid > 0) pids.push_back(s.pid);
+  for (const ProcessCpu& p : s.children) pids.push_back(p.pid);
+  const std::size_t looks = std::min(pids.size(), kFileLooksPerReading);
+  for (std::size_t i = 0; i < looks; ++i) seen.look(pids[(turn + i) % pids.size()]);
+  turn += looks;
 }
 
 // What the GPU summary of a watched program leaves out, for program.notes.
@@ -422,12 +440,13 @@ std::map<std::string, std::string> program_env(const WatchOptions& o, const fs::
   return env;
 }
 
-std::unique_ptr<MetricsExporter> start_metrics(const WatchOptions& o, const Environment& environment,
+std::unique_ptr<MetricsExporter> start_metrics(const RankAddress& at, const Environment& environment,
                                                std::ostream& log) {
-  if (o.metrics_addr.empty()) return nullptr;
+  if (at.address.empty()) return nullptr;
   auto metrics = std::make_unique<MetricsExporter>(
-      metrics_options(environment, o.metrics_addr, environment.hostname, std::nullopt));
-  log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics" << std::endl;
+      metrics_options(environment, at.address, environment.hostname, std::nullopt));
+  log << "feedscope watch: metrics on http://" << metrics->address() << "/metrics"
+      << (at.how.empty() ? "" : " (" + at.how + ")") << std::endl;
   return metrics;
 }
 
@@ -470,18 +489,25 @@ SamplingOptions sampling_options(const WatchOptions& o, int pid, Observers seen)
   // for a trend in a minute); attach 0.1 % (a rank's map cost 35 ms here: the 11 processes of a
   // 2 x 4 job every 2 minutes or so, the first at the start).
   so.memory_cpu_share = o.attach_pid != 0 ? kAttachMemoryCpuShare : kWatchMemoryCpuShare;
+  // A node of 8 ranks x 12 workers: each process's memory read less often, at 0.6 % of a core,
+  // so that the whole watch stays under 2 % (docs/benchmarks.md); a trainer and 11 workers at 5 %.
+  if (o.attach_pid == 0) so.memory_share_processes = kWatchMemoryFullShareProcesses;
   // Each reading goes to the tree, which may ask to read a launcher's program instead; the process
   // read is looked at for the torch it imported.
   // Twice a second the ranks' Sessions' live windows, for each rank's data stall over time, and
   // with an endpoint the ranks' series. With try_loader, the files the program holds open: at
-  // every reading until a few are seen (a file is open only while it is read), then at every
-  // fifth, until the set is full.
+  // every reading until a few are seen (a file is open only while it is read) or for the first
+  // 10 s, then at every fifth, until the set is full: a program whose data is in memory opens
+  // none, and was looked at 10 times a second for the whole run.
   so.retarget = [&tree = seen.tree, &torch = seen.torch, &data_files = seen.data_files,
-                 try_loader = o.try_loader, readings = 0, started = pid, m = seen.metrics,
+                 try_loader = o.try_loader, readings = 0, file_turn = std::size_t{0}, started = pid,
+                 first_ns = std::int64_t{0}, m = seen.metrics,
                  dir = seen.channel, polled_ns = std::int64_t{0}](const UtilizationSample& s) mutable {
     torch.look(s.pid > 0 ? s.pid : started, s.time_ns);
-    if (try_loader && !data_files.full() && (data_files.files().size() < 8 || readings % 5 == 0))
-      look_at_files(data_files, s);
+    if (first_ns == 0) first_ns = s.time_ns;
+    const bool few = data_files.files().size() < 8 && s.time_ns - first_ns < kFileLooksEveryReadingNs;
+    if (try_loader && !data_files.full() && (few || readings % 5 == 0))
+      look_at_files(data_files, s, file_turn);
     ++readings;
     const int next = tree.add(s);
     if (m) m->update_ranks(tree.latest_ranks());
@@ -652,16 +678,27 @@ void offer_loader(const WatchOptions& o, DataFilesSeen& data_files,
   offer_feedscope_loader(data_files, setup, report);
 }
 
-std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o) {
-  return {{"mode", std::string("watch")},
-          {"command", command_line(o.command)},
-          {"report_dir", o.report_dir},
-          {"metrics_addr", o.metrics_addr},
-          {"sample_hz", o.sample_hz},
-          {"duration", o.duration_s},
-          {"throughput_pattern", o.throughput_pattern},
-          {"throughput_unit", o.throughput_unit},
-          {"batch_size", o.batch_size}};
+std::vector<std::pair<std::string, ConfigValue>> watch_config(const WatchOptions& o, const WatchTask& task,
+                                                               const MetricsExporter* metrics) {
+  std::vector<std::pair<std::string, ConfigValue>> c = {{"mode", std::string("watch")},
+                                                        {"command", command_line(o.command)},
+                                                        {"report_dir", o.report_dir},
+                                                        {"metrics_addr", o.metrics_addr},
+                                                        {"sample_hz", o.sample_hz},
+                                                        {"duration", o.duration_s},
+                                                        {"throughput_pattern", o.throughput_pattern},
+                                                        {"throughput_unit", o.throughput_unit},
+                                                        {"batch_size", o.batch_size}};
+  if (metrics) {
+    c.emplace_back("metrics_address", metrics->address());
+    c.emplace_back("metrics_port_offset", std::int64_t{task.metrics.port_offset});
+  }
+  // The rank this watch is a task of, where srun or mpirun started it as one (cli/rank_task.h).
+  if (task.one_task) {
+    c.emplace_back("rank", std::int64_t{*task.identity.rank});
+    c.emplace_back("rank_source", task.identity.source);
+  }
+  return c;
 }
 
 // With record_dir: what the program's diagnosis read and what it said, for `feedscope replay` (the
@@ -686,7 +723,8 @@ void record_watch(const WatchOptions& o, const WatchDiagnosisInput& wd, const Di
 // What a watch holds while the program runs, and reads once it has ended or the window is over:
 // the same for a program watch started and one it attached to.
 struct Watching {
-  const WatchOptions& o;
+  const WatchOptions& o;  // with report_dir where the task's is (WatchTask::report_dir)
+  const WatchTask& task;
   std::ostream& log;
   Report report;
   ProgramSummary program;
@@ -702,11 +740,12 @@ struct Watching {
   SpanRegistry no_spans;
   Sampling sampling;
 
-  Watching(const WatchOptions& options, std::ostream& out) : o(options), log(out) {
+  Watching(const WatchOptions& options, const WatchTask& placed, std::ostream& out)
+      : o(options), task(placed), log(out) {
     make_report_dir(o.report_dir);
     report.environment = gather_environment("");
     cpus = std::max(report.environment.cpus, 1);
-    metrics = start_metrics(o, report.environment, log);
+    metrics = start_metrics(task.metrics, report.environment, log);
   }
   // When the program's time begins: just before watch starts it, or when attach begins to read.
   void mark_begin() {
@@ -717,9 +756,11 @@ struct Watching {
   // `pid`: the program; `parent`: whoever started it (the watcher, or its own parent).
   void start_sampling_at(int pid, int parent, const fs::path& channel) {
     program.pid = pid;
-    tree.emplace(pid, parent);
-    sampling = start_sampling(sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel}),
-                              o.report_dir, begin_ns, no_spans, metrics.get());
+    tree.emplace(pid, parent, task.identity);
+    if (launches_ranks(program.command)) tree->launches_ranks();
+    SamplingOptions so = sampling_options(o, pid, {*tree, torch, data_files, metrics.get(), channel});
+    share_with_the_other_tasks(task, so);
+    sampling = start_sampling(std::move(so), o.report_dir, begin_ns, no_spans, metrics.get());
   }
   // The sampler's last readings, taken while the program's /proc entry is still there.
   void stop_sampling() {
@@ -761,8 +802,13 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   const Diagnosis watched = report.diagnosis;
   const std::vector<LauncherFailure> failures =
       reads_launcher_failures(o) ? scanner.launcher_failures() : std::vector<LauncherFailure>{};
-  if (const int shown = digest_ranks(*tree, sessions, gpu, failures, wd, report))
+  if (const int shown = digest_ranks(*tree, sessions, gpu, failures, task, wd, report))
     program.spans = "session (pid " + std::to_string(shown) + ")";
+  if (const auto elsewhere = mpi_ranks_elsewhere(o.command, o.report_dir, program.tree.ranks,
+                                                 program.tree.world_size)) {
+    program.notes.push_back(*elsewhere);
+    log << "feedscope watch: " << *elsewhere << std::endl;
+  }
   note_printed_data_stall(report.diagnosis, program);
   if (report.job) {
     report.job->begin_unix_s = begin_unix_s;
@@ -775,8 +821,9 @@ WatchOutcome Watching::finish(const fs::path& channel, const OutputScanner& scan
   if (metrics) metrics->set_bottleneck(report.diagnosis.bottleneck);
   report.environment.device = report.gpu_trace && report.gpu_trace->kernels > 0 ? "cuda" : "cpu";
 
-  report.config = watch_config(o);
+  report.config = watch_config(o, task, metrics.get());
   WatchOutcome outcome;
+  outcome.report_dir = o.report_dir;
   note_work_began(first_kernel_ns, scanner, begin_ns, report.program->wall_s, outcome);
   write_report_files(o.report_dir, report, sampling.sampler.get(), {}, {},
                      gpu.activity.empty() ? nullptr : &gpu.activity, begin_ns);
@@ -838,7 +885,13 @@ void note_unmeasured_when_attached(ProgramSummary& program, bool sessions,
 WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
   const AttachedProcess target(o.attach_pid);
   const InterruptGuard interrupts;
-  Watching w(o, log);
+  // Its rank, where a launcher named one; the address and the report folder stay as given.
+  WatchTask task;
+  task.identity = parse_distributed_env(
+      ProcFs().read("/proc/" + std::to_string(target.pid()) + "/environ").value_or(""));
+  task.report_dir = o.report_dir;
+  task.metrics.address = o.metrics_addr;
+  Watching w(o, task, log);
   w.program.command = target.command();
   w.program.attached = true;
   w.no_injection = kAttachedNoTrace;
@@ -873,16 +926,19 @@ WatchOutcome attach_to(const WatchOptions& o, std::ostream& log) {
 
 }  // namespace
 
-WatchOutcome watch_program(const WatchOptions& o, std::ostream& log) {
-  validate(o);
-  if (o.attach_pid != 0) return attach_to(o, log);
+WatchOutcome watch_program(const WatchOptions& given, std::ostream& log) {
+  validate(given);
+  if (given.attach_pid != 0) return attach_to(given, log);
+  const WatchTask task = place_watch_task(given, started_identity(given));
+  WatchOptions o = given;
+  o.report_dir = task.report_dir;
   const ChannelDir channel;
   std::string no_injection;
   std::map<std::string, std::string> env = program_env(o, channel.path, no_injection);
   OutputScanner scanner = output_scanner(o, o.command);
   ChildProcess::Options co = child_options(o, std::move(env), scanner);
 
-  Watching w(o, log);
+  Watching w(o, task, log);
   w.program.command = o.command;
   w.no_injection = no_injection;
   w.mark_begin();
@@ -910,7 +966,7 @@ int watch_command(const WatchOptions& options) {
               << " CPU-s (" << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0)
               << " % of one core)\n"
               << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
-              << "feedscope: report in " << options.report_dir << std::endl;
+              << "feedscope: report in " << outcome.report_dir << std::endl;
   }
   return outcome.exit_code;
 }
@@ -925,7 +981,7 @@ int attach_command(const WatchOptions& options) {
             << "; reading took " << p.watcher_cpu_s << " CPU-s ("
             << (p.wall_s > 0 ? 100 * p.watcher_cpu_s / p.wall_s : 0.0) << " % of one core)\n"
             << format_console_report(outcome.report, ::isatty(STDERR_FILENO) != 0)
-            << "feedscope: report in " << options.report_dir << std::endl;
+            << "feedscope: report in " << outcome.report_dir << std::endl;
   return outcome.exit_code;
 }
 

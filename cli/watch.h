@@ -23,8 +23,13 @@ struct WatchOptions {
   // `feedscope attach PID`: read this running program instead of starting `command` (empty then);
   // duration_s 0 reads it until it ends.
   int attach_pid = 0;
+  // A watch that srun or mpirun started as one task of a job writes REPORT_DIR/rank-N, and
+  // refuses one holding another job's report unless `force` (cli/rank_task.h).
   std::string report_dir = "feedscope-watch";
-  std::string metrics_addr;  // HOST:PORT of a Prometheus endpoint while it runs; empty: none
+  bool force = false;
+  // HOST:PORT of a Prometheus endpoint while it runs; empty: none. A watch of a rank of a job
+  // listens on PORT + its local rank, or `{local_rank}` in HOST:PORT is replaced by it.
+  std::string metrics_addr;
   double sample_hz = 10;
   double duration_s = 0;     // > 0: stop the program (SIGINT, then SIGTERM) after this long
   double grace_s = 10;       // from the SIGINT of --duration to the SIGTERM
@@ -65,6 +70,7 @@ struct WatchOptions {
 
 struct WatchOutcome {
   Report report;
+  std::string report_dir;  // where it was written: options.report_dir, or its rank-N folder
   int exit_code = 0;  // the program's (shell convention), or 0 where --duration stopped it
   // The first sign of its work, seconds after it started: its first CUDA kernel where it ran
   // one, else the first line it printed (where its output was read); null: neither. What is

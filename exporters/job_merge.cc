@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "exporters/json_report.h"
 #include "loader/stage.h"
 #include "profiler/rank_digest.h"
+#include "sampler/rank_identity.h"
 
 namespace feedscope {
 
@@ -64,13 +66,6 @@ Machine read_machine(const fs::path& dir) {
     throw MergeError(path.string() + ": " + e.what());
   }
   return m;
-}
-
-// torchrun's rendezvous id where a report has one, else MASTER_ADDR:MASTER_PORT: each machine's
-// ranks see the same.
-std::string job_key(const std::string& id) {
-  const std::size_t rdzv = id.find(" rdzv=");
-  return rdzv == std::string::npos ? id : id.substr(rdzv + 1);
 }
 
 void check_one_job(const std::vector<Machine>& machines, std::vector<std::string>& notes) {
@@ -156,22 +151,66 @@ Diagnosis job_diagnosis(std::vector<RankSummary>& ranks, std::string& pattern) {
   return d;
 }
 
+// The rank folders of `dir` (rank-N, N a number), in rank order.
+std::vector<std::pair<int, fs::path>> rank_folders(const fs::path& dir) {
+  std::vector<std::pair<int, fs::path>> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory(ec) || !name.starts_with("rank-") || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    out.emplace_back(std::stoi(name.substr(5)), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
 
-Report merge_job_reports(const std::vector<fs::path>& dirs) {
-  if (dirs.size() < 2) throw MergeError("merge: give the report directories of two machines or more");
+std::vector<fs::path> report_dirs_of(const std::vector<fs::path>& given, std::vector<std::string>& notes) {
+  std::vector<fs::path> out;
+  for (const fs::path& dir : given) {
+    const auto ranks = rank_folders(dir);
+    if (ranks.empty()) {
+      std::error_code ec;
+      if (!fs::exists(dir / "report.json", ec))
+        throw MergeError(dir.string() + ": no report.json, and no rank-N folder (a task's) in it");
+      out.push_back(dir);  // a machine's report directory
+      continue;
+    }
+    for (const auto& [rank, folder] : ranks) {
+      std::error_code ec;
+      if (fs::exists(folder / "report.json", ec))
+        out.push_back(folder);
+      else
+        notes.push_back(folder.string() + " has no report.json: rank " + std::to_string(rank) +
+                        "'s watch did not write one (it was stopped, or has not ended yet)");
+    }
+  }
+  if (out.empty())
+    throw MergeError("merge: no report.json in the folders given (nor in their rank-N folders)");
+  return out;
+}
+
+Report merge_job_reports(const std::vector<fs::path>& dirs, const std::vector<std::string>& notes) {
+  if (dirs.empty()) throw MergeError("merge: give the report directories of the job's machines");
   std::vector<Machine> machines;
   for (const fs::path& d : dirs) machines.push_back(read_machine(d));
   Report out;
   JobSummary job;
+  job.notes = notes;
   check_one_job(machines, job.notes);
   job.id = machines.front().job.id;
   job.world_size = machines.front().job.world_size;
   std::vector<std::string> reports;
   for (const Machine& m : machines) {
-    job.hosts.push_back(m.environment.hostname);
+    // The tasks of one machine (srun's, mpirun's) each wrote a report: one host, said once.
+    if (std::find(job.hosts.begin(), job.hosts.end(), m.environment.hostname) == job.hosts.end())
+      job.hosts.push_back(m.environment.hostname);
     for (const std::string& n : m.job.notes)
-      if (!n.starts_with("WORLD_SIZE is"))  // the machine's own view of the others: merged here
+      // The machine's or the task's own view of the others: merged here.
+      if (!n.starts_with("WORLD_SIZE is") && !n.starts_with("this watch is one task of the job"))
         job.notes.push_back(m.environment.hostname + ": " + n);
     if (m.job.begin_unix_s)
       job.begin_unix_s = std::min(job.begin_unix_s.value_or(*m.job.begin_unix_s), *m.job.begin_unix_s);
@@ -226,35 +265,69 @@ void add_rank_track(nlohmann::json& events, const RankSummary& r, int pid, doubl
   }
 }
 
-// Each machine's trace.json shifted onto the job's clock (its watch's start), its processes
-// renumbered by machine and named by host; then a track per rank (add_rank_track).
+// Where a report's time 0 is in Unix nanoseconds: its trace's baseTimeNanoseconds, else its
+// watch's start. Each machine's own wall clock: the tracks line up as far as the machines' clocks
+// agree (NTP: within milliseconds).
+std::optional<std::int64_t> base_ns_of(const nlohmann::json& report, const nlohmann::json& trace) {
+  if (trace.is_object() && trace.contains("baseTimeNanoseconds") && trace["baseTimeNanoseconds"].is_number_integer())
+    return trace["baseTimeNanoseconds"].get<std::int64_t>();
+  const nlohmann::json job = report.value("job", nlohmann::json::object());
+  const nlohmann::json begin = job.is_object() ? job.value("begin_unix_s", nlohmann::json()) : nlohmann::json();
+  if (!begin.is_number()) return std::nullopt;
+  return static_cast<std::int64_t>(begin.get<double>() * 1e9);
+}
+
+struct MachineTrace {
+  std::string host;
+  nlohmann::json report, trace;
+  std::optional<std::int64_t> base_ns;
+};
+
+// Each report's trace.json shifted onto the job's clock (time 0: the earliest report's), its
+// processes renumbered by report and named by host; then a track per rank (add_rank_track),
+// shifted as its report.
 void write_trace(std::ostream& out, const Report& job, const std::vector<fs::path>& dirs) {
-  nlohmann::json events = nlohmann::json::array();
-  const double origin = job.job && job.job->begin_unix_s ? *job.job->begin_unix_s : 0;
-  std::map<std::string, double> offset_us;  // by host
+  std::vector<MachineTrace> machines(dirs.size());
+  std::optional<std::int64_t> origin_ns;
   for (std::size_t i = 0; i < dirs.size(); ++i) {
-    nlohmann::json report, trace;
+    MachineTrace& m = machines[i];
     try {
-      report = nlohmann::json::parse(read_text(dirs[i] / "report.json"));
-      trace = nlohmann::json::parse(read_text(dirs[i] / "trace.json"));
+      m.report = nlohmann::json::parse(read_text(dirs[i] / "report.json"));
+      m.trace = nlohmann::json::parse(read_text(dirs[i] / "trace.json"));
     } catch (const std::exception&) {
       continue;  // a machine without its trace.json still has its ranks below
     }
-    const std::string host = report["environment"].value("hostname", std::string());
-    const double begin = report["job"].value("begin_unix_s", origin);
-    offset_us[host] = (begin - origin) * 1e6;
-    const nlohmann::json& list = trace.is_object() ? trace.value("traceEvents", nlohmann::json::array()) : trace;
+    m.host = m.report["environment"].value("hostname", std::string());
+    m.base_ns = base_ns_of(m.report, m.trace);
+    if (m.base_ns) origin_ns = std::min(origin_ns.value_or(*m.base_ns), *m.base_ns);
+  }
+  if (!origin_ns && job.job && job.job->begin_unix_s)
+    origin_ns = static_cast<std::int64_t>(*job.job->begin_unix_s * 1e9);
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::pair<std::string, int>, double> rank_offset_us;  // by (host, pid)
+  for (std::size_t i = 0; i < machines.size(); ++i) {
+    const MachineTrace& m = machines[i];
+    if (m.trace.is_null()) continue;
+    const double offset_us = m.base_ns && origin_ns ? static_cast<double>(*m.base_ns - *origin_ns) / 1e3 : 0;
+    if (m.report.contains("ranks") && m.report["ranks"].is_array())
+      for (const nlohmann::json& r : m.report["ranks"]) rank_offset_us[{m.host, r.value("pid", 0)}] = offset_us;
+    const nlohmann::json& list = m.trace.is_object() ? m.trace.value("traceEvents", nlohmann::json::array()) : m.trace;
     for (nlohmann::json e : list) {
       if (e.contains("pid") && e["pid"].is_number()) e["pid"] = static_cast<int>(1000 * (i + 1)) + e["pid"].get<int>();
-      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + offset_us[host];
+      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + offset_us;
       if (e.value("name", std::string()) == "process_name" && e.contains("args"))
-        e["args"]["name"] = host + ": " + e["args"].value("name", std::string());
+        e["args"]["name"] = m.host + ": " + e["args"].value("name", std::string());
       events.push_back(std::move(e));
     }
   }
-  for (const RankSummary& r : job.ranks)
-    add_rank_track(events, r, 100000 + r.rank.value_or(r.pid), offset_us.contains(r.host) ? offset_us[r.host] : 0);
-  out << nlohmann::json{{"displayTimeUnit", "ms"}, {"traceEvents", events}}.dump() << "\n";
+  for (const RankSummary& r : job.ranks) {
+    const auto shift = rank_offset_us.find({r.host, r.pid});
+    add_rank_track(events, r, 100000 + r.rank.value_or(r.pid), shift == rank_offset_us.end() ? 0 : shift->second);
+  }
+  nlohmann::json trace = {{"displayTimeUnit", "ms"}};
+  if (origin_ns) trace["baseTimeNanoseconds"] = *origin_ns;
+  trace["traceEvents"] = std::move(events);
+  out << trace.dump() << "\n";
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #pragma once
-// `feedscope merge`: the reports of one torch.distributed job's machines (each `feedscope watch
-// --report-dir D -- torchrun --nnodes N --node_rank K ...`) joined into one job report: every
-// rank, the straggler judged over all of them (profiler/rank_digest.h), report.json, report.html
-// and a trace.json with each machine's tracks and a track per rank, on one clock.
+// `feedscope merge`: the reports of one distributed job's machines (each `feedscope watch
+// --report-dir D -- torchrun --nnodes N --node_rank K ...`), or of its tasks (`srun feedscope
+// watch --report-dir R -- ...` writes R/rank-N each), joined into one job report: every rank, the
+// straggler judged over all of them (profiler/rank_digest.h), report.json, report.html and a
+// trace.json with each report's tracks and a track per rank, on one clock.
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -19,9 +20,17 @@ class MergeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The job report of the machines' report directories (each with its report.json). Throws
-// MergeError.
-Report merge_job_reports(const std::vector<std::filesystem::path>& dirs);
+// The report directories `given` names: each a report directory, or a folder of rank folders
+// (rank-N, each a task's report directory; its own report.json, a merge's, is not one of them).
+// A rank folder without its report.json is said in `notes`. Throws MergeError naming a folder
+// that is neither.
+std::vector<std::filesystem::path> report_dirs_of(const std::vector<std::filesystem::path>& given,
+                                                  std::vector<std::string>& notes);
+
+// The job report of the machines' report directories (each with its report.json); `notes` go
+// into its job.notes. Throws MergeError.
+Report merge_job_reports(const std::vector<std::filesystem::path>& dirs,
+                         const std::vector<std::string>& notes = {});
 
 // Writes report.json, report.html and trace.json of `job` (merge_job_reports') into `out`, the
 // trace from the machines' own trace.json files in `dirs`.

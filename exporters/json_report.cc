@@ -288,6 +288,7 @@ nlohmann::ordered_json program_json(const ProgramSummary& p) {
                          {"run_wait_share", optional_number(w.run_wait_share)},
                          {"rank", w.rank ? nlohmann::ordered_json(*w.rank) : nlohmann::ordered_json(nullptr)},
                          {"local_rank", w.local_rank ? nlohmann::ordered_json(*w.local_rank) : nlohmann::ordered_json(nullptr)},
+                         {"rank_source", text_or_null(w.rank_source)},
                          {"main_thread_busy", optional_number(w.main_thread_busy)},
                          {"rss_peak_bytes", w.rss_peak_bytes},
                          {"read_bytes", w.read_bytes},

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -198,6 +199,7 @@ struct MetricsExporter::Impl {
   std::mutex utilization_mutex;
   std::unordered_map<std::string, std::uint64_t> disk_last_read_bytes;
   std::unordered_map<std::string, Gauge*> thread_series;
+  std::set<int> ranks_served;  // the ranks update_ranks serves series of
 
   std::mutex bottleneck_mutex;
   std::array<Gauge*, kBottleneckNames.size()> bottleneck{};
@@ -560,6 +562,18 @@ void MetricsExporter::update_ranks(const std::vector<RankReading>& ranks) {
   if (m.const_labels.contains("rank")) return;  // one rank's own endpoint: its rank is constant
   {
     std::lock_guard lock(m.utilization_mutex);
+    // A rank no longer read (it ended, or it was a launcher's stand-in before the ranks started)
+    // has no series: a gauge left at its last value would show a rank that is not there.
+    std::set<int> now;
+    for (const RankReading& r : ranks) now.insert(r.rank);
+    for (const int gone : m.ranks_served) {
+      if (now.contains(gone)) continue;
+      const Labels labels = {{"rank", std::to_string(gone)}};
+      for (Family<Gauge>* f : {m.rank_cpu, m.rank_main, m.rank_workers, m.rank_workers_cpu, m.rank_gpu_sm,
+                               m.rank_gpu_memory})
+        if (f->Has(labels)) f->Remove(&f->Add(labels));
+    }
+    m.ranks_served = std::move(now);
     for (const RankReading& r : ranks) {
       const Labels labels = {{"rank", std::to_string(r.rank)}};
       m.rank_cpu->Add(labels).Set(r.cpu_cores);

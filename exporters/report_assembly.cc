@@ -109,6 +109,7 @@ Sampling start_sampling(SamplingOptions options, const std::filesystem::path& re
   so.wait_probe_hz = options.wait_probe_hz;
   so.wait_probe_later_hz = options.wait_probe_later_hz;
   so.memory_cpu_share = options.memory_cpu_share;
+  so.memory_share_processes = options.memory_share_processes;
   // NVML numbers GPUs its own way; named by CUDA's index, series gpuN is the run's cuda:N.
   std::optional<std::vector<CudaDeviceName>> cuda_names;
   if (const DeviceProbe cuda = probe_cuda(); cuda.available()) {

@@ -110,6 +110,7 @@ struct SamplingOptions {
   double wait_probe_hz = 0;
   double wait_probe_later_hz = 0;  // ...::wait_probe_later_hz: after the first 10 s
   double memory_cpu_share = 0.05;  // UtilizationSampler::Options::memory_cpu_share
+  std::size_t memory_share_processes = 0;  // ...::memory_share_processes
 };
 // Starts sampling with NVML GPU readings and thread names from the span lanes. `spans` and
 // `metrics` (may be null) must outlive the sampler; `pinned_bytes` may be empty.

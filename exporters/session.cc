@@ -14,6 +14,7 @@
 
 #include "exporters/console_report.h"
 #include "exporters/metrics_exporter.h"
+#include "exporters/rank_address.h"
 #include "exporters/report_assembly.h"
 #include "exporters/session_access.h"
 #include "exporters/watch_channel.h"
@@ -103,6 +104,8 @@ struct Session::Impl final : LoopListener {
   const Report& finish();
 
   Options options;
+  RankIdentity identity;  // what the launcher's variables say of this process
+  RankAddress metrics_at;  // where the endpoint listens: the address, for a rank moved by its local rank
   const ProcFs fs;
   std::filesystem::path report_dir;
   std::int64_t run_begin_ns = 0;
@@ -132,9 +135,6 @@ Session::Session() : Session(Options{}) {}
 
 namespace {
 
-// A rank of a torch.distributed job (RANK and WORLD_SIZE > 1 in its environment, as torchrun,
-// deepspeed and accelerate set them) labels its series and its report with its rank and writes
-// into REPORT_DIR/rank-N, so that the job's ranks do not overwrite one another's reports.
 // A window of spans to the watcher. Never throws: a full disk must not stop training.
 void hand_live_window_quietly(const std::filesystem::path& dir, const std::vector<StageStats>& stages,
                               std::int64_t begin_ns, std::int64_t end_ns, int rank) noexcept {
@@ -152,15 +152,13 @@ void hand_live_window_quietly(const std::filesystem::path& dir, const std::vecto
   }
 }
 
-Session::Options with_rank_from_environment(Session::Options o) {
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  if (o.rank >= 0 || rank == nullptr || world == nullptr) return o;
-  char* end = nullptr;
-  const long r = std::strtol(rank, &end, 10);
-  if (*rank == '\0' || *end != '\0' || r < 0 || std::atoi(world) < 2) return o;
-  o.rank = static_cast<int>(r);
-  o.report_dir = (std::filesystem::path(o.report_dir) / ("rank-" + std::to_string(r))).string();
+// A rank of a job of 2 ranks or more (its launcher's variables in the environment: torchrun's,
+// srun's, mpirun's, sampler/rank_identity.h) labels its series and its report with its rank and
+// writes into REPORT_DIR/rank-N, so that the job's ranks do not overwrite one another's reports.
+Session::Options with_rank_from(const RankIdentity& id, Session::Options o) {
+  if (o.rank >= 0 || !id.rank || id.world_size.value_or(0) < 2) return o;
+  o.rank = *id.rank;
+  o.report_dir = (std::filesystem::path(o.report_dir) / ("rank-" + std::to_string(*id.rank))).string();
   return o;
 }
 
@@ -264,11 +262,16 @@ void Session::Impl::start_collector(LoopProfiler::Clock clock) {
                                               loop.get(), clock);
 }
 
-Session::Session(Options options)
-    : impl_(std::make_unique<Impl>(with_rank_from_environment(std::move(options)))) {
+Session::Session(Options options) {
+  const RankIdentity identity = rank_identity_of_this_process();
+  impl_ = std::make_unique<Impl>(with_rank_from(identity, std::move(options)));
   Impl& s = *impl_;
+  s.identity = identity;
   const Options& o = s.options;
   check_options(o);
+  if (!o.metrics_addr.empty()) s.metrics_at = metrics_address_of_rank(o.metrics_addr, identity);
+  if (o.print)  // the launchers whose variables disagree: which was believed, and why
+    for (const std::string& note : identity.notes) std::cerr << "feedscope: " << note << std::endl;
   s.report_dir = created_report_dir(o.report_dir);
   const LoopProfiler::Clock clock = o.clock ? o.clock : &now_ns;
   s.run_begin_ns = clock();
@@ -276,7 +279,7 @@ Session::Session(Options options)
   s.env = environment_of(s.fs, s.cpus);
   if (!o.metrics_addr.empty())
     s.metrics = std::make_unique<MetricsExporter>(metrics_options(
-        s.env, o.metrics_addr, o.host, o.rank >= 0 ? std::optional<int>(o.rank) : std::nullopt));
+        s.env, s.metrics_at.address, o.host, o.rank >= 0 ? std::optional<int>(o.rank) : std::nullopt));
   s.sampling = start_sampling({o.sample_hz, o.timeseries_max_mib},
                               s.report_dir, s.run_begin_ns, s.spans, s.metrics.get());
   s.start_gpu_trace();
@@ -407,7 +410,12 @@ const Report& Session::Impl::finish() {
                    {"gpu_trace", o.gpu_trace},
                    {"gpu_trace_lead", o.gpu_trace_lead},
                    {"trace_max_spans", o.trace_max_spans}};
+  if (s.metrics) {
+    report.config.emplace_back("metrics_address", s.metrics->address());
+    report.config.emplace_back("metrics_port_offset", std::int64_t{s.metrics_at.port_offset});
+  }
   if (o.rank >= 0) report.config.emplace_back("rank", std::int64_t{o.rank});
+  if (o.rank >= 0 && s.identity.rank == o.rank) report.config.emplace_back("rank_source", s.identity.source);
   fill_measurements(report, *s.digest, window, s.run_begin_ns,
                     usage_between(s.usage_begin, usage_end, s.cpus), s.fs);
   report.custom_stages = s.loop->custom_stage_stats(window.begin_ns, window.end_ns);

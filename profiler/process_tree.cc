@@ -229,6 +229,19 @@ void ProcessTreeDigest::Reading::account(Accumulated& a, double cores, char stat
 
 void ProcessTreeDigest::Reading::read_self() {
   Accumulated& self = d.processes_[pid];
+  // A task that srun or mpirun started under watch (`srun feedscope watch -- python3 train.py`):
+  // the started process is the rank, until it starts ranks of its own.
+  if (pid == d.started_pid_ && self.process.samples == 0 && d.started_.rank &&
+      !d.launcher_pids_.contains(pid)) {
+    self.process.rank = d.started_.rank;
+    self.process.local_rank = d.started_.local_rank;
+    self.process.node_rank = d.started_.node_rank;
+    self.process.rank_source = d.started_.source;
+    self.world_size = d.started_.world_size;
+    self.job = d.started_.job;
+    self.rank_notes = d.started_.notes;
+    d.rank_pids_.insert(pid);
+  }
   self.process.pid = pid;
   if (pid == d.started_pid_) self.process.ppid = d.parent_pid_;  // a followed one's came as a child
   if (!me.name.empty()) self.process.name = me.name;
@@ -254,9 +267,14 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   const bool parent_is_rank = d.rank_pids_.contains(p.ppid);
   const auto parent = d.processes_.find(p.ppid);
   const bool parent_known = parent_is_rank && parent != d.processes_.end();
+  // A rank's copy (its loader worker) carries its environment: the same launcher's same rank of
+  // the same job. Another launcher's rank 0 under a torchrun that srun named task 0 is a rank.
+  const bool parents_copy = parent_known && parent->second.process.rank == p.rank &&
+                            parent->second.process.rank_source == p.rank_source &&
+                            parent->second.job == p.job;
   ProcessRole role =
       classify_descendant(p, pid, me.name, parent_is_rank,
-                          parent_known ? parent->second.process.rank : std::nullopt,
+                          parents_copy ? parent->second.process.rank : std::nullopt,
                           parent_known ? parent->second.process.name : std::string());
   // A copy of a script that waits for its children is one of its training processes, whichever
   // of them is followed; a copy of one of those is that one's loader worker.
@@ -275,10 +293,13 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
     a.process.rank = p.rank;
     a.process.local_rank = p.local_rank;
     a.process.node_rank = p.node_rank;
+    a.process.rank_source = p.rank_source;
     a.world_size = p.world_size;
     a.job = p.job;
+    a.rank_notes = p.rank_notes;
   }
   if (role == ProcessRole::rank) {
+    if (parent_is_rank && !parents_copy) d.demote_to_launcher(p.ppid);
     a.process.role = ProcessRole::rank;
     d.rank_pids_.insert(p.pid);
     if (p.ppid == pid && p.cores > busiest_rank_cores) {
@@ -440,7 +461,8 @@ void ProcessTreeDigest::Reading::read_ranks() {
   if (d.rank_pids_.contains(pid) && !baseline_only) read_rank(latest, pid, self_cores, main_busy);
   // A program that is no torch.distributed job: its training process is the one "rank" of the live
   // series (a dashboard's per-rank panels show it), rank 0, without a timeline of its own.
-  if (d.rank_pids_.empty() && !baseline_only) read_rank(latest, pid, self_cores, main_busy, 0);
+  if (d.rank_pids_.empty() && !d.launches_ranks_ && !baseline_only)
+    read_rank(latest, pid, self_cores, main_busy, 0);
   for (const ProcessCpu& p : s.children)
     if (p.pid != pid && d.rank_pids_.contains(p.pid)) read_rank(latest, p.pid, p.cores, p.main_thread_busy);
   d.latest_ranks_ = std::move(latest);
@@ -527,6 +549,15 @@ void ProcessTreeDigest::Reading::read_memory() {
   b.workers_shared += workers_shared;
   b.other += others_private;
   ++b.readings;
+}
+
+void ProcessTreeDigest::demote_to_launcher(int pid) {
+  if (!rank_pids_.erase(pid)) return;
+  launcher_pids_.insert(pid);
+  timelines_.erase(pid);
+  latest_ranks_.erase(pid);
+  if (const auto it = processes_.find(pid); it != processes_.end())
+    it->second.process.role = ProcessRole::launcher;
 }
 
 // A launcher's work is its child's: read that child, with its threads, from the next sample on;
@@ -715,6 +746,7 @@ struct ProcessTreeDigest::View {
   bool copy_of(const Accumulated& a, int parent) const;
   bool hogwild_trainer(const Accumulated& a) const;
   bool mine(const WatchedProcess& p) const;
+  void note_rank_identity(const WatchedProcess& p, const std::vector<std::string>& notes);
 
   const ProcessTreeDigest& d;
   const int trainer;
@@ -726,6 +758,7 @@ struct ProcessTreeDigest::View {
   std::uint64_t read_bytes = 0;
   bool read_known = false;
   MainThreadWaits main_waits_all;  // the trainer's every look, for a program with no workers
+  std::size_t ranks_with_notes = 0;
 };
 
 ProcessTreeDigest::View::View(const ProcessTreeDigest& digest, int trainer_pid)
@@ -854,8 +887,11 @@ WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated&
     }
     p.memory = memory_trend(pts, from_s, a.private_peak);
   }
-  if (!a.job.empty() && out.job.empty()) out.job = a.job;
-  if (a.world_size && !out.world_size) out.world_size = a.world_size;
+  // The job as the view's trainer sees it, else as the first process that names one (a launcher
+  // that srun named a task of a smaller job sees another).
+  if (!a.job.empty() && (out.job.empty() || pid == trainer)) out.job = a.job;
+  if (a.world_size && (!out.world_size || pid == trainer)) out.world_size = a.world_size;
+  if (d.rank_pids_.contains(pid)) note_rank_identity(p, a.rank_notes);
   if (p.role == ProcessRole::trainer) {
     if (d.rank_pids_.contains(pid)) out.trainer_rank = p.rank;
     out.main_thread_run_wait = p.run_wait_share;  // a process's run-queue wait is its main thread's
@@ -868,6 +904,21 @@ WatchedProcess ProcessTreeDigest::View::read_process(int pid, const Accumulated&
     out.worker_busy_max = std::max(out.worker_busy_max, std::min(p.cpu_cores_mean, 1.0));
   }
   return p;
+}
+
+// A rank's launchers that disagree, said once for a few ranks: each rank's note differs only in
+// its numbers.
+void ProcessTreeDigest::View::note_rank_identity(const WatchedProcess& p,
+                                                 const std::vector<std::string>& notes) {
+  constexpr std::size_t kRanksNoted = 4;
+  if (notes.empty()) return;
+  if (++ranks_with_notes > kRanksNoted) {
+    const std::string more = "and ranks beyond these alike";
+    if (out.rank_notes.back() != more) out.rank_notes.push_back(more);
+    return;
+  }
+  const std::string who = p.rank ? "rank " + std::to_string(*p.rank) : "pid " + std::to_string(p.pid);
+  for (const std::string& n : notes) out.rank_notes.push_back(who + " (pid " + std::to_string(p.pid) + "): " + n);
 }
 
 bool ProcessTreeDigest::View::mine(const WatchedProcess& p) const {

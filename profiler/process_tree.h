@@ -23,12 +23,15 @@
 #include <vector>
 
 #include "profiler/worker_churn.h"
+#include "sampler/rank_identity.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
 
-// A rank is one process of a torch.distributed job (RANK in its environment, or a
-// torch.multiprocessing.spawn child of a job that set MASTER_ADDR/MASTER_PORT).
+// A rank is one process of a distributed job (a launcher's rank in its environment,
+// sampler/rank_identity.h, or a torch.multiprocessing.spawn child of a job that set
+// MASTER_ADDR/MASTER_PORT). A process that started ranks of its own is their launcher, whatever
+// its environment says (a torchrun that srun started as one of its tasks).
 enum class ProcessRole : std::uint8_t { trainer, loader_worker, launcher, rank, other };
 const char* to_string(ProcessRole role);
 
@@ -99,9 +102,10 @@ struct WatchedProcess {
   // Share of its readings' time its main thread was ready to run but waited for a core
   // (schedstat's run-queue delay); none where the kernel does not keep it.
   std::optional<double> run_wait_share;
-  std::optional<int> rank;  // its torch.distributed RANK, where its environment has one
+  std::optional<int> rank;  // its rank, where a launcher's variables name one
   std::optional<int> local_rank;
-  std::optional<int> node_rank;  // GROUP_RANK / NODE_RANK: which machine of the job
+  std::optional<int> node_rank;  // GROUP_RANK / NODE_RANK / SLURM_NODEID: which machine of the job
+  std::string rank_source;       // the launcher whose variables named it (RankIdentity::source)
   // A rank's main thread (where its training loop runs), mean busy share of one core; none for
   // processes not read thread by thread.
   std::optional<double> main_thread_busy;
@@ -184,7 +188,9 @@ struct ProcessTreeSummary {
   std::vector<double> timeline_workers_cores;
   std::vector<double> timeline_main_busy;
   std::vector<std::optional<double>> timeline_data_stall;
-  std::string job;                // DistributedEnv::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID
+  std::string job;                // RankIdentity::job: MASTER_ADDR:MASTER_PORT rdzv=RUN_ID ...
+  // The ranks' launchers' variables that disagree, and which were used (RankIdentity::notes).
+  std::vector<std::string> rank_notes;
   std::optional<TreeMemory> memory;  // none where neither smaps_rollup nor MemAvailable was read
   // The trainer's loader workers started again and again (profiler/worker_churn.h); none where
   // none was seen start.
@@ -224,8 +230,10 @@ class ProcessTreeDigest {
     double t_s = 0;
     double private_bytes = 0, shared_bytes = 0, pss_bytes = 0;
   };
-  // `started_pid`: the process watch started; `parent_pid`: who started it (the watcher).
-  ProcessTreeDigest(int started_pid, int parent_pid) : started_pid_(started_pid), parent_pid_(parent_pid) {}
+  // `started_pid`: the process watch started; `parent_pid`: who started it (the watcher);
+  // `started`: the rank its environment names (a task srun or mpirun started under watch), if any.
+  ProcessTreeDigest(int started_pid, int parent_pid, RankIdentity started = {})
+      : started_pid_(started_pid), parent_pid_(parent_pid), started_(std::move(started)) {}
   // A reading of a UtilizationSampler whose Options::pid is the started process (a sample's pid
   // 0 stands for it). Returns the pid the sampler should read from the next sample on
   // (UtilizationSampler::Options::retarget), or 0 to go on with the same one.
@@ -236,6 +244,12 @@ class ProcessTreeDigest {
   std::vector<ProcessTreeSummary> rank_views() const;
   // The ranks (with a RANK) in the latest reading.
   std::vector<RankReading> latest_ranks() const;
+  // The started program launches ranks (torchrun, mpirun): until they start there is no rank,
+  // rather than the launcher standing in as rank 0 (the second machine's ranks are 2 and 3).
+  void launches_ranks() {
+    const std::lock_guard lock(mutex_);
+    launches_ranks_ = true;
+  }
   // The training thread's time for data over the last kLiveStallWindowS seconds of looks (the
   // live feedscope_data_stall_ratio of watch and attach); none under kLiveStallMinLooks of them.
   std::optional<double> latest_data_stall() const;
@@ -271,6 +285,7 @@ class ProcessTreeDigest {
     MainThreadWaits waits, waits_all;
     std::string job;
     std::optional<int> world_size;
+    std::vector<std::string> rank_notes;
     double main_busy_sum = 0;
     std::size_t main_busy_readings = 0;
     double cores_sum = 0;
@@ -302,6 +317,8 @@ class ProcessTreeDigest {
   mutable std::mutex mutex_;
   int started_pid_;
   int parent_pid_;
+  RankIdentity started_;
+  bool launches_ranks_ = false;
   std::int64_t first_ns_ = 0, last_ns_ = 0, previous_ns_ = 0;
   std::size_t samples_ = 0;
   std::map<int, Sampled> sampled_;  // by pid
@@ -355,7 +372,9 @@ class ProcessTreeDigest {
   std::optional<std::uint64_t> available_last_, available_min_;
   std::uint64_t workers_private_peak_ = 0;
   double tree_cores_sum_ = 0;  // the sampled process and every descendant, over samples
-  std::set<int> rank_pids_;        // processes of a torch.distributed job, one per rank
+  std::set<int> rank_pids_;        // processes of a distributed job, one per rank
+  // A rank whose child is a rank of its own is their launcher from then on, not a rank.
+  void demote_to_launcher(int pid);
   std::set<int> launcher_pids_;    // processes that started ranks
 };
 

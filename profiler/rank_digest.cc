@@ -47,6 +47,7 @@ RankSummary summarize_rank(const RankObservation& o, const WatchDiagnosisInput& 
     if (p.pid != t.trainer_pid) continue;
     r.local_rank = p.local_rank;
     r.node_rank = p.node_rank;
+    r.rank_source = p.rank_source;
     r.main_thread_busy = p.main_thread_busy;
     r.cpu_cores = p.cpu_cores_mean;
     r.first_seen_s = p.first_seen_s;

@@ -159,6 +159,9 @@ struct RankSummary {
   std::optional<int> rank;
   std::optional<int> local_rank;
   std::optional<int> node_rank;
+  // The launcher whose variables named the rank: "torch", "openmpi", "pmi", "slurm"
+  // (sampler/rank_identity.h); empty for a torch.multiprocessing.spawn rank, which none names.
+  std::string rank_source;
   std::string host;
   int pid = 0;
   std::string device;      // "cpu", "cuda:N"

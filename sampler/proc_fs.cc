@@ -374,44 +374,8 @@ std::optional<std::uint64_t> parse_io_syscalls(const std::string& proc_io) {
   return *reads + *writes;
 }
 
-DistributedEnv parse_distributed_env(const std::string& environ) {
-  DistributedEnv e;
-  std::optional<int> rank;
-  bool world = false;
-  std::string addr, port, run_id;
-  std::size_t start = 0;
-  while (start < environ.size()) {
-    std::size_t end = environ.find('\0', start);
-    if (end == std::string::npos) end = environ.size();
-    const std::string_view entry(environ.data() + start, end - start);
-    start = end + 1;
-    const auto value = [&](std::string_view key) -> std::optional<std::string_view> {
-      if (entry.size() > key.size() && entry.starts_with(key) && entry[key.size()] == '=')
-        return entry.substr(key.size() + 1);
-      return std::nullopt;
-    };
-    const auto number = [&](std::string_view key, std::optional<int>& out) {
-      const auto v = value(key);
-      if (!v) return;
-      int r = 0;
-      const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), r);
-      if (ec == std::errc() && ptr == v->data() + v->size() && r >= 0) out = r;
-    };
-    number("RANK", rank);
-    number("LOCAL_RANK", e.local_rank);
-    number("WORLD_SIZE", e.world_size);
-    number("GROUP_RANK", e.node_rank);
-    if (!e.node_rank) number("NODE_RANK", e.node_rank);
-    world |= value("WORLD_SIZE").has_value();
-    if (const auto v = value("MASTER_ADDR")) addr = *v;
-    if (const auto v = value("MASTER_PORT")) port = *v;
-    if (const auto v = value("TORCHELASTIC_RUN_ID")) run_id = *v;
-  }
-  e.master = !addr.empty() || !port.empty();
-  if (e.master || !run_id.empty())
-    e.job = addr + ":" + port + (run_id.empty() ? "" : " rdzv=" + run_id);
-  if (world) e.rank = rank;
-  return e;
+RankIdentity parse_distributed_env(const std::string& environ) {
+  return rank_identity_of_environ(environ);
 }
 
 std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat) {

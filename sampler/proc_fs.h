@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sampler/rank_identity.h"
 #include "sampler/utilization_sample.h"
 
 namespace feedscope {
@@ -120,20 +121,8 @@ std::optional<std::uint64_t> parse_io_syscalls(const std::string& proc_io);
 std::optional<std::uint64_t> parse_schedstat_run_delay_ns(const std::string& schedstat);
 
 // What /proc/<pid>/environ (NUL-separated KEY=VALUE, the environment the process started with)
-// says of torch.distributed: its RANK where WORLD_SIZE is set too (torchrun, deepspeed, accelerate,
-// srun wrappers), and whether MASTER_ADDR or MASTER_PORT is (a torch.multiprocessing.spawn job
-// sets them before it starts its ranks).
-// The job's identity, where the variables are there: MASTER_ADDR:MASTER_PORT and torchrun's
-// TORCHELASTIC_RUN_ID ("rdzv=ID"), so that reports of one job's machines can be told from another's.
-struct DistributedEnv {
-  std::optional<int> rank;
-  std::optional<int> local_rank;  // LOCAL_RANK
-  std::optional<int> world_size;  // WORLD_SIZE
-  std::optional<int> node_rank;   // GROUP_RANK (torchrun) or NODE_RANK
-  bool master = false;
-  std::string job;  // "127.0.0.1:29500 rdzv=none"; empty where neither is set
-};
-DistributedEnv parse_distributed_env(const std::string& environ);
+// says of the distributed job it is a rank of: every launcher's variables (sampler/rank_identity.h).
+RankIdentity parse_distributed_env(const std::string& environ);
 
 // /proc/pressure/<resource>: "some avg10=.. avg60=.. avg300=.. total=..", optional "full ...".
 struct Pressure {

@@ -85,13 +85,15 @@ struct ProcessCpu {
   std::optional<std::uint64_t> read_bytes_total;  // /proc/<pid>/io read_bytes: from storage
   // Its main thread's run-queue wait, as ThreadCpu's (a loader worker works on its main thread).
   std::optional<double> run_wait = std::nullopt;
-  // torch.distributed's variables in the environment it started with (sampler/proc_fs.h).
+  // Its launcher's variables in the environment it started with (sampler/rank_identity.h).
   std::optional<int> rank = std::nullopt;
   std::optional<int> local_rank = std::nullopt;
   std::optional<int> world_size = std::nullopt;
   std::optional<int> node_rank = std::nullopt;
+  std::string rank_source;  // RankIdentity::source: "torch", "slurm", ...
+  std::vector<std::string> rank_notes;  // RankIdentity::notes
   bool master_env = false;
-  std::string job;  // DistributedEnv::job
+  std::string job;  // RankIdentity::job
   // A process of a torch.distributed job (RANK, or MASTER_* set): its main thread's busy share of
   // one core, where a rank's training loop runs (its other threads are intra-op pools, gloo's,
   // NCCL's). None for other processes, which are not read thread by thread.

@@ -29,6 +29,10 @@ constexpr std::int64_t kDescendantsWalkPeriodNs = 500'000'000;
 constexpr std::int64_t kDescendantsQuietWalkPeriodNs = 5'000'000'000;
 constexpr std::int64_t kPressurePeriodNs = 1'000'000'000;
 constexpr std::chrono::seconds kWaitProbeFastPeriod{10};  // Options::wait_probe_later_hz
+// A descendant idle at this many readings in a row is read at every other reading, then one in
+// three, ..., at most kMaxIdleSkips left out in a row (Reading::skip_idle).
+constexpr int kIdleStreakBeforeSkipping = 3;
+constexpr int kMaxIdleSkips = 4;
 
 // The cores a thread or process `id` took since the previous sample (`dt` seconds ago, 0: none),
 // from its CPU ticks now, which go into `now`. Nothing where it is new, or where its ticks went
@@ -96,8 +100,8 @@ std::vector<int> other_ranks(const std::vector<ProcessCpu>& children, int follow
 }
 
 // Whether `a` and `b` are one rank of one job: a process and the copy it forked of itself.
-bool same_job_and_rank(const DistributedEnv& a, const DistributedEnv& b) {
-  return a.rank == b.rank && a.master == b.master && a.job == b.job;
+bool same_job_and_rank(const RankIdentity& a, const RankIdentity& b) {
+  return a.rank == b.rank && a.source == b.source && a.master == b.master && a.job == b.job;
 }
 
 // The processes among `children` ((pid, ppid) pairs) that descend from `root`: its loader workers,
@@ -149,6 +153,13 @@ UtilizationSampler::UtilizationSampler(Options options)
 
 UtilizationSampler::~UtilizationSampler() { stop(); }
 
+double UtilizationSampler::memory_round_share(const Options& o, std::size_t processes) {
+  const std::size_t full = o.memory_share_processes;
+  if (full == 0 || processes <= full) return o.memory_cpu_share;
+  return std::max(o.memory_cpu_share * static_cast<double>(full) / static_cast<double>(processes),
+                  o.memory_cpu_share / 10);
+}
+
 void UtilizationSampler::note_unavailable(const std::string& source, const std::string& reason) {
   std::lock_guard lock(mutex_);
   unavailable_.emplace(source, reason);  // the first reason stays
@@ -182,6 +193,7 @@ struct UtilizationSampler::Reading {
   // Whether this reading reads smaps_rollup, and the wall time that took (its cost sets the next).
   const bool rollup;
   std::int64_t rollup_cost_ns = 0;
+  std::size_t rollup_reads = 0;
   bool walked = false;  // whether read_descendants walked the tree
   std::optional<MemoryRollup> read_rollup(const std::string& dir);
 
@@ -190,9 +202,11 @@ struct UtilizationSampler::Reading {
                                        const std::map<int, std::string>& names);
   bool yielding(const std::string& entry, const ThreadCpu& t);
   std::optional<ProcessCpu> read_child(int pid);
-  const DistributedEnv& env_of(int pid);
+  std::optional<ProcessCpu> skip_idle(int pid);
+  void note_idle(int pid, bool idle, const ProcessCpu& p);
+  const RankIdentity& env_of(int pid);
   const std::string& cmdline_of(int pid);
-  std::optional<double> rank_main_thread_busy(int pid, const DistributedEnv& env, int ppid);
+  std::optional<double> rank_main_thread_busy(int pid, const RankIdentity& env, int ppid);
   void forget_ended();
   // Whether to walk the tree: no; where something may have changed; or, nothing having forked, for
   // the walk every 5 s.
@@ -320,6 +334,7 @@ std::optional<MemoryRollup> UtilizationSampler::Reading::read_rollup(const std::
   const std::int64_t begin = thread_cpu_ns();
   const auto text = fs.read(dir + "/smaps_rollup");
   rollup_cost_ns += thread_cpu_ns() - begin;
+  ++rollup_reads;
   return text ? parse_smaps_rollup(*text) : std::nullopt;
 }
 
@@ -390,15 +405,54 @@ void UtilizationSampler::Reading::forget_ended() {
   };
   std::erase_if(u.process_cmdlines_, ended);
   std::erase_if(u.process_envs_, ended);
+  std::erase_if(u.idle_children_, ended);
+}
+
+// A descendant idle at its last readings (a loader worker whose prefetch queue is full, a helper)
+// as it stood then, without reading it: its stat, the read that tells it is still idle, is most of
+// a big tree's readings (8 ranks x 12 workers). Its counters carry over, so the CPU it took
+// meanwhile counts at its next reading; a memory round reads every process. Nothing where it is
+// to be read now.
+std::optional<ProcessCpu> UtilizationSampler::Reading::skip_idle(int pid) {
+  const auto it = u.idle_children_.find(pid);
+  if (it == u.idle_children_.end() || rollup || !have_previous) return std::nullopt;
+  IdleChild& idle = it->second;
+  const int skips = std::min(idle.streak - kIdleStreakBeforeSkipping + 1, kMaxIdleSkips);
+  if (skips <= 0 || idle.skipped >= skips) return std::nullopt;
+  for (auto [before, now] : {std::pair{&previous.child_ticks, &next.child_ticks},
+                             std::pair{&previous.child_run_delay_ns, &next.child_run_delay_ns},
+                             std::pair{&previous.child_read_bytes, &next.child_read_bytes}})
+    if (const auto counter = before->find(pid); counter != before->end()) (*now)[pid] = counter->second;
+  ++idle.skipped;
+  ProcessCpu p = idle.last;
+  p.cores = 0;
+  p.run_wait = 0.0;
+  p.memory = std::nullopt;
+  return p;
+}
+
+// After process `pid` was read: whether it was `idle` since the reading before (and no rank, whose
+// main thread is read at every reading), for skip_idle.
+void UtilizationSampler::Reading::note_idle(int pid, bool idle, const ProcessCpu& p) {
+  if (!idle || p.main_thread_busy) {
+    u.idle_children_.erase(pid);
+    return;
+  }
+  IdleChild& i = u.idle_children_[pid];
+  ++i.streak;
+  i.skipped = 0;
+  if (i.streak >= kIdleStreakBeforeSkipping) i.last = p;
 }
 
 // Nothing where it exited between listing and reading, or is new since the previous sample.
 std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
+  if (std::optional<ProcessCpu> unchanged = skip_idle(pid)) return unchanged;
   const std::string dir = "/proc/" + std::to_string(pid);
   const auto stat = files.read(dir + "/stat");
   const auto task = stat ? parse_task_stat(*stat) : std::nullopt;
   if (!task) {  // it exited since the tree was walked
     u.descendants_.ended = true;
+    u.idle_children_.erase(pid);
     return std::nullopt;
   }
   const bool idle = idle_since(previous.child_ticks, pid, task->cpu_ticks, task->state);
@@ -406,7 +460,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
       cores_since(next.child_ticks, previous.child_ticks, pid, task->cpu_ticks, ticks, dt);
   const auto run_wait = run_wait_since(files, dir + "/schedstat", next.child_run_delay_ns,
                                        previous.child_run_delay_ns, pid, dt, idle);
-  const DistributedEnv& env = env_of(pid);
+  const RankIdentity& env = env_of(pid);
   const auto main_thread_busy = rank_main_thread_busy(pid, env, task->ppid);
   if (!cores) return std::nullopt;
   ProcessCpu p;
@@ -415,6 +469,8 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   p.local_rank = env.local_rank;
   p.world_size = env.world_size;
   p.node_rank = env.node_rank;
+  p.rank_source = env.source;
+  p.rank_notes = env.notes;
   p.master_env = env.master;
   p.job = env.job;
   p.main_thread_busy = main_thread_busy;
@@ -430,6 +486,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
   if (p.read_bytes_total) next.child_read_bytes[pid] = *p.read_bytes_total;
   p.run_wait = run_wait;
   p.memory = read_rollup(dir);
+  note_idle(pid, idle, p);
   return p;
 }
 
@@ -437,7 +494,7 @@ std::optional<ProcessCpu> UtilizationSampler::Reading::read_child(int pid) {
 // job), read from its first reading on; nothing for a process a rank forked (a loader worker,
 // which carries a copy of its environment) or no rank.
 std::optional<double> UtilizationSampler::Reading::rank_main_thread_busy(int pid,
-                                                                         const DistributedEnv& env,
+                                                                         const RankIdentity& env,
                                                                          int ppid) {
   if ((!env.rank && !env.master) || same_job_and_rank(env, env_of(ppid))) return std::nullopt;
   const std::string id = std::to_string(pid);
@@ -460,8 +517,8 @@ const std::string& UtilizationSampler::Reading::cmdline_of(int pid) {
   return cmdline->second;
 }
 
-// The torch.distributed environment process `pid` started with, read once.
-const DistributedEnv& UtilizationSampler::Reading::env_of(int pid) {
+// The launcher's variables process `pid` started with (its rank), read once.
+const RankIdentity& UtilizationSampler::Reading::env_of(int pid) {
   auto [env, fresh] = u.process_envs_.try_emplace(pid);
   if (fresh)
     env->second = parse_distributed_env(fs.read("/proc/" + std::to_string(pid) + "/environ").value_or(""));
@@ -571,12 +628,13 @@ UtilizationSample UtilizationSampler::sample(std::int64_t now_ns) {
     probe_loaders_.clear();
     probe_ranks_ = other_ranks(reading.s.children, target_pid_);
   }
-  if (reading.rollup)
+  if (reading.rollup) {
     // At 5 % of a core a round is never sooner than 20 times its CPU time after the last (a torch
     // process's map costs the kernel ~7 ms to walk, so 5 of them are read every 0.7 s).
+    const double share = memory_round_share(options_, reading.rollup_reads);
     next_rollup_ns_ = now_ns + std::max(static_cast<std::int64_t>(1e9 / options_.memory_hz),
-                                        static_cast<std::int64_t>(static_cast<double>(reading.rollup_cost_ns) /
-                                                                  options_.memory_cpu_share));
+                                        static_cast<std::int64_t>(static_cast<double>(reading.rollup_cost_ns) / share));
+  }
   previous_ = std::move(reading.next);
   // The files of processes and threads not read since the last walk of the tree, whose children
   // files are kept open until the next.

@@ -55,6 +55,10 @@ class UtilizationSampler {
     // The share of one core smaps_rollup may take at most: a round is never sooner than its own
     // CPU time over this share after the last. `feedscope attach`, a sidecar for hours, asks less.
     double memory_cpu_share = 0.05;
+    // A round of more processes than this takes memory_cpu_share times this many over their
+    // number, a tenth of it at least: a big node's tree (8 ranks x 12 workers) is read less often,
+    // not at more cost. 0: the share whatever the tree.
+    std::size_t memory_share_processes = 0;
     std::size_t ring_capacity = 1024;
     std::unique_ptr<GpuSource> gpu;  // null: no GPU sampling ("not requested")
     // Names for thread ids (loader lanes); other threads keep their kernel name.
@@ -75,6 +79,10 @@ class UtilizationSampler {
     // looks soon for a short run, fewer for one read for hours.
     double wait_probe_later_hz = 0;
   };
+
+  // The share of a core a round of smaps_rollup over `processes` may take (Options'
+  // memory_cpu_share and memory_share_processes).
+  static double memory_round_share(const Options& options, std::size_t processes);
 
   explicit UtilizationSampler(Options options);
   ~UtilizationSampler();  // stops the thread
@@ -130,7 +138,16 @@ class UtilizationSampler {
   // Sampling thread only: cmdline by descendant pid, read once (its comm is taken from its stat
   // line every time: a torch 2.x worker renames itself after it starts).
   std::map<int, std::string> process_cmdlines_;
-  std::map<int, DistributedEnv> process_envs_;  // read once: the environment a process started with
+  std::map<int, RankIdentity> process_envs_;  // read once: the environment a process started with
+  // Sampling thread only: descendants idle at their last readings (no CPU, not runnable), by pid:
+  // how many readings in a row, the readings left out since the last one read, and how it stood
+  // then (Reading::skip_idle).
+  struct IdleChild {
+    int streak = 0;
+    int skipped = 0;
+    ProcessCpu last;
+  };
+  std::map<int, IdleChild> idle_children_;
   // Sampling thread only: the descendants by the last walk of the tree, when that was, whether a
   // children file was readable then, and whether one of them has ended since; when the kernel's
   // last pid given out was last read, what it was, and whether it is to be believed.

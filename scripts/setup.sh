@@ -25,7 +25,9 @@ packages=(
   clang libclang-rt-14-dev wrk
 )
 # promtool and the real Prometheus server for the scrape tests; recommends would pull in a UI stack.
-no_recommends=(prometheus)
+# A real one-node Slurm (slurm-wlm 22.05's daemons and client, munge) and a real Open MPI for the
+# launcher tests (tests/python/test_slurm.py, test_mpi.py), PyYAML for the Kubernetes manifests'.
+no_recommends=(prometheus slurmctld slurmd slurm-client munge openmpi-bin python3-yaml)
 
 missing=()
 for p in "${packages[@]}" "${no_recommends[@]}"; do

@@ -51,6 +51,7 @@ ojson ranks_to_json(const std::vector<RankSummary>& ranks) {
     out.push_back({{"rank", or_null(r.rank)},
                    {"local_rank", or_null(r.local_rank)},
                    {"node_rank", or_null(r.node_rank)},
+                   {"rank_source", r.rank_source.empty() ? ojson(nullptr) : ojson(r.rank_source)},
                    {"host", r.host},
                    {"pid", r.pid},
                    {"device", r.device},
@@ -108,6 +109,7 @@ std::vector<RankSummary> ranks_from_json(const nlohmann::json& ranks) {
     r.rank = optional_of<int>(j, "rank");
     r.local_rank = optional_of<int>(j, "local_rank");
     r.node_rank = optional_of<int>(j, "node_rank");
+    r.rank_source = optional_of<std::string>(j, "rank_source").value_or("");
     r.host = j.value("host", std::string());
     r.pid = j.value("pid", 0);
     r.device = j.value("device", std::string());

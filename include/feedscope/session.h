@@ -38,9 +38,13 @@ class Session {
   struct Options {
     std::string report_dir = "feedscope-report";
     std::int64_t warmup = 0;    // loop iterations left out of the measured window
-    std::string metrics_addr{};  // HOST:PORT of a Prometheus endpoint (port 0: any); empty: none
-    // `rank` label on every series when >= 0. Left at -1 in a rank of a torch.distributed job
-    // (RANK, WORLD_SIZE > 1 in the environment), it is RANK, and report_dir gains /rank-RANK.
+    // HOST:PORT of a Prometheus endpoint (port 0: any); empty: none. In a rank of a job the
+    // port gains its local rank (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK,
+    // MPI_LOCALRANKID), or `{local_rank}` in the address is replaced by it (docs/distributed.md).
+    std::string metrics_addr{};
+    // `rank` label on every series when >= 0. Left at -1 in a rank of a job of 2 or more ranks (its
+    // launcher's variables in the environment: torch.distributed's, Open MPI's, PMI's, Slurm's),
+    // it is that rank, and report_dir gains /rank-N.
     int rank = -1;
     std::string host{};          // `host` label; empty: this machine's hostname
     double sample_hz = 10;      // utilization sampling (timeseries.csv); 0: off
@@ -91,8 +95,9 @@ class Session {
   };
 
   // Starts the endpoint, the sampler and the GPU trace; creates report_dir. Throws
-  // std::invalid_argument for a bad option, std::runtime_error for an endpoint that cannot bind
-  // or a report directory that cannot be created.
+  // std::invalid_argument for a bad option (a metrics port that the local rank takes past 65535
+  // among them), std::runtime_error for an endpoint that cannot bind or a report directory that
+  // cannot be created.
   Session();
   explicit Session(Options options);
   // finish(), if not done yet; an error writing the reports is logged to stderr, not thrown.

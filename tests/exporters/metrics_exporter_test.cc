@@ -246,6 +246,26 @@ TEST(MetricsExporterTest, ARanksGpuSeriesAreThereOnlyWhereNvmlListedIt) {
   EXPECT_TRUE(find(e, "feedscope_rank_gpu_memory_bytes", {{"rank", "1"}}).empty());
 }
 
+// A node's watch reads its launcher as a stand-in rank 0 until the ranks start (here 2 and 3, the
+// second machine's): the stand-in's series go, as a rank's do when it ends, rather than stay at
+// their last value as a rank that is not there (found by tests/python/test_two_hosts.py).
+TEST(MetricsExporterTest, ARankNoLongerReadHasNoSeries) {
+  MetricsExporter m(loopback_any_port());
+  m.update_ranks({RankReading{0, 100, 0.6, 0.58, 0, 0, 0.5, 1ULL << 30}});
+  m.update_ranks({RankReading{2, 101, 0.3, 0.25, 1, 0.2, std::nullopt, std::nullopt},
+                  RankReading{3, 102, 0.3, 0.25, 1, 0.9, std::nullopt, std::nullopt}});
+  auto e = parse_exposition(m.scrape_text());
+  for (const char* name : {"feedscope_rank_cpu_cores", "feedscope_rank_main_thread_busy_ratio",
+                           "feedscope_rank_loader_workers", "feedscope_rank_loader_workers_cpu_cores",
+                           "feedscope_rank_gpu_sm_util_ratio", "feedscope_rank_gpu_memory_bytes"})
+    EXPECT_TRUE(find(e, name, {{"rank", "0"}}).empty()) << name;
+  EXPECT_DOUBLE_EQ(value_of(e, "feedscope_rank_loader_workers_cpu_cores", {{"rank", "3"}}), 0.9);
+  m.update_ranks({RankReading{3, 102, 0.3, 0.25, 1, 0.8, std::nullopt, std::nullopt}});  // rank 2 ended
+  e = parse_exposition(m.scrape_text());
+  EXPECT_TRUE(find(e, "feedscope_rank_cpu_cores", {{"rank", "2"}}).empty());
+  EXPECT_DOUBLE_EQ(value_of(e, "feedscope_rank_loader_workers_cpu_cores", {{"rank", "3"}}), 0.8);
+}
+
 TEST(MetricsExporterTest, CountersSumHistogramsBucketAndGaugesHoldTheLastValue) {
   MetricsExporter m(loopback_any_port());
   for (int i = 0; i < 3; ++i) m.add_batch(32);

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <ranges>
 #include <regex>
 #include <stdexcept>
@@ -374,6 +377,82 @@ TEST(SessionTest, LiveWindowsRunOnTheSessionsClock) {
   }
   EXPECT_FALSE(named.empty()) << "no live window closed within 3 real seconds";
   EXPECT_GT(stall, 0.1) << "the live stall ratio is wait time over the session clock's elapsed time";
+}
+
+// An srun task's variables in this process's environment while it lives (rank `rank` of 2, one node).
+class SrunTaskEnvironment {
+ public:
+  explicit SrunTaskEnvironment(int rank) {
+    for (const auto& [key, value] : {std::pair{"SLURM_JOB_ID", "7"}, std::pair{"SLURM_STEP_ID", "0"},
+                                     std::pair{"SLURM_STEP_NUM_TASKS", "2"}, std::pair{"SLURM_NODEID", "0"}})
+      ::setenv(key, value, 1);
+    ::setenv("SLURM_PROCID", std::to_string(rank).c_str(), 1);
+    ::setenv("SLURM_LOCALID", std::to_string(rank).c_str(), 1);
+  }
+  ~SrunTaskEnvironment() {
+    for (const char* key : {"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_NODEID",
+                            "SLURM_PROCID", "SLURM_LOCALID"})
+      ::unsetenv(key);
+  }
+};
+
+// A free loopback port whose next port is free too.
+int free_port_pair() {
+  for (int i = 0; i < 50; ++i) {
+    const int port = testing::free_loopback_port();
+    if (port <= 0 || port >= 65535) continue;
+    try {
+      MetricsExporter::Options probe;
+      probe.address = "127.0.0.1:" + std::to_string(port + 1);
+      const MetricsExporter next(probe);
+      return port;
+    } catch (const MetricsError&) {
+    }
+  }
+  return 0;
+}
+
+// Two ranks of one machine given the README's one address: without the offset the second could
+// not listen. Each writes its own rank folder, and says where it listened and why.
+TEST(SessionTest, RanksOfOneMachineListenOnThePortPlusTheirLocalRank) {
+  testing::TempDir dir;
+  const int port = free_port_pair();
+  ASSERT_GT(port, 0);
+  Session::Options o = quiet(dir.path());
+  o.metrics_addr = "127.0.0.1:" + std::to_string(port);
+  std::optional<Session> ranks[2];
+  for (int rank : {0, 1}) {
+    const SrunTaskEnvironment task(rank);
+    ranks[rank].emplace(o);  // the environment is read at construction
+  }
+  EXPECT_EQ(ranks[0]->metrics_address(), "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(ranks[1]->metrics_address(), "127.0.0.1:" + std::to_string(port + 1));
+  for (int rank : {0, 1}) {
+    ranks[rank]->finish();
+    const auto j = read_json(dir / ("rank-" + std::to_string(rank)) / "report.json");
+    EXPECT_EQ(j["config"]["rank"], rank);
+    EXPECT_EQ(j["config"]["rank_source"], "slurm");
+    EXPECT_EQ(j["config"]["metrics_port_offset"], rank);
+    EXPECT_EQ(j["config"]["metrics_address"], "127.0.0.1:" + std::to_string(port + rank));
+  }
+}
+
+TEST(SessionTest, APortTheLocalRankTakesPast65535IsABadOptionNamingIt) {
+  testing::TempDir dir;
+  const SrunTaskEnvironment task(1);
+  Session::Options o = quiet(dir.path());
+  o.metrics_addr = "127.0.0.1:65535";
+  try {
+    const Session fs(o);
+    FAIL() << "a port past 65535 was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"127.0.0.1:65535\" of local rank 1 listens on port 65535 + 1 = "
+                                         "65536, past 65535"),
+              std::string::npos)
+        << e.what();
+  }
+  o.metrics_addr = "127.0.0.1:0";  // any free port: no offset to add
+  EXPECT_NO_THROW(Session{o});
 }
 
 }  // namespace

@@ -302,7 +302,7 @@ TEST(ProcessTreeTest, EachRanksViewCarriesTheLooksAtItsOwnMainThread) {
 
 TEST(ProcFsDistributedEnvTest, RankNeedsWorldSizeAndMasterIsEitherVariable) {
   using namespace std::string_literals;
-  const DistributedEnv torchrun = parse_distributed_env("PATH=/bin\0RANK=3\0WORLD_SIZE=8\0LOCAL_RANK=3\0"s);
+  const RankIdentity torchrun = parse_distributed_env("PATH=/bin\0RANK=3\0WORLD_SIZE=8\0LOCAL_RANK=3\0"s);
   EXPECT_EQ(torchrun.rank, 3);
   EXPECT_FALSE(parse_distributed_env("RANK=3\0"s).rank) << "RANK alone is someone else's variable";
   EXPECT_TRUE(parse_distributed_env("MASTER_PORT=29500\0"s).master);

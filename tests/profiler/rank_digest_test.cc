@@ -320,7 +320,7 @@ TEST(RankDigestTest, AMainThreadBusierThanTheOthersWithoutSpansIsAComputeStraggl
 
 TEST(ProcFsDistributedEnvTest, TheJobIsNamedByItsMasterAndRendezvous) {
   using namespace std::string_literals;
-  const DistributedEnv e = parse_distributed_env(
+  const RankIdentity e = parse_distributed_env(
       "RANK=5\0WORLD_SIZE=8\0LOCAL_RANK=1\0GROUP_RANK=2\0MASTER_ADDR=10.0.0.1\0MASTER_PORT=29400\0"
       "TORCHELASTIC_RUN_ID=abc\0"s);
   EXPECT_EQ(e.rank, 5);
@@ -413,6 +413,121 @@ TEST(RankViewsTest, ARanksLiveWindowsMakeItsDataStallOverTime) {
     EXPECT_NEAR(v.timeline_data_stall[0].value_or(-1), 0.4, 1e-9);
     EXPECT_FALSE(v.timeline_data_stall[1]) << "no window ended in it: not measured";
     EXPECT_NEAR(v.timeline_data_stall[2].value_or(-1), 0.2, 1e-9);
+  }
+}
+
+// A reading of process `sampled` (its main thread at `main_busy`) with `children`.
+UtilizationSample started_reading(int i, int sampled, const std::string& name, double main_busy,
+                                  std::vector<ProcessCpu> children) {
+  UtilizationSample s;
+  s.pid = sampled;
+  s.time_ns = i * 100'000'000LL;
+  s.cpu_core_ratio = {0.5, 0.5};
+  s.cpu_system_ratio = 0.5;
+  s.cpu_process_ratio = main_busy / 2;
+  s.rss_bytes = 1 << 20;
+  ThreadCpu main;
+  main.tid = sampled;
+  main.name = name;
+  main.ratio = main_busy;
+  s.threads = {main};
+  s.children = std::move(children);
+  return s;
+}
+
+// `srun -n 2 feedscope watch -- python3 train.py`: the process watch started is rank 1 (srun's
+// variables, inherited by its forked loader worker, which is no rank of its own).
+TEST(LauncherRanksTest, TheProcessASrunTasksWatchStartedIsTheRank) {
+  constexpr int kStarted = 300;
+  RankIdentity srun_task;
+  srun_task.rank = 1;
+  srun_task.world_size = 2;
+  srun_task.local_rank = 1;
+  srun_task.node_rank = 0;
+  srun_task.source = "slurm";
+  srun_task.job = "127.0.0.1:29500 slurm=7.0";
+  ProcessTreeDigest tree(kStarted, 1, srun_task);
+  for (int i = 0; i <= 10; ++i) {
+    ProcessCpu worker = rank_process(301, kStarted, 1, 0.9, std::nullopt);
+    worker.rank_source = "slurm";
+    worker.job = srun_task.job;
+    worker.master_env = true;
+    EXPECT_EQ(tree.add(started_reading(i, kStarted, "python3", 0.2, {worker})), 0) << "nothing to follow";
+  }
+  const std::vector<ProcessTreeSummary> views = tree.rank_views();
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].trainer_pid, kStarted);
+  EXPECT_EQ(views[0].trainer_rank, 1);
+  EXPECT_EQ(views[0].world_size, 2);
+  EXPECT_EQ(views[0].job, "127.0.0.1:29500 slurm=7.0");
+  EXPECT_EQ(views[0].workers, 1) << "its forked worker carries its variables and is its loader worker";
+  const ProcessTreeSummary summary = tree.summary();
+  EXPECT_EQ(summary.ranks, 1);
+  WatchDiagnosisInput common;
+  common.cpus = 2;
+  const std::vector<RankSummary> ranks = summarize_ranks({{views[0], std::nullopt, std::nullopt, "node-a"}}, common);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, 1);
+  EXPECT_EQ(ranks[0].local_rank, 1);
+  EXPECT_EQ(ranks[0].rank_source, "slurm");
+}
+
+// `srun -N 2 feedscope watch -- torchrun --nproc_per_node 2 ...`: torchrun carries srun's task
+// number 0; its children torch's ranks 0 and 1. torchrun is their launcher, both are ranks (rank
+// 0 too, though its number is torchrun's), and the launchers' disagreement is said.
+TEST(LauncherRanksTest, ATorchrunThatSrunStartedIsTheLauncherOfItsRanks) {
+  constexpr int kStarted = 400;
+  RankIdentity srun_task;
+  srun_task.rank = 0;
+  srun_task.world_size = 2;
+  srun_task.source = "slurm";
+  srun_task.job = "slurm=7.0";
+  ProcessTreeDigest tree(kStarted, 1, srun_task);
+  int followed = 0;
+  for (int i = 0; i <= 10; ++i) {
+    std::vector<ProcessCpu> children;
+    for (const int rank : {0, 1}) {
+      ProcessCpu r = rank_process(401 + rank, kStarted, rank, 0.3 + 0.1 * rank, 0.3);
+      r.rank_source = "torch";
+      r.world_size = 4;
+      r.job = "127.0.0.1:29500 rdzv=x slurm=7.0";
+      r.rank_notes = {"SLURM_PROCID=0 of SLURM_STEP_NUM_TASKS=2 names another rank than RANK=" +
+                      std::to_string(rank) + " of WORLD_SIZE=4, which is used: ..."};
+      children.push_back(r);
+    }
+    const int next = tree.add(started_reading(i, followed ? followed : kStarted, "python3", 0.05, children));
+    if (next) followed = next;
+  }
+  EXPECT_EQ(followed, 402) << "the busiest rank is followed, as under torchrun watched alone";
+  const std::vector<ProcessTreeSummary> views = tree.rank_views();
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].trainer_rank, 0);
+  EXPECT_EQ(views[1].trainer_rank, 1);
+  EXPECT_EQ(views[0].world_size, 4);
+  const ProcessTreeSummary summary = tree.summary();
+  for (const WatchedProcess& p : summary.processes) {
+    if (p.pid == kStarted) {
+      EXPECT_EQ(p.role, ProcessRole::launcher);
+    }
+  }
+  ASSERT_EQ(summary.rank_notes.size(), 2u);
+  EXPECT_EQ(summary.rank_notes[0].rfind("rank 0 (pid 401): SLURM_PROCID=0", 0), 0u) << summary.rank_notes[0];
+}
+
+// A watch of torchrun on the job's second machine (ranks 2 and 3): before the ranks start there is
+// no rank, rather than torchrun standing in as a rank 0 that the job does not have there.
+TEST(LauncherRanksTest, ALauncherOfRanksStandsInForNoRank) {
+  for (const bool launcher : {false, true}) {
+    ProcessTreeDigest tree(kLauncher, 1);
+    if (launcher) tree.launches_ranks();
+    for (int i = 0; i <= 2; ++i) tree.add(started_reading(i, kLauncher, "python3", 0.3, {}));
+    const std::vector<RankReading> ranks = tree.latest_ranks();
+    if (launcher) {
+      EXPECT_TRUE(ranks.empty());
+    } else {
+      ASSERT_EQ(ranks.size(), 1u) << "a program that is no job is rank 0 of the live series";
+      EXPECT_EQ(ranks[0].rank, 0);
+    }
   }
 }
 

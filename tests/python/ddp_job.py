@@ -1,6 +1,7 @@
 """A DistributedDataParallel job on the CPU (gloo) for `feedscope watch` on every rank: started by
 `python -m torch.distributed.run` (it reads RANK, LOCAL_RANK, WORLD_SIZE) on one machine or
-several. Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
+several, or by srun or mpirun (their own variables give the rank; MASTER_ADDR and MASTER_PORT,
+which the caller exports, the rendezvous). Each rank loads from its own DataLoader with workers whose per-sample cost is burned CPU,
 so one rank can be made to load slower than the others (--slow-rank), or each rank in turn for
 --alternate-steps steps, waiting (a straggler that moves from rank to rank); a rank can raise mid-run
 (--raise-rank); --feedscope puts the Python client's Session in every rank."""
@@ -57,9 +58,23 @@ class Burned(Dataset):
         return torch.randn(self.width, generator=g), i % 10
 
 
+# Each launcher's rank and size variables, in the order sampler/rank_identity.h believes them.
+LAUNCHER_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                      ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+
+
+def launcher_rank():
+    for rank, size in LAUNCHER_VARIABLES:
+        if rank in os.environ and size in os.environ:
+            return int(os.environ[rank]), int(os.environ[size])
+    raise SystemExit("ddp_job.py: no launcher's rank variables (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                     "SLURM_PROCID) in the environment")
+
+
 def main():
     args = parser.parse_args()
-    dist.init_process_group("gloo")
+    rank, world = launcher_rank()
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     torch.set_num_threads(1)

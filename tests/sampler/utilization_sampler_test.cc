@@ -252,6 +252,38 @@ TEST(UtilizationSamplerTest, AWorkerThatEndsMakesTheNextSampleWalkTheTreeAgain) 
   EXPECT_EQ(s.children[0].pid, 201);
 }
 
+// A worker idle at 3 readings in a row (a full prefetch queue) is read at every other reading, as
+// it stood; the CPU it took meanwhile counts when it is read again, so nothing is lost over the run.
+TEST(UtilizationSamplerTest, AnIdleWorkerIsReadLessOftenAndItsCpuCountsWhenReadAgain) {
+  FakeProc proc;
+  proc.baseline();
+  fs::create_directories(proc.root() / "proc/200/task/200");
+  proc.write("proc/self/task/101/children", "200 ");
+  const int hz = static_cast<int>(clock_ticks_per_second());
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", hz));
+  UtilizationSampler::Options o;
+  o.fs = proc.fs();
+  o.memory_hz = 0;
+  UtilizationSampler sampler(std::move(o));
+  constexpr std::int64_t kTenth = kSecond / 10;
+  sampler.sample(10 * kTenth);
+  for (int at = 11; at <= 13; ++at) {  // idle at each: read, 0 cores
+    const UtilizationSample s = sampler.sample(at * kTenth);
+    ASSERT_EQ(s.children.size(), 1u) << at;
+    EXPECT_EQ(s.children[0].cores, 0) << at;
+  }
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", hz + hz / 10));  // 0.1 CPU-s
+  const UtilizationSample skipped = sampler.sample(14 * kTenth);
+  ASSERT_EQ(skipped.children.size(), 1u) << "still in the tree, as it stood";
+  EXPECT_EQ(skipped.children[0].pid, 200);
+  EXPECT_EQ(skipped.children[0].cores, 0) << "not read at this reading";
+  const UtilizationSample read = sampler.sample(15 * kTenth);
+  ASSERT_EQ(read.children.size(), 1u);
+  EXPECT_NEAR(read.children[0].cores * 0.1, 0.1, 1e-9) << "its 0.1 CPU-s, counted now";
+  proc.write("proc/200/stat", FakeProc::task_stat("pt_data_worker", hz + hz / 5));
+  EXPECT_NEAR(sampler.sample(16 * kTenth).children.at(0).cores, 1.0, 1e-9) << "busy: read at every reading";
+}
+
 // A tree whose processes all have a reading, for the walk tests: 200 to 203 can join it.
 struct WalkedTree {
   FakeProc proc;
@@ -618,6 +650,18 @@ TEST(UtilizationSamplerTest, SmapsRollupIsReadAtTheMemoryRateForTheProcessAndIts
   EXPECT_EQ(due.children[0].memory->private_bytes(), 300u * 1024);
   EXPECT_EQ(due.children[0].memory->shared_bytes(), (700u + 8) * 1024);
   EXPECT_EQ(sampler.summary().unavailable.count("memory_rollup"), 0u);
+}
+
+// A big node's tree (8 ranks x 12 workers under one watch) is read less often, not at more cost.
+TEST(UtilizationSamplerTest, ARoundOfMoreProcessesThanTheFullShareTakesLess) {
+  UtilizationSampler::Options o;
+  o.memory_cpu_share = 0.05;
+  EXPECT_DOUBLE_EQ(UtilizationSampler::memory_round_share(o, 105), 0.05) << "no limit given: the share";
+  o.memory_share_processes = 12;
+  EXPECT_DOUBLE_EQ(UtilizationSampler::memory_round_share(o, 12), 0.05);
+  EXPECT_DOUBLE_EQ(UtilizationSampler::memory_round_share(o, 24), 0.025);
+  EXPECT_NEAR(UtilizationSampler::memory_round_share(o, 105), 0.05 * 12 / 105, 1e-12);
+  EXPECT_DOUBLE_EQ(UtilizationSampler::memory_round_share(o, 1000), 0.005) << "a tenth at least";
 }
 
 TEST(UtilizationSamplerTest, WithoutSmapsRollupTheSplitIsUnavailable) {
