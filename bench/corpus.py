@@ -37,7 +37,7 @@ A case (tests/corpus/cases.json; bench/corpus_public.json for public programs fe
 
 A recommendation's setting maps to a knob: num_workers=N (or --try's -j N, --workers N) ->
 workers, torch.set_num_threads(N) (or --try's OMP_NUM_THREADS=N) -> threads, batch_size=N (-b N)
--> batch. The speed-up of a change is measured against the runs before and after it (this machine
+-> batch, persistent_workers=True -> persistent (1). The speed-up of a change is measured against the runs before and after it (this machine
 drifts by 20 % over a minute): two pairs, a third where they disagree by more than 10 %, the
 median.
 
@@ -67,6 +67,7 @@ SETTINGS = [
     (re.compile(r"^OMP_NUM_THREADS=(\d+)$"), "threads"),
     (re.compile(r"^(?:-j|--workers|--num-workers|--num_workers)[ =](\d+)$"), "workers"),
     (re.compile(r"^(?:-b|--batch-size|--batch_size)[ =](\d+)$"), "batch"),
+    (re.compile(r"^persistent_workers=(1|True)$"), "persistent"),
 ]
 HELPS = 1.05        # a change that gains less is no change worth advising
 # How a suggestion without a setting names a knob: advice to try and measure, not a claim.
@@ -188,10 +189,11 @@ def read_as(report, expect):
 
 
 def knob_of_setting(setting):
+    """("workers", 2) for "num_workers=2"; a switch is 1 ("persistent_workers=True")."""
     for pattern, knob in SETTINGS:
         m = pattern.match(setting or "")
         if m:
-            return knob, int(m.group(1))
+            return knob, 1 if m.group(1) == "True" else int(m.group(1))
     return None
 
 
@@ -223,10 +225,9 @@ def contradicted(diagnosis, tried):
 def advised_change(diagnosis):
     """The first recommendation whose setting maps to a knob: (knob change, prediction, text)."""
     for rec in diagnosis.get("recommendations", []):
-        for pattern, knob in SETTINGS:
-            m = pattern.match(rec.get("setting", ""))
-            if m:
-                return {knob: int(m.group(1))}, rec.get("predicted_speedup"), rec
+        k = knob_of_setting(rec.get("setting"))
+        if k:
+            return {k[0]: k[1]}, rec.get("predicted_speedup"), rec
     return None, None, None
 
 

@@ -5,9 +5,12 @@
 // epochs make that wait most of the loop's (pytorch/examples' imagenet on an H200, 2026-11-28:
 // waiting 72-77 % with its workers half idle). Counted from the process tree's readings: the
 // generations of workers seen start, and the looks at the training thread (sampler/thread_wait.h)
-// from each generation's start until one found it working.
+// from each generation's start while they found it blocked, less what the loop waits anyway: a
+// loop its workers cannot keep up with waits most of the time, start-up or not (tests/corpus's
+// imagefolder-j1 waits 80 % at every reading; its workers restart in 10 ms).
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 #include "sampler/utilization_sample.h"
 
@@ -18,11 +21,14 @@ struct WorkerChurn {
   int workers_started = 0;  // loader worker processes seen start
   double first_start_s = 0;  // the first generation's start, seconds after the first reading
   double span_s = 0;         // from it to the last reading
-  // The training thread's wait for a generation's first batch: the first generation's (which
-  // persistent workers pay too), and the later ones' summed, with how many were measured.
+  // The training thread's wait for a generation's first batch beyond its steady wait (the share of
+  // time it waits once the workers run): the first generation's (which persistent workers pay
+  // too), and the later ones' summed, with how many were measured. Not measured (null, 0) where the
+  // loop was never seen outside a start-up, which leaves no steady wait to tell it from.
   std::optional<double> first_startup_s;
   double restart_wait_s = 0;
   int restarts_measured = 0;
+  std::optional<double> steady_wait_share;
   // Its whole wait on the loader while workers were alive, from the same looks, and how many looks.
   double wait_s = 0;
   std::size_t looks = 0;
@@ -44,13 +50,23 @@ class WorkerChurnTracker {
   std::optional<WorkerChurn> summary() const;
 
  private:
-  void end_startup();
+  // A generation's start-up, as the looks saw it: the readings from its start while they found the
+  // thread blocked (kBlocked of the looks or more), and the one in which that ended.
+  struct Startup {
+    double blocked_s = 0;       // the readings' time
+    double blocked_wait_s = 0;  // of it, the thread's wait
+    double end_s = 0;           // the reading that ended it: its time and wait share
+    double end_share = 0;
+    bool ended = false;
+  };
 
   WorkerChurn churn_;
+  std::vector<Startup> startups_;  // one per generation
   double generation_start_s_ = 0;
   double last_s_ = 0;
-  bool in_startup_ = false;
-  double startup_wait_s_ = 0;  // of the generation in start-up so far
+  // The readings outside every start-up: the loop's steady wait.
+  double steady_s_ = 0;
+  double steady_wait_s_ = 0;
 };
 
 }  // namespace feedscope

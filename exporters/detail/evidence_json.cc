@@ -257,6 +257,7 @@ std::optional<WorkerChurn> worker_churn_from(const JsonIn& j) {
   c.first_startup_s = opt_number(j.at("first_startup_s"));
   c.restart_wait_s = j.at("restart_wait_s").number();
   c.restarts_measured = static_cast<int>(j.at("restarts_measured").integer());
+  if (j.json().contains("steady_wait_share")) c.steady_wait_share = opt_number(j.at("steady_wait_share"));
   c.wait_s = j.at("wait_s").number();
   c.looks = j.at("looks").unsigned_integer();
   return c;
@@ -463,6 +464,7 @@ ojson worker_churn_json(const std::optional<WorkerChurn>& c) {
           {"first_startup_s", optional_json(c->first_startup_s)},
           {"restart_wait_s", number_json(c->restart_wait_s)},
           {"restarts_measured", c->restarts_measured},
+          {"steady_wait_share", optional_json(c->steady_wait_share)},
           {"wait_s", number_json(c->wait_s)},
           {"looks", c->looks}};
 }

@@ -28,11 +28,12 @@ bool tree_worker_churn(const Facts& f, Diagnosis& d) {
                   "its wait for data.",
                   c.generations, c.span_s, c.span_s / c.generations, each, 100 * share,
                   100 * c.restart_wait_s / std::max(c.wait_s, 1e-9));
-  d.evidence.push_back(fmt("%d loader worker processes started in %d sets; the training thread "
-                           "waited %s for the first set's first batch and %.2f s for the %d later "
-                           "ones' (%.2f s each), of %.2f s it waited on its loader in all (its "
-                           "looks, measured from outside)",
-                           c.workers_started, c.generations,
+  d.evidence.push_back(fmt("%d loader worker processes started in %d sets; beyond the %.0f%% of the "
+                           "time it waits once the workers run, the training thread waited %s for "
+                           "the first set's first batch and %.2f s for the %d later ones' (%.2f s "
+                           "each), of %.2f s it waited on its loader in all (its looks, measured "
+                           "from outside)",
+                           c.workers_started, c.generations, 100 * c.steady_wait_share.value_or(0),
                            c.first_startup_s ? fmt("%.2f s", *c.first_startup_s).c_str() : "(not measured)",
                            c.restart_wait_s, c.restarts_measured, each, c.wait_s));
   Recommendation r;

@@ -29,6 +29,8 @@ parser.add_argument("--lr", default=0.01, type=float)
 parser.add_argument("-p", "--print-freq", default=1, type=int)
 parser.add_argument("--threads", default=0, type=int, help="torch.set_num_threads (0: torch's)")
 parser.add_argument("--pin-memory", action="store_true")
+parser.add_argument("--persistent-workers", default=0, type=int, choices=[0, 1],
+                    help="DataLoader(persistent_workers=...): 1 keeps the workers across epochs")
 parser.add_argument("--dummy", action="store_true", help="use fake data to benchmark")
 parser.add_argument("--log", default="imagenet", choices=["imagenet", "metric-logger", "tqdm"],
                     help="progress lines as pytorch/examples' imagenet prints them (`Time ... Data ...`), "
@@ -142,11 +144,13 @@ def main():
             transforms.ToTensor(), normalize]))
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                                          num_workers=args.workers, pin_memory=args.pin_memory,
+                                         persistent_workers=bool(args.persistent_workers and args.workers),
                                          drop_last=True)
     log = {"imagenet": ImageNetLog, "metric-logger": MetricLog, "tqdm": TqdmLog}[args.log](args)
     model.train()
     step = 0
     epoch = 0
+    began = time.time()
     while step < args.steps:
         end = time.time()
         for i, (images, target) in enumerate(log.wrap(loader, epoch)):
@@ -164,6 +168,10 @@ def main():
         else:
             log.end_epoch(epoch, len(loader))
         epoch += 1
+    # The loop's own rate, epoch boundaries included (what its per-batch lines leave out), for
+    # bench/corpus.py's measure of a change; feedscope reads the lines above, never this one.
+    del loader  # the last epoch's workers shut down inside the timed loop, as every other epoch's
+    print(f"corpus truth: {step * args.batch_size} samples in {time.time() - began:.3f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -360,7 +360,7 @@ std::vector<RuleCase> rule_cases() {
       {"tree_worker_churn",
        [] {
          WatchDiagnosisInput in = tree_input(0.3, 4, 0.3, 0.3);
-         in.tree.worker_churn = WorkerChurn{5, 20, 0.05, 5.95, 0.4, 1.6, 4, 2.0, 300};
+         in.tree.worker_churn = WorkerChurn{5, 20, 0.05, 5.95, 0.4, 1.6, 4, 0.0, 2.0, 300};
          return watched(in);
        }},
       {"tree_workers_saturated", [] { return watched(tree_input(0.3, 8, 0.95, 0.98)); }},

@@ -138,6 +138,56 @@ TEST(WorkerChurnTest, WorkersStartedEveryEpochThatExplainTheWaitAreToldToPersist
   EXPECT_FALSE(churn_fired(diagnose_watched(churn_watched(short_epochs_program(true))), "tree_worker_churn"));
 }
 
+// A loop its one worker cannot keep up with (tests/corpus's imagefolder-j1: 1000x750 JPEGs on one
+// worker, 2-s epochs) waits at 4 looks of 5 all along, and at 5 of 5 only while a new set forks:
+// that restart costs it a tenth of a second beyond its steady wait, not the epoch's whole wait,
+// and persistent_workers=True is not advised (it measured 1.00x there, 2026-11-29).
+TEST(WorkerChurnTest, ALoopThatWaitsAllAlongIsChargedOnlyTheWaitBeyondItsSteadyOne) {
+  WorkerChurnTracker t;
+  MainThreadWaits blocked, mostly;
+  blocked.looks = blocked.loader_queue = 5;
+  mostly.looks = 5;
+  mostly.loader_queue = 4;
+  mostly.running = 1;
+  double at = 0;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    t.add(at += 0.5, 0.5, 1, 1, &blocked);  // the new worker forks, loads its first batch
+    for (int reading = 0; reading < 3; ++reading) t.add(at += 0.5, 0.5, 1, 0, &mostly);
+  }
+  const std::optional<WorkerChurn> c = t.summary();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->generations, 4);
+  EXPECT_EQ(c->restarts_measured, 3);
+  ASSERT_TRUE(c->steady_wait_share);
+  EXPECT_NEAR(*c->steady_wait_share, 0.8, 1e-9);
+  EXPECT_NEAR(c->restart_wait_s, 3 * 0.5 * (1 - 0.8), 1e-9);  // not 3 x 2 s of waiting
+  EXPECT_NEAR(c->wait_s, 4 * (0.5 + 3 * 0.5 * 0.8), 1e-9);
+
+  WatchDiagnosisInput in = churn_watched(short_epochs_program(false));
+  in.tree.worker_churn = c;
+  in.tree.worker_churn->looks = 400;
+  EXPECT_FALSE(churn_fired(diagnose_watched(in), "tree_worker_churn"));
+}
+
+// A loop seen only while its workers started (every reading blocked) has no steady wait to tell a
+// restart's from: not measured, nothing advised.
+TEST(WorkerChurnTest, ALoopNeverSeenPastAStartUpHasItsRestartsUnmeasured) {
+  WorkerChurnTracker t;
+  MainThreadWaits blocked;
+  blocked.looks = blocked.loader_queue = 5;
+  double at = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    t.add(at += 0.5, 0.5, 2, 2, &blocked);
+    t.add(at += 0.5, 0.5, 0, 0, &blocked);  // ended before its thread was seen working
+  }
+  const std::optional<WorkerChurn> c = t.summary();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->generations, 3);
+  EXPECT_EQ(c->restarts_measured, 0);
+  EXPECT_FALSE(c->first_startup_s);
+  EXPECT_FALSE(c->steady_wait_share);
+}
+
 // A Hogwild script's training processes, started as a set and seen as loader workers until the
 // script is known to wait for them (python.test_watch read 5 sets of 0.05 s each, over 92 looks):
 // no start-up of 0.1 s, too few looks, and the sets forgotten once they are known for trainers.
