@@ -757,9 +757,11 @@ void UtilizationSampler::run() {
   std::unique_lock lock(run_mutex_);
   while (!stopping_) {
     const bool later = options_.wait_probe_later_hz > 0 && next - started >= kWaitProbeFastPeriod;
-    const auto look_period = !wait_probe_ ? period
-                             : later      ? period_of(options_.wait_probe_later_hz)
-                                          : period_of(options_.wait_probe_hz);
+    // Later never more often than at first (a per-task watch shares a machine's looks).
+    const auto look_period =
+        !wait_probe_ ? period
+        : later      ? period_of(std::min(options_.wait_probe_later_hz, options_.wait_probe_hz))
+                     : period_of(options_.wait_probe_hz);
     lock.unlock();
     const UtilizationSample s = sample(steady_now_ns());
     if (options_.on_sample && s.cpu_system_ratio) {

@@ -75,8 +75,8 @@ class UtilizationSampler {
     // between the samples and at each; counted into each sample's main_thread_waits. 0: never.
     // Only for another process (pid > 0): a look costs tens of microseconds.
     double wait_probe_hz = 0;
-    // After the first 10 s of looks, this many a second instead (0: keep wait_probe_hz): enough
-    // looks soon for a short run, fewer for one read for hours.
+    // After the first 10 s of looks, this many a second instead, wait_probe_hz at most (0: keep
+    // wait_probe_hz): enough looks soon for a short run, fewer for one read for hours.
     double wait_probe_later_hz = 0;
   };
 
