@@ -36,6 +36,14 @@ namespace {
 bool runs_multiprocessing(const std::string& cmdline) {
   return cmdline.find("multiprocessing.") != std::string::npos;
 }
+
+// One of multiprocessing's own servers (the resource tracker, the fork server, Python 3.7's
+// semaphore tracker): it runs none of the program's work, so it is never the child to follow.
+bool multiprocessing_server(const std::string& cmdline) {
+  return cmdline.find("multiprocessing.resource_tracker") != std::string::npos ||
+         cmdline.find("multiprocessing.forkserver") != std::string::npos ||
+         cmdline.find("multiprocessing.semaphore_tracker") != std::string::npos;
+}
 }  // namespace
 
 ProcessRole classify_descendant(const ProcessCpu& p, int trainer_pid, const std::string& trainer_name,
@@ -329,7 +337,7 @@ void ProcessTreeDigest::Reading::read_child(const ProcessCpu& p) {
   }
   if (a.process.role != ProcessRole::loader_worker) {
     others += p.cores;
-    if (p.ppid == pid && p.cores > busiest_cores) {
+    if (p.ppid == pid && p.cores > busiest_cores && !multiprocessing_server(p.cmdline)) {
       busiest_child = p.pid;
       busiest_cores = p.cores;
     }

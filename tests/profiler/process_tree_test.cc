@@ -83,6 +83,28 @@ UtilizationSample sample(std::int64_t t_ms, double main_busy, std::vector<Proces
   return s;
 }
 
+// pytorch/examples' mnist_hogwild (found by bench/corpus_public.json): the script's copies read as
+// loader workers until it is seen to wait for them, so at that reading its only other child was
+// multiprocessing's resource tracker, which was followed as "the training process" for the rest of
+// the run (main thread busy 0 %, "No clear limit", 3 trainers). A multiprocessing server is never
+// followed; the next reading follows the busiest training process.
+TEST(ProcessTreeTest, AScriptWaitingForItsTrainingProcessesIsFollowedIntoOneNotIntoTheResourceTracker) {
+  ProcessTreeDigest tree(kTrainer, 1);
+  const auto waiting_script = [](std::int64_t t_ms) {
+    const std::string tracker = "python3 -c from multiprocessing.resource_tracker import main;main(5)";
+    UtilizationSample s = sample(t_ms, 0.02, {child(4, "python3", tracker, 0.05),
+                                              child(201, "python3", "python3 main.py", 0.85),
+                                              child(202, "python3", "python3 main.py", 0.9)});
+    MainThreadWaits w;
+    w.looks = 30;
+    w.children = 30;  // in join() at every look
+    s.main_thread_waits = w;
+    return s;
+  };
+  EXPECT_EQ(tree.add(waiting_script(0)), 0) << "its copies still read as loader workers: nothing to follow yet";
+  EXPECT_EQ(tree.add(waiting_script(100)), 202) << "the busiest of its training processes";
+}
+
 TEST(ProcessTreeTest, TheSummaryAveragesEachRoleOverTheReadingsItWasIn) {
   ProcessTreeDigest tree(kTrainer, 1);
   tree.add(sample(0, 0.3, {}));
