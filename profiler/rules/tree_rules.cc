@@ -204,19 +204,33 @@ void loads_and_steps_in_one_thread(const Evidence& in, const CpuBudget& cpu, Dia
 
 
 // num_workers=0, its loading measured by its Python stack: DataLoader workers take the loading off
-// the training thread, as many as keep up with the step that is left.
+// the training thread, as many as keep up with the step that is left, where a core is free for
+// them. With none free, a worker takes its core from the step: pytorch/examples' mnist_hogwild (two
+// training processes on 2 cores, 35 % of their looks loading, 0.2 cores idle) was told
+// num_workers=1 at 1.06x and measured 0.46x (its spawned workers start again every epoch).
 void loading_share_measured(const TreeFacts& T, Diagnosis& d) {
   const double load = *T.queue_stall;
   d.bottleneck = "cpu_preprocess";
   const double by_thread = 1.0 / std::max(1.0 - load, 0.05);
   const double by_cores = T.cpu.growth();
   const double predicted = std::min(by_thread, by_cores);
-  // Each worker loads at most a core's worth: as many as carry the loading at the predicted pace.
-  const int workers = std::max(1, static_cast<int>(std::ceil(predicted * load - 1e-9)));
   d.verdict = fmt("Input-bound: the training thread loads its own data (num_workers=0) %.0f%% of the "
                   "time (its Python stack in torch.utils.data, measured from outside); DataLoader "
                   "workers would load while it steps.",
                   100 * load);
+  if (T.cpu.usable_idle() < kIdleCoreWorthAThread) {
+    d.verdict += fmt(" No core is free for them (%.1f idle).", T.cpu.usable_idle());
+    d.recommendations.push_back(advice(
+        "", "Make the loading cheaper (decode and transform less per sample, or keep the data "
+            "ready-made in memory), or free cores for loader workers: a worker would take its "
+            "core from the step.",
+        fmt("no prediction: at most %.2fx, the idle cores given to the program, less what a "
+            "worker costs to start and to pickle its batches across",
+            by_cores)));
+    return;
+  }
+  // Each worker loads at most a core's worth: as many as carry the loading at the predicted pace.
+  const int workers = std::max(1, static_cast<int>(std::ceil(predicted * load - 1e-9)));
   Recommendation r = advice(
       "num_workers=" + std::to_string(workers),
       fmt("Set num_workers=%d: %s load%s while the training thread steps.", workers,

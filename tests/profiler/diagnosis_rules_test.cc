@@ -621,7 +621,9 @@ TEST(DiagnosisRulesTest, ThreadsThatYieldTheirCoreCountAsIdle) {
   const Diagnosis spun = diagnose(watched(in));
   ASSERT_TRUE(fired(spun, "tree_one_thread")) << ::testing::PrintToString(spun.rules);
   ASSERT_FALSE(spun.recommendations.empty());
-  EXPECT_LT(*spun.recommendations.front().predicted_speedup, 1.1) << "no idle core seen";
+  EXPECT_EQ(spun.recommendations.front().setting, "") << "no idle core seen: no worker claimed";
+  EXPECT_FALSE(spun.recommendations.front().predicted_speedup);
+  EXPECT_NE(spun.verdict.find("No core is free for them (0.1 idle)"), std::string::npos) << spun.verdict;
 
   in.tree.yielding_threads_cores = 0.8;
   const Diagnosis d = diagnose(watched(in));

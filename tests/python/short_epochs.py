@@ -1,5 +1,5 @@
 """A training loop over a PyTorch DataLoader with short epochs, for `feedscope watch`'s worker churn
-(docs/diagnosis.md, tree_worker_churn): 4 workers, each taking 0.5 s to start (its worker_init_fn
+(docs/diagnosis.md, tree_worker_churn): 4 workers, each taking 1.5 s to start (its worker_init_fn
 stands for a worker's imports and its dataset's files), about 1 s of steps an epoch, and loading
 that keeps up with the step once the workers run. Without --persistent the DataLoader starts its
 workers again every epoch, and the loop waits for each new set's first batch."""
@@ -20,7 +20,7 @@ class Items(Dataset):
 
 
 def start_up(_worker):
-    time.sleep(0.5)
+    time.sleep(1.5)
 
 
 def step(batch):

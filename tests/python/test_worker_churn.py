@@ -1,5 +1,5 @@
 """`feedscope watch` on a DataLoader that starts its workers again every epoch (tests/python/
-short_epochs.py: 4 workers, 0.5 s each to start, 1-s epochs): the churn is named and
+short_epochs.py: 4 workers, 1.5 s each to start, 1-s epochs): the churn is named and
 persistent_workers=True advised, with a prediction; the same loop with persistent workers is not
 told so."""
 
