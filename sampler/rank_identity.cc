@@ -58,22 +58,25 @@ Claim torch_claim(const EnvironmentLookup& env) {
   return c;
 }
 
-Claim openmpi_claim(const EnvironmentLookup& env) {
-  Claim c{"openmpi", "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", {}, {}, {}, {}, {}};
+// An MPI launcher's four variables: the rank (believed with the world size), the local rank and
+// the ranks on this node.
+Claim mpi_claim(const EnvironmentLookup& env, const char* source, const char* starter, const char* rank_key,
+                const char* world_key, const char* local_rank_key, const char* local_size_key) {
+  Claim c{source, starter, rank_key, world_key, {}, {}, {}, {}, {}};
   c.world_size = number_of(env, c.world_key);
   if (c.world_size) c.rank = number_of(env, c.rank_key);
-  c.local_rank = number_of(env, "OMPI_COMM_WORLD_LOCAL_RANK");
-  c.local_size = number_of(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  c.local_rank = number_of(env, local_rank_key);
+  c.local_size = number_of(env, local_size_key);
   return c;
 }
 
+Claim openmpi_claim(const EnvironmentLookup& env) {
+  return mpi_claim(env, "openmpi", "mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                   "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
 Claim pmi_claim(const EnvironmentLookup& env) {
-  Claim c{"pmi", "mpiexec", "PMI_RANK", "PMI_SIZE", {}, {}, {}, {}, {}};
-  c.world_size = number_of(env, c.world_key);
-  if (c.world_size) c.rank = number_of(env, c.rank_key);
-  c.local_rank = number_of(env, "MPI_LOCALRANKID");
-  c.local_size = number_of(env, "MPI_LOCALNRANKS");
-  return c;
+  return mpi_claim(env, "pmi", "mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
 }
 
 Claim slurm_claim(const EnvironmentLookup& env) {

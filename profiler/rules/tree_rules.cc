@@ -211,9 +211,7 @@ void loads_and_steps_in_one_thread(const Evidence& in, const CpuBudget& cpu, Dia
 void loading_share_measured(const TreeFacts& T, Diagnosis& d) {
   const double load = *T.queue_stall;
   d.bottleneck = "cpu_preprocess";
-  const double by_thread = 1.0 / std::max(1.0 - load, 0.05);
   const double by_cores = T.cpu.growth();
-  const double predicted = std::min(by_thread, by_cores);
   d.verdict = fmt("Input-bound: the training thread loads its own data (num_workers=0) %.0f%% of the "
                   "time (its Python stack in torch.utils.data, measured from outside); DataLoader "
                   "workers would load while it steps.",
@@ -229,6 +227,8 @@ void loading_share_measured(const TreeFacts& T, Diagnosis& d) {
             by_cores)));
     return;
   }
+  const double by_thread = 1.0 / std::max(1.0 - load, 0.05);
+  const double predicted = std::min(by_thread, by_cores);
   // Each worker loads at most a core's worth: as many as carry the loading at the predicted pace.
   const int workers = std::max(1, static_cast<int>(std::ceil(predicted * load - 1e-9)));
   Recommendation r = advice(

@@ -38,12 +38,18 @@ inline void launch(GpuActivity& a, const char* kernel, std::int64_t at, std::int
   a.kernels.push_back({kernel, start, end, device, stream, corr++});
 }
 
-inline RecordingCase run_case(const char* name, const char* made_by, DiagnosisInput in, const RecordedGpu& g) {
+// A case made here, by `made_by`, of the GPU records `g`; its run or its watch is set by the caller.
+inline RecordingCase fabricated_case(const char* name, const char* made_by, const RecordedGpu& g) {
   RecordingCase c;
   c.name = name;
   c.recording.fabricated_by = std::string("tests/support/gpu_rule_cases.h: ") + made_by;
-  c.recording.run = in;
   c.recording.gpu = g;
+  return c;
+}
+
+inline RecordingCase run_case(const char* name, const char* made_by, DiagnosisInput in, const RecordedGpu& g) {
+  RecordingCase c = fabricated_case(name, made_by, g);
+  c.recording.run = in;
   c.produced = produced_by_run(in, g);
   return c;
 }
@@ -51,11 +57,8 @@ inline RecordingCase run_case(const char* name, const char* made_by, DiagnosisIn
 inline RecordingCase watch_case(const char* name, const char* made_by, const WatchDiagnosisInput& in,
                                 RecordedGpu g) {
   g.steps.clear();  // watch has no step windows
-  RecordingCase c;
-  c.name = name;
-  c.recording.fabricated_by = std::string("tests/support/gpu_rule_cases.h: ") + made_by;
+  RecordingCase c = fabricated_case(name, made_by, g);
   c.recording.watch = in;
-  c.recording.gpu = g;
   c.produced = produced_by_watch(in, g);
   return c;
 }
